@@ -1,0 +1,109 @@
+"""Every expected failure, and the one table that turns it into a sentence naming the next command."""
+
+from __future__ import annotations
+
+import errno
+from dataclasses import dataclass
+from typing import Callable
+
+
+class ReproError(Exception):
+    """An expected failure: one sentence for the user, an exit code and the command that fixes it."""
+
+    exit_code = 2
+
+    def __init__(self, message: str, next_command: str | None = None, *, exit_code: int | None = None):
+        super().__init__(message)
+        self.message = message
+        self.next_command = next_command
+        if exit_code is not None:
+            self.exit_code = exit_code
+
+
+class InputError(ReproError):
+    """A file or folder the user gave cannot be read or makes no sense."""
+
+
+class RecipeError(InputError):
+    """A recipe file breaks the schema or names an unknown system."""
+
+
+class LedgerError(ReproError):
+    """The workspace ledger is unreadable or from a newer repro."""
+
+
+class SystemMismatch(ReproError):
+    """The hardware cannot run the chosen recipe (e.g. NVFP4 on Hopper)."""
+
+
+class StepFailed(ReproError):
+    """A long step (download, build, run) failed part way; its state is recorded in the ledger."""
+
+    exit_code = 1
+
+
+class Interrupted(ReproError):
+    """The user pressed Ctrl-C; partial work was kept and marked incomplete."""
+
+    exit_code = 130
+
+
+@dataclass(frozen=True)
+class Explained:
+    message: str
+    next_command: str | None
+    exit_code: int
+
+
+def _explain_oserror(exc: OSError) -> Explained:
+    where = f" ({exc.filename})" if getattr(exc, "filename", None) else ""
+    if exc.errno == errno.ENOSPC:
+        return Explained(f"The disk is full{where}.", "free space, then `repro doctor`", 2)
+    if exc.errno in (errno.EACCES, errno.EPERM):
+        return Explained(f"Permission denied{where}.", "check the workspace owner, then `repro doctor`", 2)
+    return Explained(f"{exc.strerror or exc}{where}.", "`repro doctor`", 2)
+
+
+def _external_mappings() -> list[tuple[type[BaseException], Callable[[BaseException], Explained]]]:
+    """Library exceptions, subclass first; imported lazily so a missing optional library never breaks the CLI."""
+    rows: list[tuple[type[BaseException], Callable[[BaseException], Explained]]] = []
+    try:
+        from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError, HfHubHTTPError
+    except ImportError:  # pragma: no cover - huggingface_hub is a hard dependency
+        pass
+    else:
+        rows += [
+            (GatedRepoError, lambda e: Explained(
+                "The model is gated and this token has no access: request access on the model page.",
+                "`repro setup` again once access is granted", 2)),
+            (RepositoryNotFoundError, lambda e: Explained(
+                "The model repository was not found, or the token cannot see it.",
+                "check `model.repo_id` in the recipe, then `repro setup`", 2)),
+            (HfHubHTTPError, lambda e: Explained(
+                f"The Hugging Face hub answered with an error: {str(e).splitlines()[0]}", "`repro setup` again", 2)),
+        ]
+    try:
+        from docker.errors import BuildError, DockerException
+    except ImportError:  # pragma: no cover
+        pass
+    else:
+        rows += [
+            (BuildError, lambda e: Explained(f"The container build failed: {e.msg}", "`repro build-engine --force`", 1)),
+            (DockerException, lambda e: Explained(
+                "The Docker engine is not reachable.", "start Docker (`sudo systemctl start docker`), then `repro doctor`", 2)),
+        ]
+    return rows
+
+
+def explain(exc: BaseException) -> Explained | None:
+    """Map an exception to a message, or None when it is a bug and deserves its traceback."""
+    if isinstance(exc, ReproError):
+        return Explained(exc.message, exc.next_command, exc.exit_code)
+    if isinstance(exc, KeyboardInterrupt):
+        return Explained("Interrupted; finished steps are kept in the ledger.", "`repro status`", 130)
+    for exc_type, fn in _external_mappings():
+        if isinstance(exc, exc_type):
+            return fn(exc)
+    if isinstance(exc, OSError):
+        return _explain_oserror(exc)
+    return None

@@ -1,0 +1,141 @@
+"""The step ledger: what each step did, from which inputs, with which outputs, so re-runs skip or resume.
+
+Stored as one JSON file in the workspace, written atomically. Schema changes are numbered,
+append-only migrations; a ledger from a newer repro is refused, and a corrupt one is moved
+aside (never overwritten) before a fresh one starts.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable, Literal
+
+from pydantic import BaseModel, Field
+
+from .errors import LedgerError
+from .fsutil import atomic_write_json, sha256_file
+
+SCHEMA_VERSION = 2
+Status = Literal["done", "running", "failed", "interrupted"]
+
+MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {}
+
+
+def migration(from_version: int):
+    def register(fn: Callable[[dict[str, Any]], dict[str, Any]]):
+        MIGRATIONS[from_version] = fn
+        return fn
+    return register
+
+
+@migration(1)
+def _v1_to_v2(data: dict[str, Any]) -> dict[str, Any]:
+    """v1 kept a flat list of steps; v2 keys them by name and records artifacts per step."""
+    steps = {}
+    for step in data.get("steps", []):
+        step = dict(step)
+        step.setdefault("outputs", [])
+        steps[step.pop("name")] = step
+    return {"schema_version": 2, "steps": steps, "facts": data.get("facts", {})}
+
+
+def now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+class Artifact(BaseModel):
+    path: str
+    size: int
+    sha256: str | None = None
+    source: str | None = None
+    revision: str | None = None
+
+    @classmethod
+    def of(cls, path: Path, *, checksum: bool = True, **kw: Any) -> "Artifact":
+        path = Path(path)
+        return cls(path=str(path), size=path.stat().st_size, sha256=sha256_file(path) if checksum else None, **kw)
+
+    def verify(self) -> bool:
+        p = Path(self.path)
+        if not p.exists() or p.stat().st_size != self.size:
+            return False
+        return self.sha256 is None or sha256_file(p) == self.sha256
+
+
+class StepRecord(BaseModel):
+    status: Status
+    inputs_hash: str
+    started: str
+    finished: str | None = None
+    outputs: list[Artifact] = Field(default_factory=list)
+    error: str | None = None
+    details: dict[str, Any] = Field(default_factory=dict)
+
+
+class Ledger(BaseModel):
+    schema_version: int = SCHEMA_VERSION
+    steps: dict[str, StepRecord] = Field(default_factory=dict)
+    facts: dict[str, Any] = Field(default_factory=dict, description="Detected once, reused: VM size, GPU names")
+    path: Path | None = Field(default=None, exclude=True)
+
+    @classmethod
+    def load(cls, path: Path) -> "Ledger":
+        path = Path(path)
+        if not path.exists():
+            return cls(path=path)
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            if not isinstance(data, dict):
+                raise ValueError("not a JSON object")
+        except (ValueError, UnicodeDecodeError) as exc:
+            aside = path.with_name(f"{path.name}.corrupt-{int(time.time())}")
+            path.rename(aside)
+            raise LedgerError(f"{path}: the ledger is corrupt ({exc}); it was moved to {aside.name}.",
+                              "`repro status` to start a fresh ledger, then re-run the steps") from None
+        version = int(data.get("schema_version", 1))
+        if version > SCHEMA_VERSION:
+            raise LedgerError(f"{path}: the ledger was written by a newer repro (schema {version} > {SCHEMA_VERSION}).",
+                              "`pip install -U repro`")
+        while version < SCHEMA_VERSION:
+            data = MIGRATIONS[version](data)
+            version = int(data["schema_version"])
+        ledger = cls.model_validate(data)
+        ledger.path = path
+        return ledger
+
+    def save(self) -> None:
+        assert self.path is not None
+        atomic_write_json(self.path, self.model_dump(mode="json"))
+
+    def get(self, step: str) -> StepRecord | None:
+        return self.steps.get(step)
+
+    def is_fresh(self, step: str, inputs_hash: str, *, verify_outputs: bool = True) -> bool:
+        """Done, from the same inputs, and its outputs still check out."""
+        rec = self.steps.get(step)
+        if rec is None or rec.status != "done" or rec.inputs_hash != inputs_hash:
+            return False
+        return all(a.verify() for a in rec.outputs) if verify_outputs else True
+
+    def start(self, step: str, inputs_hash: str, **details: Any) -> None:
+        self.steps[step] = StepRecord(status="running", inputs_hash=inputs_hash, started=now(), details=details)
+        self.save()
+
+    def finish(self, step: str, outputs: list[Artifact] | None = None, **details: Any) -> None:
+        rec = self.steps[step]
+        rec.status, rec.finished, rec.error = "done", now(), None
+        rec.outputs = list(outputs or [])
+        rec.details.update(details)
+        self.save()
+
+    def fail(self, step: str, error: str, *, interrupted: bool = False) -> None:
+        from .secrets import redact
+        rec = self.steps.get(step)
+        if rec is None:
+            rec = self.steps[step] = StepRecord(status="failed", inputs_hash="", started=now())
+        rec.status = "interrupted" if interrupted else "failed"
+        rec.finished, rec.error = now(), redact(error)
+        self.save()
