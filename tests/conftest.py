@@ -1,0 +1,36 @@
+"""Shared test isolation: every test gets its own REPRO_HOME and never sees a real HF token."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+FIXTURES = Path(os.environ.get("REPRO_FIXTURES", REPO.parent / "shared" / "fixtures")).resolve()
+GOLDEN = Path(__file__).resolve().parent / "golden"
+
+
+@pytest.fixture(autouse=True)
+def _isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    home = tmp_path / "repro-home"
+    monkeypatch.setenv("REPRO_HOME", str(home))
+    monkeypatch.setenv("REPRO_IMDS_URL", "http://127.0.0.1:9/metadata/instance")
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+    monkeypatch.delenv("HUGGING_FACE_HUB_TOKEN", raising=False)
+    monkeypatch.setenv("HF_HUB_DISABLE_TELEMETRY", "1")
+    monkeypatch.setenv("COLUMNS", "120")
+    return home
+
+
+@pytest.fixture
+def fixtures() -> Path:
+    if not FIXTURES.is_dir():
+        pytest.fail(f"shared fixtures not found at {FIXTURES}; set REPRO_FIXTURES")
+    return FIXTURES
+
+
+def required(env: str) -> bool:
+    """CI sets REPRO_REQUIRE_<THING>=1 so a missing Docker engine or Slurm fails instead of skipping."""
+    return os.environ.get(env) == "1"
