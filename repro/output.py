@@ -12,7 +12,7 @@ from rich.markup import escape
 from .secrets import redact
 
 console = Console(highlight=False, soft_wrap=False)
-err_console = Console(stderr=True, highlight=False)
+err_console = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
 class Result(Protocol):

@@ -7,6 +7,7 @@ The registry is the single lookup used by detection (Azure VM size, NVML GPU nam
 from __future__ import annotations
 
 import hashlib
+import re
 import json
 from functools import lru_cache
 from pathlib import Path
@@ -254,8 +255,8 @@ def by_gpu_name(gpu_name: str, gpu_count: int | None = None) -> Recipe | None:
 
 
 def by_system_name(system_name: str) -> Recipe | None:
-    """Match an MLPerf system-description `system_name` (e.g. 'ND_GB200_v6') to a recipe."""
-    want = _norm(system_name)
+    """Match an MLPerf system-description `system_name` (e.g. 'ND_GB200_v6', ' 18xND_GB300_v6') to a recipe."""
+    want = _norm(re.sub(r"^\s*\d+\s*x\s*", "", system_name, flags=re.I))
     for recipe in all_recipes():
         keys = {_norm(recipe.name), _norm(recipe.title)}
         if recipe.system.vm_size:
