@@ -6,7 +6,10 @@ import json
 import os
 import urllib.request
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .recipes import Recipe
 
 IMDS_URL = "http://169.254.169.254/metadata/instance?api-version=2021-02-01"
 
@@ -19,6 +22,14 @@ class GPU:
     memory_mib: int
     compute_capability: str | None = None
 
+    @property
+    def arch(self) -> str | None:
+        """'9.0' -> 'sm_90', '10.3' -> 'sm_103': the form recipes use."""
+        if not self.compute_capability:
+            return None
+        major, _, minor = self.compute_capability.partition(".")
+        return f"sm_{major}{minor or '0'}"
+
 
 @dataclass
 class SystemInfo:
@@ -30,7 +41,14 @@ class SystemInfo:
     imds_error: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        data = asdict(self)
+        for gpu, row in zip(self.gpus, data["gpus"]):
+            row["arch"] = gpu.arch
+        return data
+
+    @property
+    def on_azure(self) -> bool:
+        return self.vm_size is not None
 
 
 def imds_vm_size(url: str | None = None, timeout: float = 1.0) -> tuple[str | None, str | None]:
@@ -78,3 +96,38 @@ def detect_system(imds_timeout: float = 1.0) -> SystemInfo:
     vm_size, imds_error = imds_vm_size(timeout=imds_timeout)
     gpus, driver, cuda, nvml_error = nvml_gpus()
     return SystemInfo(vm_size, gpus, driver, cuda, nvml_error, imds_error)
+
+
+def match_recipe(info: SystemInfo) -> tuple["Recipe | None", str]:
+    """(recipe, why) from the VM size first, then the GPU name; (None, why not) when nothing fits."""
+    from .recipes import by_gpu_name, by_vm_size
+
+    if info.vm_size:
+        recipe = by_vm_size(info.vm_size)
+        if recipe is not None:
+            return recipe, f"Azure VM size {info.vm_size} (instance metadata)"
+    if info.gpus:
+        name = info.gpus[0].name
+        recipe = by_gpu_name(name, len(info.gpus))
+        if recipe is not None:
+            where = f"unknown VM size {info.vm_size}" if info.vm_size else "not on Azure"
+            return recipe, f"{len(info.gpus)} x {name} (NVML; {where})"
+    place = (f"Azure VM size {info.vm_size} has no recipe" if info.vm_size
+             else f"not on Azure (instance metadata: {info.imds_error or 'no answer'})")
+    gpus = (f"GPU {info.gpus[0].name} has no recipe" if info.gpus
+            else f"no NVIDIA GPU found ({info.nvml_error or 'NVML found none'})")
+    return None, f"{place}; {gpus}"
+
+
+def select_recipe(info: SystemInfo, explicit: str | None = None) -> tuple["Recipe", str]:
+    """The recipe to use and why; an explicit --recipe always wins, and nothing is guessed."""
+    from .errors import RecipeError
+    from .recipes import get_recipe
+
+    if explicit:
+        return get_recipe(explicit), "chosen with --recipe"
+    recipe, why = match_recipe(info)
+    if recipe is None:
+        raise RecipeError(f"No recipe matches this machine: {why}.",
+                          "pick one with `--recipe NAME` (see `repro recipes list`; `--recipe demo` runs on CPU)")
+    return recipe, why

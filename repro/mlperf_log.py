@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 from typing import Any, Optional
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
 from .errors import InputError
 
@@ -149,7 +149,7 @@ def parse_summary(path: Path) -> dict[str, Any]:
             out["tokens_per_s"] = _num(value)
         elif low == "scheduled samples per second":
             out["scheduled_samples_per_s"] = _num(value)
-        elif m := _LATENCY.match(key):
+        elif (m := _LATENCY.match(key)) and _num(value) is not None:
             out[_BUCKET[m.group(3).lower()]][_stat_key(m.group(1) or m.group(2))] = _num(value)
     if "validity" not in out:
         raise InputError(f"{path}: no 'Result is' line; the summary is truncated or not a LoadGen summary.",
@@ -318,26 +318,31 @@ def parse_run(folder: Path) -> LoadGenRun:
     accuracy_path = _accuracy_for(folder)
     system = find_system_json(folder)
     sut_name = summary.get("sut_name") or v.get("sut_name")
-    return LoadGenRun(
-        folder=folder, summary_path=summary_path if summary_path.is_file() else None,
-        detail_path=detail_path if detail_path.is_file() else None,
-        scenario=str(scenario), mode=str(mode), validity=summary["validity"], valid=summary["validity"] == "VALID",
-        invalid_reasons=_reasons(summary, detail, duration_s, min_duration_ms),
-        tokens_per_s=float(tokens) if tokens is not None else None,
-        samples_per_s=float(samples) if samples is not None else None,
-        latency_ns=latency, ttft_ns=summary["ttft"], tpot_ns=summary["tpot"], settings=settings,
-        loadgen_version=v.get("loadgen_version"), sut_name=sut_name,
-        warnings=summary["warnings"] + detail["warnings"], errors=summary["errors"] + detail["errors"],
-        min_duration_met=min_duration_met,
-        min_queries_met=satisfied.get("min queries satisfied", v.get("result_min_queries_met")),
-        early_stopping_met=satisfied.get("early stopping satisfied", v.get("early_stopping_met")),
-        duration_s=duration_s,
-        accuracy=parse_accuracy_txt(accuracy_path) if accuracy_path else None, accuracy_path=accuracy_path,
-        system=system[0] if system else None, system_path=system[1] if system else None,
-        label=_label(run_info, sut_name),
-        incomplete=bool(run_info and (run_info.get("incomplete") or run_info.get("status") in ("interrupted", "failed"))),
-        run_info=run_info,
-    )
+    try:
+        return LoadGenRun(
+            folder=folder, summary_path=summary_path if summary_path.is_file() else None,
+            detail_path=detail_path if detail_path.is_file() else None,
+            scenario=str(scenario), mode=str(mode), validity=summary["validity"], valid=summary["validity"] == "VALID",
+            invalid_reasons=_reasons(summary, detail, duration_s, min_duration_ms),
+            tokens_per_s=float(tokens) if tokens is not None else None,
+            samples_per_s=float(samples) if samples is not None else None,
+            latency_ns=latency, ttft_ns=summary["ttft"], tpot_ns=summary["tpot"], settings=settings,
+            loadgen_version=v.get("loadgen_version"), sut_name=sut_name,
+            warnings=summary["warnings"] + detail["warnings"], errors=summary["errors"] + detail["errors"],
+            min_duration_met=min_duration_met,
+            min_queries_met=satisfied.get("min queries satisfied", v.get("result_min_queries_met")),
+            early_stopping_met=satisfied.get("early stopping satisfied", v.get("early_stopping_met")),
+            duration_s=duration_s,
+            accuracy=parse_accuracy_txt(accuracy_path) if accuracy_path else None, accuracy_path=accuracy_path,
+            system=system[0] if system else None, system_path=system[1] if system else None,
+            label=_label(run_info, sut_name),
+            incomplete=bool(run_info and (run_info.get("incomplete") or run_info.get("status") in ("interrupted", "failed"))),
+            run_info=run_info,
+        )
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise InputError(f"{folder}: unreadable value for {'.'.join(map(str, first['loc']))} in the LoadGen logs.",
+                         "point `repro verify` at an intact LoadGen result folder") from None
 
 
 def find_runs(root: Path) -> list[LoadGenRun]:

@@ -1,0 +1,77 @@
+"""The backend interface: take token-id prompts with per-sample limits, report first tokens and completions.
+
+A backend owns its threads; it calls the sink from any thread, in batches, so the harness can turn
+events into LoadGen responses with one call per batch. The harness, not the backend, tracks which
+samples are outstanding, so a backend that dies never leaves LoadGen waiting.
+"""
+
+from __future__ import annotations
+
+import threading
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Any, Protocol, Sequence
+
+import numpy as np
+
+from ..errors import InputError
+
+NAMES = ("sim", "hf", "trtllm")
+
+
+@dataclass(frozen=True)
+class Request:
+    id: int
+    index: int
+    input_ids: np.ndarray
+    max_tokens: int
+
+
+class Sink(Protocol):
+    def first_tokens(self, events: Sequence[tuple[int, int]]) -> None: ...
+    def completed(self, events: Sequence[tuple[int, np.ndarray]]) -> None: ...
+    def failed(self, exc: BaseException) -> None: ...
+
+
+class Backend(ABC):
+    name = "base"
+    label: str | None = None
+
+    def __init__(self) -> None:
+        self.sink: Sink | None = None
+        self._stopping = threading.Event()
+
+    def start(self, sink: Sink) -> None:
+        self.sink = sink
+
+    @abstractmethod
+    def submit(self, requests: Sequence[Request]) -> None:
+        """Queue work and return at once; events arrive through the sink."""
+
+    def cancel(self) -> None:
+        """Stop starting new work (Ctrl-C, failure); the harness completes whatever is left."""
+        self._stopping.set()
+
+    def close(self) -> None:
+        self.cancel()
+
+    def describe(self) -> dict[str, Any]:
+        return {"backend": self.name}
+
+
+def recipe_backend_name(recipe_backend: str) -> str:
+    return "trtllm" if recipe_backend.startswith("trtllm") else recipe_backend
+
+
+def make_backend(name: str, *, recipe: Any, dataset: Any, model_dir: Any = None, rate_tokens_per_s: float | None = None,
+                 endpoints: list[str] | None = None, **kw: Any) -> Backend:
+    if name == "sim":
+        from .sim import SimBackend
+        return SimBackend(dataset.output_lens, rate_tokens_per_s=rate_tokens_per_s, **kw)
+    if name == "hf":
+        from .hf import HFBackend
+        return HFBackend(model_dir, **kw)
+    if name == "trtllm":
+        from .trtllm import TrtllmBackend, endpoints_for
+        return TrtllmBackend(endpoints or endpoints_for(recipe), **kw)
+    raise InputError(f"Unknown backend '{name}'; choose one of {', '.join(NAMES)}.", "`repro run offline --backend sim`")

@@ -1,0 +1,125 @@
+"""verify and aggregate on the published logs: figures, verdicts, reasons, exit codes and rendered tables."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from repro.aggregate import aggregate
+from repro.cli import app
+from repro.verify import verify_dir
+
+from golden_util import check_golden, render, stable_json
+
+runner = CliRunner()
+GB200 = "azure-nd-gb200-v6-v5.1"
+DGX = "nvidia-dgx-h100-v4.1"
+RACK = "azure-nd-gb300-v6-rack"
+
+
+def test_gb200_passes_with_published_figures(fixtures: Path) -> None:
+    v = verify_dir(fixtures / GB200)
+    assert v.status == "PASS" and v.exit_code == 0
+    assert v.recipe.name == "nd-gb200-v6" and v.gpus == 4 and v.gpus_source.startswith("system JSON")
+    assert round(v.run.tokens_per_s, 1) == 52061.6 and round(v.per_gpu, 1) == 13015.4
+    assert [c.ok for c in v.checks if c.name.startswith("accuracy")] == [True] * 4
+    check_golden("verify_gb200.txt", render(v))
+    check_golden("verify_gb200.json", stable_json(v.to_json(), fixtures))
+
+
+def test_dgx_h100_reference(fixtures: Path) -> None:
+    v = verify_dir(fixtures / DGX, recipe="dgx-h100")
+    assert v.status == "PASS" and v.gpus == 8 and round(v.per_gpu, 1) == 3065.6
+    check_golden("verify_dgx_h100.txt", render(v))
+
+
+def test_slowest_gb300_vm_is_just_below_the_band(fixtures: Path) -> None:
+    v = verify_dir(fixtures / RACK / "ND_GB300_v6_16")
+    assert v.status == "FAIL" and v.exit_code == 1
+    assert round(v.per_gpu, 1) == 14399.8 and round(v.deviation_pct, 1) == -5.3
+    assert v.reasons == ["5.3% below the published 15,200.0 per GPU (0.3% under the band floor 14,440.0)"]
+    check_golden("verify_gb300_vm16.txt", render(v))
+
+
+def test_rack_table(fixtures: Path) -> None:
+    report = aggregate([fixtures / RACK], expect=18)
+    s = report.stats
+    assert [r.name for r in report.rows] == ["ND_GB300_v6_1", "ND_GB300_v6_4", "ND_GB300_v6_16"]
+    assert round(s["total"], 1) == 179333.7 and s["max"] == 62690.8 and s["min"] == 57599.1
+    assert round(s["median"], 1) == 59043.8 and report.missing_count == 15 and report.exit_code == 1
+    assert [r.verdict.status for r in report.rows] == ["PASS", "PASS", "FAIL"]
+    check_golden("aggregate_gb300.txt", render(report))
+    check_golden("aggregate_gb300.md", report.to_markdown())
+
+
+def test_invalid_vm_is_listed_not_summed(fixtures: Path, tmp_path: Path) -> None:
+    rack = tmp_path / "rack"
+    shutil.copytree(fixtures / RACK, rack)
+    summary = rack / "ND_GB300_v6_4/llama2-70b-99/Offline/mlperf_log_summary.txt"
+    summary.write_text(summary.read_text().replace("Result is : VALID", "Result is : INVALID"))
+    (rack / "ND_GB300_v6_9").mkdir()
+    report = aggregate([rack / "ND_GB300_v6_1", rack / "ND_GB300_v6_4", rack / "ND_GB300_v6_9"])
+    by_name = {r.name: r for r in report.rows}
+    assert report.stats["vms"] == 1 and report.stats["total"] == 62690.8
+    assert not by_name["ND_GB300_v6_4"].counted and by_name["ND_GB300_v6_4"].verdict.status == "FAIL"
+    assert by_name["ND_GB300_v6_9"].verdict is None and "no LoadGen logs" in by_name["ND_GB300_v6_9"].problem
+
+
+def test_cli_verify_exit_codes_and_json(fixtures: Path, tmp_path: Path) -> None:
+    ok = runner.invoke(app, ["verify", str(fixtures / GB200), "--json"])
+    assert ok.exit_code == 0, ok.output
+    doc = json.loads(ok.stdout)
+    assert doc["status"] == "PASS" and doc["tokens_per_s_per_gpu"] == 13015.4
+    assert runner.invoke(app, ["verify", str(fixtures / RACK / "ND_GB300_v6_16")]).exit_code == 1
+    bad = runner.invoke(app, ["verify", str(tmp_path)])
+    assert bad.exit_code == 2 and "no LoadGen logs" in bad.output and "Traceback" not in bad.output
+
+
+def test_cli_aggregate_writes_markdown(fixtures: Path, tmp_path: Path) -> None:
+    md = tmp_path / "rack.md"
+    res = runner.invoke(app, ["aggregate", str(fixtures / RACK), "--markdown", str(md)])
+    assert res.exit_code == 1 and "179,333.7" in res.output
+    assert md.read_text().startswith("# Rack result: Azure ND GB300 v6")
+
+
+def test_conflicting_gpu_counts(fixtures: Path) -> None:
+    res = runner.invoke(app, ["verify", str(fixtures / GB200), "--gpus", "8"])
+    assert res.exit_code == 2 and "conflicting GPU counts: --gpus 8 but system JSON ND_GB200_v6.json says 4" in res.output
+
+
+def test_wrong_recipe_gpu_count(fixtures: Path) -> None:
+    res = runner.invoke(app, ["verify", str(fixtures / GB200), "--recipe", "nd-h100-v5"])
+    assert res.exit_code == 2 and "says 4 GPUs but recipe nd-h100-v5 has 8" in res.output
+
+
+def test_wrong_scenario(fixtures: Path, tmp_path: Path) -> None:
+    shutil.copytree(fixtures / DGX / "llama2-70b-99.9/Server", tmp_path / "Server")
+    res = runner.invoke(app, ["verify", str(tmp_path), "--recipe", "dgx-h100"])
+    assert res.exit_code == 2 and "holds Server runs, not Offline" in res.output
+
+
+def test_unknown_system_asks_for_recipe(fixtures: Path) -> None:
+    res = runner.invoke(app, ["verify", str(fixtures / DGX)])
+    assert res.exit_code == 2 and "--recipe NAME" in res.output
+
+
+@pytest.mark.parametrize("label", ["simulated", "smoke", "demo"])
+def test_labelled_runs_are_never_a_reproduction(fixtures: Path, tmp_path: Path, label: str) -> None:
+    run_dir = tmp_path / "run"
+    shutil.copytree(fixtures / GB200 / "llama2-70b-99/Offline/performance/run_1", run_dir)
+    (run_dir / "run.json").write_text(json.dumps({"recipe": "nd-gb200-v6", "label": label, "gpus": {"count": 4}}))
+    v = verify_dir(run_dir)
+    assert v.status == "NOT A REPRODUCTION" and v.exit_code == 1 and label in v.reasons[0]
+
+
+def test_short_min_duration_is_not_a_reproduction(fixtures: Path, tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    shutil.copytree(fixtures / GB200 / "llama2-70b-99/Offline/performance/run_1", run_dir)
+    s = run_dir / "mlperf_log_summary.txt"
+    s.write_text(s.read_text().replace("min_duration (ms): 2400000", "min_duration (ms): 60000"))
+    v = verify_dir(run_dir, recipe="nd-gb200-v6")
+    assert v.status == "FAIL" and "below MLPerf's 600 s" in v.reasons[0]
