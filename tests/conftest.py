@@ -32,5 +32,5 @@ def fixtures() -> Path:
 
 
 def required(env: str) -> bool:
-    """CI sets REPRO_REQUIRE_<THING>=1 so a missing Docker engine or Slurm fails instead of skipping."""
-    return os.environ.get(env) == "1"
+    """In CI (CI=true) or with REPRO_REQUIRE_<THING>=1 a missing Docker engine, Slurm or Chromium fails instead of skipping."""
+    return os.environ.get(env) == "1" or os.environ.get("CI") == "true"
