@@ -2,10 +2,47 @@
 
 from __future__ import annotations
 
-from ..errors import ReproError
-from ..options import JsonOpt
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from ..errors import InputError
+from ..fsutil import atomic_write_text
+from ..options import DryRunOpt, GpusOpt, JsonOpt, RecipeOpt
+from ..output import emit, info
 
 
-def report(json: JsonOpt = False) -> None:
+def _target(path: Optional[Path], kind: str) -> Optional[Path]:
+    if path is not None and path.is_dir():
+        raise InputError(f"{path}: is a folder; --{kind} needs a file name.", f"`repro report RESULT_DIR --{kind} {path / ('report.' + ('md' if kind == 'markdown' else kind))}`")
+    return path
+
+
+def report(
+    result_dirs: Annotated[list[Path], typer.Argument(help="Run folders, one per VM, or one folder holding per-VM folders.")],
+    html: Annotated[Optional[Path], typer.Option("--html", help="Also write a self-contained HTML report here.")] = None,
+    markdown: Annotated[Optional[Path], typer.Option("--markdown", help="Also write a Markdown report here.")] = None,
+    recipe: RecipeOpt = None,
+    gpus: GpusOpt = None,
+    json: JsonOpt = False,
+    dry_run: DryRunOpt = False,
+) -> None:
     """Compare your runs with every published result, with plots, business and efficiency figures."""
-    raise ReproError("`repro report` is not built yet.", "see issue #8")
+    from ..report import build_report
+    from ..report_html import render_html
+
+    html, markdown = _target(html, "html"), _target(markdown, "markdown")
+    result = build_report(result_dirs, recipe=recipe, gpus=gpus)
+    files = [(p, kind, render) for p, kind, render in ((html, "html", render_html), (markdown, "markdown", None)) if p]
+    for path, kind, render in files:
+        text = render(result) if render else result.to_markdown()
+        if dry_run:
+            result.outputs[kind] = f"would write {path} ({len(text.encode()):,} bytes)"
+        else:
+            atomic_write_text(path, text)
+            result.outputs[kind] = f"wrote {path}"
+    emit(result, json)
+    if json:
+        for line in result.outputs.values():
+            info(line)
