@@ -20,6 +20,7 @@ from typing import Any
 from .errors import InputError, ReproError, StepFailed
 
 INCOMPLETE = ".incomplete"
+RESUME_CHUNK = 1 << 20
 DEFAULT_ENDPOINT = "https://huggingface.co"
 
 
@@ -56,6 +57,7 @@ class ModelPlan:
     revision: str
     commit: str
     files: list[RemoteFile]
+    repo_type: str = "model"
 
     @property
     def total_bytes(self) -> int:
@@ -83,19 +85,22 @@ def _hub_error(exc: BaseException, repo_id: str, revision: str) -> ReproError | 
 
 
 def _network_error(exc: BaseException) -> ReproError | None:
-    import httpx
-    if isinstance(exc, (httpx.ConnectError, httpx.TimeoutException, httpx.RemoteProtocolError, ConnectionError)):
+    """huggingface_hub's HTTP client (httpx or its httpx2 fork, by version) raises its own transport errors."""
+    transport = {"ConnectError", "ConnectTimeout", "ReadTimeout", "TimeoutException", "RemoteProtocolError", "ReadError"}
+    if isinstance(exc, ConnectionError) or (type(exc).__module__.split(".")[0].startswith("httpx") and type(exc).__name__ in transport):
         return ReproError(f"Cannot reach {endpoint()} ({type(exc).__name__}).",
                           "check the network (or HF_ENDPOINT), then `repro setup`; finished files are kept")
     return None
 
 
-def plan_model(repo_id: str, revision: str, allow_patterns: list[str], token: str | None) -> ModelPlan:
+def plan_model(repo_id: str, revision: str, allow_patterns: list[str], token: str | None,
+               repo_type: str = "model") -> ModelPlan:
     """Ask the hub which files match and their sizes and checksums; this is also the access check."""
     from huggingface_hub import HfApi
     from huggingface_hub.utils import filter_repo_objects
     try:
-        info = HfApi(endpoint=endpoint(), token=token).model_info(repo_id, revision=revision, files_metadata=True)
+        info = HfApi(endpoint=endpoint(), token=token).repo_info(repo_id, revision=revision, repo_type=repo_type,
+                                                                 files_metadata=True)
     except Exception as exc:  # noqa: BLE001 - translated below or re-raised
         mapped = _hub_error(exc, repo_id, revision) or _network_error(exc)
         if mapped is None:
@@ -108,7 +113,7 @@ def plan_model(repo_id: str, revision: str, allow_patterns: list[str], token: st
                          "check `model.allow_patterns` in the recipe, then `repro setup`")
     files = [RemoteFile(p, int(siblings[p].size or 0), siblings[p].lfs.sha256 if siblings[p].lfs else None,
                         siblings[p].blob_id) for p in wanted]
-    return ModelPlan(repo_id, revision, str(info.sha), files)
+    return ModelPlan(repo_id, revision, str(info.sha), files, repo_type)
 
 
 def file_digest(path: Path, remote: RemoteFile, chunk: int = 1 << 20) -> str:
@@ -157,8 +162,11 @@ class RichBar:
 def stream_to(url: str, dest: Path, *, expected_size: int, token: str | None, progress: Any = None,
               label: str | None = None, hub_headers: bool = True) -> int:
     """Download url into dest's `.incomplete` marker, resuming what an earlier run left; returns bytes resumed."""
+    from huggingface_hub import constants
     from huggingface_hub.file_download import http_get
     from huggingface_hub.utils import build_hf_headers
+    # Bytes reach the file one read-chunk at a time; 1 MiB instead of 10 MiB keeps more of an interrupted download.
+    constants.DOWNLOAD_CHUNK_SIZE = min(constants.DOWNLOAD_CHUNK_SIZE, RESUME_CHUNK)
     part = incomplete_path(dest)
     part.parent.mkdir(parents=True, exist_ok=True)
     if part.exists() and part.stat().st_size > expected_size:
@@ -203,14 +211,14 @@ def fetch_file(plan: ModelPlan, remote: RemoteFile, dest_dir: Path, token: str |
 
 def _download_one(plan: ModelPlan, remote: RemoteFile, dest: Path, token: str | None, progress: Any) -> int:
     from huggingface_hub import get_hf_file_metadata, hf_hub_download, hf_hub_url
-    url = hf_hub_url(plan.repo_id, remote.path, revision=plan.commit, endpoint=endpoint())
+    url = hf_hub_url(plan.repo_id, remote.path, revision=plan.commit, repo_type=plan.repo_type, endpoint=endpoint())
     try:
         meta = get_hf_file_metadata(url, token=token)
         if meta.commit_hash and meta.commit_hash != plan.commit:
             raise StepFailed(f"{plan.repo_id}/{remote.path}: the hub served commit {meta.commit_hash}, expected {plan.commit}.",
                              "`repro setup` again")
         if meta.xet_file_data is not None and _xet_enabled():
-            hf_hub_download(plan.repo_id, remote.path, revision=plan.commit, local_dir=_root_of(dest, remote),
+            hf_hub_download(plan.repo_id, remote.path, revision=plan.commit, repo_type=plan.repo_type, local_dir=_root_of(dest, remote),
                             token=token, endpoint=endpoint(), tqdm_class=partial(RichBar, progress, remote.path))
             os.replace(dest, incomplete_path(dest))
             return 0

@@ -2,10 +2,61 @@
 
 from __future__ import annotations
 
-from ..errors import ReproError
-from ..options import DryRunOpt, JsonOpt, RecipeOpt, WorkspaceOpt
+from typing import Annotated, Any
+
+import typer
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+
+from ..detect import detect_system, select_recipe
+from ..recipes import get_recipe
+from ..options import DryRunOpt, ForceOpt, JsonOpt, RecipeOpt, WorkspaceOpt, YesOpt
+from ..output import emit
+from ..steps import StepOutcome
+from ..workspace import Workspace
+
+SourceOpt = Annotated[str, typer.Option("--dataset-source", help="fetch: MLPerf's published pickles; rebuild: from the raw "
+                                        "OpenOrca parquet like processorca.py; both: do both and compare checksums.")]
 
 
-def setup(recipe: RecipeOpt = None, workspace: WorkspaceOpt = None, dry_run: DryRunOpt = False, json: JsonOpt = False) -> None:
+class SetupView:
+    """One result for both views: the StepOutcome as JSON, and a per-file table for people."""
+
+    def __init__(self, outcome: StepOutcome):
+        self.outcome = outcome
+
+    def to_json(self) -> dict[str, Any]:
+        return self.outcome.to_json()
+
+    def __rich__(self) -> Group:
+        files = self.outcome.details.get("files") or []
+        table = Table(title="repro setup" + (" (dry run: nothing changed)" if self.outcome.status == "dry-run" else ""))
+        for col in ("file", "size", "action", "from"):
+            table.add_column(col, justify="right" if col == "size" else "left", overflow="fold")
+        for f in files:
+            size = f.get("size")
+            table.add_row(str(f.get("dest") or f.get("path")), "unknown" if size is None else f"{size:,}",
+                          str(f.get("action")), str(f.get("source", "")))
+        parts: list[Any] = [table] if files else []
+        comparison = self.outcome.details.get("comparison")
+        if comparison:
+            parts.append(Text(f"published vs rebuilt dataset: same content {comparison['same_content']}, "
+                              f"same file bytes {comparison['same_file']}"))
+        parts.append(self.outcome)
+        return Group(*parts)
+
+
+def setup(recipe: RecipeOpt = None, workspace: WorkspaceOpt = None, dry_run: DryRunOpt = False, json: JsonOpt = False,
+          yes: YesOpt = False, force: ForceOpt = False, dataset_source: SourceOpt = "fetch") -> None:
     """Download the model and the MLPerf OpenOrca dataset into the workspace, verified by checksum."""
-    raise ReproError("`repro setup` is not built yet.", "see issue #4")
+    from ..errors import InputError
+    from ..setup import run_setup
+    if dataset_source not in ("fetch", "rebuild", "both"):
+        raise InputError(f"--dataset-source {dataset_source!r}: use fetch, rebuild or both.", "`repro setup --help`")
+    chosen = get_recipe(recipe) if recipe else select_recipe(detect_system())[0]
+    outcome = run_setup(chosen, Workspace.open(workspace), dry_run=dry_run, yes=yes or json, force=force,
+                        source=dataset_source, show_progress=not json)  # type: ignore[arg-type]
+    emit(SetupView(outcome), json)
+    if not outcome.ok:
+        raise typer.Exit(1)

@@ -1,0 +1,285 @@
+"""`repro setup` end to end against a real local hub server: download, resume, checksums, access, disk, Ctrl-C."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from hubserver import HubServer, Repo
+from setup_helpers import MODEL_REPO, N_CALIB, N_SAMPLES, build_tokenizer_dir, model_files, write_parquet, write_recipe
+from repro.cli import app
+from repro.ledger import Ledger
+from repro.preprocess import build_from_parquet
+from repro.setup import RAW_FILE, RAW_REPO
+
+SHARD = "model-00001-of-00002.safetensors"
+TOKEN = "hf_goodtokenAAAAAAAAAAAA"
+
+
+@pytest.fixture(scope="module")
+def assets(tmp_path_factory) -> dict:
+    root = tmp_path_factory.mktemp("assets")
+    tok = build_tokenizer_dir(root / "tok")
+    pq = write_parquet(root / RAW_FILE)
+    pkls = build_from_parquet(pq, tok, root / "published", n_samples=N_SAMPLES, calib_size=N_CALIB)
+    return {"tok": tok, "parquet": pq, "pkls": pkls}
+
+
+@pytest.fixture
+def hub(assets, monkeypatch, tmp_path):
+    server = HubServer()
+    model = server.add(Repo(MODEL_REPO, model_files(assets["tok"])))
+    server.add(Repo(RAW_REPO, {RAW_FILE: assets["parquet"].read_bytes(), "README.md": b"raw"}, repo_type="dataset"))
+    for p in assets["pkls"].values():
+        server.static[p.name] = p.read_bytes()
+    monkeypatch.setenv("HF_ENDPOINT", server.url)
+    monkeypatch.setenv("HF_HUB_DISABLE_XET", "1")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
+    server.model = model
+    server.recipe = write_recipe(tmp_path, revision=model.commit, base_url=server.url)
+    with server:
+        yield server
+
+
+def cli(*args: str):
+    return CliRunner().invoke(app, list(args))
+
+
+def ledger(home: Path) -> Ledger:
+    return Ledger.load(home / "ledger.json")
+
+
+def model_path(home: Path, name: str) -> Path:
+    return home / "models" / MODEL_REPO.split("/")[-1] / name
+
+
+def test_dry_run_lists_files_sizes_sources_and_changes_nothing(hub, _isolated_home):
+    res = cli("setup", "--recipe", str(hub.recipe), "--dry-run", "--json")
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)
+    assert out["status"] == "dry-run"
+    rows = {Path(r["dest"]).name: r for r in out["details"]["files"]}
+    assert rows[SHARD]["size"] == 2_500_000 and rows[SHARD]["action"] == "download"
+    assert rows[SHARD]["source"].startswith(f"{hub.url}/{MODEL_REPO}/resolve/{hub.model.commit}/")
+    assert "README.md" not in rows and "pytorch_model.bin" not in rows
+    assert rows[f"open_orca_gpt4_tokenized_llama.sampled_{N_SAMPLES}.pkl"]["size"] == len(hub.static[f"open_orca_gpt4_tokenized_llama.sampled_{N_SAMPLES}.pkl"])
+    assert out["details"]["revision"] == hub.model.commit
+    assert not _isolated_home.exists()
+    assert not hub.requests_for(SHARD, "GET")
+
+
+def test_setup_downloads_verifies_records_and_skips_on_rerun(hub, _isolated_home):
+    res = cli("setup", "--recipe", str(hub.recipe), "--json")
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)
+    assert out["status"] == "done"
+    shard = model_path(_isolated_home, SHARD)
+    assert shard.read_bytes() == hub.model.files[SHARD]
+    assert not list(_isolated_home.rglob("*.incomplete"))
+    rec = ledger(_isolated_home).get("setup")
+    assert rec.status == "done" and rec.details["revision"] == hub.model.commit
+    arts = {Path(a.path).name: a for a in rec.outputs}
+    assert arts[SHARD].revision == hub.model.commit and arts[SHARD].size == 2_500_000 and arts[SHARD].verify()
+    assert arts["config.json"].source == f"hf://{MODEL_REPO}/config.json"
+    assert str(shard) in rec.details["fetched_at"]
+    assert (_isolated_home / "preprocessed" / "mlperf-openorca" / "manifest.json").exists()
+    import pandas as pd
+    calib = pd.read_parquet(_isolated_home / "preprocessed" / "mlperf-openorca" / "mlperf_llama2_openorca_calibration_1k" / "data.parquet")
+    assert list(calib.columns) == ["text"] and len(calib) == N_CALIB
+    from repro.dataset import load_prepared
+    assert len(load_prepared(_isolated_home / "preprocessed" / "mlperf-openorca")) == N_SAMPLES
+
+    gets = len(hub.requests_for(SHARD, "GET"))
+    again = json.loads(cli("setup", "--recipe", str(hub.recipe), "--json").stdout)
+    assert again["status"] == "skipped"
+    assert {f["action"] for f in again["details"]["files"]} == {"verified"}
+    assert len(hub.requests_for(SHARD, "GET")) == gets
+
+
+def test_dropped_connection_resumes_with_range(hub, _isolated_home):
+    hub.faults.drop_after[SHARD] = 1_200_000
+    res = cli("setup", "--recipe", str(hub.recipe), "--json")
+    assert res.exit_code == 0, res.output
+    ranges = [r["range"] for r in hub.requests_for(SHARD, "GET")]
+    assert ranges[0] is None and "bytes=1048576-" in ranges
+    assert model_path(_isolated_home, SHARD).read_bytes() == hub.model.files[SHARD]
+
+
+def test_bad_checksum_from_server_is_refetched(hub, _isolated_home):
+    hub.faults.corrupt[SHARD] = 1
+    out = json.loads(cli("setup", "--recipe", str(hub.recipe), "--json").stdout)
+    actions = {Path(f["path"]).name: f["action"] for f in out["details"]["files"]}
+    assert actions[SHARD] == "refetched"
+    assert model_path(_isolated_home, SHARD).read_bytes() == hub.model.files[SHARD]
+
+
+def test_corrupted_local_file_is_redownloaded(hub, _isolated_home):
+    assert cli("setup", "--recipe", str(hub.recipe)).exit_code == 0
+    shard = model_path(_isolated_home, SHARD)
+    data = bytearray(shard.read_bytes())
+    data[1000] ^= 0xFF
+    shard.write_bytes(bytes(data))
+    out = json.loads(cli("setup", "--recipe", str(hub.recipe), "--json").stdout)
+    actions = {Path(f["path"]).name: f["action"] for f in out["details"]["files"]}
+    assert out["status"] == "done" and actions[SHARD] == "downloaded"
+    assert shard.read_bytes() == hub.model.files[SHARD]
+
+
+def test_half_written_file_from_a_crash_is_resumed_or_replaced(hub, _isolated_home):
+    shard = model_path(_isolated_home, SHARD)
+    shard.parent.mkdir(parents=True)
+    Path(f"{shard}.incomplete").write_bytes(hub.model.files[SHARD][:123_456])
+    other = model_path(_isolated_home, "model-00002-of-00002.safetensors")
+    Path(f"{other}.incomplete").write_bytes(b"garbage" * 100)
+    out = json.loads(cli("setup", "--recipe", str(hub.recipe), "--json").stdout)
+    actions = {Path(f["path"]).name: f for f in out["details"]["files"]}
+    assert actions[SHARD]["action"] == "resumed" and actions[SHARD]["resumed_bytes"] == 123_456
+    assert "bytes=123456-" in [r["range"] for r in hub.requests_for(SHARD, "GET")]
+    assert shard.read_bytes() == hub.model.files[SHARD]
+    assert other.read_bytes() == hub.model.files[other.name]
+
+
+def test_gated_repo_says_where_to_request_access(hub, _isolated_home):
+    hub.model.gated = True
+    res = cli("setup", "--recipe", str(hub.recipe))
+    assert res.exit_code == 2
+    assert f"request access at {hub.url}/{MODEL_REPO}" in res.stderr and "repro setup" in res.stderr
+    assert "Traceback" not in res.output
+    assert not (_isolated_home / "models").exists()
+
+
+def test_wrong_model_id(hub, tmp_path, _isolated_home):
+    recipe = write_recipe(tmp_path / "r", name="wrong-id", repo_id="meta-test/does-not-exist", revision="main", base_url=hub.url) \
+        if (tmp_path / "r").mkdir() is None else None
+    res = cli("setup", "--recipe", str(recipe))
+    assert res.exit_code == 2
+    assert "meta-test/does-not-exist" in res.stderr and "not found" in res.stderr and "model.repo_id" in res.stderr
+
+
+def test_revoked_token_is_refused_and_never_printed_or_stored(hub, monkeypatch, _isolated_home):
+    hub.faults.token = TOKEN
+    bad = "hf_revokedBBBBBBBBBBBBBB"
+    monkeypatch.setenv("HF_TOKEN", bad)
+    res = cli("setup", "--recipe", str(hub.recipe))
+    assert res.exit_code == 2
+    assert "token was refused" in res.stderr and "hf auth login" in res.stderr
+    assert bad not in res.output
+    monkeypatch.setenv("HF_TOKEN", TOKEN)
+    res = cli("setup", "--recipe", str(hub.recipe), "--json")
+    assert res.exit_code == 0, res.output
+    assert all(r["auth"] for r in hub.log if not r["path"].startswith("/static/"))
+    assert not any(r["auth"] for r in hub.log if r["path"].startswith("/static/"))
+    for p in _isolated_home.rglob("*"):
+        if p.is_file() and p.stat().st_size < 5_000_000:
+            assert TOKEN.encode() not in p.read_bytes() and bad.encode() not in p.read_bytes(), p
+
+
+def test_not_enough_disk_space_stops_before_downloading(hub, tmp_path, _isolated_home):
+    (tmp_path / "big").mkdir()
+    recipe = write_recipe(tmp_path / "big", name="huge", revision=hub.model.commit, base_url=hub.url, disk_needed_gb=10_000_000)
+    res = cli("setup", "--recipe", str(recipe))
+    assert res.exit_code == 2
+    assert "Not enough free disk space" in res.stderr and "--workspace" in res.stderr
+    assert not hub.requests_for(SHARD, "GET")
+    dry = json.loads(cli("setup", "--recipe", str(recipe), "--dry-run", "--json").stdout)
+    assert "NOT ENOUGH DISK SPACE" in dry["summary"]
+
+
+def _fill_when_download_starts(part: Path, filler: Path) -> None:
+    """Another process filling the disk once the download is under way."""
+    deadline = time.monotonic() + 30
+    while not part.exists() and time.monotonic() < deadline:
+        time.sleep(0.005)
+    with open(filler, "wb") as fh:
+        try:
+            while True:
+                fh.write(b"\0" * 65536)
+                fh.flush()
+        except OSError:
+            pass
+
+
+def test_disk_full_during_download(hub, tmp_path, monkeypatch):
+    import threading
+    mnt = tmp_path / "tiny"
+    mnt.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(mnt)], capture_output=True).returncode:
+        pytest.skip("mounting a tmpfs needs root")
+    try:
+        home = mnt / "home"
+        monkeypatch.setenv("REPRO_HOME", str(home))
+        hub.faults.slow[SHARD] = 0.002
+        filler = threading.Thread(target=_fill_when_download_starts,
+                                  args=(Path(f"{model_path(home, SHARD)}.incomplete"), mnt / "filler"))
+        filler.start()
+        res = cli("setup", "--recipe", str(hub.recipe))
+        filler.join(timeout=30)
+        assert res.exit_code == 2, res.output
+        assert "disk filled up" in res.stderr and "repro setup" in res.stderr
+        assert not model_path(home, SHARD).exists()
+        assert ledger(home).get("setup").status in ("failed", "running")
+        (mnt / "filler").unlink()
+        hub.faults.slow.clear()
+        assert cli("setup", "--recipe", str(hub.recipe)).exit_code == 0
+        assert model_path(home, SHARD).read_bytes() == hub.model.files[SHARD]
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+
+def test_ctrl_c_keeps_partial_and_restart_resumes(hub, _isolated_home):
+    hub.faults.slow[SHARD] = 0.01
+    env = {**os.environ, "REPRO_HOME": str(_isolated_home)}
+    proc = subprocess.Popen([sys.executable, "-c", "from repro.cli import main; main()", "setup", "--recipe", str(hub.recipe)],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    part = Path(f"{model_path(_isolated_home, SHARD)}.incomplete")
+    deadline = time.monotonic() + 60
+    while not (part.exists() and part.stat().st_size >= 1 << 20) and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err and "repro setup" in err
+    kept = part.stat().st_size
+    assert 0 < kept < 2_500_000
+    assert ledger(_isolated_home).get("setup").status == "interrupted"
+    hub.faults.slow.clear()
+    out = json.loads(cli("setup", "--recipe", str(hub.recipe), "--json").stdout)
+    actions = {Path(f["path"]).name: f for f in out["details"]["files"]}
+    assert actions[SHARD]["action"] == "resumed" and actions[SHARD]["resumed_bytes"] == kept
+    assert model_path(_isolated_home, SHARD).read_bytes() == hub.model.files[SHARD]
+
+
+def test_rebuild_and_fetch_give_the_same_checksum(hub, _isolated_home):
+    res = cli("setup", "--recipe", str(hub.recipe), "--dataset-source", "both", "--json")
+    assert res.exit_code == 0, res.output
+    comp = json.loads(res.stdout)["details"]["comparison"]
+    assert comp["same_file"] and comp["same_content"]
+    assert set(comp["roles"]) == {"sampled", "calibration"}
+    rec = ledger(_isolated_home).get("setup")
+    raw = [a for a in rec.outputs if a.path.endswith(RAW_FILE)][0]
+    assert raw.revision == hub.repos[("dataset", RAW_REPO)].commit
+
+
+def test_rebuild_rejects_a_parquet_with_missing_columns(hub, assets, tmp_path, _isolated_home):
+    bad = write_parquet(tmp_path / "bad.parquet", drop=("system_prompt",))
+    hub.repos[("dataset", RAW_REPO)].files[RAW_FILE] = bad.read_bytes()
+    res = cli("setup", "--recipe", str(hub.recipe), "--dataset-source", "rebuild")
+    assert res.exit_code == 2
+    assert RAW_FILE in res.stderr and "system_prompt" in res.stderr and "repro setup" in res.stderr
+    assert ledger(_isolated_home).get("setup").status == "failed"
+
+
+def test_demo_recipe_dry_run_is_labelled_and_downloads_nothing(_isolated_home):
+    res = cli("setup", "--recipe", "demo", "--dry-run", "--json")
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)
+    assert out["status"] == "dry-run" and out["details"]["label"] == "demo" and "no downloads" in out["summary"]
+    assert not _isolated_home.exists()
