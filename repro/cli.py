@@ -81,7 +81,7 @@ def _root(
     version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version.")] = False,
 ) -> None:
     """With no command, walk through doctor -> setup -> build-engine -> run offline -> verify."""
-    _state["debug"] = _state["debug"] or debug
+    _state["debug"] = bool(os.environ.get("REPRO_DEBUG")) or debug
     if ctx.invoked_subcommand is None:
         _guarded(doctor.guide)()
 

@@ -8,6 +8,7 @@ aside (never overwritten) before a fresh one starts.
 from __future__ import annotations
 
 import json
+import os
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -81,30 +82,75 @@ class Ledger(BaseModel):
     facts: dict[str, Any] = Field(default_factory=dict, description="Detected once, reused: VM size, GPU names")
     path: Path | None = Field(default=None, exclude=True)
 
+    @staticmethod
+    def _read(path: Path) -> tuple[dict[str, Any] | None, str | None]:
+        """(data, why it is corrupt); never moves anything."""
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            if not isinstance(data, dict):
+                raise ValueError("not a JSON object")
+            data["schema_version"] = int(data.get("schema_version", 1))
+        except (ValueError, TypeError, UnicodeDecodeError) as exc:
+            return None, str(exc).splitlines()[0] or type(exc).__name__
+        return data, None
+
+    @staticmethod
+    def _newer(path: Path, version: int) -> LedgerError:
+        return LedgerError(f"{path}: the ledger was written by a newer repro (schema {version} > {SCHEMA_VERSION}).",
+                           "`pip install -U repro`")
+
+    @classmethod
+    def problem(cls, path: Path) -> LedgerError | None:
+        """What `load` would refuse, found without moving anything (for `repro doctor`)."""
+        path = Path(path)
+        if not path.exists():
+            return None
+        data, why = cls._read(path)
+        if data is None:
+            return LedgerError(f"{path}: the ledger is corrupt ({why}).",
+                               "`repro status` moves it aside and starts a fresh one")
+        if data["schema_version"] > SCHEMA_VERSION:
+            return cls._newer(path, data["schema_version"])
+        return None
+
     @classmethod
     def load(cls, path: Path) -> "Ledger":
         path = Path(path)
         if not path.exists():
             return cls(path=path)
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-            if not isinstance(data, dict):
-                raise ValueError("not a JSON object")
-        except (ValueError, UnicodeDecodeError) as exc:
-            aside = path.with_name(f"{path.name}.corrupt-{int(time.time())}")
-            path.rename(aside)
-            raise LedgerError(f"{path}: the ledger is corrupt ({exc}); it was moved to {aside.name}.",
-                              "`repro status` to start a fresh ledger, then re-run the steps") from None
-        version = int(data.get("schema_version", 1))
-        if version > SCHEMA_VERSION:
-            raise LedgerError(f"{path}: the ledger was written by a newer repro (schema {version} > {SCHEMA_VERSION}).",
-                              "`pip install -U repro`")
-        while version < SCHEMA_VERSION:
-            data = MIGRATIONS[version](data)
-            version = int(data["schema_version"])
-        ledger = cls.model_validate(data)
-        ledger.path = path
-        return ledger
+        data, why = cls._read(path)
+        if data is not None and data["schema_version"] > SCHEMA_VERSION:
+            raise cls._newer(path, data["schema_version"])
+        if data is not None:
+            try:
+                version = data["schema_version"]
+                while version < SCHEMA_VERSION:
+                    data = MIGRATIONS[version](data)
+                    version = int(data["schema_version"])
+                ledger = cls.model_validate(data)
+            except (ValueError, TypeError, KeyError, AttributeError) as exc:
+                why = f"{type(exc).__name__}: {str(exc).splitlines()[0]}"
+            else:
+                ledger.path = path
+                return ledger
+        aside = cls._aside(path)
+        raise LedgerError(f"{path}: the ledger is corrupt ({why}); it was kept as {aside.name}.",
+                          "`repro status` to start a fresh ledger, then re-run the steps")
+
+    @staticmethod
+    def _aside(path: Path) -> Path:
+        """Move a corrupt ledger out of the way under a name no earlier one used."""
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        n = 0
+        while True:
+            aside = path.with_name(f"{path.name}.corrupt-{stamp}" + (f"-{n}" if n else ""))
+            try:
+                os.link(path, aside)
+            except FileExistsError:
+                n += 1
+                continue
+            path.unlink()
+            return aside
 
     def save(self) -> None:
         assert self.path is not None

@@ -2,20 +2,47 @@
 
 from __future__ import annotations
 
-from ..errors import ReproError
-from ..options import JsonOpt, RecipeOpt, WorkspaceOpt, YesOpt
+import typer
+
+from ..options import DryRunOpt, JsonOpt, RecipeOpt, WorkspaceOpt, YesOpt
+from ..output import emit, info
+from ..workspace import Workspace
 
 
 def doctor(recipe: RecipeOpt = None, workspace: WorkspaceOpt = None, json: JsonOpt = False) -> None:
     """Check GPUs, driver, Docker, disk, token and LoadGen before hours are spent."""
-    raise ReproError("`repro doctor` is not built yet.", "see issue #6")
+    from ..doctor import run_doctor
+    report = run_doctor(recipe, Workspace.open(workspace))
+    emit(report, json)
+    if report.exit_code:
+        raise typer.Exit(report.exit_code)
 
 
-def status(workspace: WorkspaceOpt = None, json: JsonOpt = False) -> None:
+def status(recipe: RecipeOpt = None, workspace: WorkspaceOpt = None, json: JsonOpt = False) -> None:
     """Show the step ledger: done, stale, failed, to do, and the next command."""
-    raise ReproError("`repro status` is not built yet.", "see issue #6")
+    from ..status import run_status
+    report, note = run_status(recipe, Workspace.open(workspace))
+    if note:
+        info(f"note: {note} A fresh ledger starts with the next step.")
+    emit(report, json)
 
 
-def guide(recipe: RecipeOpt = None, workspace: WorkspaceOpt = None, yes: YesOpt = False) -> None:
+def guide(recipe: RecipeOpt = None, workspace: WorkspaceOpt = None, yes: YesOpt = False,
+          dry_run: DryRunOpt = False, json: JsonOpt = False) -> None:
     """Walk through doctor -> setup -> build-engine -> run offline -> verify, resuming from the ledger."""
-    raise ReproError("The guided flow is not built yet.", "see issue #6")
+    from ..detect import detect_system, select_recipe
+    from ..guide import run_guide
+    from ..status import recorded_recipe, load_ledger_fresh_if_corrupt
+    ws = Workspace.open(workspace)
+    if recipe is None:
+        ledger, _ = load_ledger_fresh_if_corrupt(ws)
+        remembered = recorded_recipe(ledger)
+        chosen, reason = select_recipe(detect_system(), remembered)
+        if remembered:
+            reason = "recorded in the workspace ledger"
+    else:
+        chosen, reason = select_recipe(detect_system(), recipe)  # type: ignore[arg-type]
+    result = run_guide(chosen, reason, ws, yes=yes or json, dry_run=dry_run)
+    emit(result, json)
+    if result.exit_code:
+        raise typer.Exit(result.exit_code)

@@ -1,0 +1,212 @@
+"""`repro doctor`: real checks on this machine, a real local hub endpoint, real mounts/ledger files."""
+
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from repro.cli import app
+from repro.detect import GPU, SystemInfo
+from repro.doctor import check_docker, check_hf, check_nvme, nvme_mounts, run_doctor
+from repro.recipes import get_recipe, recipes_dir
+from repro.workspace import Workspace
+
+from conftest import required
+
+runner = CliRunner()
+TOKEN = "hf_doctorTestToken1234567890"
+
+
+def _rows(report) -> dict[str, tuple[str, str, str | None]]:
+    return {c.name: (c.level, c.detail, c.fix) for c in report.checks}
+
+
+def test_demo_recipe_passes_on_this_cpu_machine():
+    res = runner.invoke(app, ["doctor", "--recipe", "demo", "--json"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    assert doc["recipe"] == "demo" and doc["status"] in ("PASS", "WARN")
+    names = {c["name"] for c in doc["checks"]}
+    assert {"recipe", "disk", "LoadGen", "host memory", "workspace"} <= names
+    assert all(c["status"] != "FAIL" for c in doc["checks"])
+
+
+def test_gpu_recipe_without_nvml_fails_with_the_fix():
+    res = runner.invoke(app, ["doctor", "--recipe", "nd-gb300-v6", "--json"])
+    doc = json.loads(res.stdout)
+    if doc["system"]["gpus"]:
+        pytest.skip("this machine has GPUs")
+    assert res.exit_code == 1
+    gpu = next(c for c in doc["checks"] if c["name"] == "GPU")
+    assert gpu["status"] == "FAIL" and "NVML" in gpu["detail"] and "nvidia-ml-py" in gpu["fix"]
+    token = next(c for c in doc["checks"] if c["name"] == "HF token")
+    assert token["status"] == "FAIL" and "hf auth login" in token["fix"]
+
+
+def test_rich_view_matches_json_and_has_no_traceback():
+    res = runner.invoke(app, ["doctor", "--recipe", "nd-h100-v5"])
+    assert "Traceback" not in res.output
+    assert "GPU" in res.output and "FAIL" in res.output and "repro doctor" in res.output
+
+
+def test_unknown_recipe_is_one_line_naming_the_next_command():
+    res = runner.invoke(app, ["doctor", "--recipe", "nd-a100-v4"])
+    assert res.exit_code == 2
+    assert "Unknown recipe 'nd-a100-v4'" in res.output and "repro recipes list" in res.output
+    assert "Traceback" not in res.output
+
+
+def test_undetectable_system_is_a_fail_row_pointing_to_recipe_option():
+    res = runner.invoke(app, ["doctor", "--json"])
+    doc = json.loads(res.stdout)
+    if doc["recipe"]:
+        pytest.skip("this machine maps to a recipe")
+    assert res.exit_code == 1
+    row = next(c for c in doc["checks"] if c["name"] == "recipe")
+    assert row["status"] == "FAIL" and "--recipe" in row["fix"] and "not on Azure" in row["detail"]
+
+
+def _hopper(n: int = 8) -> SystemInfo:
+    return SystemInfo("Standard_ND96isr_H100_v5", [GPU(i, "NVIDIA H100 80GB HBM3", f"GPU-{i}", 81559, "9.0") for i in range(n)],
+                      driver="550.90.07", cuda_driver="12.4")
+
+
+def test_nvfp4_recipe_on_hopper_fails_and_names_fp8_recipe(tmp_path):
+    report = run_doctor("nd-gb300-v6", Workspace(tmp_path / "ws"), info=_hopper())
+    rows = _rows(report)
+    assert rows["GPU model"][0] == "FAIL" and "--recipe nd-h100-v5" in rows["GPU model"][2]
+    level, detail, fix = rows["GPU architecture"]
+    assert level == "FAIL" and "NVFP4 needs Blackwell" in detail and "FP8" in fix
+    assert rows["driver/CUDA"][0] == "FAIL" and "12.8" in rows["driver/CUDA"][1]
+    assert report.exit_code == 1
+
+
+def test_matching_hopper_system_passes_gpu_checks_and_warns_on_count(tmp_path):
+    rows = _rows(run_doctor("nd-h100-v5", Workspace(tmp_path / "ws"), info=_hopper()))
+    assert rows["GPU model"][0] == rows["GPU architecture"][0] == rows["driver/CUDA"][0] == "PASS"
+    assert rows["GPU count"][0] == "PASS"
+    rows = _rows(run_doctor("nd-h100-v5", Workspace(tmp_path / "ws"), info=_hopper(4)))
+    assert rows["GPU count"][0] == "WARN" and "--gpus 4" in rows["GPU count"][2]
+
+
+def test_disk_smaller_than_recipe_needs_fails(tmp_path):
+    raw = yaml.safe_load((recipes_dir() / "demo.yaml").read_text())
+    raw["name"], raw["disk_needed_gb"] = "huge-demo", 10 ** 9
+    path = tmp_path / "huge-demo.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    res = runner.invoke(app, ["doctor", "--recipe", str(path), "--json"])
+    assert res.exit_code == 1
+    disk = next(c for c in json.loads(res.stdout)["checks"] if c["name"] == "disk")
+    assert disk["status"] == "FAIL" and "1,000,000,000 GB" in disk["detail"]
+
+
+def test_nvme_mount_detected_from_mounts_never_assumed(tmp_path):
+    mounts = tmp_path / "mounts"
+    mounts.write_text("/dev/nvme0n1p1 / ext4 rw 0 0\n/dev/sda1 /mnt ext4 rw 0 0\n"
+                      "/dev/md127 /mnt/nvme xfs rw 0 0\n/dev/nvme0n1p15 /boot/efi vfat rw 0 0\n")
+    assert nvme_mounts(mounts) == [("/dev/md127", "/mnt/nvme")]
+    gpu = get_recipe("nd-gb300-v6")
+    off = check_nvme(gpu, Workspace(tmp_path / "ws"), mounts)
+    assert off.level == "WARN" and "/mnt/nvme" in off.detail and "--workspace /mnt/nvme/repro" in off.fix
+    on = check_nvme(gpu, Workspace(Path("/mnt/nvme/repro")), mounts)
+    assert on.level == "PASS" and "/dev/md127" in on.detail
+    none = tmp_path / "none"
+    none.write_text("/dev/sda1 / ext4 rw 0 0\n")
+    missing = check_nvme(gpu, Workspace(tmp_path / "ws"), none)
+    assert missing.level == "WARN" and "no local NVMe" in missing.detail and "/mnt/nvme" in missing.fix
+
+
+class _Hub(BaseHTTPRequestHandler):
+    mode = "ok"
+    auth: list[str] = []
+
+    def do_GET(self) -> None:  # noqa: N802
+        type(self).auth.append(self.headers.get("Authorization", ""))
+        if self.path.endswith("/auth-check") and self.mode == "ok":
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.end_headers()
+            self.wfile.write(b"{}")
+            return
+        code, err = {"gated": (403, "GatedRepo"), "missing": (404, "RepoNotFound")}.get(self.mode, (500, ""))
+        self.send_response(code)
+        self.send_header("X-Error-Code", err)
+        self.send_header("X-Error-Message", f"{err} for test")
+        self.send_header("Content-Type", "application/json")
+        self.end_headers()
+        self.wfile.write(json.dumps({"error": err}).encode())
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.mark.parametrize("mode,level,needle", [("ok", "PASS", "readable"), ("gated", "FAIL", "request access"),
+                                               ("missing", "FAIL", "hf auth whoami")])
+def test_hf_token_and_model_access_against_local_hub(monkeypatch, mode, level, needle):
+    handler = type("H", (_Hub,), {"mode": mode, "auth": []})
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{srv.server_address[1]}")
+        monkeypatch.setenv("HF_TOKEN", TOKEN)
+        checks = {c.name: c for c in check_hf(get_recipe("nd-h100-v5"))}
+    finally:
+        srv.shutdown()
+        srv.server_close()
+    assert checks["HF token"].level == "PASS"
+    access = checks["model access"]
+    assert access.level == level
+    assert needle in (access.detail + " " + (access.fix or ""))
+    assert handler.auth and handler.auth[0] == f"Bearer {TOKEN}"
+    assert all(TOKEN not in (c.detail + str(c.fix)) for c in checks.values())
+
+
+def test_token_never_printed_by_doctor(monkeypatch):
+    monkeypatch.setenv("HF_TOKEN", TOKEN)
+    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")
+    res = runner.invoke(app, ["doctor", "--recipe", "nd-h100-v5", "--json"])
+    assert TOKEN not in res.output
+    rows = {c["name"]: c for c in json.loads(res.stdout)["checks"]}
+    assert rows["HF token"]["status"] == "PASS" and rows["model access"]["status"] == "WARN"
+
+
+def test_docker_unreachable_is_fail_for_container_recipes(monkeypatch, tmp_path):
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-docker.sock")
+    (engine,) = check_docker(get_recipe("nd-h100-v5"), timeout=1)
+    assert engine.level == "FAIL" and "systemctl start docker" in engine.fix
+    (demo,) = check_docker(get_recipe("demo"), timeout=1)
+    assert demo.level == "PASS" and "not needed" in demo.detail
+
+
+def test_docker_engine_reachable_reports_runtime():
+    docker = pytest.importorskip("docker")
+    try:
+        docker.from_env(timeout=3).ping()
+    except Exception:
+        if required("REPRO_REQUIRE_DOCKER"):
+            pytest.fail("REPRO_REQUIRE_DOCKER=1 but the Docker engine is not reachable")
+        pytest.skip("Docker engine not running")
+    checks = {c.name: c for c in check_docker(get_recipe("nd-h100-v5"))}
+    assert checks["Docker engine"].level == "PASS"
+    runtime = checks["NVIDIA container runtime"]
+    assert runtime.level in ("PASS", "FAIL")
+    if runtime.level == "FAIL":
+        assert "nvidia-ctk" in runtime.fix
+
+
+def test_corrupt_or_newer_ledger_is_fail_and_left_in_place(tmp_path):
+    ws = Workspace(tmp_path / "ws")
+    ws.root.mkdir(parents=True)
+    ws.ledger_path.write_text("{not json")
+    rows = _rows(run_doctor("demo", ws))
+    assert rows["workspace"][0] == "FAIL" and "corrupt" in rows["workspace"][1]
+    assert ws.ledger_path.read_text() == "{not json"
+    ws.ledger_path.write_text(json.dumps({"schema_version": 99, "steps": {}}))
+    rows = _rows(run_doctor("demo", ws))
+    assert rows["workspace"][0] == "FAIL" and "newer repro" in rows["workspace"][1]
