@@ -1,0 +1,208 @@
+"""Rack scale through Slurm (issue #7): real job arrays on the local one-node cluster (`.ci/start-slurm.sh`)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from conftest import required
+from repro.cli import app
+from repro.dataset import save_prepared
+from repro.errors import InputError, StepFailed
+from repro.recipes import get_recipe
+from repro.slurm import (RACK_JSON, _indices, launch_offline, load_manifest, plan_rack, render_script, rerun_failed,
+                         submit, follow, collect, task_rows, check)
+from repro.workspace import Workspace
+
+RECIPE = "nd-gb300-v6"
+SIM = dict(backend="sim", duration_s=2, samples=700)
+
+
+def _slurm_up() -> bool:
+    if shutil.which("sinfo") is None:
+        return False
+    try:
+        out = subprocess.run(["sinfo", "-h", "-o", "%T"], capture_output=True, text=True, timeout=10)
+    except subprocess.TimeoutExpired:
+        return False
+    return out.returncode == 0 and any(s.rstrip("*") in ("idle", "mixed", "allocated") for s in out.stdout.split())
+
+
+@pytest.fixture
+def slurm() -> None:
+    if not _slurm_up():
+        if required("REPRO_REQUIRE_SLURM"):
+            pytest.fail("REPRO_REQUIRE_SLURM=1 but no idle Slurm node answers `sinfo`; run `sudo .ci/start-slurm.sh`")
+        pytest.skip("no local Slurm cluster (start one with `sudo .ci/start-slurm.sh`)")
+
+
+@pytest.fixture
+def ws(_isolated_home: Path) -> Workspace:
+    """A workspace with a small prepared dataset, which the simulated VMs replay."""
+    w = Workspace.open(None).ensure()
+    rng = np.random.default_rng(7)
+    prompts = [rng.integers(3, 32000, size=int(rng.integers(20, 200))).tolist() for _ in range(64)]
+    dataset = get_recipe(RECIPE).dataset.name
+    save_prepared(w.preprocessed / dataset, dataset, prompts, rng.integers(10, 400, size=64).tolist(), source="test")
+    return w
+
+
+def _cli(*args: str) -> object:
+    return CliRunner().invoke(app, list(args))
+
+
+def test_array_notation() -> None:
+    assert _indices("3") == [3]
+    assert _indices("0-5%2") == [0, 1, 2, 3, 4, 5]
+    assert _indices("1,3,6-7") == [1, 3, 6, 7]
+    assert _indices("[0-4:2]") == [0, 2, 4]
+
+
+def test_dry_run_prints_the_script_and_submits_nothing(ws: Workspace) -> None:
+    res = _cli("run", "offline", "--launcher", "slurm", "--nodes", "3", "--recipe", RECIPE, "--backend", "sim",
+               "--duration", "2", "--samples", "700", "--partition", "gpu", "--dry-run", "--json")
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.output)
+    script = doc["script"]
+    for line in ("#SBATCH --array=0-2", "#SBATCH --exclusive", "#SBATCH --partition=gpu", "#SBATCH --nodes=1"):
+        assert line in script
+    assert "--backend sim --duration 2 --samples 700 --sim-rate 60800" in script
+    assert doc["label"] == "simulated" and "[simulated]" in script
+    assert doc["submit_command"][:2] == ["sbatch", "--parsable"]
+    assert not (ws.root / "racks").exists()
+    syntax = subprocess.run(["bash", "-n"], input=script, text=True, capture_output=True)
+    assert syntax.returncode == 0, syntax.stderr
+    rich = _cli("run", "offline", "--launcher", "slurm", "--nodes", "2", "--recipe", RECIPE, "--backend", "sim", "--dry-run")
+    assert rich.exit_code == 0 and "#SBATCH --array=0-1" in rich.output and "dry run [simulated]" in rich.output
+    assert not (ws.root / "racks").exists()
+
+
+def test_container_runs_name_the_image_in_the_script(ws: Workspace) -> None:
+    plan = plan_rack(RECIPE, ws, 18, container_image="registry.example/repro:gb300")
+    script = render_script(plan)
+    assert "IMAGE=registry.example/repro:gb300" in script and "--container-image=\"$IMAGE\"" in script
+    assert "docker run --rm --name" in script and f"TASK_HOME={ws.root}" in script
+    assert "#SBATCH --array=0-17" in script and "-sim" not in script.splitlines()[1]
+
+
+def test_bad_input_is_one_clear_line(ws: Workspace, tmp_path: Path) -> None:
+    res = _cli("run", "offline", "--launcher", "slurm", "--nodes", "2", "--recipe", RECIPE)
+    assert res.exit_code == 2 and "--container-image" in res.output and "Traceback" not in res.output
+    with pytest.raises(InputError, match="reference-only"):
+        plan_rack("dgx-h100", ws, 2, backend="sim")
+    with pytest.raises(InputError, match="rack.json"):
+        rerun_failed(tmp_path)
+    shutil.rmtree(ws.preprocessed)
+    with pytest.raises(InputError, match="no prepared dataset"):
+        plan_rack(RECIPE, ws, 2, backend="sim")
+    assert not (ws.root / "racks").exists()
+
+
+def test_array_with_a_failed_vm_then_rerun_only_it(slurm: None, ws: Workspace, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("REPRO_FAIL_TASKS", "1")
+    first = launch_offline(RECIPE, None, 3, **SIM, as_json=True, poll_s=0.5, timeout_s=150, raise_on_failure=False)
+    rack = first.rack_dir
+    states = {r.vm: r.state for r in first.rows}
+    assert states == {"vm-00": "done", "vm-01": "failed", "vm-02": "done"}
+    failed = first.rows[1]
+    assert failed.exit_code == 1 and "REPRO_FAIL_TASKS" in failed.reason and failed.tokens_per_s is None
+    done = [r.tokens_per_s for r in first.rows if r.state == "done"]
+    assert all(t and t > 0 for t in done)
+    rep = first.report.to_json()
+    counted = [v["vm"] for v in rep["vms"] if v["counted"]]
+    assert counted == ["vm-00", "vm-02"]
+    assert rep["stats"]["total"] == pytest.approx(sum(done), abs=0.05)
+    assert first.exit_code == 1 and first.rerun_command and str(rack) in first.rerun_command
+    with pytest.raises(StepFailed, match="vm-01") as failure:
+        check(first)
+    assert failure.value.next_command == first.rerun_command
+    manifest = load_manifest(rack)
+    assert manifest["status"] == "partial" and manifest["label"] == "simulated"
+    run_info = json.loads((rack / "vm-00" / "run.json").read_text())
+    assert run_info["label"] == "simulated" and run_info["status"] == "complete"
+    assert (rack / "rack-report.md").is_file() and not (rack / "vm-00" / ".started").exists()
+
+    monkeypatch.delenv("REPRO_FAIL_TASKS")
+    before = {vm: (rack / vm / "task.json").read_text() for vm in ("vm-00", "vm-02")}
+    second = rerun_failed(rack, as_json=True, poll_s=0.5, timeout_s=150)
+    assert check(second) is second
+    assert [r.state for r in second.rows] == ["done"] * 3
+    jobs = load_manifest(rack)["jobs"]
+    assert len(jobs) == 2 and jobs[1]["tasks"] == [1]
+    assert {vm: (rack / vm / "task.json").read_text() for vm in ("vm-00", "vm-02")} == before
+    assert second.rows[1].job_id == jobs[1]["job_id"] != jobs[0]["job_id"]
+    rep = second.report.to_json()
+    assert [v["vm"] for v in rep["vms"] if v["counted"]] == ["vm-00", "vm-01", "vm-02"]
+    assert rep["stats"]["total"] == pytest.approx(sum(r.tokens_per_s for r in second.rows), abs=0.05)
+    assert load_manifest(rack)["status"] == "complete" and second.rerun_command is None
+    assert (rack.with_name(rack.name + ".work") / "attempts" / f"vm-01-{jobs[0]['job_id']}" / "task.json").is_file()
+
+    res = _cli("aggregate", str(rack), "--json")
+    assert json.loads(res.output)["stats"]["vms"] == 3
+
+
+def test_scancel_mid_run_leaves_a_clear_state(slurm: None, ws: Workspace) -> None:
+    plan = plan_rack(RECIPE, ws, 2, backend="sim", duration_s=120, samples=100_000, sim_rate=2000)
+    job = submit(plan)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if all(r.state == "running" and (plan.rack_dir / r.vm / "repro.log").exists() for r in task_rows(plan.rack_dir)):
+            break
+        time.sleep(0.5)
+    else:
+        pytest.fail(f"tasks never started: {[r.to_json() for r in task_rows(plan.rack_dir)]}")
+    time.sleep(3)
+    subprocess.run(["scancel", job], check=True)
+    rows = follow(plan.rack_dir, poll_s=0.5, live=False, timeout_s=60)
+    assert [r.state for r in rows] == ["cancelled", "cancelled"]
+    assert all("cancel" in r.reason.lower() for r in rows)
+    for r in rows:
+        kept = plan.rack_dir / r.vm
+        assert not (kept / ".started").exists() and not (plan.work_dir / r.vm).exists()
+        if (kept / "run.json").exists():
+            assert json.loads((kept / "run.json").read_text())["incomplete"] is True
+    result = collect(plan.rack_dir, rows)
+    assert load_manifest(plan.rack_dir)["status"] == "cancelled"
+    assert result.exit_code == 1 and result.rerun_command and len(result.failed) == 2
+    report = result.report.to_json() if result.report is not None else None
+    assert report is None or not any(v["counted"] for v in report["vms"])
+    doc = result.to_json()
+    assert doc["failed"] == ["vm-00", "vm-01"] and json.loads(json.dumps(doc))["status"] == "cancelled"
+    assert not (plan.rack_dir / RACK_JSON).with_suffix(".json.tmp").exists()
+
+
+def test_cli_rack_run_exits_non_zero_and_names_the_rerun(slurm: None, ws: Workspace) -> None:
+    env = {**os.environ, "REPRO_FAIL_TASKS": "0"}
+    proc = subprocess.run([sys.executable, "-c", "from repro.cli import main; main()", "run", "offline", "--launcher", "slurm",
+                           "--nodes", "2", "--recipe", RECIPE, "--backend", "sim", "--duration", "2", "--samples", "700",
+                           "--json"], capture_output=True, text=True, env=env, timeout=170)
+    assert proc.returncode == 1, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["failed"] == ["vm-00"] and doc["done"] == 1 and doc["label"] == "simulated"
+    assert doc["aggregate"]["excluded"] == ["vm-00"] and doc["aggregate"]["stats"]["vms"] == 1
+    assert "--rerun-failed" in proc.stderr and doc["rack_dir"] in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_vm_slurm_forgot_is_missing_and_rerun_dry_run_names_it(slurm: None, ws: Workspace) -> None:
+    plan = plan_rack(RECIPE, ws, 2, **SIM)
+    plan.rack_dir.mkdir(parents=True)
+    manifest = plan.manifest() | {"jobs": [{"job_id": "987654", "tasks": [0, 1], "submitted": "2026-01-01T00:00:00Z"}]}
+    (plan.rack_dir / RACK_JSON).write_text(json.dumps(manifest))
+    rows = task_rows(plan.rack_dir)
+    assert [r.state for r in rows] == ["missing", "missing"] and "no longer knows" in rows[0].reason
+    res = _cli("run", "offline", "--launcher", "slurm", "--rerun-failed", str(plan.rack_dir), "--dry-run", "--json") \
+        if "--rerun-failed" in _cli("run", "offline", "--help").output else None
+    result = rerun_failed(plan.rack_dir, dry_run=True, as_json=True)
+    assert result.submit_command[2] == "--array=0,1" and result.exit_code == 0
+    if res is not None:
+        assert res.exit_code == 0 and json.loads(res.output)["submit_command"][2] == "--array=0,1"
+    assert load_manifest(plan.rack_dir)["jobs"] == manifest["jobs"] and not (plan.rack_dir / "rack.sbatch").exists()
