@@ -48,6 +48,9 @@ def build_tokenizer(rows: list[dict[str, str]], out_dir: Path):
 def build_model(model_dir: Path, vocab_size: int) -> None:
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
 
     torch.manual_seed(SEED)
     config = LlamaConfig(vocab_size=vocab_size, **MODEL_CONFIG)

@@ -151,9 +151,6 @@ def parse_summary(path: Path) -> dict[str, Any]:
             out["scheduled_samples_per_s"] = _num(value)
         elif (m := _LATENCY.match(key)) and _num(value) is not None:
             out[_BUCKET[m.group(3).lower()]][_stat_key(m.group(1) or m.group(2))] = _num(value)
-    if "validity" not in out:
-        raise InputError(f"{path}: no 'Result is' line; the summary is truncated or not a LoadGen summary.",
-                         "re-run the benchmark (`repro run offline`) or restore the complete log")
     return out
 
 
@@ -290,6 +287,11 @@ def parse_run(folder: Path) -> LoadGenRun:
                    "satisfied": {}, "recommendations": [], "warnings": [], "errors": []}
     scenario = summary.get("scenario") or v.get("effective_scenario") or v.get("requested_scenario")
     mode = summary.get("mode") or v.get("effective_test_mode") or v.get("requested_test_mode")
+    if "validity" not in summary:
+        if mode != "AccuracyOnly":
+            raise InputError(f"{summary_path}: no 'Result is' line; the summary is truncated or not a LoadGen summary.",
+                             "re-run the benchmark (`repro run offline`) or restore the complete log")
+        summary["validity"] = "N/A"
     if not scenario or not mode:
         raise InputError(f"{summary_path if summary_path.is_file() else detail_path}: names no scenario or mode.",
                          "point `repro verify` at an intact LoadGen result folder")

@@ -32,7 +32,7 @@ def check_model_dir(model_dir: Path) -> None:
 class HFBackend(Backend):
     name = "hf"
 
-    def __init__(self, model_dir: Path, *, batch_size: int = 16, device: str | None = None, dtype: str | None = None) -> None:
+    def __init__(self, model_dir: Path, *, batch_size: int = 64, device: str | None = None, dtype: str | None = None) -> None:
         super().__init__()
         check_model_dir(model_dir)
         self.model_dir = Path(model_dir)
@@ -48,11 +48,14 @@ class HFBackend(Backend):
     def load(self) -> None:
         import torch
         from transformers import AutoModelForCausalLM
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
 
         self.device = self.device or ("cuda" if torch.cuda.is_available() else "cpu")
         dtype = getattr(torch, self.dtype) if self.dtype else (torch.float16 if self.device == "cuda" else torch.float32)
         try:
-            self.model = AutoModelForCausalLM.from_pretrained(self.model_dir, torch_dtype=dtype).to(self.device).eval()
+            self.model = AutoModelForCausalLM.from_pretrained(self.model_dir, dtype=dtype).to(self.device).eval()
         except (OSError, ValueError) as exc:
             raise InputError(f"{self.model_dir}: the model cannot be loaded ({str(exc).splitlines()[0]}).", "`repro setup --force`") from None
         cfg = self.model.generation_config

@@ -1,0 +1,207 @@
+"""The LoadGen harness end to end: real mlperf_loadgen runs driven by the sim and hf backends."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from repro.backends.sim import SimBackend
+from repro.cli import app
+from repro.dataset import load_prepared, save_prepared
+from repro.errors import InputError, Interrupted, StepFailed
+from repro.harness import expected_samples, loadgen_settings, run_benchmark, user_conf_text
+from repro.ledger import Ledger
+from repro.mlperf_log import parse_run
+from repro.recipes import get_recipe
+from repro.workspace import Workspace
+
+RECIPE = "nd-h100-v5"
+
+
+def _prepare(ws: Workspace, n: int = 96, seed: int = 0) -> Path:
+    rng = np.random.default_rng(seed)
+    prompts = [rng.integers(3, 32000, size=int(rng.integers(8, 64))).tolist() for _ in range(n)]
+    olens = rng.integers(20, 400, size=n).tolist()
+    folder = ws.preprocessed / get_recipe(RECIPE).dataset.name
+    save_prepared(folder, "mlperf-openorca", prompts, olens, [f"reference {i}" for i in range(n)], source="test")
+    return folder
+
+
+@pytest.fixture
+def ws() -> Workspace:
+    return Workspace.open().ensure()
+
+
+def _only_run(ws: Workspace, recipe: str = RECIPE, scenario: str = "Offline") -> Path:
+    runs = sorted((ws.runs / recipe / scenario).iterdir())
+    assert len(runs) == 1
+    return runs[0]
+
+
+def test_prepared_dataset_roundtrip_and_damage(ws: Workspace) -> None:
+    folder = _prepare(ws, n=10)
+    data = load_prepared(folder)
+    assert len(data) == 10 and data.sha256
+    assert data.prompt(3).tolist() == np.load(folder / "input_ids.npy")[data.offsets[3]:data.offsets[4]].tolist()
+    with pytest.raises(InputError, match="does not match"):
+        load_prepared(folder, expected_sha256="0" * 64)
+    ids = folder / "input_lens.npy"
+    ids.write_bytes(ids.read_bytes()[:-4] + b"\x00\x00\x00\x07")
+    with pytest.raises(InputError, match="checksum mismatch"):
+        load_prepared(folder)
+    (folder / "output_lens.npy").unlink()
+    with pytest.raises(InputError, match="missing"):
+        load_prepared(folder, verify=False)
+    with pytest.raises(InputError, match="zero samples"):
+        save_prepared(ws.preprocessed / "empty", "empty", [], [])
+
+
+def test_settings_and_user_conf_for_smoke_runs() -> None:
+    recipe = get_recipe(RECIPE)
+    full = loadgen_settings(recipe, "Offline")
+    assert full["min_duration"] == 2400000 and full["target_qps"] == 80 and "max_query_count" not in full
+    smoke = loadgen_settings(recipe, "Offline", samples=100)
+    assert smoke["min_query_count"] == smoke["max_query_count"] == 100 and smoke["min_duration"] == 0
+    assert expected_samples(smoke, "Offline") == 100
+    timed = loadgen_settings(recipe, "Server", duration_s=3)
+    assert timed["min_duration"] == timed["max_duration"] == 3000 and timed["tpot_latency"] == 200_000_000
+    assert "llama2-70b.Server.max_duration = 3000" in user_conf_text(timed, "Server")
+
+
+def test_sim_offline_run_writes_logs_and_provenance(ws: Workspace) -> None:
+    folder = _prepare(ws)
+    outcome = run_benchmark(RECIPE, ws, backend="sim", samples=96, detect=False, argv=["repro", "run", "offline"])
+    run_dir = Path(outcome.details["run_dir"])
+    assert run_dir == _only_run(ws)
+    assert run_dir.parent.name == "Offline" and run_dir.parent.parent.name == RECIPE
+    info = json.loads((run_dir / "run.json").read_text())
+    assert info["label"] == "simulated" and info["status"] == "complete" and info["incomplete"] is False
+    assert info["dataset_sha256"] == load_prepared(folder).sha256
+    assert info["recipe_hash"] == get_recipe(RECIPE).hash() and info["command"] == ["repro", "run", "offline"]
+    assert info["loadgen_version"] and info["backend"] == "sim" and info["model_path"] is None
+    assert "llama2-70b.Offline.max_query_count = 96" in (run_dir / "user.conf").read_text()
+    run = parse_run(run_dir)
+    assert run.scenario == "Offline" and run.mode == "PerformanceOnly" and run.label == "simulated"
+    assert run.tokens_per_s and run.tokens_per_s > 0 and run.valid
+    olens = np.load(folder / "output_lens.npy")
+    sent = info["measured_by_harness"]
+    assert sent["samples"] == 96 and sent["tokens"] == int(np.minimum(olens, 1024).sum())
+    assert run.tokens_per_s == pytest.approx(run.samples_per_s * sent["tokens"] / sent["samples"], rel=1e-3)
+    assert Ledger.load(ws.ledger_path).get("run-offline").status == "done"
+
+
+def test_sim_server_run_reports_token_latencies(ws: Workspace) -> None:
+    _prepare(ws, n=40)
+    outcome = run_benchmark(RECIPE, ws, scenario="Server", backend="sim", samples=40, detect=False,
+                            rate_tokens_per_s=2_000_000)
+    run = parse_run(Path(outcome.details["run_dir"]))
+    assert run.scenario == "Server" and run.label == "simulated"
+    assert run.ttft_ns["p99"] > 0 and run.tpot_ns["p99"] > 0
+    assert json.loads((Path(outcome.details["run_dir"]) / "run.json").read_text())["measured_by_harness"]["samples"] == 40
+
+
+def test_backend_dying_mid_run_keeps_partial_logs(ws: Workspace) -> None:
+    _prepare(ws)
+
+    def factory(name, *, dataset, **kw):
+        return SimBackend(dataset.output_lens, fail_after=30)
+
+    with pytest.raises(StepFailed, match="failed mid-run") as err:
+        run_benchmark(RECIPE, ws, backend="sim", samples=96, detect=False, backend_factory=factory)
+    run_dir = _only_run(ws)
+    assert str(run_dir) in err.value.message
+    info = json.loads((run_dir / "run.json").read_text())
+    assert info["status"] == "failed" and info["incomplete"] is True and "simulated backend failure" in info["error"]
+    assert (run_dir / "mlperf_log_summary.txt").exists() and (run_dir / "mlperf_log_detail.txt").exists()
+    assert info["measured_by_harness"]["samples"] == 96
+    assert Ledger.load(ws.ledger_path).get("run-offline").status == "failed"
+
+
+def test_ctrl_c_stops_loadgen_cleanly(ws: Workspace) -> None:
+    _prepare(ws)
+
+    def interrupt_soon(sut) -> None:
+        def fire() -> None:
+            while sut.samples_done < 5:
+                threading.Event().wait(0.01)
+            os.kill(os.getpid(), signal.SIGINT)
+        threading.Thread(target=fire, daemon=True).start()
+
+    with pytest.raises(Interrupted) as err:
+        run_benchmark(RECIPE, ws, backend="sim", samples=96, detect=False, rate_tokens_per_s=2000, on_started=interrupt_soon)
+    assert err.value.exit_code == 130
+    run_dir = _only_run(ws)
+    info = json.loads((run_dir / "run.json").read_text())
+    assert info["status"] == "interrupted" and info["incomplete"] is True
+    assert (run_dir / "mlperf_log_summary.txt").exists()
+    assert 5 <= info["measured_by_harness"]["samples"] <= 96
+    assert parse_run(run_dir).incomplete is True
+    assert Ledger.load(ws.ledger_path).get("run-offline").status == "interrupted"
+
+
+def test_missing_dataset_fails_with_run_folder(ws: Workspace) -> None:
+    with pytest.raises(InputError, match="no prepared dataset") as err:
+        run_benchmark(RECIPE, ws, backend="sim", samples=8, detect=False)
+    info = json.loads((_only_run(ws) / "run.json").read_text())
+    assert info["status"] == "failed" and "no prepared dataset" in info["error"]
+    assert "repro setup" in err.value.next_command
+
+
+def test_model_folder_without_weights(ws: Workspace) -> None:
+    _prepare(ws, n=8)
+    model = ws.models / "empty-model"
+    model.mkdir(parents=True)
+    (model / "config.json").write_text("{}")
+    with pytest.raises(InputError, match="no weights"):
+        run_benchmark(RECIPE, ws, backend="hf", samples=8, detect=False, model_dir=model)
+    assert json.loads((_only_run(ws) / "run.json").read_text())["status"] == "failed"
+
+
+def test_cli_bad_input_is_one_line(ws: Workspace) -> None:
+    result = CliRunner().invoke(app, ["run", "offline", "--recipe", RECIPE, "--backend", "sim", "--samples", "0"])
+    assert result.exit_code == 2 and "zero samples" in result.output and "Traceback" not in result.output
+    assert not (ws.runs / RECIPE).exists()
+    result = CliRunner().invoke(app, ["run", "offline", "--recipe", RECIPE, "--backend", "nope"])
+    assert result.exit_code == 2 and "Unknown backend" in result.output
+
+
+def test_cli_dry_run_changes_nothing(ws: Workspace) -> None:
+    result = CliRunner().invoke(app, ["run", "offline", "--recipe", RECIPE, "--backend", "sim", "--duration", "30", "--dry-run", "--json"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.output)
+    assert doc["status"] == "dry-run" and doc["details"]["label"] == "simulated"
+    assert "llama2-70b.Offline.min_duration = 30000" in doc["details"]["user_conf"]
+    assert not ws.runs.exists() or not any(ws.runs.iterdir())
+
+
+def test_cli_demo_default_runs_real_loadgen_on_cpu(ws: Workspace) -> None:
+    result = CliRunner().invoke(app, ["run", "offline", "--recipe", "demo", "--json"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.output)
+    run_dir = Path(doc["details"]["run_dir"])
+    assert doc["details"]["label"] == "demo" and doc["details"]["backend"] == "hf"
+    assert (ws.models / "tiny-llama" / "model.safetensors").exists()
+    run = parse_run(run_dir)
+    assert run.label == "demo" and run.tokens_per_s > 0
+    assert doc["verdict"]["status"] == "NOT A REPRODUCTION"
+    info = json.loads((run_dir / "run.json").read_text())
+    assert info["model_path"].endswith("tiny-llama") and info["status"] == "complete"
+
+
+def test_demo_accuracy_mode_writes_accuracy_txt(ws: Workspace) -> None:
+    outcome = run_benchmark("demo", ws, accuracy=True, detect=False)
+    run_dir = Path(outcome.details["run_dir"])
+    assert '"effective_test_mode", "value": "AccuracyOnly"' in (run_dir / "mlperf_log_detail.txt").read_text()
+    assert json.loads((run_dir / "run.json").read_text())["label"] == "demo"
+    log = json.loads((run_dir / "mlperf_log_accuracy.json").read_text())
+    assert sorted({e["qsl_idx"] for e in log}) == list(range(64))
+    scores = outcome.details["accuracy"]
+    assert scores["gen_num"] == 64 and f"'gen_num': 64" in (run_dir / "accuracy.txt").read_text()
+    assert scores["gen_tok_len"] == sum(len(bytes.fromhex(e["data"])) // 4 for e in log)
