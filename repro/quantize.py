@@ -48,8 +48,8 @@ def paths_for(recipe: Recipe, root: PurePosixPath = CONTAINER_WORKSPACE, model_d
     calib_file = recipe.dataset.files.get("calibration", "calibration.pkl")
     return Paths(
         model_dir=model_dir or root / "models" / recipe.model.repo_id.split("/")[-1],
-        calib_pkl=root / "data" / BENCHMARK / calib_file,
-        calib_dir=root / "preprocessed" / BENCHMARK / CALIB_DIR_NAME,
+        calib_pkl=root / "data" / recipe.dataset.name / calib_file,
+        calib_dir=root / "preprocessed" / recipe.dataset.name / CALIB_DIR_NAME,
         checkpoint_dir=base / "checkpoints" / recipe.quantization.output_name,
         engine_dir=base / "Offline" / BENCHMARK / engine_name(recipe) if recipe.backend == "trtllm-engine" else None,
         serve_config=base / "trtllm_serve_extra_conf.yaml",
@@ -103,7 +103,7 @@ def build_command(recipe: Recipe, p: Paths) -> list[str] | None:
     forbidden = {"tensor_parallelism", "pipeline_parallelism", "max_batch_size"} & set(t.build_flags)
     if forbidden:
         raise RecipeError(f"Recipe '{recipe.name}': trtllm.build_flags may not set {', '.join(sorted(forbidden))} "
-                          "(they come from tp_size, pp_size and gpu_batch_size).", f"fix it, then `repro recipes validate`")
+                          "(they come from tp_size, pp_size and gpu_batch_size).", "fix it, then `repro recipes validate`")
     argv = ["trtllm-build", f"--checkpoint_dir={p.checkpoint_dir}", f"--output_dir={p.engine_dir}",
             f"--max_batch_size={t.gpu_batch_size}"]
     argv += [f"--{k}={_flag_value(v)}" for k, v in t.build_flags.items()]

@@ -2,11 +2,43 @@
 
 from __future__ import annotations
 
-from ..errors import ReproError
+from dataclasses import dataclass
+from typing import Annotated, Any, Optional
+
+import typer
+from rich.console import Group
+from rich.markup import escape
+from rich.text import Text
+
+from .. import build as b
 from ..options import DryRunOpt, ForceOpt, JsonOpt, RecipeOpt, WorkspaceOpt
+from ..output import emit
+from ..steps import StepOutcome
+from ..workspace import Workspace
+
+BaseImageOpt = Annotated[Optional[str], typer.Option(
+    "--base-image", help="Build FROM this image instead of the recipe's NGC image (e.g. a private mirror).")]
+
+
+@dataclass
+class BuildResult:
+    outcome: StepOutcome
+
+    def to_json(self) -> dict[str, Any]:
+        return self.outcome.to_json()
+
+    def __rich__(self) -> Group:
+        parts: list[Any] = [self.outcome]
+        if self.outcome.status == "dry-run":
+            parts += [Text("")] + [Text.from_markup(f"[dim]{escape(ln)}[/]") if ln.startswith("#") else Text(ln)
+                                   for ln in self.outcome.details.get("plan", [])]
+        return Group(*parts)
 
 
 def build_engine(recipe: RecipeOpt = None, workspace: WorkspaceOpt = None, force: ForceOpt = False,
-                 dry_run: DryRunOpt = False, json: JsonOpt = False) -> None:
+                 dry_run: DryRunOpt = False, json: JsonOpt = False, base_image: BaseImageOpt = None) -> None:
     """Build the TensorRT-LLM container, quantize to NVFP4 (FP8 on Hopper) and build the engine."""
-    raise ReproError("`repro build-engine` is not built yet.", "see issue #5")
+    ws = Workspace.open(workspace)
+    chosen = b.resolve_recipe(recipe, ws)
+    outcome = b.run_build(chosen, ws, force=force, dry_run=dry_run, base_image=base_image, progress=not json)
+    emit(BuildResult(outcome), json)
