@@ -155,10 +155,10 @@ def test_run_build_records_steps_and_skips_what_is_done(client, base_image, tmp_
     ws = Workspace.open(tmp_path / "ws").ensure()
     recipe = get_recipe("nd-gb200-v6")
     (ws.models / "Llama-2-70b-chat-hf").mkdir(parents=True)
-    calib = ws.data / "llama2-70b" / recipe.dataset.files["calibration"]
+    calib = ws.data / recipe.dataset.name / recipe.dataset.files["calibration"]
     calib.parent.mkdir(parents=True)
     calib.write_bytes(b"not read: the parquet below already exists")
-    parquet = ws.preprocessed / "llama2-70b" / "mlperf_llama2_openorca_calibration_1k" / "data.parquet"
+    parquet = ws.preprocessed / recipe.dataset.name / "mlperf_llama2_openorca_calibration_1k" / "data.parquet"
     parquet.parent.mkdir(parents=True)
     parquet.write_bytes(b"PAR1")
     system = SystemInfo(vm_size=None, gpus=[GPU(i, "NVIDIA GB200", f"GPU-{i}", 189471, "10.0") for i in range(4)])
@@ -221,10 +221,10 @@ def test_run_build_completes_then_is_skipped(client, stub_trtllm_base, tmp_path:
     ws = Workspace.open(tmp_path / "ws").ensure()
     recipe = get_recipe("nd-gb200-v6")
     (ws.models / "Llama-2-70b-chat-hf").mkdir(parents=True)
-    calib = ws.data / "llama2-70b" / recipe.dataset.files["calibration"]
+    calib = ws.data / recipe.dataset.name / recipe.dataset.files["calibration"]
     calib.parent.mkdir(parents=True)
     calib.write_bytes(b"x")
-    parquet = ws.preprocessed / "llama2-70b" / "mlperf_llama2_openorca_calibration_1k" / "data.parquet"
+    parquet = ws.preprocessed / recipe.dataset.name / "mlperf_llama2_openorca_calibration_1k" / "data.parquet"
     parquet.parent.mkdir(parents=True)
     parquet.write_bytes(b"PAR1")
     system = SystemInfo(vm_size=None, gpus=[GPU(i, "NVIDIA GB200", f"GPU-{i}", 189471, "10.0") for i in range(4)])
