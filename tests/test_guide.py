@@ -186,7 +186,10 @@ def test_guided_demo_in_a_terminal_interrupt_and_resume(tmp_path):
         term.send("y\r")
         term.expect(r"Run run-offline now.*\?")
         term.send("y\r")
-        time.sleep(1.0)
+        ledger_path = Workspace.open().ledger_path
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and '"run-offline"' not in (ledger_path.read_text() if ledger_path.exists() else ""):
+            time.sleep(0.02)
         term.proc.send_signal(signal.SIGINT)
         rc = term.finish()
     finally:
