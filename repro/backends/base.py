@@ -7,6 +7,7 @@ samples are outstanding, so a backend that dies never leaves LoadGen waiting.
 
 from __future__ import annotations
 
+import queue
 import threading
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
@@ -57,6 +58,39 @@ class Backend(ABC):
 
     def describe(self) -> dict[str, Any]:
         return {"backend": self.name}
+
+
+class WorkerBackend(Backend):
+    """A backend that works through a queue on one thread; a failure there is reported to the harness, which ends the run."""
+
+    join_timeout = 5.0
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+
+    def start(self, sink: Sink) -> None:
+        super().start(sink)
+        self._thread = threading.Thread(target=self._run, name=f"repro-{self.name}", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        assert self.sink is not None
+        try:
+            self._work()
+        except BaseException as exc:  # noqa: BLE001 - the harness decides what a failure means
+            self.sink.failed(exc)
+
+    @abstractmethod
+    def _work(self) -> None:
+        """Take items from self._queue until None or cancel, sending events to self.sink."""
+
+    def close(self) -> None:
+        super().close()
+        self._queue.put(None)
+        if self._thread is not None:
+            self._thread.join(timeout=self.join_timeout)
 
 
 def recipe_backend_name(recipe_backend: str) -> str:

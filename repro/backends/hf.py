@@ -7,14 +7,13 @@ token, so TTFT and TPOT are measured, not inferred.
 from __future__ import annotations
 
 import queue
-import threading
 from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
 
 from ..errors import InputError
-from .base import Backend, Request
+from .base import Request, WorkerBackend
 
 WEIGHT_GLOBS = ("*.safetensors", "*.bin", "*.pt")
 
@@ -29,7 +28,8 @@ def check_model_dir(model_dir: Path) -> None:
         raise InputError(f"{model_dir}: the model folder has no weights (*.safetensors or *.bin).", "`repro setup --force`")
 
 
-class HFBackend(Backend):
+class HFBackend(WorkerBackend):
+    join_timeout = 30.0
     name = "hf"
 
     def __init__(self, model_dir: Path, *, batch_size: int = 64, device: str | None = None, dtype: str | None = None) -> None:
@@ -39,8 +39,6 @@ class HFBackend(Backend):
         self.batch_size = batch_size
         self.device = device
         self.dtype = dtype
-        self._queue: "queue.SimpleQueue[Request | None]" = queue.SimpleQueue()
-        self._thread: threading.Thread | None = None
         self.model: Any = None
         self.eos_id: int | None = None
         self.pad_id = 0
@@ -65,11 +63,9 @@ class HFBackend(Backend):
         self.pad_id = int(pad if pad is not None else (self.eos_id or 0))
 
     def start(self, sink) -> None:
-        super().start(sink)
         if self.model is None:
             self.load()
-        self._thread = threading.Thread(target=self._loop, name="repro-hf", daemon=True)
-        self._thread.start()
+        super().start(sink)
 
     def submit(self, requests: Sequence[Request]) -> None:
         for r in sorted(requests, key=lambda r: len(r.input_ids)):
@@ -131,21 +127,11 @@ class HFBackend(Backend):
             done.append((r.id, np.ascontiguousarray(toks[:max(1, len(toks))])))
         sink.completed(done)
 
-    def _loop(self) -> None:
-        assert self.sink is not None
-        try:
-            while (batch := self._next_batch()) is not None:
-                if self._stopping.is_set():
-                    return
-                self._generate(batch)
-        except BaseException as exc:  # noqa: BLE001 - reported to the harness, which ends the run
-            self.sink.failed(exc)
-
-    def close(self) -> None:
-        super().close()
-        self._queue.put(None)
-        if self._thread is not None:
-            self._thread.join(timeout=30)
+    def _work(self) -> None:
+        while (batch := self._next_batch()) is not None:
+            if self._stopping.is_set():
+                return
+            self._generate(batch)
 
     def describe(self) -> dict[str, Any]:
         return {"backend": self.name, "model_dir": str(self.model_dir), "device": self.device, "batch_size": self.batch_size}

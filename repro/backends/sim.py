@@ -7,20 +7,18 @@ follow a virtual clock so aggregate throughput is exactly the rate. Every run it
 
 from __future__ import annotations
 
-import queue
-import threading
 import time
 from typing import Any, Sequence
 
 import numpy as np
 
-from .base import Backend, Request
+from .base import Request, WorkerBackend
 
 CHUNK = 512
 FILL_TOKEN = 29889
 
 
-class SimBackend(Backend):
+class SimBackend(WorkerBackend):
     name = "sim"
     label = "simulated"
 
@@ -29,15 +27,8 @@ class SimBackend(Backend):
         self.output_lens = np.asarray(output_lens, dtype=np.int64)
         self.rate = rate_tokens_per_s if rate_tokens_per_s and rate_tokens_per_s > 0 else None
         self.fail_after = fail_after
-        self._queue: "queue.SimpleQueue[Sequence[Request] | None]" = queue.SimpleQueue()
         self._cache: dict[int, np.ndarray] = {}
-        self._thread: threading.Thread | None = None
         self._done = 0
-
-    def start(self, sink) -> None:
-        super().start(sink)
-        self._thread = threading.Thread(target=self._loop, name="repro-sim", daemon=True)
-        self._thread.start()
 
     def submit(self, requests: Sequence[Request]) -> None:
         for i in range(0, len(requests), CHUNK):
@@ -49,40 +40,31 @@ class SimBackend(Backend):
             arr = self._cache[n] = np.full(n, FILL_TOKEN, dtype=np.int32)
         return arr
 
-    def _loop(self) -> None:
+    def _work(self) -> None:
         assert self.sink is not None
         clock = time.monotonic()
-        try:
-            while True:
-                batch = self._queue.get()
-                if batch is None or self._stopping.is_set():
-                    return
-                self.sink.first_tokens([(r.id, FILL_TOKEN) for r in batch])
-                done = []
-                for r in batch:
-                    n = int(max(1, min(self.output_lens[r.index], r.max_tokens)))
-                    if self.rate is not None:
-                        clock = max(clock, time.monotonic()) + n / self.rate
-                        wait = clock - time.monotonic()
-                        if wait > 0.002:
-                            if done:
-                                self.sink.completed(done)
-                                done = []
-                            if self._stopping.wait(wait):
-                                return
-                    if self.fail_after is not None and self._done >= self.fail_after:
-                        raise RuntimeError(f"simulated backend failure after {self._done} samples")
-                    done.append((r.id, self._tokens(n)))
-                    self._done += 1
-                self.sink.completed(done)
-        except BaseException as exc:  # noqa: BLE001 - reported to the harness, which ends the run
-            self.sink.failed(exc)
-
-    def close(self) -> None:
-        super().close()
-        self._queue.put(None)
-        if self._thread is not None:
-            self._thread.join(timeout=5)
+        while True:
+            batch = self._queue.get()
+            if batch is None or self._stopping.is_set():
+                return
+            self.sink.first_tokens([(r.id, FILL_TOKEN) for r in batch])
+            done = []
+            for r in batch:
+                n = int(max(1, min(self.output_lens[r.index], r.max_tokens)))
+                if self.rate is not None:
+                    clock = max(clock, time.monotonic()) + n / self.rate
+                    wait = clock - time.monotonic()
+                    if wait > 0.002:
+                        if done:
+                            self.sink.completed(done)
+                            done = []
+                        if self._stopping.wait(wait):
+                            return
+                if self.fail_after is not None and self._done >= self.fail_after:
+                    raise RuntimeError(f"simulated backend failure after {self._done} samples")
+                done.append((r.id, self._tokens(n)))
+                self._done += 1
+            self.sink.completed(done)
 
     def describe(self) -> dict[str, Any]:
         return {"backend": self.name, "rate_tokens_per_s": self.rate}
