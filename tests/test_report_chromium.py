@@ -152,9 +152,9 @@ def test_rack_report_renders_in_chromium(fixtures: Path, tmp_path: Path, profile
     assert "ND_GB300_v6_16" in result["text"] and "57,599.1" in result["text"]
 
 
-def test_checker_catches_broken_images_and_external_resources(tmp_path: Path, profile: Path) -> None:
+def test_checker_catches_broken_images_and_external_resources(fixtures: Path, tmp_path: Path, profile: Path) -> None:
     page = tmp_path / "broken.html"
-    good = render_html(build_report([Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "azure-nd-gb200-v6-v5.1"]))
+    good = render_html(build_report([fixtures / "azure-nd-gb200-v6-v5.1"]))
     broken = good.replace("data:image/png;base64,iVBOR", "data:image/png;base64,AAAA", 1)
     broken = broken.replace("</body>", "<img alt=\"ext\" src=\"https://example.invalid/x.png\"></body>")
     page.write_text(broken)
