@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from repro import accuracy
+from repro.results import accuracy
 
 
 def synthetic_vocab(rng: random.Random, size: int = 6000) -> list[str]:

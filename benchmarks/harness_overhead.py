@@ -18,11 +18,11 @@ from pathlib import Path
 
 import numpy as np
 
-from repro.dataset import save_prepared
-from repro.harness import run_benchmark
-from repro.mlperf_log import parse_run
-from repro.recipes import get_recipe
-from repro.workspace import Workspace
+from repro.setup.dataset import save_prepared
+from repro.run.harness import run_benchmark
+from repro.results.logs import parse_run
+from repro.core.recipes import get_recipe
+from repro.core.workspace import Workspace
 
 BEST_PUBLISHED_TOKENS_PER_S = 62_804
 BEST_PUBLISHED_SAMPLES_PER_S = 230

@@ -8,11 +8,14 @@ from typing import Annotated, Any, Callable
 
 import typer
 
-from . import __version__
-from .commands import build, doctor, report, run, setup, verify
-from .commands import recipes as recipes_cmd
-from .errors import explain
-from .output import error
+from repro import __version__
+from repro.commands import build_engine as build
+from repro.commands import flow as doctor
+from repro.commands import report, run, verify
+from repro.commands import setup_cmd as setup
+from repro.commands import recipes as recipes_cmd
+from repro.core.errors import explain
+from repro.ui.output import error
 
 _state = {"debug": bool(os.environ.get("REPRO_DEBUG"))}
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-FIXTURES = Path(os.environ.get("REPRO_FIXTURES", REPO.parent / "shared" / "fixtures")).resolve()
+FIXTURES = Path(os.environ.get("REPRO_FIXTURES", REPO / "tests" / "fixtures" / "published")).resolve()
 GOLDEN = Path(__file__).resolve().parent / "golden"
 
 
@@ -27,7 +27,7 @@ def _isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 @pytest.fixture
 def fixtures() -> Path:
     if not FIXTURES.is_dir():
-        pytest.fail(f"shared fixtures not found at {FIXTURES}; set REPRO_FIXTURES")
+        pytest.fail(f"published-log fixtures not found at {FIXTURES}")
     return FIXTURES
 
 

@@ -11,11 +11,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from repro import accuracy as A
-from repro.errors import InputError
-from repro.fsutil import sha256_file
-from repro.mlperf_log import parse_accuracy_txt
-from repro.recipes import get_recipe
+from repro.results import accuracy as A
+from repro.core.errors import InputError
+from repro.core.fsutil import sha256_file
+from repro.results.logs import parse_accuracy_txt
+from repro.core.recipes import get_recipe
 
 WORDS = ("the cat cats running runs ran quickly quick jumped over lazy dog fox apple Apple's 12 3.5 and or "
          "but however, Mr. Dr. e.g. i.e. U.S. because caring cared cares universal university generously "

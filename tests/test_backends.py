@@ -12,14 +12,14 @@ from typing import Any
 import numpy as np
 import pytest
 
-from repro.backends.base import Request
-from repro.backends.sim import SimBackend
-from repro.backends.trtllm import BackendError, TrtllmBackend, build_payload, endpoints_for
-from repro.dataset import save_prepared
-from repro.harness import run_benchmark
-from repro.mlperf_log import parse_run
-from repro.recipes import get_recipe
-from repro.workspace import Workspace
+from repro.run.backends.base import Request
+from repro.run.backends.sim import SimBackend
+from repro.run.backends.trtllm import BackendError, TrtllmBackend, build_payload, endpoints_for
+from repro.setup.dataset import save_prepared
+from repro.run.harness import run_benchmark
+from repro.results.logs import parse_run
+from repro.core.recipes import get_recipe
+from repro.core.workspace import Workspace
 
 
 def reply_ids(prompt: list[int], max_tokens: int) -> list[int]:
@@ -242,12 +242,12 @@ def test_sim_replays_reference_lengths_capped_by_max_tokens() -> None:
 
 @pytest.fixture(scope="module")
 def demo_paths(tmp_path_factory) -> dict[str, Path]:
-    from repro.demo import prepare_demo
+    from repro.run.demo import prepare_demo
     return prepare_demo(Workspace.open(tmp_path_factory.mktemp("demo")))
 
 
 def test_demo_is_deterministic(demo_paths, tmp_path: Path) -> None:
-    from repro.demo import prepare_demo
+    from repro.run.demo import prepare_demo
     again = prepare_demo(Workspace.open(tmp_path / "again"))
     assert (again["model_dir"] / "model.safetensors").read_bytes() == (demo_paths["model_dir"] / "model.safetensors").read_bytes()
     first, second = (json.loads((p["dataset"] / "manifest.json").read_text()) for p in (demo_paths, again))
@@ -255,8 +255,8 @@ def test_demo_is_deterministic(demo_paths, tmp_path: Path) -> None:
 
 
 def test_hf_backend_generates_greedy_tokens(demo_paths) -> None:
-    from repro.backends.hf import HFBackend
-    from repro.dataset import load_prepared
+    from repro.run.backends.hf import HFBackend
+    from repro.setup.dataset import load_prepared
 
     data = load_prepared(demo_paths["dataset"])
     reqs = [Request(100 + i, i, data.prompt(i), 8) for i in range(6)]
@@ -278,8 +278,8 @@ def test_hf_backend_generates_greedy_tokens(demo_paths) -> None:
 
 
 def test_hf_backend_refuses_folder_without_weights(tmp_path: Path) -> None:
-    from repro.backends.hf import HFBackend
-    from repro.errors import InputError
+    from repro.run.backends.hf import HFBackend
+    from repro.core.errors import InputError
 
     (tmp_path / "config.json").write_text("{}")
     with pytest.raises(InputError, match="no weights"):

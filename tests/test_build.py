@@ -11,18 +11,18 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from repro import quantize as q
-from repro.build import check_gpu, plan_build, run_build
+from repro.engine import quantize as q
+from repro.engine.plan import check_gpu, plan_build, run_build
 from repro.cli import app
-from repro.container import dockerfile_instructions
-from repro.detect import GPU, SystemInfo
-from repro.errors import InputError, SystemMismatch
-from repro.recipes import all_recipes, get_recipe
-from repro.workspace import Workspace
+from repro.engine.container import dockerfile_instructions
+from repro.core.systems import GPU, SystemInfo
+from repro.core.errors import InputError, SystemMismatch
+from repro.core.recipes import all_recipes, get_recipe
+from repro.core.workspace import Workspace
 
 from conftest import GOLDEN
 
-ENTRY = Path(__file__).resolve().parents[1] / "repro" / "container_entry.py"
+ENTRY = Path(__file__).resolve().parents[1] / "repro" / "engine" / "container_entry.py"
 TRT_RECIPES = [r.name for r in all_recipes() if r.trtllm is not None]
 runner = CliRunner()
 
@@ -138,7 +138,7 @@ def test_missing_model_names_the_path_and_setup(tmp_path: Path) -> None:
 
 
 def test_model_outside_the_workspace_is_mounted_read_only(tmp_path: Path) -> None:
-    from repro.ledger import Ledger
+    from repro.core.ledger import Ledger
     ws = Workspace.open(tmp_path / "ws").ensure()
     led = Ledger.load(ws.ledger_path)
     led.start("setup", "x", model_dir=str(tmp_path / "nvme" / "llama"))

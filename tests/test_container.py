@@ -18,14 +18,14 @@ import pytest
 
 from conftest import REPO, required
 from test_container_base import base_dockerfile_dir, rootfs_key
-from repro.build import run_build
-from repro.container import (ImageSpec, Mount, RunSpec, build_image, image_spec_for, managed_containers,
+from repro.engine.plan import run_build
+from repro.engine.container import (ImageSpec, Mount, RunSpec, build_image, image_spec_for, managed_containers,
                              run_container)
-from repro.detect import GPU, SystemInfo
-from repro.errors import StepFailed
-from repro.ledger import Ledger
-from repro.recipes import get_recipe
-from repro.workspace import Workspace
+from repro.core.systems import GPU, SystemInfo
+from repro.core.errors import StepFailed
+from repro.core.ledger import Ledger
+from repro.core.recipes import get_recipe
+from repro.core.workspace import Workspace
 
 pytestmark = pytest.mark.docker
 
@@ -123,8 +123,8 @@ def test_ctrl_c_removes_the_running_container(client, runtime_image, tmp_path: P
     script = tmp_path / "runner.py"
     script.write_text(textwrap.dedent(f"""
         import sys
-        from repro.container import RunSpec, run_container
-        from repro.errors import Interrupted
+        from repro.engine.container import RunSpec, run_container
+        from repro.core.errors import Interrupted
         try:
             run_container(RunSpec({runtime_image!r}, ["exec", "--", "python3", "-c", "import time; print('started', flush=True); time.sleep(120)"],
                                   labels={{"org.repro.test": {tag!r}}}), step="sleep", on_line=print)

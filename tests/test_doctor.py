@@ -12,10 +12,10 @@ import yaml
 from typer.testing import CliRunner
 
 from repro.cli import app
-from repro.detect import GPU, SystemInfo
-from repro.doctor import check_docker, check_hf, check_nvme, nvme_mounts, run_doctor
-from repro.recipes import get_recipe, recipes_dir
-from repro.workspace import Workspace
+from repro.core.systems import GPU, SystemInfo
+from repro.flow.doctor import check_docker, check_hf, check_nvme, nvme_mounts, run_doctor
+from repro.core.recipes import get_recipe, recipes_dir
+from repro.core.workspace import Workspace
 
 from conftest import required
 

@@ -9,8 +9,8 @@ import pytest
 from typer.testing import CliRunner
 
 from repro.cli import app
-from repro.errors import Interrupted, LedgerError, StepFailed, explain
-from repro.ledger import SCHEMA_VERSION, Ledger
+from repro.core.errors import Interrupted, LedgerError, StepFailed, explain
+from repro.core.ledger import SCHEMA_VERSION, Ledger
 
 runner = CliRunner()
 

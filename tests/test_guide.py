@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import io
 import json
 import os
@@ -20,12 +19,12 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 from repro.cli import app
-from repro.errors import Interrupted
-from repro.guide import run_guide
-from repro.ledger import Ledger
-from repro.recipes import get_recipe
-from repro.steps import StepOutcome
-from repro.workspace import Workspace
+from repro.core.errors import Interrupted
+from repro.flow.guide import run_guide
+from repro.core.ledger import Ledger
+from repro.core.recipes import get_recipe
+from repro.core.steps import StepOutcome
+from repro.core.workspace import Workspace
 
 runner = CliRunner()
 DEMO = get_recipe("demo")
@@ -132,10 +131,6 @@ def test_unknown_system_without_recipe_points_to_recipe_option():
 
 # --- real steps in a pseudo-terminal -------------------------------------------------------------
 
-def _real_steps_present() -> bool:
-    return all(importlib.util.find_spec(m) for m in ("repro.setup", "repro.harness", "repro.verify", "repro.demo"))
-
-
 class _Term:
     def __init__(self, args: list[str], env: dict[str, str]):
         self.master, slave = pty.openpty()
@@ -176,7 +171,7 @@ class _Term:
         return rc
 
 
-@pytest.mark.skipif(not _real_steps_present(), reason="the real setup/run/verify steps are not in this checkout yet")
+@pytest.mark.slow
 def test_guided_demo_in_a_terminal_interrupt_and_resume(tmp_path):
     env = {**os.environ, "COLUMNS": "120", "TERM": "xterm"}
     args = [sys.executable, "-c", "from repro.cli import main; main()", "guide", "--recipe", "demo"]

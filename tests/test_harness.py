@@ -12,15 +12,15 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from repro.backends.sim import SimBackend
+from repro.run.backends.sim import SimBackend
 from repro.cli import app
-from repro.dataset import load_prepared, save_prepared
-from repro.errors import InputError, Interrupted, StepFailed
-from repro.harness import expected_samples, loadgen_settings, run_benchmark, user_conf_text
-from repro.ledger import Ledger
-from repro.mlperf_log import parse_run
-from repro.recipes import get_recipe
-from repro.workspace import Workspace
+from repro.setup.dataset import load_prepared, save_prepared
+from repro.core.errors import InputError, Interrupted, StepFailed
+from repro.run.harness import expected_samples, loadgen_settings, run_benchmark, user_conf_text
+from repro.core.ledger import Ledger
+from repro.results.logs import parse_run
+from repro.core.recipes import get_recipe
+from repro.core.workspace import Workspace
 
 RECIPE = "nd-h100-v5"
 

@@ -7,8 +7,8 @@ import hashlib
 import pytest
 
 from hubserver import HubServer, Repo, git_blob_sha1
-from repro import hub
-from repro.errors import ReproError
+from repro.setup import hub
+from repro.core.errors import ReproError
 
 
 @pytest.fixture

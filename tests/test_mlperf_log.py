@@ -9,8 +9,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from repro.errors import InputError
-from repro.mlperf_log import find_runs, parse_run
+from repro.core.errors import InputError
+from repro.results.logs import find_runs, parse_run
 
 from golden_util import check_golden, stable_json
 

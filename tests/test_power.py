@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from conftest import required
-from repro.errors import InputError
-from repro.power import PowerSampler, read_power, tokens_per_joule
+from repro.core.errors import InputError
+from repro.run.power import PowerSampler, read_power, tokens_per_joule
 
 
 def test_sampler_writes_power_csv_and_energy(tmp_path: Path) -> None:

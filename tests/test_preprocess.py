@@ -6,9 +6,9 @@ import pandas as pd
 import pytest
 
 from setup_helpers import ORIGINS, build_tokenizer_dir, write_parquet
-from repro.errors import InputError
-from repro.fsutil import sha256_file
-from repro.preprocess import RESPONSE_INIT_TOKEN, build_from_parquet, content_sha256, filtered_frame, load_tokenizer, read_raw
+from repro.core.errors import InputError
+from repro.core.fsutil import sha256_file
+from repro.setup.preprocess import RESPONSE_INIT_TOKEN, build_from_parquet, content_sha256, filtered_frame, load_tokenizer, read_raw
 
 
 @pytest.fixture(scope="module")

@@ -9,8 +9,8 @@ import yaml
 from typer.testing import CliRunner
 
 from repro.cli import app
-from repro.errors import RecipeError
-from repro.recipes import all_recipes, by_gpu_name, by_system_name, by_vm_size, get_recipe, load_recipe_file, recipes_dir
+from repro.core.errors import RecipeError
+from repro.core.recipes import all_recipes, by_gpu_name, by_system_name, by_vm_size, get_recipe, load_recipe_file, recipes_dir
 
 runner = CliRunner()
 

@@ -10,8 +10,8 @@ import pytest
 from typer.testing import CliRunner
 
 from repro.cli import app
-from repro.report import build_report
-from repro.report_html import render_html
+from repro.report.model import build_report
+from repro.report.html import render_html
 
 runner = CliRunner()
 

@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 from conftest import required
-from repro.report import build_report
-from repro.report_html import render_html
+from repro.report.model import build_report
+from repro.report.html import render_html
 
 CHROMIUM = next((shutil.which(n) for n in ("chromium", "chromium-browser", "google-chrome") if shutil.which(n)), None)
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from repro.recipes import get_recipe
-from repro.roofline import MEAN_INPUT_TOKENS, kv_bytes_per_token, roofline
+from repro.core.recipes import get_recipe
+from repro.report.roofline import MEAN_INPUT_TOKENS, kv_bytes_per_token, roofline
 
 
 def test_kv_bytes_for_llama2_70b_gqa() -> None:

@@ -16,9 +16,9 @@ from typer.testing import CliRunner
 from hubserver import HubServer, Repo
 from setup_helpers import MODEL_REPO, N_CALIB, N_SAMPLES, build_tokenizer_dir, model_files, write_parquet, write_recipe
 from repro.cli import app
-from repro.ledger import Ledger
-from repro.preprocess import build_from_parquet
-from repro.setup import RAW_FILE, RAW_REPO
+from repro.core.ledger import Ledger
+from repro.setup.preprocess import build_from_parquet
+from repro.setup.download import RAW_FILE, RAW_REPO
 
 SHARD = "model-00001-of-00002.safetensors"
 TOKEN = "hf_goodtokenAAAAAAAAAAAA"
@@ -94,7 +94,7 @@ def test_setup_downloads_verifies_records_and_skips_on_rerun(hub, _isolated_home
     import pandas as pd
     calib = pd.read_parquet(_isolated_home / "preprocessed" / "mlperf-openorca" / "mlperf_llama2_openorca_calibration_1k" / "data.parquet")
     assert list(calib.columns) == ["text"] and len(calib) == N_CALIB
-    from repro.dataset import load_prepared
+    from repro.setup.dataset import load_prepared
     assert len(load_prepared(_isolated_home / "preprocessed" / "mlperf-openorca")) == N_SAMPLES
 
     gets = len(hub.requests_for(SHARD, "GET"))

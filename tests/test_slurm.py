@@ -16,12 +16,12 @@ from typer.testing import CliRunner
 
 from conftest import required
 from repro.cli import app
-from repro.dataset import save_prepared
-from repro.errors import InputError, StepFailed
-from repro.recipes import get_recipe
-from repro.slurm import (RACK_JSON, _indices, launch_offline, load_manifest, plan_rack, render_script, rerun_failed,
+from repro.setup.dataset import save_prepared
+from repro.core.errors import InputError, StepFailed
+from repro.core.recipes import get_recipe
+from repro.run.rack import (RACK_JSON, _indices, launch_offline, load_manifest, plan_rack, render_script, rerun_failed,
                          submit, follow, collect, task_rows, check)
-from repro.workspace import Workspace
+from repro.core.workspace import Workspace
 
 RECIPE = "nd-gb300-v6"
 SIM = dict(backend="sim", duration_s=2, samples=700)

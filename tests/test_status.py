@@ -8,10 +8,10 @@ import yaml
 from typer.testing import CliRunner
 
 from repro.cli import app
-from repro.ledger import Artifact, Ledger
-from repro.recipes import get_recipe, recipes_dir
-from repro.status import build_status
-from repro.workspace import Workspace
+from repro.core.ledger import Artifact, Ledger
+from repro.core.recipes import get_recipe, recipes_dir
+from repro.flow.status import build_status
+from repro.core.workspace import Workspace
 
 runner = CliRunner()
 
@@ -55,7 +55,7 @@ def test_changed_recipe_makes_step_stale(tmp_path):
     raw["name"] = "mydemo"
     path = tmp_path / "mydemo.yaml"
     path.write_text(yaml.safe_dump(raw))
-    from repro.recipes import load_recipe_file
+    from repro.core.recipes import load_recipe_file
     before = load_recipe_file(path)
     ws = Workspace.open()
     led = _ledger(ws)
@@ -96,7 +96,7 @@ def test_recipe_remembered_from_ledger_and_interrupted_shown():
     led.start("setup", get_recipe("demo").hash(), recipe="demo")
     led.fail("setup", "Ctrl-C", interrupted=True)
     doc = json.loads(runner.invoke(app, ["status", "--json"]).stdout)
-    assert doc["recipe"] == "demo" and doc["recipe_reason"] == "recorded in the ledger"
+    assert doc["recipe"] == "demo" and doc["recipe_reason"] == "recorded in the workspace ledger"
     assert doc["steps"][0]["state"] == "interrupted"
     assert doc["next_command"] == "repro setup --recipe demo"
 

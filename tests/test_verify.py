@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from repro.aggregate import aggregate
+from repro.results.aggregate import aggregate
 from repro.cli import app
-from repro.verify import verify_dir
+from repro.results.verify import verify_dir
 
 from golden_util import check_golden, render, stable_json
 

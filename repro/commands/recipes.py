@@ -7,10 +7,10 @@ from typing import Annotated, Optional
 
 import typer
 
-from .. import recipes as rec
-from ..options import JsonOpt
-from ..output import emit
-from ..views import RecipeList, RecipeShow, ValidationReport
+from repro.core import recipes as rec
+from repro.ui.options import JsonOpt
+from repro.ui.output import emit
+from repro.ui.views import RecipeList, RecipeShow, ValidationReport
 
 
 def list_recipes(json: JsonOpt = False) -> None:

@@ -7,10 +7,10 @@ from typing import Annotated, Optional
 
 import typer
 
-from ..errors import InputError
-from ..fsutil import atomic_write_text
-from ..options import DryRunOpt, GpusOpt, JsonOpt, RecipeOpt
-from ..output import emit, info
+from repro.core.errors import InputError
+from repro.core.fsutil import atomic_write_text
+from repro.ui.options import DryRunOpt, GpusOpt, JsonOpt, RecipeOpt
+from repro.ui.output import emit, info
 
 
 def _target(path: Optional[Path], kind: str) -> Optional[Path]:
@@ -29,8 +29,8 @@ def report(
     dry_run: DryRunOpt = False,
 ) -> None:
     """Compare your runs with every published result, with plots, business and efficiency figures."""
-    from ..report import build_report
-    from ..report_html import render_html
+    from repro.report.model import build_report
+    from repro.report.html import render_html
 
     html, markdown = _target(html, "html"), _target(markdown, "markdown")
     result = build_report(result_dirs, recipe=recipe, gpus=gpus)

@@ -11,10 +11,10 @@ import typer
 from rich.console import Group
 from rich.text import Text
 
-from ..options import DryRunOpt, JsonOpt, RecipeOpt, WorkspaceOpt
-from ..output import emit
-from ..steps import StepOutcome
-from ..workspace import Workspace
+from repro.ui.options import DryRunOpt, JsonOpt, RecipeOpt, WorkspaceOpt
+from repro.ui.output import emit
+from repro.core.steps import StepOutcome
+from repro.core.workspace import Workspace
 
 BackendOpt = Annotated[Optional[str], typer.Option("--backend", "-b", help="sim | hf | trtllm; overrides the recipe's backend.")]
 DurationOpt = Annotated[Optional[float], typer.Option("--duration", help="Smoke run: LoadGen min/max duration in seconds (labelled smoke).")]
@@ -62,15 +62,15 @@ class RunView:
 
 def _run(scenario: str, recipe: Optional[str], workspace: Any, backend: Optional[str], duration: Optional[float],
          samples: Optional[int], accuracy: bool, sim_rate: Optional[float], dry_run: bool, json: bool) -> None:
-    from ..detect import detect_system, select_recipe
-    from ..harness import run_benchmark
-    from ..recipes import get_recipe
-    from ..verify import verify_dir
+    from repro.core.systems import resolve_recipe
+    from repro.run.harness import run_benchmark
+    from repro.results.verify import verify_dir
 
-    chosen = get_recipe(recipe) if recipe else select_recipe(detect_system())[0]
+    ws = Workspace.open(workspace)
+    chosen, _ = resolve_recipe(recipe, ws)
     if not dry_run:
         _sigterm_as_interrupt()
-    outcome = run_benchmark(chosen, Workspace.open(workspace), scenario=scenario, backend=backend, duration_s=duration,
+    outcome = run_benchmark(chosen, ws, scenario=scenario, backend=backend, duration_s=duration,
                             samples=samples, accuracy=accuracy, dry_run=dry_run, progress=False if json else None,
                             rate_tokens_per_s=sim_rate, argv=["repro", *sys.argv[1:]])
     verdict = None
@@ -87,14 +87,14 @@ def offline(recipe: RecipeOpt = None, workspace: WorkspaceOpt = None, backend: B
             rerun_failed: RerunOpt = None, dry_run: DryRunOpt = False, json: JsonOpt = False) -> None:
     """Run the Offline scenario through MLCommons LoadGen and write MLPerf logs to a run folder."""
     if launcher not in ("local", "slurm"):
-        from ..errors import InputError
+        from repro.core.errors import InputError
         raise InputError(f"--launcher {launcher!r}: use local or slurm.", "`repro run offline --help`")
     if rerun_failed is not None:
-        from ..slurm import rerun_failed as rerun
+        from repro.run.rack import rerun_failed as rerun
         rerun(rerun_failed, dry_run=dry_run, as_json=json)
         return
     if launcher == "slurm":
-        from ..slurm import launch_offline
+        from repro.run.rack import launch_offline
         launch_offline(recipe=recipe, workspace=workspace, nodes=nodes, partition=partition, container_image=container_image,
                        backend=backend, duration_s=duration, samples=samples, dry_run=dry_run, as_json=json, sim_rate=sim_rate)
         return

@@ -7,11 +7,11 @@ from typing import Annotated, Optional
 
 import typer
 
-from ..aggregate import aggregate as build_rack
-from ..fsutil import atomic_write_text
-from ..options import GpusOpt, JsonOpt, RecipeOpt, ResultDirArg
-from ..output import emit
-from ..verify import verify_dir
+from repro.results.aggregate import aggregate as build_rack
+from repro.core.fsutil import atomic_write_text
+from repro.ui.options import GpusOpt, JsonOpt, RecipeOpt, ResultDirArg
+from repro.ui.output import emit
+from repro.results.verify import verify_dir
 
 
 def verify(result_dir: ResultDirArg, recipe: RecipeOpt = None, gpus: GpusOpt = None, json: JsonOpt = False) -> None:

@@ -1,0 +1,45 @@
+"""`repro build-engine` (issue #5): container, quantization and engine."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated, Any, Optional
+
+import typer
+from rich.console import Group
+from rich.markup import escape
+from rich.text import Text
+
+from repro.engine import plan as b
+from repro.ui.options import DryRunOpt, ForceOpt, JsonOpt, RecipeOpt, WorkspaceOpt
+from repro.ui.output import emit
+from repro.core.steps import StepOutcome
+from repro.core.systems import resolve_recipe
+from repro.core.workspace import Workspace
+
+BaseImageOpt = Annotated[Optional[str], typer.Option(
+    "--base-image", help="Build FROM this image instead of the recipe's NGC image (e.g. a private mirror).")]
+
+
+@dataclass
+class BuildResult:
+    outcome: StepOutcome
+
+    def to_json(self) -> dict[str, Any]:
+        return self.outcome.to_json()
+
+    def __rich__(self) -> Group:
+        parts: list[Any] = [self.outcome]
+        if self.outcome.status == "dry-run":
+            parts += [Text("")] + [Text.from_markup(f"[dim]{escape(ln)}[/]") if ln.startswith("#") else Text(ln)
+                                   for ln in self.outcome.details.get("plan", [])]
+        return Group(*parts)
+
+
+def build_engine(recipe: RecipeOpt = None, workspace: WorkspaceOpt = None, force: ForceOpt = False,
+                 dry_run: DryRunOpt = False, json: JsonOpt = False, base_image: BaseImageOpt = None) -> None:
+    """Build the TensorRT-LLM container, quantize to NVFP4 (FP8 on Hopper) and build the engine."""
+    ws = Workspace.open(workspace)
+    chosen, _ = resolve_recipe(recipe, ws)
+    outcome = b.run_build(chosen, ws, force=force, dry_run=dry_run, base_image=base_image, progress=not json)
+    emit(BuildResult(outcome), json)

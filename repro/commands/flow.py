@@ -1,0 +1,40 @@
+"""`repro doctor`, `repro status` and the guided flow (issue #6)."""
+
+from __future__ import annotations
+
+import typer
+
+from repro.ui.options import DryRunOpt, JsonOpt, RecipeOpt, WorkspaceOpt, YesOpt
+from repro.ui.output import emit, info
+from repro.core.workspace import Workspace
+
+
+def doctor(recipe: RecipeOpt = None, workspace: WorkspaceOpt = None, json: JsonOpt = False) -> None:
+    """Check GPUs, driver, Docker, disk, token and LoadGen before hours are spent."""
+    from repro.flow.doctor import run_doctor
+    report = run_doctor(recipe, Workspace.open(workspace))
+    emit(report, json)
+    if report.exit_code:
+        raise typer.Exit(report.exit_code)
+
+
+def status(recipe: RecipeOpt = None, workspace: WorkspaceOpt = None, json: JsonOpt = False) -> None:
+    """Show the step ledger: done, stale, failed, to do, and the next command."""
+    from repro.flow.status import run_status
+    report, note = run_status(recipe, Workspace.open(workspace))
+    if note:
+        info(f"note: {note} A fresh ledger starts with the next step.")
+    emit(report, json)
+
+
+def guide(recipe: RecipeOpt = None, workspace: WorkspaceOpt = None, yes: YesOpt = False,
+          dry_run: DryRunOpt = False, json: JsonOpt = False) -> None:
+    """Walk through doctor -> setup -> build-engine -> run offline -> verify, resuming from the ledger."""
+    from repro.core.systems import resolve_recipe
+    from repro.flow.guide import run_guide
+    ws = Workspace.open(workspace)
+    chosen, reason = resolve_recipe(recipe, ws)
+    result = run_guide(chosen, reason, ws, yes=yes or json, dry_run=dry_run)
+    emit(result, json)
+    if result.exit_code:
+        raise typer.Exit(result.exit_code)

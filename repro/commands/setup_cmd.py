@@ -1,0 +1,62 @@
+"""`repro setup` (issue #4): download and check the model and dataset."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+
+from repro.core.systems import resolve_recipe
+from repro.ui.options import DryRunOpt, ForceOpt, JsonOpt, RecipeOpt, WorkspaceOpt, YesOpt
+from repro.ui.output import emit
+from repro.core.steps import StepOutcome
+from repro.core.workspace import Workspace
+
+SourceOpt = Annotated[str, typer.Option("--dataset-source", help="fetch: MLPerf's published pickles; rebuild: from the raw "
+                                        "OpenOrca parquet like processorca.py; both: do both and compare checksums.")]
+
+
+class SetupView:
+    """One result for both views: the StepOutcome as JSON, and a per-file table for people."""
+
+    def __init__(self, outcome: StepOutcome):
+        self.outcome = outcome
+
+    def to_json(self) -> dict[str, Any]:
+        return self.outcome.to_json()
+
+    def __rich__(self) -> Group:
+        files = self.outcome.details.get("files") or []
+        table = Table(title="repro setup" + (" (dry run: nothing changed)" if self.outcome.status == "dry-run" else ""))
+        for col in ("file", "size", "action", "from"):
+            table.add_column(col, justify="right" if col == "size" else "left", overflow="fold")
+        for f in files:
+            size = f.get("size")
+            table.add_row(str(f.get("dest") or f.get("path")), "unknown" if size is None else f"{size:,}",
+                          str(f.get("action")), str(f.get("source", "")))
+        parts: list[Any] = [table] if files else []
+        comparison = self.outcome.details.get("comparison")
+        if comparison:
+            parts.append(Text(f"published vs rebuilt dataset: same content {comparison['same_content']}, "
+                              f"same file bytes {comparison['same_file']}"))
+        parts.append(self.outcome)
+        return Group(*parts)
+
+
+def setup(recipe: RecipeOpt = None, workspace: WorkspaceOpt = None, dry_run: DryRunOpt = False, json: JsonOpt = False,
+          yes: YesOpt = False, force: ForceOpt = False, dataset_source: SourceOpt = "fetch") -> None:
+    """Download the model and the MLPerf OpenOrca dataset into the workspace, verified by checksum."""
+    from repro.core.errors import InputError
+    from repro.setup.download import run_setup
+    if dataset_source not in ("fetch", "rebuild", "both"):
+        raise InputError(f"--dataset-source {dataset_source!r}: use fetch, rebuild or both.", "`repro setup --help`")
+    ws = Workspace.open(workspace)
+    chosen, _ = resolve_recipe(recipe, ws)
+    outcome = run_setup(chosen, ws, dry_run=dry_run, yes=yes or json, force=force,
+                        source=dataset_source, show_progress=not json)  # type: ignore[arg-type]
+    emit(SetupView(outcome), json)
+    if not outcome.ok:
+        raise typer.Exit(1)

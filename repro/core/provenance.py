@@ -1,0 +1,56 @@
+"""Where a run came from: software versions, recipe hash, container, driver, VM size and GPUs, for run.json."""
+
+from __future__ import annotations
+
+import os
+import platform
+import sys
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from repro import __version__
+
+PACKAGES = ("mlcommons-loadgen", "torch", "transformers", "tensorrt_llm", "numpy")
+
+
+def package_version(name: str) -> str | None:
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def loadgen_version() -> str | None:
+    return package_version("mlcommons-loadgen") or package_version("mlcommons_loadgen")
+
+
+def container_digest() -> str | None:
+    """The image digest when repro runs inside its container (the build passes it in REPRO_CONTAINER_DIGEST)."""
+    digest = os.environ.get("REPRO_CONTAINER_DIGEST")
+    if digest:
+        return digest
+    if Path("/.dockerenv").exists():
+        return os.environ.get("REPRO_CONTAINER_IMAGE", "unknown (in a container)")
+    return None
+
+
+def collect(*, detect: bool = True) -> dict[str, Any]:
+    """Facts for run.json; `detect=False` skips NVML/IMDS (tests, the harness benchmark)."""
+    facts: dict[str, Any] = {
+        "repro_version": __version__,
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "hostname": platform.node(),
+        "packages": {p: package_version(p) for p in PACKAGES},
+        "loadgen_version": loadgen_version(),
+        "container_digest": container_digest(),
+        "vm_size": None, "driver": None, "cuda_driver": None,
+        "gpus": {"count": 0, "names": [], "uuids": []},
+    }
+    if detect:
+        from repro.core.systems import detect_system
+        info = detect_system(imds_timeout=0.5)
+        facts.update(vm_size=info.vm_size, driver=info.driver, cuda_driver=info.cuda_driver,
+                     gpus={"count": len(info.gpus), "names": [g.name for g in info.gpus], "uuids": [g.uuid for g in info.gpus]})
+    return facts

@@ -1,0 +1,266 @@
+"""Recipes are data (one YAML per system under recipes/); this module is their schema and the systems registry.
+
+The registry is the single lookup used by detection (Azure VM size, NVML GPU name), by
+`repro verify` (system JSON name) and by every step that needs a recipe.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import json
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Literal, Union
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from repro.core.errors import RecipeError
+
+Unknown = Literal["unknown"]
+Precision = Literal["nvfp4", "fp4", "fp8", "bf16", "fp16", "fp32"]
+Backend = Literal["trtllm-serve-pytorch", "trtllm-engine", "hf", "sim"]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class System(_Strict):
+    vm_size: Union[str, None] = Field(description="Azure VM size (IMDS compute.vmSize); null for non-Azure systems")
+    gpu_name: str = Field(description="Marketing name, e.g. 'NVIDIA GB300'")
+    nvml_names: list[str] = Field(description="Substrings that NVML's device name contains for this GPU")
+    gpus_per_vm: int = Field(gt=0)
+    gpu_memory_gb: Union[float, Unknown]
+    gpu_arch: str = Field(pattern=r"^(sm_\d+|cpu)$")
+    cpu_arch: Literal["x86_64", "aarch64", "any"]
+    memory_bandwidth_tbps: Union[float, Unknown] = Field(description="HBM bandwidth per GPU, for the roofline")
+    tdp_tokens_per_watt: Union[float, Unknown, None] = None
+    local_nvme_hint: Union[str, None] = None
+
+
+class Model(_Strict):
+    repo_id: str
+    revision: str
+    allow_patterns: list[str]
+    size_gb: float = Field(gt=0, description="Download size of the original weights")
+    quantized_size_gb: Union[float, Unknown]
+
+
+class Dataset(_Strict):
+    name: str
+    samples: int = Field(gt=0)
+    calibration_samples: int = Field(ge=0)
+    files: dict[str, str] = Field(description="role -> file name (sampled, calibration)")
+    sha256: dict[str, Union[str, Unknown]] = Field(default_factory=dict)
+    urls: dict[str, str] = Field(default_factory=dict)
+
+
+class Quantization(_Strict):
+    qformat: Precision
+    kv_cache_dtype: Union[Literal["fp8", "int8"], None]
+    dtype: Literal["float16", "bfloat16", "float32"]
+    calib_size: int = Field(ge=0)
+    tool: Literal["hf_quantize", "trtllm_quantize", "none"]
+    output_name: str
+
+
+class TensorRTLLM(_Strict):
+    version: str = Field(description="The TensorRT-LLM release repro installs in the container")
+    published_version: Union[str, Unknown] = Field(description="What the published run used, as far as its sources say")
+    base_image: str = Field(description="Base image repro's Dockerfile builds FROM")
+    cuda_architectures: Union[str, None]
+    tp_size: int = Field(gt=0)
+    pp_size: int = Field(gt=0)
+    servers_per_vm: int = Field(gt=0)
+    base_port: int = Field(gt=1024, lt=65536)
+    gpu_batch_size: int = Field(gt=0)
+    build_flags: dict[str, Union[str, int, float, bool]] = Field(default_factory=dict)
+    runtime_flags: dict[str, Union[str, int, float, bool]] = Field(default_factory=dict)
+    serve_extra_options: dict[str, Any] = Field(default_factory=dict)
+
+
+class LoadGen(_Strict):
+    offline_expected_qps: float = Field(gt=0)
+    server_target_qps: Union[float, Unknown, None] = None
+    min_duration_ms: int = Field(ge=0)
+    min_query_count: int = Field(ge=0)
+    performance_sample_count: int = Field(gt=0)
+    ttft_latency_ms: int = 2000
+    tpot_latency_ms: int = 200
+    max_tokens: int = Field(default=1024, gt=0)
+
+
+class Accuracy(_Strict):
+    target: Literal["99", "99.9"]
+    rouge1: float
+    rouge2: float
+    rougeL: float
+    tokens_per_sample: float
+    source: str
+
+
+class Rack(_Strict):
+    vms: int = Field(gt=0)
+    total_tokens_per_s: float
+    min_tokens_per_s: float
+    max_tokens_per_s: float
+    mean_tokens_per_s: float
+    median_tokens_per_s: Union[float, Unknown]
+
+
+class Published(_Strict):
+    status: Literal["published", "analog", "unknown"] = Field(
+        description="published: this system's own result; analog: another submitter's same-GPU result; unknown: none found")
+    tokens_per_s_per_vm: Union[float, Unknown]
+    tokens_per_s_per_gpu: Union[float, Unknown]
+    band_pct: float = Field(default=5.0, gt=0, lt=100)
+    mlperf_round: Union[str, Unknown]
+    mlperf_id: Union[str, Unknown]
+    scenario: Literal["Offline", "Server"] = "Offline"
+    source: str
+    note: str = ""
+    rack: Union[Rack, None] = None
+
+    @model_validator(mode="after")
+    def _known_when_published(self) -> "Published":
+        if self.status != "unknown" and self.tokens_per_s_per_gpu == "unknown":
+            raise ValueError("tokens_per_s_per_gpu must be a number unless status is 'unknown'")
+        return self
+
+    def band(self) -> tuple[float, float] | None:
+        if self.tokens_per_s_per_gpu == "unknown":
+            return None
+        centre = float(self.tokens_per_s_per_gpu)
+        return centre * (1 - self.band_pct / 100), centre * (1 + self.band_pct / 100)
+
+
+class Recipe(_Strict):
+    schema_version: Literal[1]
+    name: str = Field(pattern=r"^[a-z0-9][a-z0-9-]*$")
+    title: str
+    reference_only: bool = Field(default=False, description="A published system nobody runs through repro (e.g. DGX H100)")
+    demo: bool = Field(default=False, description="Built-in CPU demo; its runs are never a reproduction")
+    system: System
+    backend: Backend
+    precision: Precision
+    model: Model
+    dataset: Dataset
+    quantization: Quantization
+    trtllm: Union[TensorRTLLM, None]
+    loadgen: LoadGen
+    accuracy: Accuracy
+    published: Published
+    disk_needed_gb: float = Field(gt=0)
+    expected_runtime_min: Union[float, Unknown]
+    sources: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "Recipe":
+        if self.backend.startswith("trtllm") and self.trtllm is None:
+            raise ValueError(f"backend {self.backend} needs a trtllm section")
+        if self.precision in ("nvfp4", "fp4") and self.system.gpu_arch not in ("sm_100", "sm_103", "sm_120"):
+            raise ValueError(f"precision {self.precision} needs a Blackwell GPU (sm_100/103/120), not {self.system.gpu_arch}")
+        return self
+
+    def hash(self) -> str:
+        """Content hash of the validated recipe: the input hash of every step that depends on it."""
+        blob = json.dumps(self.model_dump(mode="json"), sort_keys=True).encode()
+        return hashlib.sha256(blob).hexdigest()[:16]
+
+    @property
+    def blackwell(self) -> bool:
+        return self.system.gpu_arch in ("sm_100", "sm_103", "sm_120")
+
+
+def recipes_dir() -> Path:
+    """Recipes ship inside the wheel (repro/_recipes) and live at the repo root in a checkout."""
+    here = Path(__file__).resolve().parent
+    for candidate in (here.parent / "_recipes", here.parent.parent / "recipes"):
+        if candidate.is_dir():
+            return candidate
+    raise RecipeError("No recipes folder found next to the repro package.", "reinstall with `pip install -e .`")
+
+
+def _format_validation(path: Path, exc: ValidationError) -> str:
+    first = exc.errors()[0]
+    field = ".".join(str(p) for p in first["loc"]) or "(top level)"
+    more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+    return f"{path}: field '{field}': {first['msg']}{more}"
+
+
+def load_recipe_file(path: Path) -> Recipe:
+    path = Path(path)
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise RecipeError(f"{path}: no such recipe file.", "`repro recipes list`") from None
+    except (yaml.YAMLError, UnicodeDecodeError) as exc:
+        raise RecipeError(f"{path}: not valid YAML ({str(exc).splitlines()[0]}).", f"fix it, then `repro recipes validate {path}`") from None
+    if not isinstance(raw, dict):
+        raise RecipeError(f"{path}: a recipe must be a mapping of fields.", f"`repro recipes validate {path}`")
+    try:
+        recipe = Recipe.model_validate(raw)
+    except ValidationError as exc:
+        raise RecipeError(_format_validation(path, exc), f"fix it, then `repro recipes validate {path}`") from None
+    if recipe.name != path.stem:
+        raise RecipeError(f"{path}: field 'name' is '{recipe.name}' but the file is named '{path.stem}'.",
+                          f"`repro recipes validate {path}`")
+    return recipe
+
+
+@lru_cache(maxsize=None)
+def _all_cached(directory: str) -> tuple[Recipe, ...]:
+    return tuple(load_recipe_file(p) for p in sorted(Path(directory).glob("*.yaml")))
+
+
+def all_recipes() -> tuple[Recipe, ...]:
+    return _all_cached(str(recipes_dir()))
+
+
+def get_recipe(name: str) -> Recipe:
+    """A recipe by name, or a path to a recipe file."""
+    if name.endswith((".yaml", ".yml")) or "/" in name:
+        return load_recipe_file(Path(name))
+    for recipe in all_recipes():
+        if recipe.name == name:
+            return recipe
+    names = ", ".join(r.name for r in all_recipes())
+    raise RecipeError(f"Unknown recipe '{name}'. Known recipes: {names}.", "`repro recipes list`")
+
+
+def _norm(text: str) -> str:
+    return "".join(ch for ch in text.lower() if ch.isalnum())
+
+
+def by_vm_size(vm_size: str) -> Recipe | None:
+    """IMDS reports e.g. 'Standard_ND128isr_GB300_v6'; case and separators vary across tools."""
+    want = _norm(vm_size)
+    for recipe in all_recipes():
+        if recipe.system.vm_size and _norm(recipe.system.vm_size) == want:
+            return recipe
+    return None
+
+
+def by_gpu_name(gpu_name: str, gpu_count: int | None = None) -> Recipe | None:
+    """Map an NVML name ('NVIDIA H100 80GB HBM3') to the runnable recipe for that GPU."""
+    name = gpu_name.lower()
+    matches = [r for r in all_recipes() if not r.reference_only and not r.demo
+               and any(n.lower() in name for n in r.system.nvml_names)]
+    if gpu_count is not None:
+        exact = [r for r in matches if r.system.gpus_per_vm == gpu_count]
+        matches = exact or matches
+    return matches[0] if matches else None
+
+
+def by_system_name(system_name: str) -> Recipe | None:
+    """Match an MLPerf system-description `system_name` (e.g. 'ND_GB200_v6', ' 18xND_GB300_v6') to a recipe."""
+    want = _norm(re.sub(r"^\s*\d+\s*x\s*", "", system_name, flags=re.I))
+    for recipe in all_recipes():
+        keys = {_norm(recipe.name), _norm(recipe.title)}
+        if recipe.system.vm_size:
+            keys.add(_norm(recipe.system.vm_size.replace("Standard_", "")))
+        if want in keys or _norm(recipe.name.replace("-", "")) == want:
+            return recipe
+    return None

@@ -1,0 +1,353 @@
+"""The recipe container through the Docker SDK: build (log streamed into a Rich progress view), run, clean up.
+
+Images are tagged by a hash of the Dockerfile, the entrypoint, the build arguments and the recipe, so a
+second build is a no-op; the image ID (content digest) goes into the ledger. Step containers get the
+GPUs through device requests and the workspace through a bind mount, and are removed even on Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import shlex
+import shutil
+import tempfile
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+from repro import __version__
+from repro.core.errors import Interrupted, StepFailed
+from repro.core.recipes import Recipe
+
+LABEL = "org.repro.managed"
+IMAGE_REPO = "repro-trtllm"
+ENTRY_FILE = Path(__file__).with_name("container_entry.py")
+LineSink = Callable[[str], None]
+
+
+def containers_dir() -> Path:
+    """Dockerfiles ship inside the wheel (repro/_containers) and live at the repo root in a checkout."""
+    here = Path(__file__).resolve().parent
+    for candidate in (here.parent / "_containers", here.parent.parent / "containers"):
+        if (candidate / "Dockerfile").is_file():
+            return candidate
+    raise StepFailed("No containers/Dockerfile found next to the repro package.", "reinstall with `pip install -e .`")
+
+
+def docker_client():
+    import docker
+    return docker.from_env(timeout=600)
+
+
+@dataclass(frozen=True)
+class ImageSpec:
+    """What to build: a Dockerfile, its build arguments and the extra files its context needs."""
+
+    dockerfile: Path
+    tag: str
+    build_args: dict[str, str]
+    with_repro_source: bool = True
+    labels: dict[str, str] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"tag": self.tag, "dockerfile": str(self.dockerfile), "build_args": dict(self.build_args)}
+
+
+def spec_hash(dockerfile: Path, build_args: dict[str, str], extra: str = "") -> str:
+    h = hashlib.sha256()
+    h.update(Path(dockerfile).read_bytes())
+    h.update(ENTRY_FILE.read_bytes())
+    h.update(repr(sorted(build_args.items())).encode())
+    h.update(extra.encode())
+    return h.hexdigest()[:12]
+
+
+def image_spec_for(recipe: Recipe, *, base_image: str | None = None, install: str = "full") -> ImageSpec:
+    """The runtime image of a recipe; `base_image`/`install` let tests build the same Dockerfile on a tiny base."""
+    if recipe.trtllm is None:
+        raise StepFailed(f"Recipe '{recipe.name}' has no container (backend {recipe.backend}).", f"`repro recipes show {recipe.name}`")
+    dockerfile = containers_dir() / "Dockerfile"
+    args = {"BASE_IMAGE": base_image or recipe.trtllm.base_image, "REPRO_INSTALL": install}
+    labels = {"org.repro.recipe": recipe.name, "org.repro.recipe-hash": recipe.hash(),
+              "org.repro.trtllm-version": recipe.trtllm.version}
+    digest = spec_hash(dockerfile, args, f"{recipe.hash()}|{__version__}")
+    return ImageSpec(dockerfile, f"{IMAGE_REPO}:{recipe.name}-{digest}", args, labels=labels)
+
+
+def _stage_context(spec: ImageSpec, dest: Path) -> None:
+    """A small, explicit build context: never the workspace, the venv or model weights."""
+    for item in spec.dockerfile.parent.iterdir():
+        if item.is_file():
+            shutil.copy2(item, dest / item.name)
+    shutil.copy2(ENTRY_FILE, dest / "container_entry.py")
+    src = dest / "repro-src"
+    src.mkdir()
+    if not spec.with_repro_source:
+        return
+    pkg = Path(__file__).resolve().parents[1]
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "_recipes", "_containers")
+    shutil.copytree(pkg, src / "repro", ignore=ignore)
+    root = pkg.parent
+    for name in ("pyproject.toml", "README.md"):
+        if (root / name).is_file():
+            shutil.copy2(root / name, src / name)
+    from repro.core.recipes import recipes_dir
+    shutil.copytree(recipes_dir(), src / "recipes", ignore=ignore)
+    shutil.copytree(spec.dockerfile.parent, src / "containers", ignore=ignore)
+
+
+def dockerfile_instructions(path: Path) -> list[tuple[int, str]]:
+    """(first line number, instruction text) for each instruction, joining continuation lines."""
+    out: list[tuple[int, str]] = []
+    current: list[str] = []
+    start = 0
+    for no, raw in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
+        line = raw.strip()
+        if not current and (not line or line.startswith("#")):
+            continue
+        if current and line.startswith("#"):
+            continue
+        if not current:
+            start = no
+        if line.endswith("\\"):
+            current.append(line[:-1].strip())
+            continue
+        current.append(line)
+        out.append((start, " ".join(p for p in current if p)))
+        current = []
+    if current:
+        out.append((start, " ".join(current)))
+    return out
+
+
+_STEP_RE = re.compile(r"^Step (\d+)/(\d+) : (.*)$")
+
+
+@dataclass
+class ImageRef:
+    tag: str
+    digest: str
+    built: bool
+
+    def to_json(self) -> dict[str, Any]:
+        return {"tag": self.tag, "digest": self.digest, "built": self.built}
+
+
+def image_env(image: ImageRef) -> dict[str, str]:
+    """What provenance.container_digest() reads inside the container, so run.json names the exact image."""
+    return {"REPRO_CONTAINER_IMAGE": image.tag, "REPRO_CONTAINER_DIGEST": image.digest}
+
+
+def image_digest(tag: str, client=None) -> str | None:
+    import docker.errors
+    client = client or docker_client()
+    try:
+        return client.images.get(tag).id
+    except docker.errors.ImageNotFound:
+        return None
+
+
+def _failed_line(dockerfile: Path, step_no: int | None, step_text: str | None) -> tuple[int, str] | None:
+    instructions = dockerfile_instructions(dockerfile)
+    if step_no is not None and 0 < step_no <= len(instructions):
+        return instructions[step_no - 1]
+    if step_text:
+        for no, text in instructions:
+            if text.split()[:2] == step_text.split()[:2]:
+                return no, text
+    return None
+
+
+def build_image(spec: ImageSpec, *, force: bool = False, on_line: LineSink | None = None,
+                log_path: Path | None = None, network: str = "host", client=None) -> ImageRef:
+    """Build unless an image with this tag exists (the tag is the content hash), streaming every log line."""
+    client = client or docker_client()
+    if not force:
+        digest = image_digest(spec.tag, client)
+        if digest:
+            return ImageRef(spec.tag, digest, built=False)
+    step_no: int | None = None
+    step_text: str | None = None
+    tail: deque[str] = deque(maxlen=20)
+    log = open(log_path, "w", encoding="utf-8") if log_path else None
+    try:
+        with tempfile.TemporaryDirectory(prefix="repro-build-") as ctx:
+            _stage_context(spec, Path(ctx))
+            stream = client.api.build(path=ctx, dockerfile=spec.dockerfile.name, tag=spec.tag, buildargs=spec.build_args,
+                                      labels={LABEL: "1", **spec.labels}, rm=True, forcerm=True, decode=True,
+                                      network_mode=network, nocache=force)
+            for chunk in stream:
+                if "error" in chunk or "errorDetail" in chunk:
+                    detail = (chunk.get("errorDetail") or {}).get("message") or chunk.get("error") or "unknown error"
+                    if log:
+                        log.write(f"ERROR: {detail}\n")
+                    where = _failed_line(spec.dockerfile, step_no, step_text)
+                    at = f"{spec.dockerfile}:{where[0]} `{where[1]}`" if where else str(spec.dockerfile)
+                    last = f" Last output: {tail[-1]}" if tail else ""
+                    raise StepFailed(f"The container build failed at {at}: {detail.strip()}.{last}",
+                                     "fix the Dockerfile line, then `repro build-engine --force`"
+                                     + (f" (full log: {log_path})" if log_path else ""))
+                for line in str(chunk.get("stream", "")).splitlines():
+                    line = line.rstrip()
+                    if not line:
+                        continue
+                    m = _STEP_RE.match(line)
+                    if m:
+                        step_no, step_text = int(m.group(1)), m.group(3)
+                    tail.append(line)
+                    if log:
+                        log.write(line + "\n")
+                    if on_line:
+                        on_line(line)
+    finally:
+        if log:
+            log.close()
+    digest = image_digest(spec.tag, client)
+    if digest is None:
+        raise StepFailed(f"The build of {spec.tag} finished but the image is missing.", "`repro build-engine --force`")
+    return ImageRef(spec.tag, digest, built=True)
+
+
+@dataclass(frozen=True)
+class Mount:
+    host: Path
+    target: str
+    read_only: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return {"host": str(self.host), "target": self.target, "read_only": self.read_only}
+
+
+@dataclass
+class RunSpec:
+    """One step container: image, command, mounts, GPUs; `docker_cli()` is the same thing as a shell line."""
+
+    image: str
+    command: list[str]
+    mounts: list[Mount] = field(default_factory=list)
+    gpus: bool = False
+    env: dict[str, str] = field(default_factory=dict)
+    network: str = "host"
+    shm_size: str | None = None
+    labels: dict[str, str] = field(default_factory=dict)
+
+    def docker_cli(self) -> str:
+        argv = ["docker", "run", "--rm", f"--network={self.network}"]
+        if self.gpus:
+            argv.append("--gpus=all")
+        if self.shm_size:
+            argv += [f"--shm-size={self.shm_size}", "--ulimit", "memlock=-1", "--ulimit", "stack=67108864"]
+        for m in self.mounts:
+            argv += ["-v", f"{m.host}:{m.target}{':ro' if m.read_only else ''}"]
+        for k, v in sorted(self.env.items()):
+            argv += ["-e", f"{k}={v}"]
+        return shlex.join(argv + [self.image, *self.command])
+
+    def to_json(self) -> dict[str, Any]:
+        return {"image": self.image, "command": self.command, "mounts": [m.to_json() for m in self.mounts],
+                "gpus": self.gpus, "env": dict(self.env), "network": self.network, "docker_cli": self.docker_cli()}
+
+
+def _iter_lines(chunks: Iterator[bytes]) -> Iterator[str]:
+    buf = b""
+    for chunk in chunks:
+        buf += chunk
+        *lines, buf = buf.split(b"\n")
+        for line in lines:
+            yield line.decode("utf-8", "replace").rstrip("\r")
+    if buf:
+        yield buf.decode("utf-8", "replace")
+
+
+def run_container(spec: RunSpec, *, step: str = "container", on_line: LineSink | None = None,
+                  log_path: Path | None = None, client=None) -> int:
+    """Run to completion, streaming logs; a non-zero exit is a StepFailed, Ctrl-C removes the container."""
+    from docker.types import DeviceRequest, Ulimit
+
+    client = client or docker_client()
+    kwargs: dict[str, Any] = {}
+    if spec.gpus:
+        kwargs["device_requests"] = [DeviceRequest(count=-1, capabilities=[["gpu"]])]
+    if spec.shm_size:
+        kwargs["shm_size"] = spec.shm_size
+        kwargs["ulimits"] = [Ulimit(name="memlock", soft=-1, hard=-1), Ulimit(name="stack", soft=67108864, hard=67108864)]
+    container = None
+    tail: deque[str] = deque(maxlen=15)
+    log = open(log_path, "w", encoding="utf-8") if log_path else None
+    try:
+        container = client.containers.run(
+            spec.image, spec.command, detach=True, network_mode=spec.network, environment=spec.env,
+            labels={LABEL: "1", "org.repro.step": step, **spec.labels},
+            volumes={str(m.host): {"bind": m.target, "mode": "ro" if m.read_only else "rw"} for m in spec.mounts},
+            **kwargs)
+        for line in _iter_lines(container.logs(stream=True, follow=True)):
+            tail.append(line)
+            if log:
+                log.write(line + "\n")
+                log.flush()
+            if on_line:
+                on_line(line)
+        code = int(container.wait().get("StatusCode", 1))
+    except KeyboardInterrupt:
+        _remove(container)
+        container = None
+        raise Interrupted(f"Interrupted during {step}; its container was stopped and removed.",
+                          "`repro build-engine` to resume (finished steps are skipped)") from None
+    finally:
+        if log:
+            log.close()
+        _remove(container)
+    if code != 0:
+        last = " | ".join(list(tail)[-3:])
+        raise StepFailed(f"Step {step} failed: the container exited with code {code}." + (f" Last output: {last}" if last else ""),
+                         (f"see {log_path}, fix it, then " if log_path else "") + "`repro build-engine --force`")
+    return code
+
+
+def _remove(container) -> None:
+    if container is None:
+        return
+    import docker.errors
+    try:
+        container.remove(force=True)
+    except docker.errors.NotFound:
+        pass
+    except docker.errors.APIError as exc:
+        if "already in progress" not in str(exc):
+            raise
+
+
+def managed_containers(label: str | None = None, client=None) -> list:
+    """Containers repro started (optionally with one extra `key=value` label), running or not."""
+    client = client or docker_client()
+    filters = {"label": [LABEL] + ([label] if label else [])}
+    return client.containers.list(all=True, filters=filters)
+
+
+class BuildView:
+    """A Rich progress view for a build log: a spinner, the Dockerfile step count and the latest line."""
+
+    def __init__(self, title: str, console=None):
+        from repro.ui.output import err_console
+        self.progress = Progress(SpinnerColumn(), TextColumn("[bold]{task.fields[title]}"), BarColumn(bar_width=20),
+                                 TextColumn("{task.completed:.0f}/{task.total:.0f}"), TimeElapsedColumn(),
+                                 TextColumn("{task.description}"), console=console or err_console, transient=True)
+        self.task = self.progress.add_task("", total=1, title=title)
+
+    def __enter__(self) -> "BuildView":
+        self.progress.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.progress.stop()
+
+    def line(self, text: str) -> None:
+        m = _STEP_RE.match(text)
+        if m:
+            self.progress.update(self.task, total=int(m.group(2)), completed=int(m.group(1)) - 1)
+        short = text if len(text) <= 70 else text[:67] + "..."
+        self.progress.update(self.task, description=short.replace("[", "\\["))

@@ -1,0 +1,385 @@
+"""`repro doctor`: every precondition of a long run checked in seconds, each with the fix.
+
+Checks never raise; a missing library, daemon or endpoint is a FAIL or WARN with the next step.
+Whether a check is needed depends on the recipe: the CPU demo needs no GPU, Docker or token.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Literal
+
+from rich.console import Group
+from rich.markup import escape
+from rich.table import Table
+from rich.text import Text
+
+from repro.core.systems import SystemInfo, detect_system, resolve_recipe
+from repro.core.errors import ReproError
+from repro.core.recipes import Recipe
+from repro.core.workspace import Workspace
+
+Level = Literal["PASS", "WARN", "FAIL"]
+_STYLE = {"PASS": "green", "WARN": "yellow", "FAIL": "bold red"}
+BLACKWELL = ("sm_100", "sm_103", "sm_120")
+GB = 1024 ** 3
+
+
+@dataclass
+class Check:
+    name: str
+    level: Level
+    detail: str
+    fix: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "status": self.level, "detail": self.detail, "fix": self.fix}
+
+
+@dataclass
+class DoctorReport:
+    recipe: str | None
+    recipe_reason: str
+    workspace: str
+    system: SystemInfo
+    checks: list[Check] = field(default_factory=list)
+
+    @property
+    def failed(self) -> list[Check]:
+        return [c for c in self.checks if c.level == "FAIL"]
+
+    @property
+    def exit_code(self) -> int:
+        return 1 if self.failed else 0
+
+    @property
+    def verdict(self) -> str:
+        if self.failed:
+            return "FAIL"
+        return "WARN" if any(c.level == "WARN" for c in self.checks) else "PASS"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"status": self.verdict, "recipe": self.recipe, "recipe_reason": self.recipe_reason,
+                "workspace": self.workspace, "system": self.system.to_json(),
+                "checks": [c.to_json() for c in self.checks]}
+
+    def __rich__(self) -> Group:
+        t = Table(title=f"repro doctor: recipe {self.recipe or '(none)'}", title_justify="left")
+        for col in ("check", "status", "detail", "fix"):
+            t.add_column(col, overflow="fold")
+        for c in self.checks:
+            t.add_row(Text(c.name), Text(c.level, style=_STYLE[c.level]), Text(c.detail), Text(c.fix or ""))
+        style = _STYLE["WARN" if self.verdict == "WARN" else self.verdict]
+        summary = (f"[{style}]{self.verdict}[/]: {len(self.failed)} failed, "
+                   f"{sum(c.level == 'WARN' for c in self.checks)} warnings, "
+                   f"{sum(c.level == 'PASS' for c in self.checks)} passed. "
+                   f"Recipe: {escape(self.recipe or '(none)')} ({escape(self.recipe_reason)}).")
+        if self.failed:
+            summary += " Fix the FAIL rows, then `repro doctor` again."
+        return Group(t, Text.from_markup(summary))
+
+
+def _not_needed(recipe: Recipe | None) -> str:
+    return f"not needed by recipe {recipe.name}" if recipe else "not checked: no recipe chosen"
+
+
+def _needs_gpu(recipe: Recipe | None) -> bool:
+    return recipe is not None and not recipe.demo and recipe.system.gpu_arch != "cpu"
+
+
+def _needs_docker(recipe: Recipe | None) -> bool:
+    return recipe is not None and recipe.trtllm is not None
+
+
+def check_recipe(recipe: Recipe | None, reason: str) -> Check:
+    if recipe is None:
+        return Check("recipe", "FAIL", reason, "pick one with `--recipe NAME` (`repro recipes list`)")
+    if recipe.reference_only:
+        return Check("recipe", "FAIL", f"{recipe.name} is a published reference system, not runnable through repro",
+                     "`repro recipes list` and pick a runnable recipe with `--recipe`")
+    label = " (CPU demo: never a reproduction)" if recipe.demo else ""
+    return Check("recipe", "PASS", f"{recipe.name}: {recipe.title}{label}; {reason}")
+
+
+def check_gpus(recipe: Recipe | None, info: SystemInfo) -> list[Check]:
+    """Model, count and architecture against what the recipe was published on."""
+    if not _needs_gpu(recipe):
+        found = f"{len(info.gpus)} GPU(s)" if info.gpus else (info.nvml_error or "no GPU")
+        return [Check("GPU", "PASS", f"{_not_needed(recipe)} ({found})")]
+    assert recipe is not None
+    if info.nvml_error or not info.gpus:
+        return [Check("GPU", "FAIL", info.nvml_error or "NVML reports no GPU",
+                      "install the NVIDIA driver (`nvidia-smi` must work) and `pip install nvidia-ml-py`")]
+    name = info.gpus[0].name
+    checks = []
+    if any(n.lower() in name.lower() for n in recipe.system.nvml_names):
+        checks.append(Check("GPU model", "PASS", f"{name}, as in the recipe ({recipe.system.gpu_name})"))
+    else:
+        from repro.core.recipes import by_gpu_name
+        other = by_gpu_name(name, len(info.gpus))
+        fix = f"use `--recipe {other.name}`" if other else "run on a VM with the recipe's GPU, or `repro recipes list`"
+        checks.append(Check("GPU model", "FAIL", f"{name}, but recipe {recipe.name} needs {recipe.system.gpu_name}", fix))
+    want = recipe.system.gpus_per_vm
+    if len(info.gpus) == want:
+        checks.append(Check("GPU count", "PASS", f"{len(info.gpus)} GPUs, as published"))
+    else:
+        checks.append(Check("GPU count", "WARN",
+                            f"{len(info.gpus)} GPUs, the published run used {want}; only tokens/s per GPU is comparable",
+                            f"pass `--gpus {len(info.gpus)}` to `repro verify`"))
+    arch = info.gpus[0].arch
+    if recipe.precision in ("nvfp4", "fp4") and arch not in BLACKWELL:
+        checks.append(Check("GPU architecture", "FAIL",
+                            f"{arch or 'unknown'}: {recipe.precision.upper()} needs Blackwell ({'/'.join(BLACKWELL)})",
+                            "use an FP8 recipe on Hopper (`--recipe nd-h100-v5` or `nd-h200-v5`)"))
+    elif arch != recipe.system.gpu_arch:
+        checks.append(Check("GPU architecture", "WARN", f"{arch or 'unknown'}, recipe built for {recipe.system.gpu_arch}",
+                            "expect a different engine and number; prefer the matching recipe"))
+    else:
+        checks.append(Check("GPU architecture", "PASS", f"{arch}"))
+    return checks
+
+
+def _min_cuda(recipe: Recipe) -> tuple[int, int]:
+    """Blackwell kernels need CUDA 12.8 drivers; Hopper TensorRT-LLM releases need 12.x."""
+    return (12, 8) if recipe.system.gpu_arch in BLACKWELL else (12, 0)
+
+
+def check_driver(recipe: Recipe | None, info: SystemInfo) -> Check:
+    if not _needs_gpu(recipe):
+        return Check("driver/CUDA", "PASS", f"{_not_needed(recipe)} (driver {info.driver or 'none'})")
+    assert recipe is not None
+    if not info.driver or not info.cuda_driver:
+        return Check("driver/CUDA", "FAIL", info.nvml_error or "driver version unknown",
+                     "install the NVIDIA data-center driver, then `repro doctor`")
+    major, _, minor = info.cuda_driver.partition(".")
+    have, need = (int(major), int(minor or 0)), _min_cuda(recipe)
+    text = f"driver {info.driver}, CUDA {info.cuda_driver}"
+    if have < need:
+        return Check("driver/CUDA", "FAIL", f"{text}; {recipe.system.gpu_arch} needs CUDA {need[0]}.{need[1]} or newer",
+                     "upgrade the NVIDIA driver (Azure HPC image or `apt install nvidia-driver`)")
+    return Check("driver/CUDA", "PASS", text)
+
+
+def check_docker(recipe: Recipe | None, timeout: float = 3.0) -> list[Check]:
+    """The engine must answer and know the NVIDIA runtime; only container recipes need either."""
+    needed = _needs_docker(recipe)
+    miss: Level = "FAIL" if needed else "WARN"
+    try:
+        import docker
+        client = docker.from_env(timeout=timeout)
+        client.ping()
+        info = client.info()
+    except Exception as exc:  # noqa: BLE001 - any failure means unreachable
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        if not needed:
+            return [Check("Docker engine", "PASS", f"{_not_needed(recipe)} (unreachable: {first[:120]})")]
+        return [Check("Docker engine", miss, f"not reachable: {first[:200]}",
+                      "start it (`sudo systemctl start docker`) and add yourself to the docker group")]
+    checks = [Check("Docker engine", "PASS", f"Docker {info.get('ServerVersion', '?')} reachable")]
+    runtimes = set((info.get("Runtimes") or {}).keys())
+    if "nvidia" in runtimes:
+        checks.append(Check("NVIDIA container runtime", "PASS", "runtime 'nvidia' registered"))
+    elif needed:
+        checks.append(Check("NVIDIA container runtime", "FAIL", f"runtimes: {', '.join(sorted(runtimes)) or 'none'}",
+                            "install nvidia-container-toolkit, then `sudo nvidia-ctk runtime configure --runtime=docker`"
+                            " and restart Docker"))
+    else:
+        checks.append(Check("NVIDIA container runtime", "PASS", _not_needed(recipe)))
+    return checks
+
+
+def _existing(path: Path) -> Path:
+    path = path.resolve()
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    return path
+
+
+def check_disk(recipe: Recipe | None, ws: Workspace) -> Check:
+    root = _existing(ws.root)
+    free_gb = shutil.disk_usage(root).free / GB
+    if recipe is None:
+        return Check("disk", "WARN", f"{free_gb:,.0f} GB free at {root}; need unknown without a recipe")
+    need = recipe.disk_needed_gb
+    text = f"{free_gb:,.0f} GB free at {root}, recipe needs {need:,.0f} GB"
+    if free_gb < need:
+        hint = recipe.system.local_nvme_hint
+        return Check("disk", "FAIL", text,
+                     f"free space, or put the workspace on the local NVMe (`--workspace {hint}/repro`)" if hint
+                     else "free space, or choose a bigger disk with `--workspace`")
+    return Check("disk", "PASS", text)
+
+
+def nvme_mounts(mounts_file: Path = Path("/proc/mounts")) -> list[tuple[str, str]]:
+    """(device, mount point) of local NVMe or md-RAID data mounts; the OS disk ('/', /boot) is not one."""
+    found = []
+    try:
+        lines = Path(mounts_file).read_text().splitlines()
+    except OSError:
+        return []
+    for line in lines:
+        parts = line.split()
+        if len(parts) < 2:
+            continue
+        dev, mnt = parts[0], parts[1].replace("\\040", " ")
+        if not (dev.startswith("/dev/nvme") or dev.startswith("/dev/md")):
+            continue
+        if mnt == "/" or mnt.startswith("/boot") or mnt.startswith("/snap") or mnt.startswith("/efi"):
+            continue
+        found.append((dev, mnt))
+    return found
+
+
+def check_nvme(recipe: Recipe | None, ws: Workspace, mounts_file: Path = Path("/proc/mounts")) -> Check:
+    mounts = nvme_mounts(mounts_file)
+    root = ws.root.resolve()
+    for dev, mnt in mounts:
+        if root == Path(mnt) or Path(mnt) in root.parents:
+            return Check("local NVMe", "PASS", f"workspace is on {mnt} ({dev})")
+    heavy = _needs_gpu(recipe)
+    level: Level = "WARN" if heavy else "PASS"
+    if mounts:
+        dev, mnt = mounts[0]
+        return Check("local NVMe", level, f"{mnt} ({dev}) is mounted but the workspace {root} is not on it",
+                     f"`--workspace {mnt}/repro` (or export REPRO_HOME)" if heavy else None)
+    hint = recipe.system.local_nvme_hint if recipe else None
+    return Check("local NVMe", level, "no local NVMe data mount found" + ("" if heavy else f"; {_not_needed(recipe)}"),
+                 (f"assemble and mount the local NVMe disks (Azure HPC images: {hint})" if hint
+                  else "mount a local NVMe disk and point `--workspace` at it") if heavy else None)
+
+
+def _hf_token() -> str | None:
+    token = os.environ.get("HF_TOKEN") or os.environ.get("HUGGING_FACE_HUB_TOKEN")
+    if token:
+        return token
+    try:
+        from huggingface_hub import get_token
+        return get_token()
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def check_hf(recipe: Recipe | None, timeout: float = 5.0) -> list[Check]:
+    """Token present and the (gated) model repo readable with it; the token itself is never shown."""
+    if recipe is None or recipe.demo or recipe.model.repo_id.startswith("repro-local/"):
+        return [Check("Hugging Face", "PASS", "not needed by this recipe (model is built locally)")]
+    token = _hf_token()
+    if not token:
+        return [Check("HF token", "FAIL", "no Hugging Face token (HF_TOKEN or `hf auth login`)",
+                      f"`hf auth login`, after requesting access to {recipe.model.repo_id}")]
+    checks = [Check("HF token", "PASS", "token present (not shown)")]
+    repo = recipe.model.repo_id
+    try:
+        from huggingface_hub import HfApi
+        from huggingface_hub.errors import GatedRepoError, HfHubHTTPError, RepositoryNotFoundError
+        api = HfApi(endpoint=os.environ.get("HF_ENDPOINT") or None, token=token)
+        api.auth_check(repo, token=token)
+    except GatedRepoError:
+        checks.append(Check("model access", "FAIL", f"{repo} is gated and this token has no access",
+                            f"request access at https://huggingface.co/{repo}, then `repro doctor`"))
+    except RepositoryNotFoundError:
+        checks.append(Check("model access", "FAIL", f"{repo} not found, or the token cannot see it",
+                            "check the token (`hf auth whoami`) and `model.repo_id` in the recipe"))
+    except HfHubHTTPError as exc:
+        checks.append(Check("model access", "FAIL", f"{repo}: hub error {str(exc).splitlines()[0][:160]}",
+                            "`hf auth whoami`, then `repro doctor`"))
+    except Exception as exc:  # noqa: BLE001 - network down, DNS, timeouts
+        checks.append(Check("model access", "WARN", f"{repo}: could not reach the hub ({type(exc).__name__})",
+                            "check the network or HF_ENDPOINT, then `repro doctor`"))
+    else:
+        checks.append(Check("model access", "PASS", f"{repo} readable with this token"))
+    return checks
+
+
+def check_loadgen() -> Check:
+    try:
+        import mlperf_loadgen  # noqa: F401
+    except Exception as exc:  # noqa: BLE001
+        arm = platform.machine() == "aarch64"
+        return Check("LoadGen", "FAIL", f"`import mlperf_loadgen` failed: {exc}",
+                     "build it from mlcommons/inference loadgen/ (no aarch64 wheels on PyPI)" if arm
+                     else "`pip install mlcommons-loadgen`")
+    try:
+        from importlib.metadata import version
+        ver = version("mlcommons-loadgen")
+    except Exception:  # noqa: BLE001
+        ver = "version unknown"
+    return Check("LoadGen", "PASS", f"mlperf_loadgen importable ({ver})")
+
+
+def _meminfo_gb(meminfo: Path = Path("/proc/meminfo")) -> tuple[float | None, float | None]:
+    values: dict[str, float] = {}
+    try:
+        for line in meminfo.read_text().splitlines():
+            key, _, rest = line.partition(":")
+            values[key] = float(rest.split()[0]) * 1024 / GB
+    except (OSError, ValueError, IndexError):
+        return None, None
+    return values.get("MemTotal"), values.get("MemAvailable")
+
+
+def check_host(recipe: Recipe | None, meminfo: Path = Path("/proc/meminfo")) -> list[Check]:
+    machine = platform.machine()
+    checks = []
+    want = recipe.system.cpu_arch if recipe else "any"
+    if want not in ("any", machine):
+        checks.append(Check("CPU architecture", "FAIL", f"{machine}, recipe needs {want}",
+                            "run on the recipe's VM size, or pick another `--recipe`"))
+    else:
+        checks.append(Check("CPU architecture", "PASS", f"{machine}, {os.cpu_count()} cores"))
+    total, avail = _meminfo_gb(meminfo)
+    need = recipe.model.size_gb if _needs_gpu(recipe) and recipe else 2.0
+    if total is None:
+        checks.append(Check("host memory", "WARN", "could not read /proc/meminfo"))
+    elif (avail or total) < need:
+        checks.append(Check("host memory", "WARN" if _needs_gpu(recipe) else "FAIL",
+                            f"{avail or total:,.1f} GB available of {total:,.1f} GB; about {need:,.0f} GB needed",
+                            "stop other work on the host or use a larger VM"))
+    else:
+        checks.append(Check("host memory", "PASS", f"{avail or total:,.1f} GB available of {total:,.1f} GB"))
+    return checks
+
+
+def check_workspace(ws: Workspace) -> Check:
+    from repro.core.ledger import Ledger
+    root = _existing(ws.root)
+    if not os.access(root, os.W_OK):
+        return Check("workspace", "FAIL", f"{root} is not writable", "`--workspace` on a writable disk, or fix its owner")
+    problem = Ledger.problem(ws.ledger_path)
+    if problem is not None:
+        return Check("workspace", "FAIL", problem.message, problem.next_command)
+    return Check("workspace", "PASS", f"{ws.root} (ledger {'present' if ws.ledger_path.exists() else 'new'})")
+
+
+def run_doctor(explicit_recipe: str | None, ws: Workspace, *, info: SystemInfo | None = None,
+               imds_timeout: float = 1.0) -> DoctorReport:
+    """All checks; an unknown --recipe name is bad input and raises, an undetectable system is a FAIL row."""
+    info = info or detect_system(imds_timeout=imds_timeout)
+    recipe: Recipe | None
+    try:
+        recipe, reason = resolve_recipe(explicit_recipe, ws, info=info)
+    except ReproError as exc:
+        if explicit_recipe:
+            raise
+        recipe, reason = None, exc.message
+    report = DoctorReport(recipe.name if recipe else None, reason, str(ws.root), info)
+    steps: list[Callable[[], Check | list[Check]]] = [
+        lambda: check_recipe(recipe, reason),
+        lambda: check_gpus(recipe, info),
+        lambda: check_driver(recipe, info),
+        lambda: check_docker(recipe),
+        lambda: check_disk(recipe, ws),
+        lambda: check_nvme(recipe, ws),
+        lambda: check_hf(recipe),
+        check_loadgen,
+        lambda: check_host(recipe),
+        lambda: check_workspace(ws),
+    ]
+    for step in steps:
+        out = step()
+        report.checks.extend(out if isinstance(out, list) else [out])
+    return report

@@ -1,0 +1,186 @@
+"""`repro status`: the ledger read back as done / stale / failed / to do, and the one next command."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from rich.console import Group
+from rich.markup import escape
+from rich.table import Table
+from rich.text import Text
+
+from repro.core.ledger import Ledger, StepRecord
+from repro.core.recipes import Recipe
+from repro.core.workspace import Workspace
+
+STEPS = ("setup", "build-engine", "run-offline", "verify")
+State = Literal["done", "stale", "failed", "interrupted", "running", "to do", "not needed"]
+_STYLE = {"done": "green", "stale": "yellow", "failed": "bold red", "interrupted": "red", "running": "cyan",
+          "to do": "white", "not needed": "dim"}
+
+
+def step_command(step: str, recipe: Recipe | None, run_dir: str | None = None) -> str:
+    r = f" --recipe {recipe.name}" if recipe else ""
+    return {"setup": f"repro setup{r}", "build-engine": f"repro build-engine{r}",
+            "run-offline": f"repro run offline{r}",
+            "verify": f"repro verify {run_dir}" if run_dir else f"repro verify <run folder>{r}"}[step]
+
+
+def needs_step(step: str, recipe: Recipe | None) -> bool:
+    """Recipes without TensorRT-LLM (the CPU demo) have no engine to build."""
+    return not (step == "build-engine" and recipe is not None and recipe.trtllm is None)
+
+
+@dataclass
+class StepState:
+    step: str
+    state: State
+    why: str
+    finished: str | None = None
+    error: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"step": self.step, "state": self.state, "why": self.why, "finished": self.finished, "error": self.error}
+
+
+def expected_inputs_hash(step: str, recipe: Recipe, rec: StepRecord) -> str | None:
+    """The step's own inputs hash for this recipe, where its module exposes how it computes one."""
+    if step == "setup":
+        try:
+            from repro.setup.download import inputs_hash
+            return inputs_hash(recipe, str(rec.details.get("source") or ("demo" if recipe.demo else "fetch")))
+        except (ImportError, TypeError, AttributeError):
+            return None
+    return None
+
+
+def inputs_changed(step: str, recipe: Recipe, rec: StepRecord) -> str | None:
+    """Why the recorded inputs differ from the current recipe, or None when they match (or cannot be compared)."""
+    recorded = rec.details.get("recipe_hash")
+    if recorded:
+        return None if recorded == recipe.hash() else f"inputs changed: recipe hash {recorded} -> {recipe.hash()}"
+    if rec.inputs_hash == recipe.hash():
+        return None
+    expected = expected_inputs_hash(step, recipe, rec)
+    if expected is not None and expected != rec.inputs_hash:
+        return f"inputs changed: inputs hash {rec.inputs_hash} -> {expected}"
+    return None
+
+
+def _outputs_present(rec: StepRecord) -> str | None:
+    """Size check only: hashing a 138 GB model on every `repro status` would take minutes."""
+    for art in rec.outputs:
+        p = Path(art.path)
+        if not p.exists():
+            return f"output {art.path} is missing"
+        if p.is_file() and p.stat().st_size != art.size:
+            return f"output {art.path} changed size"
+    return None
+
+
+def step_state(step: str, ledger: Ledger, recipe: Recipe | None, upstream: list[str]) -> StepState:
+    rec = ledger.get(step)
+    if rec is None:
+        if not needs_step(step, recipe):
+            return StepState(step, "not needed", f"recipe {recipe.name if recipe else '?'} has no engine to build")
+        return StepState(step, "to do", "not run yet")
+    if rec.status in ("failed", "interrupted"):
+        return StepState(step, rec.status, rec.error or rec.status, rec.finished, rec.error)
+    if rec.status == "running":
+        return StepState(step, "running", f"started {rec.started} and not finished (running, or killed)", None)
+    if recipe is not None:
+        recorded_name = rec.details.get("recipe")
+        if recorded_name and recorded_name != recipe.name:
+            return StepState(step, "stale", f"done for recipe {recorded_name}, not {recipe.name}", rec.finished)
+        changed = inputs_changed(step, recipe, rec)
+        if changed:
+            return StepState(step, "stale", changed, rec.finished)
+    missing = _outputs_present(rec)
+    if missing:
+        return StepState(step, "stale", missing, rec.finished)
+    for up in upstream:
+        urec = ledger.get(up)
+        if urec and urec.finished and urec.status == "done" and urec.finished > (rec.started or ""):
+            return StepState(step, "stale", f"{up} was redone after this step", rec.finished)
+    return StepState(step, "done", "up to date", rec.finished)
+
+
+def run_dir_of(ledger: Ledger) -> str | None:
+    rec = ledger.get("run-offline")
+    return str(rec.details["run_dir"]) if rec and rec.details.get("run_dir") else None
+
+
+@dataclass
+class StatusReport:
+    workspace: str
+    recipe: Recipe | None
+    recipe_reason: str
+    states: list[StepState] = field(default_factory=list)
+    run_dir: str | None = None
+
+    @property
+    def next_step(self) -> StepState | None:
+        return next((s for s in self.states if s.state not in ("done", "not needed")), None)
+
+    @property
+    def next_command(self) -> str:
+        nxt = self.next_step
+        if nxt is None:
+            return "all steps done: `repro report`, or `repro run offline` for another run"
+        return step_command(nxt.step, self.recipe, self.run_dir)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"workspace": self.workspace, "recipe": self.recipe.name if self.recipe else None,
+                "recipe_hash": self.recipe.hash() if self.recipe else None, "recipe_reason": self.recipe_reason,
+                "steps": [s.to_json() for s in self.states], "run_dir": self.run_dir,
+                "next_command": self.next_command}
+
+    def __rich__(self) -> Group:
+        name = self.recipe.name if self.recipe else "(unknown recipe)"
+        t = Table(title=f"Workspace {self.workspace}, recipe {name}", title_justify="left")
+        for col in ("step", "state", "finished", "why"):
+            t.add_column(col, overflow="fold")
+        for s in self.states:
+            t.add_row(s.step, Text(s.state, style=_STYLE[s.state]), s.finished or "", Text(s.why))
+        lines = [t]
+        if self.recipe and self.recipe.demo:
+            lines.append(Text("Demo recipe: its runs are labelled demo and are never a reproduction.", style="yellow"))
+        if not self.recipe:
+            lines.append(Text(f"No recipe ({self.recipe_reason}); staleness is not checked. Use --recipe.",
+                              style="yellow"))
+        lines.append(Text.from_markup(f"Next: [bold]{escape(self.next_command)}[/]"))
+        return Group(*lines)
+
+
+def build_status(ws: Workspace, ledger: Ledger, recipe: Recipe | None, reason: str) -> StatusReport:
+    report = StatusReport(str(ws.root), recipe, reason, run_dir=run_dir_of(ledger))
+    for i, step in enumerate(STEPS):
+        report.states.append(step_state(step, ledger, recipe, list(STEPS[:i])))
+    return report
+
+
+def load_ledger_fresh_if_corrupt(ws: Workspace) -> tuple[Ledger, str | None]:
+    """Status is where a corrupt ledger is kept aside and a fresh one started, with a note saying so."""
+    from repro.core.errors import LedgerError
+    try:
+        return Ledger.load(ws.ledger_path), None
+    except LedgerError as exc:
+        if "newer repro" in exc.message:
+            raise
+        return Ledger(path=ws.ledger_path), exc.message
+
+
+def run_status(explicit_recipe: str | None, ws: Workspace) -> tuple[StatusReport, str | None]:
+    from repro.core.errors import ReproError
+    from repro.core.systems import resolve_recipe
+    ledger, note = load_ledger_fresh_if_corrupt(ws)
+    recipe: Recipe | None
+    try:
+        recipe, reason = resolve_recipe(explicit_recipe, ws)
+    except ReproError as exc:
+        if explicit_recipe:
+            raise
+        recipe, reason = None, exc.message
+    return build_status(ws, ledger, recipe, reason), note

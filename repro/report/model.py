@@ -1,0 +1,393 @@
+"""`repro report`: the published tables rebuilt from your own run folders, every number traced to a file.
+
+Built on aggregate (which runs verify per VM): the comparison with every published system, the rack table,
+the business translation, measured and TDP-based efficiency, and the roofline fraction.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+import plotext
+from rich.console import Group
+from rich.markup import escape
+from rich.table import Table
+from rich.text import Text
+
+from repro.results.aggregate import RackReport, VMRow, aggregate
+from repro.core.errors import InputError
+from repro.run.power import PowerSummary, read_power
+from repro.core.recipes import Recipe, all_recipes
+from repro.report.roofline import Roofline, roofline
+from repro.ui.views import fmt_num
+
+PROFILES = (("Q&A", 650), ("RAG", 2500), ("summarisation", 2500), ("agentic", 10000))
+TDP_LABEL = "TDP-based (published report)"
+
+
+@dataclass
+class Comparison:
+    """The measured tokens/s per GPU against one recipe's published result."""
+
+    recipe: str
+    title: str
+    gpu: str
+    status: str
+    published_per_gpu: float
+    band: tuple[float, float]
+    deviation_pct: float
+    own: bool
+    source: str
+
+    @property
+    def in_band(self) -> bool:
+        return self.band[0] <= self.published_per_gpu * (1 + self.deviation_pct / 100) <= self.band[1]
+
+
+@dataclass
+class Business:
+    profile: str
+    tokens_per_interaction: int
+    per_gpu: float
+    per_vm: float
+    total: float
+
+
+@dataclass
+class Measured:
+    vm: str
+    power: PowerSummary
+    tokens_per_s: float
+    tokens_per_joule: float
+
+
+@dataclass
+class Report:
+    rack: RackReport
+    used: list[VMRow]
+    per_gpu: float
+    comparisons: list[Comparison]
+    business: list[Business]
+    measured: list[Measured]
+    tdp: list[tuple[str, str, float]]
+    roof: Optional[Roofline]
+    labels: list[str]
+    notes: list[str]
+    sources: list[Path]
+    outputs: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def recipe(self) -> Recipe:
+        return self.rack.recipe
+
+    @property
+    def label(self) -> Optional[str]:
+        return ", ".join(self.labels) or None
+
+    @property
+    def title(self) -> str:
+        head = f"repro report: {self.recipe.title}"
+        return f"[{self.label.upper()}, NOT A REPRODUCTION] {head}" if self.label else head
+
+    @property
+    def banner(self) -> Optional[str]:
+        if not self.label:
+            return None
+        return (f"{self.label.upper()} run(s): these numbers rehearse the flow on a simulated or reduced setup "
+                "and are never a reproduction of the published result.")
+
+    @property
+    def multi(self) -> bool:
+        return len(self.rack.rows) > 1
+
+    @property
+    def exit_code(self) -> int:
+        return 0
+
+    @property
+    def total_tokens_per_s(self) -> float:
+        return sum(r.verdict.run.tokens_per_s for r in self.used)  # type: ignore[union-attr,misc]
+
+    @property
+    def tokens_per_vm(self) -> float:
+        return self.total_tokens_per_s / len(self.used)
+
+    @property
+    def measured_tokens_per_joule(self) -> Optional[float]:
+        if not self.measured:
+            return None
+        return sum(m.tokens_per_s for m in self.measured) / sum(m.power.mean_watts_total for m in self.measured)
+
+    def vm_rows(self) -> list[dict[str, Any]]:
+        """One row per VM folder: the data behind the rack table in every view."""
+        power = {m.vm: m for m in self.measured}
+        rows = []
+        for r in self.rack.rows:
+            v = r.verdict
+            m = power.get(r.name)
+            rows.append({
+                "vm": r.name, "folder": str(r.folder), "label": v.run.label if v else None,
+                "status": v.status if v else "MISSING", "counted": r.counted,
+                "tokens_per_s": v.run.tokens_per_s if v else None, "gpus": v.gpus if v else None,
+                "tokens_per_s_per_gpu": v.per_gpu if v else None,
+                "deviation_pct": v.deviation_pct if v else None,
+                "reasons": (v.reasons if v else [r.problem]),
+                "summary": str(v.run.summary_path) if v and v.run.summary_path else None,
+                "mean_watts": m.power.mean_watts_total if m else None,
+                "tokens_per_joule": m.tokens_per_joule if m else None})
+        return rows
+
+    def to_json(self) -> dict[str, Any]:
+        band = self.recipe.published.band()
+        return {
+            "report": "repro report", "label": self.label, "banner": self.banner,
+            "reproduction": not self.label and all(r.verdict is not None and r.verdict.status == "PASS" for r in self.rack.rows),
+            "recipe": self.recipe.name, "recipe_hash": self.recipe.hash(),
+            "measured": {"vms": len(self.used), "gpus": sum(r.verdict.gpus for r in self.used),  # type: ignore[union-attr]
+                         "tokens_per_s_total": self.total_tokens_per_s, "tokens_per_s_per_vm": self.tokens_per_vm,
+                         "tokens_per_s_per_gpu": self.per_gpu, "from": [str(r.folder) for r in self.used]},
+            "published": {"tokens_per_s_per_gpu": self.recipe.published.tokens_per_s_per_gpu,
+                          "band_per_gpu": list(band) if band else None, "status": self.recipe.published.status,
+                          "source": self.recipe.published.source},
+            "comparisons": [{"recipe": c.recipe, "title": c.title, "gpu": c.gpu, "status": c.status, "own": c.own,
+                             "published_tokens_per_s_per_gpu": c.published_per_gpu, "band_per_gpu": list(c.band),
+                             "deviation_pct": round(c.deviation_pct, 2), "in_band": c.in_band, "source": c.source}
+                            for c in self.comparisons],
+            "vms": self.vm_rows(),
+            "rack": self.rack.to_json() if self.multi else None,
+            "business": [{"profile": b.profile, "tokens_per_interaction": b.tokens_per_interaction,
+                          "interactions_per_s_per_gpu": b.per_gpu, "interactions_per_s_per_vm": b.per_vm,
+                          "interactions_per_s_total": b.total} for b in self.business],
+            "efficiency": {
+                "measured": [{"vm": m.vm, "tokens_per_joule": m.tokens_per_joule, "tokens_per_s": m.tokens_per_s,
+                              **m.power.to_json()} for m in self.measured],
+                "measured_tokens_per_joule": self.measured_tokens_per_joule,
+                "tdp_based": {"label": TDP_LABEL,
+                              "values": [{"recipe": n, "gpu": g, "tokens_per_watt": v} for n, g, v in self.tdp]}},
+            "roofline": self.roof.to_json() if self.roof else None,
+            "notes": self.notes, "sources": [str(p) for p in self.sources], "outputs": self.outputs,
+        }
+
+    def terminal_chart(self, width: int = 100) -> str:
+        """Per-GPU tokens/s of the runs and every published system, as plotext bars."""
+        names, values = self.chart_bars()
+        fig = plotext.figure
+        fig.clear()
+        fig.draw(fig.bar(names, values, orientation="horizontal", labeled=[f"{v:,.0f}" for v in values]))
+        fig.ruler("x").lim(0, max(values) * 1.1)
+        fig.plot_size(width, 3 * len(names) + 4)
+        fig.title("tokens/s per GPU" + (f" [{self.label}]" if self.label else ""))
+        out = fig.build().string(colorless=True)
+        fig.clear()
+        return out
+
+    def chart_bars(self) -> tuple[list[str], list[float]]:
+        names = [f"{r.name} (yours{', ' + r.verdict.run.label if r.verdict.run.label else ''})"  # type: ignore[union-attr]
+                 for r in self.used]
+        values = [r.verdict.per_gpu for r in self.used]  # type: ignore[union-attr,misc]
+        names += [f"{c.recipe} (published)" for c in self.comparisons]
+        values += [c.published_per_gpu for c in self.comparisons]
+        return names, [float(v) for v in values]
+
+    def __rich__(self) -> Group:
+        parts: list[Any] = [Text(self.title, style="bold")]
+        if self.banner:
+            parts.append(Text(self.banner, style="bold yellow"))
+        lab = f" [{self.label}]" if self.label else ""
+        parts.append(Text(f"Measured: {fmt_num(self.per_gpu)} tokens/s per GPU over {len(self.used)} VM(s), "
+                          f"{fmt_num(self.total_tokens_per_s)} tokens/s in total{lab}"))
+
+        comp = Table(title="1. Against every published result (tokens/s per GPU)" + lab, title_justify="left")
+        for col in ("system", "GPU", "published", "band", "yours", "deviation", "in band", "status"):
+            comp.add_column(col, justify="right" if col in ("published", "yours", "deviation") else "left", no_wrap=True)
+        for c in self.comparisons:
+            comp.add_row(("* " if c.own else "") + c.recipe, c.gpu, fmt_num(c.published_per_gpu),
+                         f"{fmt_num(c.band[0])}–{fmt_num(c.band[1])}", fmt_num(self.per_gpu),
+                         f"{c.deviation_pct:+.1f}%", "yes" if c.in_band else "no", c.status)
+        parts += [comp, Text(self.terminal_chart())]
+
+        vms = Table(title=("2. Rack table" if self.multi else "2. Run") + lab, title_justify="left")
+        for col in ("VM", "tokens/s", "per GPU", "deviation", "verdict", "mean W", "tokens/J"):
+            vms.add_column(col, justify="left" if col in ("VM", "verdict") else "right", no_wrap=True)
+        for row in self.vm_rows():
+            dev = f"{row['deviation_pct']:+.1f}%" if row["deviation_pct"] is not None else "-"
+            vms.add_row(escape(row["vm"]), fmt_num(row["tokens_per_s"]), fmt_num(row["tokens_per_s_per_gpu"]), dev,
+                        row["status"] + ("" if row["counted"] else " (excluded)"),
+                        fmt_num(row["mean_watts"], 0) if row["mean_watts"] else "-",
+                        fmt_num(row["tokens_per_joule"], 2) if row["tokens_per_joule"] else "-")
+        parts.append(vms)
+        if self.multi:
+            parts.append(self.rack)
+
+        bus = Table(title="3. Business translation (interactions/s = tokens/s / tokens per interaction)" + lab,
+                    title_justify="left")
+        for col in ("profile", "tokens/interaction", "per GPU", "per VM", "total"):
+            bus.add_column(col, justify="left" if col == "profile" else "right")
+        for b in self.business:
+            bus.add_row(b.profile, f"{b.tokens_per_interaction:,}", fmt_num(b.per_gpu, 2), fmt_num(b.per_vm, 1),
+                        fmt_num(b.total, 1))
+        parts.append(bus)
+
+        eff = Table(title="4. Efficiency" + lab, title_justify="left")
+        for col in ("what", "tokens/J (= tokens/s per W)", "from"):
+            eff.add_column(col)
+        for m in self.measured:
+            eff.add_row(f"measured (NVML), {m.vm}", fmt_num(m.tokens_per_joule, 2),
+                        f"{m.power.path} ({m.power.gpus} GPUs, mean {m.power.mean_watts_total:,.0f} W)")
+        if not self.measured:
+            eff.add_row("measured (NVML)", "not measured", "no power.csv in the run folders")
+        for name, gpu, value in self.tdp:
+            eff.add_row(f"{TDP_LABEL}: {name}", fmt_num(value, 2), gpu)
+        parts.append(eff)
+
+        if self.roof:
+            frac = self.roof.fraction
+            parts.append(Text(f"5. Roofline{lab}: {self.roof.explanation}\n   bound {fmt_num(self.roof.bound_tokens_per_s)} "
+                              f"tokens/s per GPU; yours {fmt_num(self.per_gpu)} = "
+                              f"{frac * 100:.1f}% of it" if frac is not None else ""))
+        else:
+            parts.append(Text(f"5. Roofline: not computed ({self.recipe.name} has no memory bandwidth)."))
+        for note in self.notes:
+            parts.append(Text(f"note: {note}", style="yellow"))
+        parts.append(Text("Sources:\n" + "\n".join(f"  {p}" for p in self.sources), style="dim"))
+        for kind, path in self.outputs.items():
+            parts.append(Text(f"{kind}: {path}"))
+        return Group(*parts)
+
+    def to_markdown(self) -> str:
+        lab = f" [{self.label}]" if self.label else ""
+        lines = [f"# {self.title}", ""]
+        if self.banner:
+            lines += [f"> **{self.banner}**", ""]
+        lines += [f"Measured: **{fmt_num(self.per_gpu)} tokens/s per GPU** over {len(self.used)} VM(s), "
+                  f"{fmt_num(self.total_tokens_per_s)} tokens/s in total{lab}.", "",
+                  f"## 1. Against every published result (tokens/s per GPU){lab}", "",
+                  "| system | GPU | published | band | yours | deviation | in band | status |",
+                  "|---|---|---:|---|---:|---:|---|---|"]
+        for c in self.comparisons:
+            lines.append(f"| {'**' + c.recipe + '**' if c.own else c.recipe} | {c.gpu} | {fmt_num(c.published_per_gpu)} | "
+                         f"{fmt_num(c.band[0])}–{fmt_num(c.band[1])} | {fmt_num(self.per_gpu)} | {c.deviation_pct:+.1f}% | "
+                         f"{'yes' if c.in_band else 'no'} | {c.status} |")
+        lines += ["", f"## 2. {'Rack table' if self.multi else 'Run'}{lab}", "",
+                  "| VM | tokens/s | per GPU | deviation | verdict | mean W | tokens/J | summary |",
+                  "|---|---:|---:|---:|---|---:|---:|---|"]
+        for row in self.vm_rows():
+            dev = f"{row['deviation_pct']:+.1f}%" if row["deviation_pct"] is not None else "-"
+            lines.append(f"| {row['vm']} | {fmt_num(row['tokens_per_s'])} | {fmt_num(row['tokens_per_s_per_gpu'])} | {dev} | "
+                         f"{row['status']}{'' if row['counted'] else ' (excluded)'} | "
+                         f"{fmt_num(row['mean_watts'], 0) if row['mean_watts'] else '-'} | "
+                         f"{fmt_num(row['tokens_per_joule'], 2) if row['tokens_per_joule'] else '-'} | "
+                         f"`{row['summary'] or row['folder']}` |")
+        if self.multi:
+            lines += ["", self.rack.to_markdown().replace("# Rack result", "### Rack summary", 1)]
+        lines += ["", f"## 3. Business translation{lab}", "",
+                  "interactions/s = tokens/s / tokens per interaction", "",
+                  "| profile | tokens/interaction | per GPU | per VM | total |", "|---|---:|---:|---:|---:|"]
+        lines += [f"| {b.profile} | {b.tokens_per_interaction:,} | {fmt_num(b.per_gpu, 2)} | {fmt_num(b.per_vm, 1)} | "
+                  f"{fmt_num(b.total, 1)} |" for b in self.business]
+        lines += ["", f"## 4. Efficiency{lab}", "", "| what | tokens/J (= tokens/s per W) | from |", "|---|---:|---|"]
+        for m in self.measured:
+            lines.append(f"| measured (NVML), {m.vm} | {fmt_num(m.tokens_per_joule, 2)} | `{m.power.path}` "
+                         f"({m.power.gpus} GPUs, mean {m.power.mean_watts_total:,.0f} W) |")
+        if not self.measured:
+            lines.append("| measured (NVML) | not measured | no power.csv in the run folders |")
+        lines += [f"| {TDP_LABEL}: {n} | {fmt_num(v, 2)} | {g} |" for n, g, v in self.tdp]
+        lines += ["", f"## 5. Roofline{lab}", ""]
+        if self.roof:
+            lines += [f"`{self.roof.explanation}`", "",
+                      f"Bound {fmt_num(self.roof.bound_tokens_per_s)} tokens/s per GPU; yours {fmt_num(self.per_gpu)} = "
+                      f"{(self.roof.fraction or 0) * 100:.1f}% of it."]
+        else:
+            lines.append(f"Not computed ({self.recipe.name} has no memory bandwidth).")
+        if self.notes:
+            lines += ["", "## Notes", ""] + [f"- {n}" for n in self.notes]
+        lines += ["", "## Sources", ""] + [f"- `{p}`" for p in self.sources]
+        return "\n".join(lines) + "\n"
+
+
+def _comparisons(recipe: Recipe, per_gpu: float) -> list[Comparison]:
+    out = []
+    for r in all_recipes():
+        band = r.published.band()
+        if r.demo or band is None:
+            continue
+        centre = float(r.published.tokens_per_s_per_gpu)
+        out.append(Comparison(r.name, r.title, r.system.gpu_name, r.published.status, centre, band,
+                              (per_gpu / centre - 1) * 100, r.name == recipe.name, r.published.source))
+    return out
+
+
+def _sources(rows: list[VMRow], recipe: Recipe) -> list[Path]:
+    paths: list[Path] = []
+    for r in rows:
+        if r.verdict is None:
+            continue
+        run = r.verdict.run
+        paths += [p for p in (run.summary_path, run.detail_path, run.accuracy_path, run.system_path) if p]
+        for extra in ("run.json", "power.csv"):
+            if (run.folder / extra).is_file():
+                paths.append(run.folder / extra)
+    seen: dict[str, Path] = {}
+    for p in paths:
+        seen.setdefault(str(p), p)
+    return list(seen.values())
+
+
+def build_report(dirs: list[Path], recipe: str | Recipe | None = None, gpus: int | None = None) -> Report:
+    """Read the run folders (per VM, or one folder of VMs) and compute every table of the report."""
+    try:
+        rack = aggregate([Path(d) for d in dirs], recipe=recipe, gpus=gpus)
+    except InputError as exc:
+        raise InputError(exc.message, "`repro report RESULT_DIR... --recipe NAME` (see `repro recipes list`)") from None
+    chosen = rack.recipe
+    notes: list[str] = []
+    used = rack.counted
+    if not used:
+        used = [r for r in rack.rows if r.verdict is not None and r.verdict.run.tokens_per_s is not None]
+        if not used:
+            problems = "; ".join(filter(None, (r.problem for r in rack.rows)))
+            raise InputError(f"no readable Offline performance run with tokens/s in {', '.join(map(str, dirs))}: {problems}",
+                             "`repro run offline`, then `repro report RESULT_DIR`")
+        notes.append("no VALID complete run: the figures below come from INVALID or incomplete runs")
+    for r in rack.rows:
+        if r.problem:
+            notes.append(f"{r.name}: skipped ({r.problem})")
+    gpus_total = sum(r.verdict.gpus for r in used)  # type: ignore[union-attr]
+    total = sum(r.verdict.run.tokens_per_s for r in used)  # type: ignore[union-attr,misc]
+    per_gpu = total / gpus_total
+    per_vm = total / len(used)
+
+    labels = sorted({r.verdict.run.label for r in rack.rows if r.verdict and r.verdict.run.label})
+    if chosen.demo and "demo" not in labels:
+        labels.append("demo")
+
+    measured: list[Measured] = []
+    for r in used:
+        run = r.verdict.run  # type: ignore[union-attr]
+        power = read_power(run.folder)
+        if power is None:
+            continue
+        if power.gpus != r.verdict.gpus:  # type: ignore[union-attr]
+            notes.append(f"{run.folder / 'power.csv'}: {power.gpus} GPUs sampled but the run used {r.verdict.gpus}")  # type: ignore[union-attr]
+        measured.append(Measured(r.name, power, float(run.tokens_per_s),  # type: ignore[arg-type]
+                                 float(run.tokens_per_s) / power.mean_watts_total))  # type: ignore[arg-type]
+
+    seen_tdp: set[tuple[str, float]] = set()
+    tdp: list[tuple[str, str, float]] = []
+    for r in sorted(all_recipes(), key=lambda x: x.name != chosen.name):
+        value = r.system.tdp_tokens_per_watt
+        if isinstance(value, (int, float)) and (r.system.gpu_name, float(value)) not in seen_tdp:
+            seen_tdp.add((r.system.gpu_name, float(value)))
+            tdp.append((r.name, r.system.gpu_name, float(value)))
+
+    out_tokens = [r.verdict.run.tokens_per_s / r.verdict.run.samples_per_s for r in used  # type: ignore[union-attr,operator]
+                  if r.verdict.run.samples_per_s]  # type: ignore[union-attr]
+    roof = roofline(chosen, per_gpu, statistics.fmean(out_tokens) if out_tokens else None)
+
+    return Report(
+        rack=rack, used=used, per_gpu=per_gpu, comparisons=_comparisons(chosen, per_gpu),
+        business=[Business(name, n, per_gpu / n, per_vm / n, total / n) for name, n in PROFILES],
+        measured=measured, tdp=tdp, roof=roof, labels=labels, notes=notes, sources=_sources(rack.rows, chosen))

@@ -1,0 +1,111 @@
+"""The backend interface: take token-id prompts with per-sample limits, report first tokens and completions.
+
+A backend owns its threads; it calls the sink from any thread, in batches, so the harness can turn
+events into LoadGen responses with one call per batch. The harness, not the backend, tracks which
+samples are outstanding, so a backend that dies never leaves LoadGen waiting.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Any, Protocol, Sequence
+
+import numpy as np
+
+from repro.core.errors import InputError
+
+NAMES = ("sim", "hf", "trtllm")
+
+
+@dataclass(frozen=True)
+class Request:
+    id: int
+    index: int
+    input_ids: np.ndarray
+    max_tokens: int
+
+
+class Sink(Protocol):
+    def first_tokens(self, events: Sequence[tuple[int, int]]) -> None: ...
+    def completed(self, events: Sequence[tuple[int, np.ndarray]]) -> None: ...
+    def failed(self, exc: BaseException) -> None: ...
+
+
+class Backend(ABC):
+    name = "base"
+    label: str | None = None
+
+    def __init__(self) -> None:
+        self.sink: Sink | None = None
+        self._stopping = threading.Event()
+
+    def start(self, sink: Sink) -> None:
+        self.sink = sink
+
+    @abstractmethod
+    def submit(self, requests: Sequence[Request]) -> None:
+        """Queue work and return at once; events arrive through the sink."""
+
+    def cancel(self) -> None:
+        """Stop starting new work (Ctrl-C, failure); the harness completes whatever is left."""
+        self._stopping.set()
+
+    def close(self) -> None:
+        self.cancel()
+
+    def describe(self) -> dict[str, Any]:
+        return {"backend": self.name}
+
+
+class WorkerBackend(Backend):
+    """A backend that works through a queue on one thread; a failure there is reported to the harness, which ends the run."""
+
+    join_timeout = 5.0
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+
+    def start(self, sink: Sink) -> None:
+        super().start(sink)
+        self._thread = threading.Thread(target=self._run, name=f"repro-{self.name}", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        assert self.sink is not None
+        try:
+            self._work()
+        except BaseException as exc:  # noqa: BLE001 - the harness decides what a failure means
+            self.sink.failed(exc)
+
+    @abstractmethod
+    def _work(self) -> None:
+        """Take items from self._queue until None or cancel, sending events to self.sink."""
+
+    def close(self) -> None:
+        super().close()
+        self._queue.put(None)
+        if self._thread is not None:
+            self._thread.join(timeout=self.join_timeout)
+
+
+def recipe_backend_name(recipe_backend: str) -> str:
+    return "trtllm" if recipe_backend.startswith("trtllm") else recipe_backend
+
+
+def make_backend(name: str, *, recipe: Any, dataset: Any, model_dir: Any = None, rate_tokens_per_s: float | None = None,
+                 endpoints: list[str] | None = None, **kw: Any) -> Backend:
+    if name == "sim":
+        from repro.run.backends.sim import SimBackend
+        return SimBackend(dataset.output_lens, rate_tokens_per_s=rate_tokens_per_s, **kw)
+    if name == "hf":
+        from repro.run.backends.hf import HFBackend
+        return HFBackend(model_dir, **kw)
+    if name == "trtllm":
+        from repro.run.backends.trtllm import TrtllmBackend, endpoints_for
+        return TrtllmBackend(endpoints or endpoints_for(recipe), **kw)
+    raise InputError(f"Unknown backend '{name}'; choose one of {', '.join(NAMES)}.", "`repro run offline --backend sim`")

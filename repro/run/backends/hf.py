@@ -1,0 +1,137 @@
+"""Hugging Face transformers on CPU or GPU, for small models: the demo's engine and a GPU sanity check.
+
+Greedy decoding in batches with left padding; the first decoding step reports every sample's first
+token, so TTFT and TPOT are measured, not inferred.
+"""
+
+from __future__ import annotations
+
+import queue
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from repro.core.errors import InputError
+from repro.run.backends.base import Request, WorkerBackend
+
+WEIGHT_GLOBS = ("*.safetensors", "*.bin", "*.pt")
+
+
+def check_model_dir(model_dir: Path) -> None:
+    model_dir = Path(model_dir)
+    if not model_dir.is_dir():
+        raise InputError(f"{model_dir}: the model folder does not exist.", "`repro setup`")
+    if not (model_dir / "config.json").exists():
+        raise InputError(f"{model_dir}: no config.json; this is not a Hugging Face model folder.", "`repro setup --force`")
+    if not any(any(model_dir.glob(g)) for g in WEIGHT_GLOBS):
+        raise InputError(f"{model_dir}: the model folder has no weights (*.safetensors or *.bin).", "`repro setup --force`")
+
+
+class HFBackend(WorkerBackend):
+    join_timeout = 30.0
+    name = "hf"
+
+    def __init__(self, model_dir: Path, *, batch_size: int = 64, device: str | None = None, dtype: str | None = None) -> None:
+        super().__init__()
+        check_model_dir(model_dir)
+        self.model_dir = Path(model_dir)
+        self.batch_size = batch_size
+        self.device = device
+        self.dtype = dtype
+        self.model: Any = None
+        self.eos_id: int | None = None
+        self.pad_id = 0
+
+    def load(self) -> None:
+        import torch
+        from transformers import AutoModelForCausalLM
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
+
+        self.device = self.device or ("cuda" if torch.cuda.is_available() else "cpu")
+        dtype = getattr(torch, self.dtype) if self.dtype else (torch.float16 if self.device == "cuda" else torch.float32)
+        try:
+            self.model = AutoModelForCausalLM.from_pretrained(self.model_dir, dtype=dtype).to(self.device).eval()
+        except (OSError, ValueError) as exc:
+            raise InputError(f"{self.model_dir}: the model cannot be loaded ({str(exc).splitlines()[0]}).", "`repro setup --force`") from None
+        cfg = self.model.generation_config
+        eos = cfg.eos_token_id if cfg.eos_token_id is not None else self.model.config.eos_token_id
+        self.eos_id = eos[0] if isinstance(eos, list) else eos
+        pad = cfg.pad_token_id if cfg.pad_token_id is not None else self.model.config.pad_token_id
+        self.pad_id = int(pad if pad is not None else (self.eos_id or 0))
+
+    def start(self, sink) -> None:
+        if self.model is None:
+            self.load()
+        super().start(sink)
+
+    def submit(self, requests: Sequence[Request]) -> None:
+        for r in sorted(requests, key=lambda r: len(r.input_ids)):
+            self._queue.put(r)
+
+    def _next_batch(self) -> list[Request] | None:
+        first = self._queue.get()
+        if first is None:
+            return None
+        batch = [first]
+        while len(batch) < self.batch_size:
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if item is None:
+                self._queue.put(None)
+                break
+            batch.append(item)
+        return batch
+
+    def _generate(self, batch: list[Request]) -> None:
+        import torch
+        from transformers import StoppingCriteria, StoppingCriteriaList
+
+        assert self.sink is not None
+        width = max(len(r.input_ids) for r in batch)
+        ids = torch.full((len(batch), width), self.pad_id, dtype=torch.long)
+        mask = torch.zeros((len(batch), width), dtype=torch.long)
+        for row, r in enumerate(batch):
+            n = len(r.input_ids)
+            ids[row, width - n:] = torch.as_tensor(np.asarray(r.input_ids, dtype=np.int64))
+            mask[row, width - n:] = 1
+        sink, stopping = self.sink, self._stopping
+
+        class _Events(StoppingCriteria):
+            reported = False
+
+            def __call__(self, input_ids, scores, **kw):
+                if not self.reported:
+                    self.reported = True
+                    sink.first_tokens([(r.id, int(t)) for r, t in zip(batch, input_ids[:, width].tolist())])
+                return torch.full((input_ids.shape[0],), stopping.is_set(), dtype=torch.bool, device=input_ids.device)
+
+        max_new = max(r.max_tokens for r in batch)
+        with torch.inference_mode():
+            out = self.model.generate(input_ids=ids.to(self.device), attention_mask=mask.to(self.device),
+                                      max_new_tokens=max_new, min_new_tokens=1, do_sample=False,
+                                      eos_token_id=self.eos_id, pad_token_id=self.pad_id,
+                                      stopping_criteria=StoppingCriteriaList([_Events()]))
+        gen = out[:, width:].cpu().numpy().astype(np.int32)
+        done = []
+        for row, r in enumerate(batch):
+            toks = gen[row, :r.max_tokens]
+            if self.eos_id is not None:
+                hits = np.flatnonzero(toks == self.eos_id)
+                if hits.size:
+                    toks = toks[:hits[0] + 1]
+            done.append((r.id, np.ascontiguousarray(toks[:max(1, len(toks))])))
+        sink.completed(done)
+
+    def _work(self) -> None:
+        while (batch := self._next_batch()) is not None:
+            if self._stopping.is_set():
+                return
+            self._generate(batch)
+
+    def describe(self) -> dict[str, Any]:
+        return {"backend": self.name, "model_dir": str(self.model_dir), "device": self.device, "batch_size": self.batch_size}

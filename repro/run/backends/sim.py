@@ -1,0 +1,70 @@
+"""A deterministic simulator: replays each sample's reference output length at a given token rate.
+
+It rehearses the whole flow without a model and measures the harness itself (rate=None means as fast
+as possible). Admitted samples get their first token at once, as under continuous batching; completions
+follow a virtual clock so aggregate throughput is exactly the rate. Every run it drives is labelled simulated.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Sequence
+
+import numpy as np
+
+from repro.run.backends.base import Request, WorkerBackend
+
+CHUNK = 512
+FILL_TOKEN = 29889
+
+
+class SimBackend(WorkerBackend):
+    name = "sim"
+    label = "simulated"
+
+    def __init__(self, output_lens: np.ndarray, *, rate_tokens_per_s: float | None = None, fail_after: int | None = None) -> None:
+        super().__init__()
+        self.output_lens = np.asarray(output_lens, dtype=np.int64)
+        self.rate = rate_tokens_per_s if rate_tokens_per_s and rate_tokens_per_s > 0 else None
+        self.fail_after = fail_after
+        self._cache: dict[int, np.ndarray] = {}
+        self._done = 0
+
+    def submit(self, requests: Sequence[Request]) -> None:
+        for i in range(0, len(requests), CHUNK):
+            self._queue.put(requests[i:i + CHUNK])
+
+    def _tokens(self, n: int) -> np.ndarray:
+        arr = self._cache.get(n)
+        if arr is None:
+            arr = self._cache[n] = np.full(n, FILL_TOKEN, dtype=np.int32)
+        return arr
+
+    def _work(self) -> None:
+        assert self.sink is not None
+        clock = time.monotonic()
+        while True:
+            batch = self._queue.get()
+            if batch is None or self._stopping.is_set():
+                return
+            self.sink.first_tokens([(r.id, FILL_TOKEN) for r in batch])
+            done = []
+            for r in batch:
+                n = int(max(1, min(self.output_lens[r.index], r.max_tokens)))
+                if self.rate is not None:
+                    clock = max(clock, time.monotonic()) + n / self.rate
+                    wait = clock - time.monotonic()
+                    if wait > 0.002:
+                        if done:
+                            self.sink.completed(done)
+                            done = []
+                        if self._stopping.wait(wait):
+                            return
+                if self.fail_after is not None and self._done >= self.fail_after:
+                    raise RuntimeError(f"simulated backend failure after {self._done} samples")
+                done.append((r.id, self._tokens(n)))
+                self._done += 1
+            self.sink.completed(done)
+
+    def describe(self) -> dict[str, Any]:
+        return {"backend": self.name, "rate_tokens_per_s": self.rate}

@@ -1,0 +1,660 @@
+"""Rack scale through Slurm: one job-array task per VM, each running the same single-VM `repro run offline`.
+
+The published 1.1M tokens/s is 18 independent single-VM runs summed, so a rack run is exactly that: an
+sbatch job array (one exclusive node per task), each task's run folder collected into one rack folder
+`$REPRO_HOME/racks/<recipe>/<timestamp>/vm-NN/`, then `repro.aggregate.aggregate` over it. Each task
+writes its own `task.json` (state, exit code, host), so the rack folder says what happened even after
+Slurm has forgotten the job; failed, cancelled or lost VMs are listed and never summed.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from contextlib import nullcontext
+from typing import Any, Literal
+
+from rich.console import Group
+from rich.live import Live
+from rich.syntax import Syntax
+from rich.table import Table
+from rich.text import Text
+
+from repro import __version__
+from repro.core.errors import InputError, Interrupted, ReproError, StepFailed
+from repro.core.fsutil import atomic_write_json, atomic_write_text
+from repro.ui.output import console, emit, info
+from repro.core.recipes import Recipe, get_recipe
+from repro.ui.views import fmt_num
+from repro.core.workspace import Workspace
+
+TaskStateName = Literal["pending", "running", "done", "failed", "cancelled", "missing"]
+TERMINAL = ("done", "failed", "cancelled", "missing")
+RACK_JSON = "rack.json"
+SCRIPT = "rack.sbatch"
+TASK_JSON = "task.json"
+RERUN = "repro run offline --launcher slurm --rerun-failed {rack}"
+
+_SLURM_STATE = {
+    "PENDING": "pending", "REQUEUED": "pending", "REQUEUE_HOLD": "pending", "SUSPENDED": "pending",
+    "CONFIGURING": "running", "RUNNING": "running", "COMPLETING": "running", "STAGE_OUT": "running",
+    "COMPLETED": "done",
+    "CANCELLED": "cancelled", "PREEMPTED": "cancelled", "REVOKED": "cancelled",
+}
+_STYLE = {"pending": "dim", "running": "cyan", "done": "green", "failed": "bold red", "cancelled": "yellow",
+          "missing": "bold red"}
+
+
+class SlurmError(ReproError):
+    """Slurm is not installed, not reachable, or refused the job."""
+
+
+def vm_name(index: int) -> str:
+    return f"vm-{index:02d}"
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _repro_bin() -> str:
+    """The repro of this very install, so every node runs the same code (override with $REPRO_BIN)."""
+    beside = Path(sys.executable).with_name("repro")
+    if beside.exists():
+        return str(beside)
+    return shutil.which("repro") or "repro"
+
+
+@dataclass
+class RackPlan:
+    """Everything a rack submission needs; pure data, so `--dry-run` can print it without touching anything."""
+
+    recipe: Recipe
+    rack_dir: Path
+    nodes: int
+    workspace: Path
+    backend: str | None = None
+    partition: str | None = None
+    container_image: str | None = None
+    duration_s: float | None = None
+    samples: int | None = None
+    sim_rate: float | None = None
+    repro_bin: str = field(default_factory=_repro_bin)
+
+    @property
+    def simulated(self) -> bool:
+        return (self.backend or self.recipe.backend) == "sim"
+
+    @property
+    def label(self) -> str | None:
+        if self.simulated:
+            return "simulated"
+        return "demo" if self.recipe.demo else None
+
+    @property
+    def work_dir(self) -> Path:
+        """Outside the rack folder, so nothing in it is mistaken for a VM's result."""
+        return self.rack_dir.with_name(self.rack_dir.name + ".work")
+
+    def run_args(self) -> list[str]:
+        args = ["run", "offline", "--recipe", self.recipe.name]
+        if self.backend:
+            args += ["--backend", self.backend]
+        if self.duration_s is not None:
+            args += ["--duration", f"{self.duration_s:g}"]
+        if self.samples is not None:
+            args += ["--samples", str(self.samples)]
+        if self.simulated and self.sim_rate is not None:
+            args += ["--sim-rate", f"{self.sim_rate:g}"]
+        return args
+
+    def manifest(self) -> dict[str, Any]:
+        return {"kind": "repro-rack", "repro_version": __version__, "recipe": self.recipe.name,
+                "recipe_hash": self.recipe.hash(), "backend": self.backend or self.recipe.backend,
+                "label": self.label, "nodes": self.nodes, "partition": self.partition,
+                "container_image": self.container_image, "duration_s": self.duration_s, "samples": self.samples,
+                "sim_rate": self.sim_rate, "workspace": str(self.workspace), "repro_bin": self.repro_bin, "script": SCRIPT,
+                "created": _now(), "jobs": []}
+
+    @classmethod
+    def from_manifest(cls, rack_dir: Path, m: dict[str, Any]) -> "RackPlan":
+        backend = m.get("backend")
+        recipe = get_recipe(m["recipe"])
+        return cls(recipe=recipe, rack_dir=rack_dir, nodes=int(m["nodes"]), workspace=Path(m["workspace"]),
+                   backend=backend if backend != recipe.backend else None, partition=m.get("partition"),
+                   container_image=m.get("container_image"), duration_s=m.get("duration_s"),
+                   samples=m.get("samples"), sim_rate=m.get("sim_rate"), repro_bin=m.get("repro_bin") or _repro_bin())
+
+
+def render_script(plan: RackPlan) -> str:
+    """The sbatch script: a job array, one exclusive node per task, each task one single-VM run."""
+    q = shlex.quote
+    head = [
+        "#!/bin/bash",
+        f"#SBATCH --job-name=repro-{plan.recipe.name}{'-sim' if plan.simulated else ''}",
+        "#SBATCH --nodes=1",
+        "#SBATCH --ntasks=1",
+        "#SBATCH --exclusive",
+        f"#SBATCH --array=0-{plan.nodes - 1}",
+        f"#SBATCH --output={plan.rack_dir}/slurm/%A_%a.out",
+    ]
+    if plan.partition:
+        head.append(f"#SBATCH --partition={plan.partition}")
+    label = f"[{plan.label}] " if plan.label else ""
+    head += [
+        f"# {label}repro {__version__} rack run of {plan.recipe.name}: {plan.nodes} VMs, one `repro run offline` each.",
+        "# Each task writes RACK_DIR/vm-NN/ (MLPerf logs, run.json, task.json); `repro aggregate RACK_DIR` sums them.",
+        "# REPRO_FAIL_TASKS=1,3 makes those array tasks fail on purpose (to rehearse --rerun-failed).",
+    ]
+    task_home = '"$WORK_DIR/$VM"' if plan.simulated else q(str(plan.workspace))
+    args = " ".join(q(a) for a in plan.run_args())
+    body = f"""
+set -uo pipefail
+RACK_DIR={q(str(plan.rack_dir))}
+WORK_DIR={q(str(plan.work_dir))}
+RECIPE={q(plan.recipe.name)}
+IMAGE={q(plan.container_image or '')}
+REPRO_BIN="${{REPRO_BIN:-{plan.repro_bin}}}"
+SIMULATED={1 if plan.simulated else 0}
+IDX="${{SLURM_ARRAY_TASK_ID:?submit this script with sbatch}}"
+JOB="${{SLURM_ARRAY_JOB_ID:-${{SLURM_JOB_ID:-0}}}}"
+VM=$(printf 'vm-%02d' "$IDX")
+OUT="$RACK_DIR/$VM"
+TASK_HOME={task_home}
+STARTED=$(date -u +%FT%TZ)
+ARGS=({args} --workspace "$TASK_HOME")
+mkdir -p "$OUT" "$TASK_HOME"
+touch "$OUT/.started"
+[ "$SIMULATED" = 1 ] && ln -sfn {q(str(plan.workspace / "preprocessed"))} "$TASK_HOME/preprocessed"
+
+clean() {{ printf '%s' "$1" | tr -d '"\\\\' | tr '\\n\\t\\r' '   ' | cut -c1-300; }}
+state() {{  # state NAME EXIT_CODE REASON
+  local tmp="$OUT/.task.json.$$"
+  printf '{{"vm": "%s", "index": %s, "job_id": "%s", "host": "%s", "state": "%s", "exit_code": %s, "reason": "%s", "started": "%s", "finished": "%s", "label": "%s"}}\\n' \\
+    "$VM" "$IDX" "$JOB" "$(hostname -s)" "$1" "$2" "$(clean "$3")" "$STARTED" "$(date -u +%FT%TZ)" {q(plan.label or '')} >"$tmp" \\
+    && mv -f "$tmp" "$OUT/task.json"
+}}
+collect() {{  # copy this task's newest run folder into OUT
+  local newest
+  newest=$(find "$TASK_HOME/runs/$RECIPE" -mindepth 2 -maxdepth 2 -type d -newer "$OUT/.started" 2>/dev/null | sort | tail -1)
+  [ -n "$newest" ] || return 1
+  cp -a "$newest"/. "$OUT"/
+}}
+finish() {{ [ "$SIMULATED" = 1 ] && rm -rf "$TASK_HOME"; rm -f "$OUT/.started"; }}
+
+case ",${{REPRO_FAIL_TASKS:-}}," in
+  *",$IDX,"*) state failed 1 "failed on purpose (REPRO_FAIL_TASKS=${{REPRO_FAIL_TASKS}})"; finish; exit 1 ;;
+esac
+
+CONTAINER=""
+if [ -z "$IMAGE" ]; then
+  LAUNCH=("$REPRO_BIN" "${{ARGS[@]}}")
+elif srun --help 2>&1 | grep -q -- '--container-image'; then
+  LAUNCH=(srun --ntasks=1 --container-image="$IMAGE" --container-mounts="$TASK_HOME:$TASK_HOME" \\
+          --no-container-mount-home --container-workdir="$TASK_HOME" repro "${{ARGS[@]}}")
+else
+  CONTAINER="repro-$JOB-$IDX"
+  LAUNCH=(docker run --rm --name "$CONTAINER" --gpus all --ipc=host --ulimit memlock=-1 --ulimit stack=67108864 \\
+          -v "$TASK_HOME:$TASK_HOME" -e REPRO_HOME="$TASK_HOME" "$IMAGE" repro "${{ARGS[@]}}")
+fi
+
+child=""
+on_term() {{
+  trap - TERM INT
+  [ -n "$child" ] && kill -INT "$child" 2>/dev/null
+  [ -n "$CONTAINER" ] && docker stop -t 5 "$CONTAINER" >/dev/null 2>&1
+  for _ in 1 2 3 4 5 6; do {{ [ -n "$child" ] && kill -0 "$child" 2>/dev/null; }} || break; sleep 0.5; done
+  collect || true
+  finish
+  state cancelled 143 "cancelled by Slurm (scancel, time limit or preemption); partial run kept if any"
+  exit 143
+}}
+trap on_term TERM INT
+
+state running null ""
+echo "repro rack task $VM (array $JOB index $IDX) on $(hostname -s): ${{LAUNCH[*]}}"
+"${{LAUNCH[@]}}" >"$OUT/repro.log" 2>&1 &
+child=$!
+wait "$child"
+rc=$?
+child=""
+if [ "$rc" -ne 0 ]; then
+  collect || true
+  finish
+  state failed "$rc" "repro exited $rc: $(grep -v '^[[:space:]]*$' "$OUT/repro.log" | tail -1)"
+elif collect; then
+  finish
+  state done 0 ""
+else
+  finish
+  rc=1
+  state failed 1 "repro exited 0 but wrote no run folder under $TASK_HOME/runs/$RECIPE"
+fi
+exit "$rc"
+"""
+    return "\n".join(head) + "\n" + body
+
+
+def _run(cmd: list[str], timeout: float = 30) -> subprocess.CompletedProcess[str]:
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
+    except FileNotFoundError:
+        raise SlurmError(f"`{cmd[0]}` not found: Slurm client tools are not installed on this machine.",
+                         "run from a Slurm login node (CycleCloud scheduler), or `sudo .ci/start-slurm.sh` for a local test cluster") from None
+    except subprocess.TimeoutExpired:
+        raise SlurmError(f"`{' '.join(cmd)}` did not answer in {timeout:.0f} s; is slurmctld up?", "`sinfo`") from None
+
+
+def sbatch(script: Path, array: str | None = None) -> str:
+    cmd = ["sbatch", "--parsable"] + ([f"--array={array}"] if array else []) + [str(script)]
+    proc = _run(cmd)
+    if proc.returncode != 0:
+        msg = (proc.stderr or proc.stdout).strip().splitlines()
+        raise SlurmError(f"sbatch refused {script}: {msg[-1] if msg else f'exit {proc.returncode}'}",
+                         "check the partition with `sinfo`, then submit again")
+    return proc.stdout.strip().split(";")[0]
+
+
+def _indices(expr: str) -> list[int]:
+    """Array task ids from Slurm's notation: '3', '0-5%2', '1,3,6-7'."""
+    out: list[int] = []
+    for part in expr.split("%")[0].strip("[]").split(","):
+        if m := re.fullmatch(r"(\d+)-(\d+)(?::(\d+))?", part):
+            out += range(int(m[1]), int(m[2]) + 1, int(m[3] or 1))
+        elif part.isdigit():
+            out.append(int(part))
+    return out
+
+
+def slurm_states(job_id: str) -> dict[int, tuple[str, str, str]]:
+    """Array index -> (JobState, Reason, NodeList) from `scontrol show job`, while Slurm still remembers it."""
+    proc = _run(["scontrol", "-o", "show", "job", job_id])
+    states: dict[int, tuple[str, str, str]] = {}
+    if proc.returncode != 0:
+        return states
+    for line in proc.stdout.splitlines():
+        kv = dict(re.findall(r"(\w+)=(\S*)", line))
+        if kv.get("ArrayJobId") != job_id or "ArrayTaskId" not in kv:
+            continue
+        for i in _indices(kv["ArrayTaskId"]):
+            states[i] = (kv.get("JobState", "UNKNOWN"), kv.get("Reason", ""), kv.get("NodeList", ""))
+    return states
+
+
+@dataclass
+class TaskRow:
+    index: int
+    vm: str
+    state: TaskStateName
+    job_id: str | None = None
+    host: str | None = None
+    exit_code: int | None = None
+    reason: str = ""
+    tokens_per_s: float | None = None
+    label: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"vm": self.vm, "index": self.index, "state": self.state, "job_id": self.job_id, "host": self.host,
+                "exit_code": self.exit_code, "reason": self.reason, "tokens_per_s": self.tokens_per_s,
+                "label": self.label}
+
+
+def _read_json(path: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def load_manifest(rack_dir: Path) -> dict[str, Any]:
+    path = Path(rack_dir) / RACK_JSON
+    data = _read_json(path)
+    if data is None or data.get("kind") != "repro-rack":
+        raise InputError(f"{path}: not a repro rack folder (missing or unreadable {RACK_JSON}).",
+                         "pass the folder `repro run offline --launcher slurm` printed (under $REPRO_HOME/racks/)")
+    return data
+
+
+def _tokens(folder: Path) -> float | None:
+    from repro.results.logs import parse_run
+
+    try:
+        return parse_run(folder).tokens_per_s
+    except ReproError:
+        return None
+
+
+def task_rows(rack_dir: Path, manifest: dict[str, Any] | None = None) -> list[TaskRow]:
+    """One row per VM: the task's own task.json wins once terminal; Slurm fills in pending/running/cancelled."""
+    rack_dir = Path(rack_dir)
+    m = manifest or load_manifest(rack_dir)
+    latest: dict[int, str] = {}
+    for job in m["jobs"]:
+        for i in job["tasks"]:
+            latest[i] = job["job_id"]
+    live = {job_id: slurm_states(job_id) for job_id in sorted(set(latest.values()))}
+    rows = []
+    for i in range(int(m["nodes"])):
+        vm, job_id = vm_name(i), latest.get(i)
+        row = TaskRow(i, vm, "missing", job_id, label=m.get("label"), reason="never submitted")
+        own = _read_json(rack_dir / vm / TASK_JSON)
+        if own and str(own.get("job_id")) != str(job_id):
+            own = None
+        slurm = live.get(job_id, {}).get(i) if job_id else None
+        if own:
+            row.host, row.exit_code, row.reason = own.get("host"), own.get("exit_code"), own.get("reason") or ""
+        if own and own.get("state") in TERMINAL:
+            row.state = own["state"]
+        elif slurm:
+            name = _SLURM_STATE.get(slurm[0].split()[0], "failed")
+            row.state = name if name != "done" else "missing"
+            if name == "done":
+                row.reason = "Slurm says COMPLETED but the task wrote no result"
+            elif name == "pending":
+                row.reason = slurm[1] if slurm[1] not in ("None", "") else ""
+            elif name == "running":
+                row.host = row.host or slurm[2] or None
+            else:
+                row.reason = row.reason or f"Slurm state {slurm[0]}" + (f" ({slurm[1]})" if slurm[1] not in ("None", "") else "")
+        elif job_id:
+            row.reason = "Slurm no longer knows the task and it left no result (killed before it started, or node lost)"
+        if row.state == "done":
+            row.tokens_per_s = _tokens(rack_dir / vm)
+        rows.append(row)
+    return rows
+
+
+def _task_table(rows: list[TaskRow], title: str) -> Table:
+    t = Table(title=title)
+    for col in ("VM", "job", "state", "host", "tokens/s", "note"):
+        t.add_column(col, justify="right" if col == "tokens/s" else "left")
+    for r in rows:
+        t.add_row(r.vm, f"{r.job_id}_{r.index}" if r.job_id else "-", Text(r.state, style=_STYLE[r.state]),
+                  r.host or "", fmt_num(r.tokens_per_s) if r.tokens_per_s is not None else "",
+                  Text(r.reason or (f"exit {r.exit_code}" if r.exit_code else "")))
+    return t
+
+
+def _title(m: dict[str, Any], rack_dir: Path) -> str:
+    label = f" [{m['label'].upper()}]" if m.get("label") else ""
+    return f"Rack run{label}: {m['recipe']} x {m['nodes']} VMs ({rack_dir})"
+
+
+def follow(rack_dir: Path, *, poll_s: float = 2.0, live: bool | None = None, timeout_s: float | None = None) -> list[TaskRow]:
+    """Poll until every task is terminal, as a live table on a terminal and one line per change elsewhere."""
+    m = load_manifest(rack_dir)
+    live = console.is_terminal if live is None else live
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    seen: dict[str, str] = {}
+    rows = task_rows(rack_dir, m)
+
+    def tick() -> None:
+        for r in rows:
+            if seen.get(r.vm) != r.state:
+                seen[r.vm] = r.state
+                if not live:
+                    info(f"{r.vm}: {r.state}" + (f" ({r.reason})" if r.reason and r.state != "done" else ""))
+
+    try:
+        with Live(_task_table(rows, _title(m, rack_dir)), console=console, refresh_per_second=4,
+                  transient=True) if live else nullcontext() as view:
+            tick()
+            while not all(r.state in TERMINAL for r in rows):
+                if deadline is not None and time.monotonic() > deadline:
+                    raise StepFailed(f"rack tasks still not finished after {timeout_s:.0f} s.",
+                                     f"follow again: `{RERUN.format(rack=rack_dir)}`")
+                time.sleep(poll_s)
+                rows = task_rows(rack_dir, m)
+                tick()
+                if view is not None:
+                    view.update(_task_table(rows, _title(m, rack_dir)))
+    except KeyboardInterrupt:
+        jobs = ", ".join(sorted({j["job_id"] for j in m["jobs"]}))
+        raise Interrupted(f"Stopped following; Slurm job {jobs} keeps running (cancel with `scancel {jobs}`).",
+                          f"follow and collect later: `{RERUN.format(rack=rack_dir)}`") from None
+    return rows
+
+
+@dataclass
+class RackResult:
+    """What `repro run offline --launcher slurm` shows: the tasks, then the rack table over the finished VMs."""
+
+    rack_dir: Path
+    manifest: dict[str, Any]
+    rows: list[TaskRow] = field(default_factory=list)
+    report: Any = None
+    report_error: str | None = None
+    script: str | None = None
+    dry_run: bool = False
+    submit_command: list[str] = field(default_factory=list)
+
+    @property
+    def failed(self) -> list[TaskRow]:
+        return [r for r in self.rows if r.state in ("failed", "cancelled", "missing")]
+
+    @property
+    def rerun_command(self) -> str | None:
+        return RERUN.format(rack=shlex.quote(str(self.rack_dir))) if self.failed else None
+
+    @property
+    def exit_code(self) -> int:
+        if self.dry_run:
+            return 0
+        if self.failed or self.report is None:
+            return 1
+        return self.report.exit_code
+
+    def to_json(self) -> dict[str, Any]:
+        m = self.manifest
+        out: dict[str, Any] = {"rack_dir": str(self.rack_dir), "recipe": m["recipe"], "label": m.get("label"),
+                               "backend": m.get("backend"), "nodes": m["nodes"], "dry_run": self.dry_run,
+                               "jobs": m.get("jobs", []), "status": m.get("status")}
+        if self.dry_run:
+            out |= {"script": self.script, "submit_command": self.submit_command}
+            return out
+        out |= {"tasks": [r.to_json() for r in self.rows],
+                "done": sum(r.state == "done" for r in self.rows), "failed": [r.vm for r in self.failed],
+                "aggregate": self.report.to_json() if self.report is not None else None,
+                "aggregate_error": self.report_error, "rerun_command": self.rerun_command}
+        return out
+
+    def __rich__(self) -> Group:
+        m = self.manifest
+        if self.dry_run:
+            label = f" [{m['label']}]" if m.get("label") else ""
+            return Group(
+                Text(f"dry run{label}: would write {self.rack_dir / SCRIPT} and submit it with:", style="yellow"),
+                Text("  " + " ".join(shlex.quote(c) for c in self.submit_command)),
+                Syntax(self.script or "", "bash", theme="ansi_dark", word_wrap=True),
+                Text(f"Each VM's results would land in {self.rack_dir}/vm-NN/ (the folder must be on storage every node sees)."))
+        parts: list[Any] = [_task_table(self.rows, _title(m, self.rack_dir))]
+        if self.report is not None:
+            parts.append(self.report)
+        elif self.report_error:
+            parts.append(Text(f"No rack table: {self.report_error}", style="bold red"))
+        if self.failed:
+            names = ", ".join(r.vm for r in self.failed)
+            parts.append(Text(f"{len(self.failed)} VM(s) not summed ({names}). Re-run only those: {self.rerun_command}",
+                              style="bold red"))
+        return Group(*parts)
+
+
+def _rack_status(rows: list[TaskRow]) -> str:
+    states = {r.state for r in rows}
+    if states <= {"done"}:
+        return "complete"
+    if not states.isdisjoint({"pending", "running"}):
+        return "running"
+    if "done" in states:
+        return "partial"
+    return "cancelled" if states == {"cancelled"} else "failed"
+
+
+def collect(rack_dir: Path, rows: list[TaskRow] | None = None) -> RackResult:
+    """Record the final task states in rack.json and run the rack aggregate over the VMs that finished."""
+    from repro.results.aggregate import aggregate
+
+    rack_dir = Path(rack_dir)
+    m = load_manifest(rack_dir)
+    rows = rows if rows is not None else task_rows(rack_dir, m)
+    result = RackResult(rack_dir, m, rows)
+    vm_dirs = [rack_dir / r.vm for r in rows if (rack_dir / r.vm).is_dir()]
+    if vm_dirs:
+        try:
+            result.report = aggregate(vm_dirs, recipe=m["recipe"], expect=int(m["nodes"]))
+        except ReproError as exc:
+            result.report_error = exc.message
+    else:
+        result.report_error = "no VM wrote a result folder"
+    m["status"] = _rack_status(rows)
+    m["tasks"] = {r.vm: r.state for r in rows}
+    m["collected"] = _now()
+    atomic_write_json(rack_dir / RACK_JSON, m)
+    if result.report is not None:
+        atomic_write_text(rack_dir / "rack-report.md", result.report.to_markdown())
+    return result
+
+
+def _new_rack_dir(ws: Workspace, recipe: Recipe) -> Path:
+    base = ws.root / "racks" / recipe.name
+    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+    path, n = base / stamp, 2
+    while path.exists() or path.with_name(path.name + ".work").exists():
+        path, n = base / f"{stamp}-{n}", n + 1
+    return path
+
+
+def plan_rack(recipe: str | Recipe | None, ws: Workspace, nodes: int, *, partition: str | None = None,
+              container_image: str | None = None, backend: str | None = None, duration_s: float | None = None,
+              samples: int | None = None, sim_rate: float | None = None) -> RackPlan:
+    if recipe is None:
+        raise InputError("a rack run needs --recipe: the login node is not one of the VMs, so it cannot detect it.",
+                         "`repro run offline --launcher slurm --nodes N --recipe nd-gb300-v6`")
+    rec = get_recipe(recipe) if isinstance(recipe, str) else recipe
+    if nodes < 1:
+        raise InputError(f"--nodes must be at least 1 (got {nodes}).", "`repro run offline --launcher slurm --nodes 18 ...`")
+    if rec.reference_only:
+        raise InputError(f"recipe {rec.name} is reference-only: nobody runs it through repro.",
+                         "pick a runnable recipe from `repro recipes list`")
+    plan = RackPlan(rec, _new_rack_dir(ws, rec), nodes, ws.root, backend=backend, partition=partition,
+                    container_image=container_image, duration_s=duration_s, samples=samples, sim_rate=sim_rate)
+    if plan.simulated:
+        if plan.sim_rate is None and rec.published.tokens_per_s_per_vm != "unknown":
+            plan.sim_rate = float(rec.published.tokens_per_s_per_vm)
+        manifest = ws.preprocessed / rec.dataset.name / "manifest.json"
+        if not manifest.is_file():
+            raise InputError(f"{manifest}: no prepared dataset; the simulated VMs replay it from this workspace.",
+                             f"`repro setup --recipe {rec.name}`, then submit again")
+    elif not container_image:
+        raise InputError(f"backend {plan.backend or rec.backend} runs inside the recipe container on each node; "
+                         "no --container-image given.",
+                         "`repro build-engine` to build the image, then pass --container-image IMAGE (or --backend sim to rehearse)")
+    return plan
+
+
+def submit(plan: RackPlan, indices: list[int] | None = None) -> str:
+    """Write the rack folder's script and manifest, then sbatch the array (or just `indices` of it)."""
+    rack = plan.rack_dir
+    (rack / "slurm").mkdir(parents=True, exist_ok=True)
+    script = rack / SCRIPT
+    if not script.exists():
+        atomic_write_text(script, render_script(plan))
+        script.chmod(0o755)
+    m = _read_json(rack / RACK_JSON) or plan.manifest()
+    tasks = sorted(indices) if indices is not None else list(range(plan.nodes))
+    job_id = sbatch(script, ",".join(map(str, tasks)) if indices is not None else None)
+    m["jobs"].append({"job_id": job_id, "tasks": tasks, "submitted": _now()})
+    m["status"] = "submitted"
+    atomic_write_json(rack / RACK_JSON, m)
+    return job_id
+
+
+def _retire(rack_dir: Path, row: TaskRow) -> None:
+    """Move a failed VM's folder aside (outside the rack folder) so its re-run starts clean and nothing is lost."""
+    src = rack_dir / row.vm
+    if not src.exists():
+        return
+    dest = rack_dir.with_name(rack_dir.name + ".work") / "attempts" / f"{row.vm}-{row.job_id}"
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    if dest.exists():
+        shutil.rmtree(dest)
+    src.rename(dest)
+
+
+def check(result: RackResult) -> RackResult:
+    """Turn a rack with failed VMs (or a real rack outside the band) into a non-zero exit naming the next command."""
+    if result.dry_run:
+        return result
+    if result.failed:
+        raise StepFailed(f"{len(result.failed)} of {len(result.rows)} VMs did not finish "
+                         f"({', '.join(r.vm for r in result.failed)}) and are not in the total.", result.rerun_command)
+    if result.report is None:
+        raise StepFailed(f"no rack table for {result.rack_dir}: {result.report_error}.", f"`repro aggregate {result.rack_dir}`")
+    if not result.manifest.get("label") and result.report.exit_code:
+        raise ReproError("not every VM reproduces the published number; see the rack table.",
+                         f"`repro report {result.rack_dir}`", exit_code=result.report.exit_code)
+    return result
+
+
+def _finish(rack_dir: Path, poll_s: float, live: bool | None, timeout_s: float | None) -> RackResult:
+    rows = follow(rack_dir, poll_s=poll_s, live=live, timeout_s=timeout_s)
+    return collect(rack_dir, rows)
+
+
+def launch_offline(recipe: str | None, workspace: Path | None, nodes: int, partition: str | None = None,
+                   container_image: str | None = None, backend: str | None = None, duration_s: float | None = None,
+                   samples: int | None = None, dry_run: bool = False, as_json: bool = False, *,
+                   sim_rate: float | None = None, poll_s: float = 2.0, timeout_s: float | None = None,
+                   raise_on_failure: bool = True) -> RackResult:
+    """`repro run offline --launcher slurm`: submit the array, follow it, collect and aggregate; emits the result."""
+    ws = Workspace.open(workspace)
+    plan = plan_rack(recipe, ws, nodes, partition=partition, container_image=container_image, backend=backend,
+                     duration_s=duration_s, samples=samples, sim_rate=sim_rate)
+    if dry_run:
+        result = RackResult(plan.rack_dir, plan.manifest(), script=render_script(plan), dry_run=True,
+                            submit_command=["sbatch", "--parsable", str(plan.rack_dir / SCRIPT)])
+        emit(result, as_json)
+        return result
+    job_id = submit(plan)
+    if not as_json:
+        info(f"submitted Slurm job {job_id} ({nodes} tasks); results go to {plan.rack_dir}")
+    result = _finish(plan.rack_dir, poll_s, None if not as_json else False, timeout_s)
+    emit(result, as_json)
+    return check(result) if raise_on_failure else result
+
+
+def rerun_failed(rack_dir: Path, dry_run: bool = False, as_json: bool = False, *, poll_s: float = 2.0,
+                 timeout_s: float | None = None, raise_on_failure: bool = True) -> RackResult:
+    """Resubmit only the VMs that failed, were cancelled or got lost; follow anything still running; re-aggregate."""
+    rack_dir = Path(rack_dir).expanduser().resolve()
+    m = load_manifest(rack_dir)
+    plan = RackPlan.from_manifest(rack_dir, m)
+    rows = task_rows(rack_dir, m)
+    again = [r for r in rows if r.state in ("failed", "cancelled", "missing")]
+    if dry_run:
+        tasks = ",".join(str(r.index) for r in again)
+        result = RackResult(rack_dir, m, rows, script=(rack_dir / SCRIPT).read_text() if (rack_dir / SCRIPT).exists()
+                            else render_script(plan), dry_run=True,
+                            submit_command=["sbatch", "--parsable", f"--array={tasks}", str(rack_dir / SCRIPT)] if again else [])
+        emit(result, as_json)
+        return result
+    if again:
+        for r in again:
+            _retire(rack_dir, r)
+        job_id = submit(plan, [r.index for r in again])
+        if not as_json:
+            info(f"re-submitted {', '.join(r.vm for r in again)} as Slurm job {job_id}")
+    elif not as_json:
+        info("no failed VMs to re-run; following and collecting what is there")
+    result = _finish(rack_dir, poll_s, None if not as_json else False, timeout_s)
+    emit(result, as_json)
+    return check(result) if raise_on_failure else result

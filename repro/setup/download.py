@@ -1,0 +1,369 @@
+"""`repro setup`: model and dataset into the workspace, each file verified and recorded in the ledger.
+
+Plan first (hub metadata doubles as the access check, then the disk check), then fetch file by file:
+a file that verifies is kept, a partial one is resumed, a bad checksum is fetched again. The dataset
+comes from MLPerf's published pickles ('fetch'), or is rebuilt from the raw OpenOrca parquet the way
+processorca.py does ('rebuild'); 'both' does both and compares their checksums.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import json
+import sys
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator, Literal
+
+from repro.setup import hub
+from repro.core.errors import InputError, Interrupted, ReproError, StepFailed
+from repro.core.fsutil import atomic_write_bytes, sha256_file
+from repro.core.ledger import Artifact, Ledger, now
+from repro.core.recipes import Recipe
+from repro.core.steps import StepOutcome
+from repro.core.workspace import Workspace
+
+STEP = "setup"
+RAW_REPO = "Open-Orca/OpenOrca"
+RAW_FILE = "1M-GPT4-Augmented.parquet"
+RAW_REVISION = "main"
+CALIB_DIR = "mlperf_llama2_openorca_calibration_1k"
+DatasetSource = Literal["fetch", "rebuild", "both"]
+
+
+@dataclass
+class PlanRow:
+    what: str
+    source: str
+    dest: Path
+    size: int | None
+    action: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"what": self.what, "source": self.source, "dest": str(self.dest), "size": self.size, "action": self.action}
+
+
+@dataclass
+class SetupPlan:
+    recipe: Recipe
+    ws: Workspace
+    model: hub.ModelPlan | None
+    rows: list[PlanRow] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def download_bytes(self) -> int:
+        return sum(r.size or 0 for r in self.rows if r.action != "keep")
+
+
+def model_dir(ws: Workspace, recipe: Recipe) -> Path:
+    return ws.models / recipe.model.repo_id.split("/")[-1]
+
+
+def data_dir(ws: Workspace, recipe: Recipe) -> Path:
+    return ws.data / recipe.dataset.name
+
+
+def prepared_dir(ws: Workspace, recipe: Recipe) -> Path:
+    return ws.preprocessed / recipe.dataset.name
+
+
+def inputs_hash(recipe: Recipe, source: str) -> str:
+    blob = json.dumps({"model": recipe.model.model_dump(mode="json"), "dataset": recipe.dataset.model_dump(mode="json"),
+                       "source": source}, sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def _local_action(dest: Path, size: int | None) -> str:
+    part = hub.incomplete_path(dest)
+    if dest.is_file() and (size is None or dest.stat().st_size == size):
+        return "keep"
+    if part.is_file():
+        return f"resume from {part.stat().st_size:,} bytes"
+    return "download"
+
+
+def _url_size(url: str) -> int | None:
+    """Content-Length from a HEAD without credentials: the HF token is never sent off the hub."""
+    import urllib.error
+    import urllib.request
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, method="HEAD"), timeout=10) as r:
+            return int(r.headers["Content-Length"])
+    except (urllib.error.URLError, OSError, KeyError, TypeError, ValueError):
+        return None
+
+
+def plan_setup(recipe: Recipe, ws: Workspace, token: str | None, source: DatasetSource = "fetch") -> SetupPlan:
+    model = hub.plan_model(recipe.model.repo_id, recipe.model.revision, recipe.model.allow_patterns, token)
+    plan = SetupPlan(recipe, ws, model)
+    mdir = model_dir(ws, recipe)
+    for f in model.files:
+        plan.rows.append(PlanRow(f"model {f.path}", f"{hub.endpoint()}/{model.repo_id}/resolve/{model.commit}/{f.path}",
+                                 mdir / f.path, f.size, _local_action(mdir / f.path, f.size)))
+    if source in ("fetch", "both"):
+        for role, fname in recipe.dataset.files.items():
+            url = recipe.dataset.urls.get(role)
+            if not url:
+                raise InputError(f"recipe {recipe.name}: dataset.urls has no '{role}' entry to fetch {fname} from.",
+                                 "`repro setup --dataset-source rebuild`, or add the URL to the recipe")
+            dest = data_dir(ws, recipe) / fname
+            plan.rows.append(PlanRow(f"dataset {role}", url, dest, _url_size(url), _local_action(dest, None)))
+    if source in ("rebuild", "both"):
+        dest = ws.data / "raw" / RAW_REPO.split("/")[-1] / RAW_FILE
+        plan.rows.append(PlanRow("raw OpenOrca parquet", f"{hub.endpoint()}/datasets/{RAW_REPO}/resolve/{RAW_REVISION}/{RAW_FILE}",
+                                 dest, None, _local_action(dest, None)))
+    plan.rows.append(PlanRow("prepared arrays", "made locally from the sampled set", prepared_dir(ws, recipe), None,
+                             "keep" if (prepared_dir(ws, recipe) / "manifest.json").exists() else "write"))
+    return plan
+
+
+def check_disk(plan: SetupPlan) -> tuple[int, int]:
+    """Room for everything the recipe will need later (quantized checkpoint, engine) too, minus what is already here."""
+    mdir = model_dir(plan.ws, plan.recipe)
+    present = hub.present_bytes(mdir, plan.model.files) if plan.model else 0
+    need = max(int(plan.recipe.disk_needed_gb * 1e9) - present, plan.download_bytes - present, 0)
+    return need, hub.free_bytes(plan.ws.root)
+
+
+def _ledger_times(ledger: Ledger) -> dict[str, str]:
+    rec = ledger.get(STEP)
+    return dict(rec.details.get("fetched_at", {})) if rec else {}
+
+
+@contextmanager
+def _progress(show: bool) -> Iterator[Any]:
+    if not show:
+        yield None
+        return
+    from rich.progress import (BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn,
+                               TransferSpeedColumn)
+    from repro.ui.output import err_console
+    with Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
+                  TimeRemainingColumn(), console=err_console, transient=False) as progress:
+        yield progress
+
+
+def _fetch_model(plan: SetupPlan, token: str | None, progress: Any, times: dict[str, str]) -> tuple[list[Artifact], list[dict]]:
+    assert plan.model is not None
+    mdir = model_dir(plan.ws, plan.recipe)
+    artifacts, files = [], []
+    for f in plan.model.files:
+        result = hub.fetch_file(plan.model, f, mdir, token, progress)
+        key = str(result.path)
+        if result.action != "verified" or key not in times:
+            times[key] = now()
+        sha = f.sha256 or sha256_file(result.path)
+        artifacts.append(Artifact(path=key, size=f.size, sha256=sha, source=f"hf://{plan.model.repo_id}/{f.path}",
+                                  revision=plan.model.commit))
+        files.append({"path": key, "size": f.size, "action": result.action, "resumed_bytes": result.resumed_bytes})
+    return artifacts, files
+
+
+def _fetch_url(url: str, dest: Path, expected_sha: str | None, known_sha: str | None, progress: Any) -> tuple[str, str]:
+    """Published dataset file: keep if it matches (the recipe's checksum, else the one recorded at first fetch)."""
+    want = expected_sha or known_sha
+    if dest.is_file() and (want is None or sha256_file(dest) == want):
+        return "verified", sha256_file(dest)
+    dest.unlink(missing_ok=True)
+    for attempt in (1, 2):
+        size = _url_size(url)
+        if size is None:
+            raise StepFailed(f"{url}: the server did not answer with the file (HEAD failed).",
+                             "check the network and `dataset.urls` in the recipe, then `repro setup`")
+        resumed = hub.stream_to(url, dest, expected_size=size, token=None, progress=progress, label=dest.name, hub_headers=False)
+        got = sha256_file(hub.incomplete_path(dest))
+        if expected_sha is None or got == expected_sha:
+            hub.incomplete_path(dest).replace(dest)
+            return ("refetched" if attempt == 2 else "resumed" if resumed else "downloaded"), got
+        hub.incomplete_path(dest).unlink(missing_ok=True)
+    raise StepFailed(f"{dest}: sha256 {got[:12]}… differs from the recipe's {expected_sha[:12]}… after a fresh download.",
+                     "check `dataset.sha256` in the recipe, then `repro setup`")
+
+
+def _fetch_dataset(recipe: Recipe, ws: Workspace, progress: Any, ledger: Ledger, times: dict[str, str]) -> dict[str, tuple[Path, str, str]]:
+    known = {a.path: a.sha256 for rec in [ledger.get(STEP)] if rec for a in rec.outputs}
+    out = {}
+    for role, fname in recipe.dataset.files.items():
+        dest = data_dir(ws, recipe) / fname
+        expected = recipe.dataset.sha256.get(role)
+        expected = None if expected in (None, "unknown") else expected
+        action, sha = _fetch_url(recipe.dataset.urls[role], dest, expected, known.get(str(dest)), progress)
+        if action != "verified" or str(dest) not in times:
+            times[str(dest)] = now()
+        out[role] = (dest, sha, action)
+    return out
+
+
+def _rebuild_dataset(recipe: Recipe, ws: Workspace, token: str | None, progress: Any, out_dir: Path,
+                     times: dict[str, str]) -> tuple[dict[str, Path], Artifact]:
+    from repro.setup.preprocess import build_from_parquet
+    raw = hub.plan_model(RAW_REPO, RAW_REVISION, [RAW_FILE], token, repo_type="dataset")
+    raw_dir = ws.data / "raw" / RAW_REPO.split("/")[-1]
+    result = hub.fetch_file(raw, raw.files[0], raw_dir, token, progress)
+    times.setdefault(str(result.path), now())
+    raw_art = Artifact(path=str(result.path), size=raw.files[0].size, sha256=raw.files[0].sha256 or sha256_file(result.path),
+                       source=f"hf://datasets/{RAW_REPO}/{RAW_FILE}", revision=raw.commit)
+    built = build_from_parquet(result.path, model_dir(ws, recipe), out_dir, n_samples=recipe.dataset.samples,
+                               calib_size=recipe.dataset.calibration_samples)
+    for p in built.values():
+        times[str(p)] = now()
+    return built, raw_art
+
+
+def _prepare(recipe: Recipe, ws: Workspace, sampled: Path, calibration: Path | None) -> list[Artifact]:
+    """Prepared arrays for the harness, plus the calibration parquet (`text` column) the quantizer reads."""
+    from repro.setup.dataset import FILES, load_prepared, records_from_pickle, save_prepared
+    folder = prepared_dir(ws, recipe)
+    src_sha = sha256_file(sampled)
+    try:
+        current = load_prepared(folder).manifest.get("source_sha256") == src_sha
+    except InputError:
+        current = False
+    if not current:
+        prompts, olens, texts = records_from_pickle(sampled)
+        if len(prompts) != recipe.dataset.samples:
+            raise InputError(f"{sampled}: {len(prompts)} samples, the recipe expects {recipe.dataset.samples}.",
+                             "delete the file, then `repro setup`")
+        save_prepared(folder, recipe.dataset.name, prompts, olens, texts, source=str(sampled), source_sha256=src_sha)
+    arts = [Artifact.of(folder / f, source=str(sampled)) for f in (*FILES, "manifest.json")]
+    if calibration is not None:
+        import pandas as pd
+        import io
+        df = pd.read_pickle(calibration)
+        if "input" not in df.columns:
+            raise InputError(f"{calibration}: column 'input' is missing; not MLPerf's calibration set.", "delete it, then `repro setup`")
+        buf = io.BytesIO()
+        pd.DataFrame({"text": [str(t) for t in df["input"]]}).to_parquet(buf, index=False)
+        target = folder / CALIB_DIR / "data.parquet"
+        atomic_write_bytes(target, buf.getvalue())
+        arts.append(Artifact.of(target, source=str(calibration)))
+    return arts
+
+
+def _demo(recipe: Recipe, ws: Workspace, dry_run: bool) -> StepOutcome:
+    if dry_run:
+        return StepOutcome(step=STEP, status="dry-run", summary="demo: would build the tiny Llama model and the built-in "
+                           f"OpenOrca sample locally under {ws.root} (no downloads)",
+                           details={"demo": True, "label": "demo", "workspace": str(ws.root)})
+    from repro.run.demo import prepare_demo
+    ledger = Ledger.load(ws.ledger_path)
+    h = inputs_hash(recipe, "demo")
+    ledger.start(STEP, h, recipe=recipe.name, recipe_hash=recipe.hash(), label="demo")
+    paths = prepare_demo(ws)
+    files = [p for key in ("model_dir", "dataset") for p in sorted(Path(paths[key]).rglob("*")) if p.is_file()]
+    arts = [Artifact.of(p, source="demo (built locally)", revision="local") for p in files]
+    ledger.finish(STEP, arts, label="demo", model_dir=str(paths["model_dir"]), dataset=str(paths["dataset"]))
+    return StepOutcome(step=STEP, status="done", summary=f"demo: tiny model and sample dataset ready in {ws.root} (demo, not a reproduction)",
+                       details={"demo": True, "label": "demo", "model_dir": str(paths["model_dir"]),
+                                "dataset": str(paths["dataset"]), "files": [{"path": a.path, "size": a.size} for a in arts]})
+
+
+def _dry_run_outcome(plan: SetupPlan, need: int, free: int) -> StepOutcome:
+    rows = [r.to_json() for r in plan.rows]
+    short = " NOT ENOUGH DISK SPACE." if free < need else ""
+    return StepOutcome(step=STEP, status="dry-run",
+                       summary=f"would fetch {plan.download_bytes / 1e9:,.2f} GB for {plan.recipe.name} into {plan.ws.root}; "
+                               f"{free / 1e9:,.1f} GB free, {need / 1e9:,.1f} GB needed.{short}",
+                       details={"recipe": plan.recipe.name, "workspace": str(plan.ws.root), "revision": plan.model.commit if plan.model else None,
+                                "download_bytes": plan.download_bytes, "free_bytes": free, "needed_bytes": need, "files": rows,
+                                "notes": plan.notes})
+
+
+def run_setup(recipe: Recipe, ws: Workspace, *, dry_run: bool = False, yes: bool = True, force: bool = False,
+              source: DatasetSource = "fetch", show_progress: bool = False) -> StepOutcome:
+    if recipe.demo:
+        return _demo(recipe, ws, dry_run)
+    if recipe.reference_only:
+        raise InputError(f"recipe {recipe.name} is reference-only (a published system nobody runs through repro).",
+                         "`repro recipes list` and pick a runnable recipe")
+    token = hub.get_token()
+    plan = plan_setup(recipe, ws, token, source)
+    need, free = check_disk(plan)
+    if dry_run:
+        return _dry_run_outcome(plan, need, free)
+    if free < need:
+        raise ReproError(f"Not enough free disk space under {ws.root}: {free / 1e9:,.1f} GB free, {need / 1e9:,.1f} GB needed "
+                         f"(recipe {recipe.name} disk_needed_gb={recipe.disk_needed_gb:g}, less what is already there).",
+                         "free space or use `--workspace` on a larger disk (e.g. the local NVMe), then `repro setup`")
+    if not yes and sys.stdin.isatty():
+        from rich.prompt import Confirm
+        if not Confirm.ask(f"Download {plan.download_bytes / 1e9:,.1f} GB into {ws.root}?"):
+            return StepOutcome(step=STEP, status="skipped", summary="cancelled before downloading", details={})
+    ws.ensure()
+    ledger = Ledger.load(ws.ledger_path)
+    h = inputs_hash(recipe, source)
+    was_done = (rec := ledger.get(STEP)) is not None and rec.status == "done" and rec.inputs_hash == h and not force
+    times = _ledger_times(ledger)
+    ledger.start(STEP, h, recipe=recipe.name, recipe_hash=recipe.hash(), source=source, fetched_at=times)
+    try:
+        with _progress(show_progress) as progress:
+            arts, files = _fetch_model(plan, token, progress, times)
+            details: dict[str, Any] = {"recipe": recipe.name, "repo_id": recipe.model.repo_id, "revision": plan.model.commit,
+                                       "model_dir": str(model_dir(ws, recipe)), "dataset_source": source}
+            fetched: dict[str, tuple[Path, str, str]] = {}
+            if source in ("fetch", "both"):
+                fetched = _fetch_dataset(recipe, ws, progress, ledger, times)
+                for role, (p, sha, action) in fetched.items():
+                    arts.append(Artifact(path=str(p), size=p.stat().st_size, sha256=sha, source=recipe.dataset.urls[role]))
+                    files.append({"path": str(p), "size": p.stat().st_size, "action": action, "resumed_bytes": 0})
+            dataset_files = {role: v[0] for role, v in fetched.items()}
+            if source in ("rebuild", "both"):
+                out_dir = data_dir(ws, recipe) / "rebuilt" if source == "both" else data_dir(ws, recipe)
+                built, raw_art = _rebuild_dataset(recipe, ws, token, progress, out_dir, times)
+                arts.append(raw_art)
+                arts += [Artifact.of(p, source=f"rebuilt from {RAW_FILE} (processorca.py)", revision=raw_art.revision) for p in built.values()]
+                files += [{"path": str(p), "size": p.stat().st_size, "action": "rebuilt", "resumed_bytes": 0} for p in built.values()]
+                if source == "both":
+                    details["comparison"] = compare_sources(dataset_files, built)
+                else:
+                    dataset_files = built
+        arts += _prepare(recipe, ws, dataset_files["sampled"], dataset_files.get("calibration"))
+        details.update(prepared_dir=str(prepared_dir(ws, recipe)), files=files, fetched_at=times)
+        ledger.finish(STEP, arts, **details)
+    except KeyboardInterrupt:
+        _record_failure(ledger, "interrupted by the user; partial files are kept as *.incomplete", interrupted=True)
+        raise Interrupted("Interrupted; partial downloads are kept as *.incomplete and resume on the next run.", "`repro setup`") from None
+    except OSError as exc:
+        _record_failure(ledger, f"{exc.strerror or exc} ({exc.filename or ''})")
+        if exc.errno == errno.ENOSPC:
+            raise ReproError(f"The disk filled up while writing {exc.filename or ws.root}; the partial file is kept as *.incomplete.",
+                             "free space (or use `--workspace` on a larger disk), then `repro setup` resumes") from None
+        raise
+    except ReproError as exc:
+        _record_failure(ledger, exc.message)
+        raise
+    except BaseException as exc:
+        _record_failure(ledger, f"{type(exc).__name__}: {exc}")
+        raise
+    mismatch = details.get("comparison", {}).get("same_content") is False
+    fresh = [f for f in files if f["action"] not in ("verified",)]
+    status = "failed" if mismatch else ("skipped" if was_done and not fresh else "done")
+    total = sum(f["size"] for f in files)
+    summary = (f"{len(files)} files ({total / 1e9:,.2f} GB) verified in {ws.root}; revision {plan.model.commit[:12]}; "
+               f"{len(fresh)} fetched or rebuilt this run")
+    if mismatch:
+        summary = "the rebuilt dataset differs from the published one: " + summary
+    return StepOutcome(step=STEP, status=status, summary=summary, details=details)
+
+
+def _record_failure(ledger: Ledger, error: str, *, interrupted: bool = False) -> None:
+    """Best effort: on a full disk even the ledger cannot be written, and the original error matters more."""
+    try:
+        ledger.fail(STEP, error, interrupted=interrupted)
+    except OSError:
+        pass
+
+
+def compare_sources(fetched: dict[str, Path], rebuilt: dict[str, Path]) -> dict[str, Any]:
+    """Same file bytes, and (independently of pandas' pickle format) same prompts, tokens and references."""
+    from repro.setup.preprocess import content_sha256
+    roles = {}
+    for role in sorted(set(fetched) & set(rebuilt)):
+        roles[role] = {"fetched_sha256": sha256_file(fetched[role]), "rebuilt_sha256": sha256_file(rebuilt[role]),
+                       "fetched_content_sha256": content_sha256(fetched[role]), "rebuilt_content_sha256": content_sha256(rebuilt[role])}
+    return {"roles": roles,
+            "same_file": all(r["fetched_sha256"] == r["rebuilt_sha256"] for r in roles.values()),
+            "same_content": all(r["fetched_content_sha256"] == r["rebuilt_content_sha256"] for r in roles.values())}

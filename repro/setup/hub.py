@@ -1,0 +1,265 @@
+"""Model and file downloads through huggingface_hub, resumable across runs and verified against the hub's metadata.
+
+huggingface_hub >= 1.x deletes its temporary file when a download is interrupted, so a Ctrl-C on a 138 GB
+model would start over. Here each file streams (with huggingface_hub's own HTTP client, retries and Range
+resume) into `<file>.incomplete` next to its destination; the marker survives a crash or Ctrl-C, the next
+run resumes it with a Range request, and the file is only renamed into place once its sha256 matches.
+Xet-backed files go through `hf_hub_download`, whose chunk cache makes them resumable by itself.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from repro.core.errors import InputError, ReproError, StepFailed
+
+INCOMPLETE = ".incomplete"
+RESUME_CHUNK = 1 << 20
+DEFAULT_ENDPOINT = "https://huggingface.co"
+
+
+def endpoint() -> str:
+    """Read at call time: huggingface_hub freezes HF_ENDPOINT when it is imported."""
+    return os.environ.get("HF_ENDPOINT", DEFAULT_ENDPOINT).rstrip("/")
+
+
+def model_page(repo_id: str) -> str:
+    return f"{endpoint()}/{repo_id}"
+
+
+def get_token() -> str | None:
+    """HF_TOKEN, else the token `hf auth login` stored; the value never leaves this process except as a header."""
+    from huggingface_hub import get_token as hf_get_token
+    return hf_get_token()
+
+
+@dataclass(frozen=True)
+class RemoteFile:
+    path: str
+    size: int
+    sha256: str | None
+    blob_id: str | None
+
+    @property
+    def checksum(self) -> str:
+        return f"sha256:{self.sha256}" if self.sha256 else f"git-sha1:{self.blob_id}"
+
+
+@dataclass(frozen=True)
+class ModelPlan:
+    repo_id: str
+    revision: str
+    commit: str
+    files: list[RemoteFile]
+    repo_type: str = "model"
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(f.size for f in self.files)
+
+
+def _hub_error(exc: BaseException, repo_id: str, revision: str) -> ReproError | None:
+    from huggingface_hub.errors import (GatedRepoError, HfHubHTTPError, RepositoryNotFoundError,
+                                        RevisionNotFoundError)
+    if isinstance(exc, GatedRepoError):
+        return ReproError(f"{repo_id} is gated and this Hugging Face account has no access yet: request access at "
+                          f"{model_page(repo_id)}, then run `repro setup` again.", "`repro setup`")
+    if isinstance(exc, RevisionNotFoundError):
+        return ReproError(f"{repo_id} has no revision '{revision}'.", "check `model.revision` in the recipe, then `repro setup`")
+    if isinstance(exc, RepositoryNotFoundError):
+        return ReproError(f"Model '{repo_id}' was not found on {endpoint()} (wrong id, or the token cannot see it).",
+                          "check `model.repo_id` in the recipe (`repro recipes show`), log in with `hf auth login`, then `repro setup`")
+    if isinstance(exc, HfHubHTTPError):
+        status = exc.response.status_code if exc.response is not None else None
+        if status == 401:
+            return ReproError("The Hugging Face token was refused (revoked or mistyped).",
+                              "create a new token, `hf auth login` (or set HF_TOKEN), then `repro setup`")
+        return ReproError(f"The hub at {endpoint()} answered HTTP {status} for {repo_id}.", "`repro setup` again")
+    return None
+
+
+def _network_error(exc: BaseException) -> ReproError | None:
+    """huggingface_hub's HTTP client (httpx or its httpx2 fork, by version) raises its own transport errors."""
+    transport = {"ConnectError", "ConnectTimeout", "ReadTimeout", "TimeoutException", "RemoteProtocolError", "ReadError"}
+    if isinstance(exc, ConnectionError) or (type(exc).__module__.split(".")[0].startswith("httpx") and type(exc).__name__ in transport):
+        return ReproError(f"Cannot reach {endpoint()} ({type(exc).__name__}).",
+                          "check the network (or HF_ENDPOINT), then `repro setup`; finished files are kept")
+    return None
+
+
+def plan_model(repo_id: str, revision: str, allow_patterns: list[str], token: str | None,
+               repo_type: str = "model") -> ModelPlan:
+    """Ask the hub which files match and their sizes and checksums; this is also the access check."""
+    from huggingface_hub import HfApi
+    from huggingface_hub.utils import filter_repo_objects
+    try:
+        info = HfApi(endpoint=endpoint(), token=token).repo_info(repo_id, revision=revision, repo_type=repo_type,
+                                                                 files_metadata=True)
+    except Exception as exc:  # noqa: BLE001 - translated below or re-raised
+        mapped = _hub_error(exc, repo_id, revision) or _network_error(exc)
+        if mapped is None:
+            raise
+        raise mapped from None
+    siblings = {s.rfilename: s for s in (info.siblings or [])}
+    wanted = sorted(filter_repo_objects(siblings, allow_patterns=allow_patterns))
+    if not wanted:
+        raise InputError(f"{repo_id}@{revision}: no file matches {allow_patterns}.",
+                         "check `model.allow_patterns` in the recipe, then `repro setup`")
+    files = [RemoteFile(p, int(siblings[p].size or 0), siblings[p].lfs.sha256 if siblings[p].lfs else None,
+                        siblings[p].blob_id) for p in wanted]
+    return ModelPlan(repo_id, revision, str(info.sha), files, repo_type)
+
+
+def file_digest(path: Path, remote: RemoteFile, chunk: int = 1 << 20) -> str:
+    """The digest the hub publishes for this file: LFS sha256, or the git blob sha1 for small files."""
+    h = hashlib.sha256() if remote.sha256 else hashlib.sha1(b"blob %d\0" % path.stat().st_size)
+    with open(path, "rb") as fh:
+        while block := fh.read(chunk):
+            h.update(block)
+    return h.hexdigest()
+
+
+def verify_file(path: Path, remote: RemoteFile) -> bool:
+    path = Path(path)
+    if not path.is_file() or path.stat().st_size != remote.size:
+        return False
+    want = remote.sha256 or remote.blob_id
+    return want is None or file_digest(path, remote) == want
+
+
+def incomplete_path(dest: Path) -> Path:
+    return dest.with_name(dest.name + INCOMPLETE)
+
+
+class RichBar:
+    """The tqdm subset huggingface_hub's http_get drives, reporting into one task of a Rich Progress."""
+
+    def __init__(self, progress: Any, label: str, total: int | None = None, initial: int = 0, **_: Any):
+        self.progress, self.n = progress, initial
+        self.task = progress.add_task(label, total=total, completed=initial) if progress is not None else None
+
+    def update(self, n: int = 1) -> None:
+        self.n += n
+        if self.task is not None:
+            self.progress.update(self.task, advance=n)
+
+    def close(self) -> None:
+        pass
+
+    def __enter__(self) -> "RichBar":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def stream_to(url: str, dest: Path, *, expected_size: int, token: str | None, progress: Any = None,
+              label: str | None = None, hub_headers: bool = True) -> int:
+    """Download url into dest's `.incomplete` marker, resuming what an earlier run left; returns bytes resumed."""
+    from huggingface_hub import constants
+    from huggingface_hub.file_download import http_get
+    from huggingface_hub.utils import build_hf_headers
+    # Bytes reach the file one read-chunk at a time; 1 MiB instead of 10 MiB keeps more of an interrupted download.
+    constants.DOWNLOAD_CHUNK_SIZE = min(constants.DOWNLOAD_CHUNK_SIZE, RESUME_CHUNK)
+    part = incomplete_path(dest)
+    part.parent.mkdir(parents=True, exist_ok=True)
+    if part.exists() and part.stat().st_size > expected_size:
+        part.unlink()
+    resumed = part.stat().st_size if part.exists() else 0
+    headers = build_hf_headers(token=token) if hub_headers else {}
+    with open(part, "ab") as fh:
+        http_get(url, fh, resume_size=resumed, headers=headers, expected_size=expected_size,
+                 displayed_filename=label or dest.name,
+                 tqdm_class=partial(RichBar, progress, label or dest.name))  # type: ignore[arg-type]
+        fh.flush()
+        os.fsync(fh.fileno())
+    return resumed
+
+
+@dataclass
+class FileResult:
+    path: Path
+    remote: RemoteFile
+    action: str  # verified | downloaded | resumed | refetched
+    resumed_bytes: int = 0
+
+
+def fetch_file(plan: ModelPlan, remote: RemoteFile, dest_dir: Path, token: str | None, progress: Any = None) -> FileResult:
+    """One file: keep it if it verifies, resume a partial, re-fetch once on a checksum mismatch."""
+    dest = Path(dest_dir) / remote.path
+    if verify_file(dest, remote):
+        return FileResult(dest, remote, "verified")
+    dest.unlink(missing_ok=True)
+    action = "downloaded"
+    for attempt in (1, 2):
+        resumed = _download_one(plan, remote, dest, token, progress)
+        if resumed:
+            action = "resumed"
+        if verify_file(incomplete_path(dest), remote):
+            os.replace(incomplete_path(dest), dest)
+            return FileResult(dest, remote, "refetched" if attempt == 2 else action, resumed)
+        incomplete_path(dest).unlink(missing_ok=True)
+    raise StepFailed(f"{dest}: checksum still differs from the hub's {remote.checksum} after a fresh download.",
+                     "`repro setup` again; if it persists, report the file to the model's maintainers")
+
+
+def _download_one(plan: ModelPlan, remote: RemoteFile, dest: Path, token: str | None, progress: Any) -> int:
+    from huggingface_hub import get_hf_file_metadata, hf_hub_download, hf_hub_url
+    url = hf_hub_url(plan.repo_id, remote.path, revision=plan.commit, repo_type=plan.repo_type, endpoint=endpoint())
+    try:
+        meta = get_hf_file_metadata(url, token=token)
+        if meta.commit_hash and meta.commit_hash != plan.commit:
+            raise StepFailed(f"{plan.repo_id}/{remote.path}: the hub served commit {meta.commit_hash}, expected {plan.commit}.",
+                             "`repro setup` again")
+        if meta.xet_file_data is not None and _xet_enabled():
+            hf_hub_download(plan.repo_id, remote.path, revision=plan.commit, repo_type=plan.repo_type, local_dir=_root_of(dest, remote),
+                            token=token, endpoint=endpoint(), tqdm_class=partial(RichBar, progress, remote.path))
+            os.replace(dest, incomplete_path(dest))
+            return 0
+        return stream_to(meta.location, dest, expected_size=remote.size, token=token, progress=progress, label=remote.path)
+    except ReproError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - translated below or re-raised
+        mapped = _hub_error(exc, plan.repo_id, plan.revision) or _network_error(exc)
+        if mapped is None:
+            raise
+        raise mapped from None
+
+
+def _root_of(dest: Path, remote: RemoteFile) -> Path:
+    root = dest
+    for _ in Path(remote.path).parts:
+        root = root.parent
+    return root
+
+
+def _xet_enabled() -> bool:
+    if os.environ.get("HF_HUB_DISABLE_XET", "").lower() in ("1", "true", "yes", "on"):
+        return False
+    from huggingface_hub.utils import is_xet_available
+    return is_xet_available()
+
+
+def free_bytes(path: Path) -> int:
+    """Free space on the filesystem that will hold path (which may not exist yet)."""
+    p = Path(path)
+    while not p.exists():
+        p = p.parent
+    return shutil.disk_usage(p).free
+
+
+def present_bytes(dest_dir: Path, files: list[RemoteFile]) -> int:
+    """Bytes already on disk for these files (finished or partial), which need no new space."""
+    total = 0
+    for f in files:
+        for p in (Path(dest_dir) / f.path, incomplete_path(Path(dest_dir) / f.path)):
+            if p.is_file():
+                total += min(p.stat().st_size, f.size)
+    return total
+

@@ -1,0 +1,88 @@
+"""Result objects for the small commands: each knows its JSON form and its Rich form."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from rich.table import Table
+from rich.markup import escape
+from rich.text import Text
+
+from repro.core.errors import RecipeError
+from repro.core.recipes import Recipe, load_recipe_file
+
+
+def fmt_num(value: Any, digits: int = 1) -> str:
+    if value is None or value == "unknown":
+        return "unknown"
+    return f"{float(value):,.{digits}f}"
+
+
+@dataclass
+class RecipeList:
+    recipes: list[Recipe]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"recipes": [{"name": r.name, "title": r.title, "vm_size": r.system.vm_size,
+                             "gpu": r.system.gpu_name, "gpus_per_vm": r.system.gpus_per_vm,
+                             "precision": r.precision, "backend": r.backend,
+                             "published_status": r.published.status,
+                             "published_tokens_per_s_per_gpu": r.published.tokens_per_s_per_gpu,
+                             "reference_only": r.reference_only, "demo": r.demo, "hash": r.hash()}
+                            for r in self.recipes]}
+
+    def __rich__(self) -> Table:
+        t = Table(title="Recipes")
+        for col in ("name", "VM size", "GPUs", "precision", "backend", "published tok/s/GPU", "status"):
+            t.add_column(col, justify="right" if col in ("GPUs", "published tok/s/GPU") else "left")
+        for r in self.recipes:
+            status = "demo" if r.demo else ("reference only" if r.reference_only else r.published.status)
+            t.add_row(r.name, r.system.vm_size or "-", f"{r.system.gpus_per_vm} x {r.system.gpu_name}",
+                      r.precision, r.backend, fmt_num(r.published.tokens_per_s_per_gpu), status)
+        return t
+
+
+@dataclass
+class RecipeShow:
+    recipe: Recipe
+
+    def to_json(self) -> dict[str, Any]:
+        return {"hash": self.recipe.hash(), **self.recipe.model_dump(mode="json")}
+
+    def __rich__(self) -> Text:
+        body = yaml.safe_dump(self.recipe.model_dump(mode="json"), sort_keys=False, width=120)
+        return Text(f"# {self.recipe.title} (hash {self.recipe.hash()})\n{body}")
+
+
+@dataclass
+class ValidationReport:
+    rows: list[tuple[str, str | None]] = field(default_factory=list)
+
+    @classmethod
+    def check(cls, paths: list[Path]) -> "ValidationReport":
+        rows: list[tuple[str, str | None]] = []
+        for path in paths:
+            try:
+                load_recipe_file(path)
+                rows.append((str(path), None))
+            except RecipeError as exc:
+                rows.append((str(path), exc.message))
+        return cls(rows)
+
+    @property
+    def ok(self) -> bool:
+        return all(err is None for _, err in self.rows)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"ok": self.ok, "recipes": [{"path": p, "valid": e is None, "error": e} for p, e in self.rows]}
+
+    def __rich__(self) -> Table:
+        t = Table(title="Recipe validation")
+        t.add_column("recipe")
+        t.add_column("result")
+        for p, e in self.rows:
+            t.add_row(p, "[green]valid[/]" if e is None else f"[red]{escape(e)}[/]")
+        return t
