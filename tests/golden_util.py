@@ -9,12 +9,14 @@ from typing import Any
 
 from rich.console import Console
 
+from repro.ui.render import renderable
+
 GOLDEN = Path(__file__).resolve().parent / "golden"
 
 
 def render(obj: Any, width: int = 140) -> str:
     console = Console(width=width, record=True, color_system=None, force_terminal=False, file=open(os.devnull, "w"))
-    console.print(obj)
+    console.print(renderable(obj))
     return "\n".join(line.rstrip() for line in console.export_text().splitlines()) + "\n"
 
 

@@ -132,7 +132,7 @@ def test_reference_only_recipe_is_refused() -> None:
 def test_missing_model_names_the_path_and_setup(tmp_path: Path) -> None:
     ws = Workspace.open(tmp_path / "ws")
     with pytest.raises(InputError) as exc:
-        run_build(get_recipe("nd-gb200-v6"), ws, system=_system("NVIDIA GB200", "10.0", 4), progress=False)
+        run_build(get_recipe("nd-gb200-v6"), ws, system=_system("NVIDIA GB200", "10.0", 4))
     assert "Llama-2-70b-chat-hf" in exc.value.message and "repro setup --recipe nd-gb200-v6" in exc.value.next_command
     assert not ws.ledger_path.exists()
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO, required
-from test_container_base import base_dockerfile_dir, rootfs_key
+from container_base import base_dockerfile_dir, rootfs_key
 from repro.engine.plan import run_build
 from repro.engine.container import (ImageSpec, Mount, RunSpec, build_image, image_spec_for, managed_containers,
                              run_container)
@@ -162,7 +162,7 @@ def test_run_build_records_steps_and_skips_what_is_done(client, base_image, tmp_
     parquet.parent.mkdir(parents=True)
     parquet.write_bytes(b"PAR1")
     system = SystemInfo(vm_size=None, gpus=[GPU(i, "NVIDIA GB200", f"GPU-{i}", 189471, "10.0") for i in range(4)])
-    kw = dict(system=system, base_image=base_image, install="none", gpus=False, progress=False)
+    kw = dict(system=system, base_image=base_image, install="none", gpus=False)
     with pytest.raises(StepFailed) as exc:
         run_build(recipe, ws, **kw)
     assert "quantize" in exc.value.message and "exited with code 2" in exc.value.message
@@ -228,7 +228,7 @@ def test_run_build_completes_then_is_skipped(client, stub_trtllm_base, tmp_path:
     parquet.parent.mkdir(parents=True)
     parquet.write_bytes(b"PAR1")
     system = SystemInfo(vm_size=None, gpus=[GPU(i, "NVIDIA GB200", f"GPU-{i}", 189471, "10.0") for i in range(4)])
-    kw = dict(system=system, base_image=stub_trtllm_base, install="none", gpus=False, progress=False)
+    kw = dict(system=system, base_image=stub_trtllm_base, install="none", gpus=False)
     first = run_build(recipe, ws, **kw)
     assert first.status == "done" and first.details["ran"] == ["prepare-calib", "quantize", "engine"]
     engine = ws.engines / "nd-gb200-v6" / "Offline" / "llama2-70b" / "gpu-fp4-b2048-tp1-pp1"

@@ -21,6 +21,7 @@ from typer.testing import CliRunner
 from repro.cli import app
 from repro.core.errors import Interrupted
 from repro.flow.guide import run_guide
+from repro.ui.render import renderable
 from repro.core.ledger import Ledger
 from repro.core.recipes import get_recipe
 from repro.core.steps import StepOutcome
@@ -67,7 +68,7 @@ def _guide(steps: _Steps, answers=None, **kw):
 
     out = io.StringIO()
     result = run_guide(DEMO, "test", Workspace.open(), steps=steps.table(), ask=ask if answers is not None else None,
-                       console=Console(file=out, width=120), **kw)
+                       show=lambda obj: Console(file=out, width=120).print(renderable(obj)), **kw)
     return result, asked, out.getvalue()
 
 

@@ -203,5 +203,5 @@ def test_demo_accuracy_mode_writes_accuracy_txt(ws: Workspace) -> None:
     log = json.loads((run_dir / "mlperf_log_accuracy.json").read_text())
     assert sorted({e["qsl_idx"] for e in log}) == list(range(64))
     scores = outcome.details["accuracy"]
-    assert scores["gen_num"] == 64 and f"'gen_num': 64" in (run_dir / "accuracy.txt").read_text()
+    assert scores["gen_num"] == 64 and "'gen_num': 64" in (run_dir / "accuracy.txt").read_text()
     assert scores["gen_tok_len"] == sum(len(bytes.fromhex(e["data"])) // 4 for e in log)

@@ -12,6 +12,8 @@ from rich.text import Text
 
 from repro.engine import plan as b
 from repro.ui.options import DryRunOpt, ForceOpt, JsonOpt, RecipeOpt, WorkspaceOpt
+from repro.ui.progress import BuildView
+from repro.ui.render import renderable
 from repro.ui.output import emit
 from repro.core.steps import StepOutcome
 from repro.core.systems import resolve_recipe
@@ -29,7 +31,7 @@ class BuildResult:
         return self.outcome.to_json()
 
     def __rich__(self) -> Group:
-        parts: list[Any] = [self.outcome]
+        parts: list[Any] = [renderable(self.outcome)]
         if self.outcome.status == "dry-run":
             parts += [Text("")] + [Text.from_markup(f"[dim]{escape(ln)}[/]") if ln.startswith("#") else Text(ln)
                                    for ln in self.outcome.details.get("plan", [])]
@@ -41,5 +43,6 @@ def build_engine(recipe: RecipeOpt = None, workspace: WorkspaceOpt = None, force
     """Build the TensorRT-LLM container, quantize to NVFP4 (FP8 on Hopper) and build the engine."""
     ws = Workspace.open(workspace)
     chosen, _ = resolve_recipe(recipe, ws)
-    outcome = b.run_build(chosen, ws, force=force, dry_run=dry_run, base_image=base_image, progress=not json)
+    outcome = b.run_build(chosen, ws, force=force, dry_run=dry_run, base_image=base_image,
+                          view=None if json else BuildView)
     emit(BuildResult(outcome), json)

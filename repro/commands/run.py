@@ -12,6 +12,7 @@ from rich.console import Group
 from rich.text import Text
 
 from repro.ui.options import DryRunOpt, JsonOpt, RecipeOpt, WorkspaceOpt
+from repro.ui.render import renderable
 from repro.ui.output import emit
 from repro.core.steps import StepOutcome
 from repro.core.workspace import Workspace
@@ -49,14 +50,14 @@ class RunView:
         return out
 
     def __rich__(self) -> Group:
-        parts: list[Any] = [self.outcome]
+        parts: list[Any] = [renderable(self.outcome)]
         d = self.outcome.details
         if self.outcome.status == "dry-run":
             parts.append(Text(f"user.conf:\n{d.get('user_conf', '')}", style="dim"))
         if d.get("label"):
             parts.append(Text(f"label: {d['label']} (never counted as a reproduction)", style="yellow"))
         if self.verdict is not None:
-            parts.append(self.verdict)
+            parts.append(renderable(self.verdict))
         return Group(*parts)
 
 

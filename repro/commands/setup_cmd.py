@@ -11,7 +11,9 @@ from rich.text import Text
 
 from repro.core.systems import resolve_recipe
 from repro.ui.options import DryRunOpt, ForceOpt, JsonOpt, RecipeOpt, WorkspaceOpt, YesOpt
-from repro.ui.output import emit
+from repro.ui.render import renderable
+from repro.ui.output import confirm, emit
+from repro.ui.progress import download_progress
 from repro.core.steps import StepOutcome
 from repro.core.workspace import Workspace
 
@@ -42,7 +44,7 @@ class SetupView:
         if comparison:
             parts.append(Text(f"published vs rebuilt dataset: same content {comparison['same_content']}, "
                               f"same file bytes {comparison['same_file']}"))
-        parts.append(self.outcome)
+        parts.append(renderable(self.outcome))
         return Group(*parts)
 
 
@@ -56,7 +58,8 @@ def setup(recipe: RecipeOpt = None, workspace: WorkspaceOpt = None, dry_run: Dry
     ws = Workspace.open(workspace)
     chosen, _ = resolve_recipe(recipe, ws)
     outcome = run_setup(chosen, ws, dry_run=dry_run, yes=yes or json, force=force,
-                        source=dataset_source, show_progress=not json)  # type: ignore[arg-type]
+                        source=dataset_source,
+                        progress=None if json else download_progress, confirm=confirm)  # type: ignore[arg-type]
     emit(SetupView(outcome), json)
     if not outcome.ok:
         raise typer.Exit(1)

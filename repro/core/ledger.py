@@ -10,12 +10,12 @@ from __future__ import annotations
 import json
 import os
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Literal
 
 from pydantic import BaseModel, Field
 
+from repro.core.clock import now_iso
 from repro.core.errors import LedgerError
 from repro.core.fsutil import atomic_write_json, sha256_file
 
@@ -41,10 +41,6 @@ def _v1_to_v2(data: dict[str, Any]) -> dict[str, Any]:
         step.setdefault("outputs", [])
         steps[step.pop("name")] = step
     return {"schema_version": 2, "steps": steps, "facts": data.get("facts", {})}
-
-
-def now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
 class Artifact(BaseModel):
@@ -173,12 +169,12 @@ class Ledger(BaseModel):
         return all(a.verify() for a in rec.outputs) if verify_outputs else True
 
     def start(self, step: str, inputs_hash: str, **details: Any) -> None:
-        self.steps[step] = StepRecord(status="running", inputs_hash=inputs_hash, started=now(), details=details)
+        self.steps[step] = StepRecord(status="running", inputs_hash=inputs_hash, started=now_iso(), details=details)
         self.save()
 
     def finish(self, step: str, outputs: list[Artifact] | None = None, **details: Any) -> None:
         rec = self.steps[step]
-        rec.status, rec.finished, rec.error = "done", now(), None
+        rec.status, rec.finished, rec.error = "done", now_iso(), None
         rec.outputs = list(outputs or [])
         rec.details.update(details)
         self.save()
@@ -187,7 +183,7 @@ class Ledger(BaseModel):
         from repro.core.secrets import redact
         rec = self.steps.get(step)
         if rec is None:
-            rec = self.steps[step] = StepRecord(status="failed", inputs_hash="", started=now())
+            rec = self.steps[step] = StepRecord(status="failed", inputs_hash="", started=now_iso())
         rec.status = "interrupted" if interrupted else "failed"
-        rec.finished, rec.error = now(), redact(error)
+        rec.finished, rec.error = now_iso(), redact(error)
         self.save()

@@ -160,8 +160,9 @@ class Recipe(_Strict):
     def _consistent(self) -> "Recipe":
         if self.backend.startswith("trtllm") and self.trtllm is None:
             raise ValueError(f"backend {self.backend} needs a trtllm section")
-        if self.precision in ("nvfp4", "fp4") and self.system.gpu_arch not in ("sm_100", "sm_103", "sm_120"):
-            raise ValueError(f"precision {self.precision} needs a Blackwell GPU (sm_100/103/120), not {self.system.gpu_arch}")
+        if self.precision in ("nvfp4", "fp4") and not self.blackwell:
+            raise ValueError(f"precision {self.precision} needs a Blackwell GPU (sm_100 or newer), "
+                             f"not {self.system.gpu_arch}")
         return self
 
     def hash(self) -> str:
@@ -171,7 +172,8 @@ class Recipe(_Strict):
 
     @property
     def blackwell(self) -> bool:
-        return self.system.gpu_arch in ("sm_100", "sm_103", "sm_120")
+        from repro.core.systems import is_blackwell
+        return is_blackwell(self.system.gpu_arch)
 
 
 def recipes_dir() -> Path:

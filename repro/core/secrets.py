@@ -15,12 +15,3 @@ def redact(text: str) -> str:
         if value and len(value) >= 4:
             text = text.replace(value, "***")
     return _TOKEN_RE.sub("hf_***", text)
-
-
-def scrub_env(env: dict[str, str]) -> dict[str, str]:
-    """A copy of an environment safe to record: secret-looking values are masked."""
-    masked = {}
-    for key, value in env.items():
-        secret = key in _ENV_NAMES or any(w in key.upper() for w in ("TOKEN", "SECRET", "PASSWORD", "KEY"))
-        masked[key] = "***" if secret else redact(value)
-    return masked

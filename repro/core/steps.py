@@ -5,12 +5,9 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
-from rich.markup import escape
-from rich.text import Text
 
 StepStatus = Literal["done", "skipped", "dry-run", "failed"]
 
-_STYLE = {"done": "green", "skipped": "cyan", "dry-run": "yellow", "failed": "bold red"}
 
 
 class StepOutcome(BaseModel):
@@ -26,5 +23,3 @@ class StepOutcome(BaseModel):
     def to_json(self) -> dict[str, Any]:
         return self.model_dump(mode="json")
 
-    def __rich__(self) -> Text:
-        return Text.from_markup(f"[{_STYLE[self.status]}]{self.status}[/] {escape(self.step)}: {escape(self.summary)}")

@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from repro import __version__
 from repro.core.errors import Interrupted, StepFailed
@@ -124,7 +123,7 @@ def dockerfile_instructions(path: Path) -> list[tuple[int, str]]:
     return out
 
 
-_STEP_RE = re.compile(r"^Step (\d+)/(\d+) : (.*)$")
+STEP_RE = re.compile(r"^Step (\d+)/(\d+) : (.*)$")
 
 
 @dataclass
@@ -195,7 +194,7 @@ def build_image(spec: ImageSpec, *, force: bool = False, on_line: LineSink | Non
                     line = line.rstrip()
                     if not line:
                         continue
-                    m = _STEP_RE.match(line)
+                    m = STEP_RE.match(line)
                     if m:
                         step_no, step_text = int(m.group(1)), m.group(3)
                     tail.append(line)
@@ -326,28 +325,3 @@ def managed_containers(label: str | None = None, client=None) -> list:
     client = client or docker_client()
     filters = {"label": [LABEL] + ([label] if label else [])}
     return client.containers.list(all=True, filters=filters)
-
-
-class BuildView:
-    """A Rich progress view for a build log: a spinner, the Dockerfile step count and the latest line."""
-
-    def __init__(self, title: str, console=None):
-        from repro.ui.output import err_console
-        self.progress = Progress(SpinnerColumn(), TextColumn("[bold]{task.fields[title]}"), BarColumn(bar_width=20),
-                                 TextColumn("{task.completed:.0f}/{task.total:.0f}"), TimeElapsedColumn(),
-                                 TextColumn("{task.description}"), console=console or err_console, transient=True)
-        self.task = self.progress.add_task("", total=1, title=title)
-
-    def __enter__(self) -> "BuildView":
-        self.progress.start()
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.progress.stop()
-
-    def line(self, text: str) -> None:
-        m = _STEP_RE.match(text)
-        if m:
-            self.progress.update(self.task, total=int(m.group(2)), completed=int(m.group(1)) - 1)
-        short = text if len(text) <= 70 else text[:67] + "..."
-        self.progress.update(self.task, description=short.replace("[", "\\["))

@@ -7,6 +7,8 @@ the image, the mounts and every command line, without touching Docker or the wor
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import hashlib
 import json
 import shlex
@@ -15,7 +17,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from repro.engine import quantize as q
-from repro.engine.container import BuildView, ImageSpec, Mount, RunSpec, build_image, image_env, image_spec_for, run_container
+from repro.engine.container import ImageSpec, Mount, RunSpec, build_image, image_env, image_spec_for, run_container
 from repro.core.systems import SystemInfo, detect_system
 from repro.core.errors import InputError, Interrupted, RecipeError, StepFailed, SystemMismatch
 from repro.core.fsutil import atomic_write_text
@@ -25,14 +27,8 @@ from repro.core.steps import StepOutcome
 from repro.core.workspace import Workspace
 
 STEP = "build-engine"
-BLACKWELL_MAJOR = 10
-_OLD_GPU_NAMES = ("H100", "H200", "H800", "H20", "A100", "A10", "L40", "L4", "V100", "T4")
-
-
-def gpu_is_blackwell(gpu) -> bool:
-    if gpu.compute_capability:
-        return int(gpu.compute_capability.split(".")[0]) >= BLACKWELL_MAJOR
-    return not any(n in gpu.name.upper() for n in _OLD_GPU_NAMES)
+ViewFactory = Callable[[str], Any]
+"""Makes a context manager with a `line(text)` method that shows a build log live (the CLI passes a Rich one)."""
 
 
 def fp8_recipe_for(system: SystemInfo) -> Recipe | None:
@@ -51,7 +47,7 @@ def check_gpu(recipe: Recipe, system: SystemInfo) -> None:
                              f"recipe '{recipe.name}' needs {recipe.system.gpus_per_vm} x {recipe.system.gpu_name}.",
                              "`repro doctor`, or `repro build-engine --dry-run` to see the plan")
     if recipe.precision in ("nvfp4", "fp4"):
-        old = [g for g in system.gpus if not gpu_is_blackwell(g)]
+        old = [g for g in system.gpus if not g.blackwell]
         if old:
             alt = fp8_recipe_for(system)
             cc = f" (compute capability {old[0].compute_capability})" if old[0].compute_capability else ""
@@ -172,7 +168,7 @@ def _artifacts(step: PlannedStep) -> list[Artifact]:
 
 def run_build(recipe: Recipe, ws: Workspace, *, force: bool = False, dry_run: bool = False,
               system: SystemInfo | None = None, base_image: str | None = None, install: str = "full",
-              gpus: bool | None = None, progress: bool = True) -> StepOutcome:
+              gpus: bool | None = None, view: ViewFactory | None = None) -> StepOutcome:
     """Image, quantization, engine and serve config for a recipe; see the module docstring for skipping."""
     if recipe.demo or recipe.backend in ("hf", "sim"):
         return StepOutcome(step=STEP, status="skipped",
@@ -201,8 +197,8 @@ def run_build(recipe: Recipe, ws: Workspace, *, force: bool = False, dry_run: bo
     ledger = Ledger.load(ws.ledger_path)
 
     try:
-        with _view(f"image {plan.image.tag}", progress) as view:
-            image = build_image(plan.image, force=force, on_line=view.line, log_path=logs / "build-engine-image.log")
+        with _view(f"image {plan.image.tag}", view) as live:
+            image = build_image(plan.image, force=force, on_line=live.line, log_path=logs / "build-engine-image.log")
     except BaseException as exc:
         ledger.fail(STEP, getattr(exc, "message", str(exc)), interrupted=_interrupted(exc))
         raise
@@ -224,8 +220,8 @@ def run_build(recipe: Recipe, ws: Workspace, *, force: bool = False, dry_run: bo
                 continue
             ledger.start(key, h, command=step.argv)
             try:
-                with _view(step.name, progress) as view:
-                    run_container(step.run, step=step.name, on_line=view.line, log_path=logs / f"build-engine-{step.name}.log")
+                with _view(step.name, view) as live:
+                    run_container(step.run, step=step.name, on_line=live.line, log_path=logs / f"build-engine-{step.name}.log")
                 arts = _artifacts(step)
             except BaseException as exc:
                 ledger.fail(key, getattr(exc, "message", str(exc)), interrupted=_interrupted(exc))
@@ -259,10 +255,5 @@ class _Quiet:
         return None
 
 
-def _view(title: str, progress: bool):
-    return BuildView(title) if progress else _Quiet()
-
-
-def check_recipe_gpu(recipe: Recipe) -> None:
-    """The runtime check on this machine, for `repro doctor` and the guide."""
-    check_gpu(recipe, detect_system())
+def _view(title: str, view: ViewFactory | None) -> Any:
+    return view(title) if view is not None else _Quiet()

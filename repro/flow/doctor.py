@@ -13,10 +13,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Literal
 
-from rich.console import Group
-from rich.markup import escape
-from rich.table import Table
-from rich.text import Text
 
 from repro.core.systems import SystemInfo, detect_system, resolve_recipe
 from repro.core.errors import ReproError
@@ -24,8 +20,6 @@ from repro.core.recipes import Recipe
 from repro.core.workspace import Workspace
 
 Level = Literal["PASS", "WARN", "FAIL"]
-_STYLE = {"PASS": "green", "WARN": "yellow", "FAIL": "bold red"}
-BLACKWELL = ("sm_100", "sm_103", "sm_120")
 GB = 1024 ** 3
 
 
@@ -66,21 +60,6 @@ class DoctorReport:
         return {"status": self.verdict, "recipe": self.recipe, "recipe_reason": self.recipe_reason,
                 "workspace": self.workspace, "system": self.system.to_json(),
                 "checks": [c.to_json() for c in self.checks]}
-
-    def __rich__(self) -> Group:
-        t = Table(title=f"repro doctor: recipe {self.recipe or '(none)'}", title_justify="left")
-        for col in ("check", "status", "detail", "fix"):
-            t.add_column(col, overflow="fold")
-        for c in self.checks:
-            t.add_row(Text(c.name), Text(c.level, style=_STYLE[c.level]), Text(c.detail), Text(c.fix or ""))
-        style = _STYLE["WARN" if self.verdict == "WARN" else self.verdict]
-        summary = (f"[{style}]{self.verdict}[/]: {len(self.failed)} failed, "
-                   f"{sum(c.level == 'WARN' for c in self.checks)} warnings, "
-                   f"{sum(c.level == 'PASS' for c in self.checks)} passed. "
-                   f"Recipe: {escape(self.recipe or '(none)')} ({escape(self.recipe_reason)}).")
-        if self.failed:
-            summary += " Fix the FAIL rows, then `repro doctor` again."
-        return Group(t, Text.from_markup(summary))
 
 
 def _not_needed(recipe: Recipe | None) -> str:
@@ -131,9 +110,9 @@ def check_gpus(recipe: Recipe | None, info: SystemInfo) -> list[Check]:
                             f"{len(info.gpus)} GPUs, the published run used {want}; only tokens/s per GPU is comparable",
                             f"pass `--gpus {len(info.gpus)}` to `repro verify`"))
     arch = info.gpus[0].arch
-    if recipe.precision in ("nvfp4", "fp4") and arch not in BLACKWELL:
+    if recipe.precision in ("nvfp4", "fp4") and not info.gpus[0].blackwell:
         checks.append(Check("GPU architecture", "FAIL",
-                            f"{arch or 'unknown'}: {recipe.precision.upper()} needs Blackwell ({'/'.join(BLACKWELL)})",
+                            f"{arch or 'unknown'}: {recipe.precision.upper()} needs Blackwell (sm_100 or newer)",
                             "use an FP8 recipe on Hopper (`--recipe nd-h100-v5` or `nd-h200-v5`)"))
     elif arch != recipe.system.gpu_arch:
         checks.append(Check("GPU architecture", "WARN", f"{arch or 'unknown'}, recipe built for {recipe.system.gpu_arch}",
@@ -145,7 +124,7 @@ def check_gpus(recipe: Recipe | None, info: SystemInfo) -> list[Check]:
 
 def _min_cuda(recipe: Recipe) -> tuple[int, int]:
     """Blackwell kernels need CUDA 12.8 drivers; Hopper TensorRT-LLM releases need 12.x."""
-    return (12, 8) if recipe.system.gpu_arch in BLACKWELL else (12, 0)
+    return (12, 8) if recipe.blackwell else (12, 0)
 
 
 def check_driver(recipe: Recipe | None, info: SystemInfo) -> Check:

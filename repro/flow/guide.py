@@ -8,19 +8,15 @@ are confirmed first unless --yes or stdin is not a terminal.
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
-
-from rich.console import Console, Group
-from rich.markup import escape
-from rich.table import Table
-from rich.text import Text
+from typing import Any
 
 from repro.core.errors import Interrupted, ReproError, StepFailed
 from repro.core.ledger import Ledger
 from repro.core.recipes import Recipe
-from repro.flow.status import STEPS, load_ledger_fresh_if_corrupt, needs_step, run_dir_of, step_command, step_state
+from repro.flow.status import STEPS, load_ledger_fresh_if_corrupt, run_dir_of, step_command, step_state
 from repro.core.steps import StepOutcome
 from repro.core.workspace import Workspace
 
@@ -29,32 +25,18 @@ EXPENSIVE = ("setup", "build-engine", "run-offline")
 StepFn = Callable[[Recipe, Workspace, bool], StepOutcome]
 
 
-def _missing(step: str, exc: ImportError) -> StepFailed:
-    return StepFailed(f"The {step} step is not available in this repro installation ({exc}).",
-                      "`pip install -e .` with the full source, then `repro guide`")
-
-
 def _setup(recipe: Recipe, ws: Workspace, dry_run: bool) -> StepOutcome:
-    try:
-        from repro.setup.download import run_setup
-    except ImportError as exc:
-        raise _missing("setup", exc) from None
+    from repro.setup.download import run_setup
     return run_setup(recipe, ws, dry_run=dry_run, yes=True)
 
 
 def _build(recipe: Recipe, ws: Workspace, dry_run: bool) -> StepOutcome:
-    try:
-        from repro.engine.plan import run_build
-    except ImportError as exc:
-        raise _missing("build-engine", exc) from None
+    from repro.engine.plan import run_build
     return run_build(recipe, ws, dry_run=dry_run)
 
 
 def _run(recipe: Recipe, ws: Workspace, dry_run: bool) -> StepOutcome:
-    try:
-        from repro.run.harness import run_benchmark
-    except ImportError as exc:
-        raise _missing("run-offline", exc) from None
+    from repro.run.harness import run_benchmark
     return run_benchmark(recipe, ws, scenario="Offline", dry_run=dry_run)
 
 
@@ -74,17 +56,13 @@ def _verify(recipe: Recipe, ws: Workspace, dry_run: bool) -> StepOutcome:
         raise StepFailed("There is no Offline run folder to verify.", step_command("run-offline", recipe))
     from repro.results.verify import verify_dir
     verdict = verify_dir(Path(run_dir), recipe=recipe)
-    _console().print(verdict)
-    return StepOutcome(step="verify", status="done", summary=f"{verdict.status} for {run_dir}",
-                       details={"run_dir": run_dir, "verdict": verdict.status, "exit_code": verdict.exit_code})
+    why = "; ".join(getattr(verdict, "reasons", []) or [])
+    return StepOutcome(step="verify", status="done", summary=f"{verdict.status} for {run_dir}" + (f": {why}" if why else ""),
+                       details={"run_dir": run_dir, "verdict": verdict.status, "exit_code": verdict.exit_code,
+                                "reasons": list(getattr(verdict, "reasons", []) or [])})
 
 
 DEFAULT_STEPS: dict[str, StepFn] = {"setup": _setup, "build-engine": _build, "run-offline": _run, "verify": _verify}
-
-
-def _console() -> Console:
-    from repro.ui.output import console
-    return console
 
 
 def _gb(value: Any) -> str:
@@ -119,28 +97,30 @@ class GuideResult:
                 "steps": [o.to_json() for o in self.outcomes], "stopped_at": self.stopped_at,
                 "exit_code": self.exit_code, "next_command": self.next_command}
 
-    def __rich__(self) -> Group:
-        t = Table(title=f"Guided flow, recipe {self.recipe}" + (f" [{self.label}]" if self.label else ""),
-                  title_justify="left")
-        for col in ("step", "result", "summary"):
-            t.add_column(col, overflow="fold")
-        for o in self.outcomes:
-            t.add_row(o.step, o.status, Text(o.summary))
-        end = f"Stopped at {self.stopped_at}." if self.stopped_at else "All steps finished."
-        if self.next_command:
-            end += f" Next: {self.next_command}"
-        return Group(t, Text(end, style="bold"))
+
+@dataclass(frozen=True)
+class GuideNote:
+    """One line of the guided flow's running commentary."""
+
+    text: str
+    style: str | None = None
 
 
-def plan_table(recipe: Recipe, ledger: Ledger) -> Table:
-    t = Table(title=f"Plan for {recipe.name} (disk needed in all: {_gb(recipe.disk_needed_gb)})", title_justify="left")
-    for col in ("#", "step", "state", "disk", "time"):
-        t.add_column(col)
+@dataclass(frozen=True)
+class GuidePlan:
+    """The steps ahead with their state and cost: (step, state, disk, time) per row."""
+
+    title: str
+    rows: list[tuple[str, str, str, str]]
+
+
+def plan(recipe: Recipe, ledger: Ledger) -> GuidePlan:
     cost = costs(recipe)
-    for i, step in enumerate(FLOW, 1):
+    rows = []
+    for step in FLOW:
         state = "checks now" if step == "doctor" else step_state(step, ledger, recipe, list(STEPS[:STEPS.index(step)])).state
-        t.add_row(str(i), step, state, *cost[step])
-    return t
+        rows.append((step, state, *cost[step]))
+    return GuidePlan(f"Plan for {recipe.name} (disk needed in all: {_gb(recipe.disk_needed_gb)})", rows)
 
 
 def _record(ledger_path: Path, step: str, recipe: Recipe, outcome: StepOutcome) -> None:
@@ -171,29 +151,29 @@ def _mark_failed(ledger_path: Path, step: str, recipe: Recipe, error: str, inter
 def run_guide(recipe: Recipe, reason: str, ws: Workspace, *, yes: bool = False, dry_run: bool = False,
               interactive: bool | None = None, ask: Callable[[str], bool] | None = None,
               steps: dict[str, StepFn] | None = None, doctor: Callable[[], Any] | None = None,
-              console: Console | None = None) -> GuideResult:
-    out = console or _console()
+              show: Callable[[Any], None] = lambda _: None) -> GuideResult:
+    """Run the remaining steps in order; `show` receives each note, plan, report and outcome as it happens."""
     interactive = sys.stdin.isatty() if interactive is None else interactive
     steps = {**DEFAULT_STEPS, **(steps or {})}
     label = "demo" if recipe.demo else None
     result = GuideResult(recipe.name, str(ws.root), label)
     ledger, note = load_ledger_fresh_if_corrupt(ws)
     if note:
-        out.print(Text(f"note: {note} A fresh ledger starts now.", style="yellow"))
-    out.print(Text.from_markup(f"[bold]repro guide[/]: recipe [bold]{escape(recipe.name)}[/] ({escape(reason)}), "
-                               f"workspace {escape(str(ws.root))}" + (" [yellow](demo: never a reproduction)[/]" if label else "")
-                               + (" [yellow](dry run: nothing is changed)[/]" if dry_run else "")))
+        show(GuideNote(f"note: {note} A fresh ledger starts now.", "yellow"))
+    show(GuideNote(f"repro guide: recipe {recipe.name} ({reason}), workspace {ws.root}"
+                   + (" (demo: never a reproduction)" if label else "")
+                   + (" (dry run: nothing is changed)" if dry_run else ""), "bold"))
     if not interactive and not yes:
-        out.print("stdin is not a terminal: not asking before expensive steps.")
-    out.print(plan_table(recipe, ledger))
+        show(GuideNote("stdin is not a terminal: not asking before expensive steps."))
+    show(plan(recipe, ledger))
 
-    out.print(Text.from_markup(f"[bold][1/{len(FLOW)}] doctor[/]"))
+    show(GuideNote(f"[1/{len(FLOW)}] doctor", "bold"))
     if doctor is None:
         from repro.flow.doctor import run_doctor
         report = run_doctor(recipe.name, ws)
     else:
         report = doctor()
-    out.print(report)
+    show(report)
     result.outcomes.append(StepOutcome(step="doctor", status="failed" if report.exit_code else "done",
                                        summary=f"{report.verdict}: {len(report.failed)} failed checks"))
     if report.exit_code:
@@ -205,20 +185,19 @@ def run_guide(recipe: Recipe, reason: str, ws: Workspace, *, yes: bool = False, 
         ledger = Ledger.load(ws.ledger_path) if ws.ledger_path.exists() else Ledger(path=ws.ledger_path)
         state = step_state(step, ledger, recipe, list(STEPS[:i - 2]))
         disk, time = costs(recipe)[step]
-        out.print(Text.from_markup(f"[bold][{i}/{len(FLOW)}] {step}[/] (disk: {escape(disk)}; time: {escape(time)})"))
+        show(GuideNote(f"[{i}/{len(FLOW)}] {step} (disk: {disk}; time: {time})", "bold"))
         if state.state in ("done", "not needed"):
             why = "already done (ledger)" if state.state == "done" else state.why
-            out.print(f"  skipped: {why}")
+            show(GuideNote(f"  skipped: {why}"))
             result.outcomes.append(StepOutcome(step=step, status="skipped", summary=why))
             continue
         if state.state != "to do":
-            out.print(f"  ledger says {state.state}: {state.why}; running it again")
+            show(GuideNote(f"  ledger says {state.state}: {state.why}; running it again"))
         if step in EXPENSIVE and interactive and not yes and not dry_run:
-            asker = ask or _confirm
-            if not asker(f"Run {step} now ({disk}, {time})?"):
+            if ask is None or not ask(f"Run {step} now ({disk}, {time})?"):
                 result.stopped_at = step
                 result.next_command = f"`repro guide --recipe {recipe.name}` resumes here"
-                out.print(f"  not run. {result.next_command}")
+                show(GuideNote(f"  not run. {result.next_command}"))
                 return result
         try:
             outcome = steps[step](recipe, ws, dry_run)
@@ -231,7 +210,7 @@ def run_guide(recipe: Recipe, reason: str, ws: Workspace, *, yes: bool = False, 
             if not dry_run:
                 _mark_failed(ws.ledger_path, step, recipe, exc.message, isinstance(exc, Interrupted))
             raise
-        out.print(outcome)
+        show(outcome)
         result.outcomes.append(outcome)
         if outcome.status == "failed":
             if not dry_run:
@@ -249,8 +228,3 @@ def run_guide(recipe: Recipe, reason: str, ws: Workspace, *, yes: bool = False, 
             result.exit_code = int(outcome.details.get("exit_code", 0))
     result.next_command = "`repro status`" if not dry_run else f"`repro guide --recipe {recipe.name}` without --dry-run"
     return result
-
-
-def _confirm(question: str) -> bool:
-    from rich.prompt import Confirm
-    return Confirm.ask(question, default=True, console=_console())

@@ -6,10 +6,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from rich.console import Group
-from rich.markup import escape
-from rich.table import Table
-from rich.text import Text
 
 from repro.core.ledger import Ledger, StepRecord
 from repro.core.recipes import Recipe
@@ -17,8 +13,6 @@ from repro.core.workspace import Workspace
 
 STEPS = ("setup", "build-engine", "run-offline", "verify")
 State = Literal["done", "stale", "failed", "interrupted", "running", "to do", "not needed"]
-_STYLE = {"done": "green", "stale": "yellow", "failed": "bold red", "interrupted": "red", "running": "cyan",
-          "to do": "white", "not needed": "dim"}
 
 
 def step_command(step: str, recipe: Recipe | None, run_dir: str | None = None) -> str:
@@ -136,22 +130,6 @@ class StatusReport:
                 "recipe_hash": self.recipe.hash() if self.recipe else None, "recipe_reason": self.recipe_reason,
                 "steps": [s.to_json() for s in self.states], "run_dir": self.run_dir,
                 "next_command": self.next_command}
-
-    def __rich__(self) -> Group:
-        name = self.recipe.name if self.recipe else "(unknown recipe)"
-        t = Table(title=f"Workspace {self.workspace}, recipe {name}", title_justify="left")
-        for col in ("step", "state", "finished", "why"):
-            t.add_column(col, overflow="fold")
-        for s in self.states:
-            t.add_row(s.step, Text(s.state, style=_STYLE[s.state]), s.finished or "", Text(s.why))
-        lines = [t]
-        if self.recipe and self.recipe.demo:
-            lines.append(Text("Demo recipe: its runs are labelled demo and are never a reproduction.", style="yellow"))
-        if not self.recipe:
-            lines.append(Text(f"No recipe ({self.recipe_reason}); staleness is not checked. Use --recipe.",
-                              style="yellow"))
-        lines.append(Text.from_markup(f"Next: [bold]{escape(self.next_command)}[/]"))
-        return Group(*lines)
 
 
 def build_status(ws: Workspace, ledger: Ledger, recipe: Recipe | None, reason: str) -> StatusReport:

@@ -13,7 +13,7 @@ from typing import Any
 from matplotlib.figure import Figure
 
 from repro.report.model import TDP_LABEL, Report
-from repro.ui.views import fmt_num
+from repro.core.fmt import fmt_num
 
 CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'"
 CSS = """body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}

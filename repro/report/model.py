@@ -12,17 +12,13 @@ from pathlib import Path
 from typing import Any, Optional
 
 import plotext
-from rich.console import Group
-from rich.markup import escape
-from rich.table import Table
-from rich.text import Text
 
 from repro.results.aggregate import RackReport, VMRow, aggregate
 from repro.core.errors import InputError
 from repro.run.power import PowerSummary, read_power
 from repro.core.recipes import Recipe, all_recipes
 from repro.report.roofline import Roofline, roofline
-from repro.ui.views import fmt_num
+from repro.core.fmt import fmt_num
 
 PROFILES = (("Q&A", 650), ("RAG", 2500), ("summarisation", 2500), ("agentic", 10000))
 TDP_LABEL = "TDP-based (published report)"
@@ -102,10 +98,6 @@ class Report:
     @property
     def multi(self) -> bool:
         return len(self.rack.rows) > 1
-
-    @property
-    def exit_code(self) -> int:
-        return 0
 
     @property
     def total_tokens_per_s(self) -> float:
@@ -191,71 +183,6 @@ class Report:
         names += [f"{c.recipe} (published)" for c in self.comparisons]
         values += [c.published_per_gpu for c in self.comparisons]
         return names, [float(v) for v in values]
-
-    def __rich__(self) -> Group:
-        parts: list[Any] = [Text(self.title, style="bold")]
-        if self.banner:
-            parts.append(Text(self.banner, style="bold yellow"))
-        lab = f" [{self.label}]" if self.label else ""
-        parts.append(Text(f"Measured: {fmt_num(self.per_gpu)} tokens/s per GPU over {len(self.used)} VM(s), "
-                          f"{fmt_num(self.total_tokens_per_s)} tokens/s in total{lab}"))
-
-        comp = Table(title="1. Against every published result (tokens/s per GPU)" + lab, title_justify="left")
-        for col in ("system", "GPU", "published", "band", "yours", "deviation", "in band", "status"):
-            comp.add_column(col, justify="right" if col in ("published", "yours", "deviation") else "left", no_wrap=True)
-        for c in self.comparisons:
-            comp.add_row(("* " if c.own else "") + c.recipe, c.gpu, fmt_num(c.published_per_gpu),
-                         f"{fmt_num(c.band[0])}–{fmt_num(c.band[1])}", fmt_num(self.per_gpu),
-                         f"{c.deviation_pct:+.1f}%", "yes" if c.in_band else "no", c.status)
-        parts += [comp, Text(self.terminal_chart())]
-
-        vms = Table(title=("2. Rack table" if self.multi else "2. Run") + lab, title_justify="left")
-        for col in ("VM", "tokens/s", "per GPU", "deviation", "verdict", "mean W", "tokens/J"):
-            vms.add_column(col, justify="left" if col in ("VM", "verdict") else "right", no_wrap=True)
-        for row in self.vm_rows():
-            dev = f"{row['deviation_pct']:+.1f}%" if row["deviation_pct"] is not None else "-"
-            vms.add_row(escape(row["vm"]), fmt_num(row["tokens_per_s"]), fmt_num(row["tokens_per_s_per_gpu"]), dev,
-                        row["status"] + ("" if row["counted"] else " (excluded)"),
-                        fmt_num(row["mean_watts"], 0) if row["mean_watts"] else "-",
-                        fmt_num(row["tokens_per_joule"], 2) if row["tokens_per_joule"] else "-")
-        parts.append(vms)
-        if self.multi:
-            parts.append(self.rack)
-
-        bus = Table(title="3. Business translation (interactions/s = tokens/s / tokens per interaction)" + lab,
-                    title_justify="left")
-        for col in ("profile", "tokens/interaction", "per GPU", "per VM", "total"):
-            bus.add_column(col, justify="left" if col == "profile" else "right")
-        for b in self.business:
-            bus.add_row(b.profile, f"{b.tokens_per_interaction:,}", fmt_num(b.per_gpu, 2), fmt_num(b.per_vm, 1),
-                        fmt_num(b.total, 1))
-        parts.append(bus)
-
-        eff = Table(title="4. Efficiency" + lab, title_justify="left")
-        for col in ("what", "tokens/J (= tokens/s per W)", "from"):
-            eff.add_column(col)
-        for m in self.measured:
-            eff.add_row(f"measured (NVML), {m.vm}", fmt_num(m.tokens_per_joule, 2),
-                        f"{m.power.path} ({m.power.gpus} GPUs, mean {m.power.mean_watts_total:,.0f} W)")
-        if not self.measured:
-            eff.add_row("measured (NVML)", "not measured", "no power.csv in the run folders")
-        for name, gpu, value in self.tdp:
-            eff.add_row(f"{TDP_LABEL}: {name}", fmt_num(value, 2), gpu)
-        parts.append(eff)
-
-        if self.roof:
-            frac = self.roof.fraction
-            parts.append(Text(f"5. Roofline{lab}: {self.roof.explanation}\n   bound {fmt_num(self.roof.bound_tokens_per_s)} "
-                              f"tokens/s per GPU; yours {fmt_num(self.per_gpu)} = "
-                              f"{frac * 100:.1f}% of it" if frac is not None else ""))
-        else:
-            parts.append(Text(f"5. Roofline: not computed ({self.recipe.name} has no memory bandwidth)."))
-        for note in self.notes:
-            parts.append(Text(f"note: {note}", style="yellow"))
-        parts.append(Text("Sources:\n" + "\n".join(f"  {p}" for p in self.sources), style="dim"))
-        for kind, path in self.outputs.items():
-            parts.append(Text(f"{kind}: {path}"))
-        return Group(*parts)
 
     def to_markdown(self) -> str:
         lab = f" [{self.label}]" if self.label else ""

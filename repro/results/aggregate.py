@@ -20,7 +20,7 @@ from repro.core.errors import InputError, ReproError
 from repro.results.logs import find_runs
 from repro.core.recipes import Recipe, get_recipe
 from repro.results.verify import Verdict, pick_run, resolve_gpus, resolve_recipe, evaluate
-from repro.ui.views import fmt_num
+from repro.core.fmt import fmt_num
 
 
 @dataclass

@@ -14,7 +14,7 @@ from rich.text import Text
 from repro.core.errors import InputError
 from repro.results.logs import LoadGenRun, find_runs
 from repro.core.recipes import Recipe, by_system_name, get_recipe
-from repro.ui.views import fmt_num
+from repro.core.fmt import fmt_num
 
 Status = Literal["PASS", "FAIL", "NOT A REPRODUCTION", "NO REFERENCE"]
 MLPERF_MIN_DURATION_MS = 600_000

@@ -6,7 +6,6 @@ machines build byte-identical weights; the result is never a reproduction and is
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -93,7 +92,3 @@ def prepare_demo(ws: Workspace, *, sample: Path | None = None) -> dict[str, Path
         save_prepared(data_dir, DATASET_NAME, prompts, olens, outputs, source=f"builtin:{BUILTIN_SAMPLE.name}",
                       extra={"tokenizer": str(model_dir), "ids": [r["id"] for r in rows]})
     return {"model_dir": model_dir, "dataset": data_dir}
-
-
-def describe(paths: dict[str, Path]) -> str:
-    return json.dumps({k: str(v) for k, v in paths.items()})

@@ -33,7 +33,7 @@ from repro.core.errors import InputError, Interrupted, ReproError, StepFailed
 from repro.core.fsutil import atomic_write_json, atomic_write_text
 from repro.ui.output import console, emit, info
 from repro.core.recipes import Recipe, get_recipe
-from repro.ui.views import fmt_num
+from repro.core.fmt import fmt_num
 from repro.core.workspace import Workspace
 
 TaskStateName = Literal["pending", "running", "done", "failed", "cancelled", "missing"]

@@ -17,7 +17,7 @@ import json
 import pickle
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -198,7 +198,3 @@ def llama2_prompt(system_prompt: str, question: str) -> str:
     if system_prompt:
         return f"<s>[INST] <<SYS>>\n{system_prompt}\n<</SYS>>\n\n{question} [/INST]"
     return f"<s>[INST] {question} [/INST]"
-
-
-def iter_outputs(prepared: PreparedDataset, indices: Iterable[int]) -> list[str]:
-    return [prepared.outputs[i] for i in indices]

@@ -12,15 +12,18 @@ import errno
 import hashlib
 import json
 import sys
-from contextlib import contextmanager
+from collections.abc import Callable
+from contextlib import AbstractContextManager as ContextManager
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Literal
+from typing import Any, Literal
 
 from repro.setup import hub
 from repro.core.errors import InputError, Interrupted, ReproError, StepFailed
 from repro.core.fsutil import atomic_write_bytes, sha256_file
-from repro.core.ledger import Artifact, Ledger, now
+from repro.core.clock import now_iso
+from repro.core.ledger import Artifact, Ledger
 from repro.core.recipes import Recipe
 from repro.core.steps import StepOutcome
 from repro.core.workspace import Workspace
@@ -133,19 +136,6 @@ def _ledger_times(ledger: Ledger) -> dict[str, str]:
     return dict(rec.details.get("fetched_at", {})) if rec else {}
 
 
-@contextmanager
-def _progress(show: bool) -> Iterator[Any]:
-    if not show:
-        yield None
-        return
-    from rich.progress import (BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn,
-                               TransferSpeedColumn)
-    from repro.ui.output import err_console
-    with Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
-                  TimeRemainingColumn(), console=err_console, transient=False) as progress:
-        yield progress
-
-
 def _fetch_model(plan: SetupPlan, token: str | None, progress: Any, times: dict[str, str]) -> tuple[list[Artifact], list[dict]]:
     assert plan.model is not None
     mdir = model_dir(plan.ws, plan.recipe)
@@ -154,7 +144,7 @@ def _fetch_model(plan: SetupPlan, token: str | None, progress: Any, times: dict[
         result = hub.fetch_file(plan.model, f, mdir, token, progress)
         key = str(result.path)
         if result.action != "verified" or key not in times:
-            times[key] = now()
+            times[key] = now_iso()
         sha = f.sha256 or sha256_file(result.path)
         artifacts.append(Artifact(path=key, size=f.size, sha256=sha, source=f"hf://{plan.model.repo_id}/{f.path}",
                                   revision=plan.model.commit))
@@ -192,7 +182,7 @@ def _fetch_dataset(recipe: Recipe, ws: Workspace, progress: Any, ledger: Ledger,
         expected = None if expected in (None, "unknown") else expected
         action, sha = _fetch_url(recipe.dataset.urls[role], dest, expected, known.get(str(dest)), progress)
         if action != "verified" or str(dest) not in times:
-            times[str(dest)] = now()
+            times[str(dest)] = now_iso()
         out[role] = (dest, sha, action)
     return out
 
@@ -203,13 +193,13 @@ def _rebuild_dataset(recipe: Recipe, ws: Workspace, token: str | None, progress:
     raw = hub.plan_model(RAW_REPO, RAW_REVISION, [RAW_FILE], token, repo_type="dataset")
     raw_dir = ws.data / "raw" / RAW_REPO.split("/")[-1]
     result = hub.fetch_file(raw, raw.files[0], raw_dir, token, progress)
-    times.setdefault(str(result.path), now())
+    times.setdefault(str(result.path), now_iso())
     raw_art = Artifact(path=str(result.path), size=raw.files[0].size, sha256=raw.files[0].sha256 or sha256_file(result.path),
                        source=f"hf://datasets/{RAW_REPO}/{RAW_FILE}", revision=raw.commit)
     built = build_from_parquet(result.path, model_dir(ws, recipe), out_dir, n_samples=recipe.dataset.samples,
                                calib_size=recipe.dataset.calibration_samples)
     for p in built.values():
-        times[str(p)] = now()
+        times[str(p)] = now_iso()
     return built, raw_art
 
 
@@ -273,7 +263,8 @@ def _dry_run_outcome(plan: SetupPlan, need: int, free: int) -> StepOutcome:
 
 
 def run_setup(recipe: Recipe, ws: Workspace, *, dry_run: bool = False, yes: bool = True, force: bool = False,
-              source: DatasetSource = "fetch", show_progress: bool = False) -> StepOutcome:
+              source: DatasetSource = "fetch", progress: Callable[[], ContextManager[Any]] | None = None,
+              confirm: Callable[[str], bool] | None = None) -> StepOutcome:
     if recipe.demo:
         return _demo(recipe, ws, dry_run)
     if recipe.reference_only:
@@ -288,9 +279,8 @@ def run_setup(recipe: Recipe, ws: Workspace, *, dry_run: bool = False, yes: bool
         raise ReproError(f"Not enough free disk space under {ws.root}: {free / 1e9:,.1f} GB free, {need / 1e9:,.1f} GB needed "
                          f"(recipe {recipe.name} disk_needed_gb={recipe.disk_needed_gb:g}, less what is already there).",
                          "free space or use `--workspace` on a larger disk (e.g. the local NVMe), then `repro setup`")
-    if not yes and sys.stdin.isatty():
-        from rich.prompt import Confirm
-        if not Confirm.ask(f"Download {plan.download_bytes / 1e9:,.1f} GB into {ws.root}?"):
+    if not yes and confirm is not None and sys.stdin.isatty():
+        if not confirm(f"Download {plan.download_bytes / 1e9:,.1f} GB into {ws.root}?"):
             return StepOutcome(step=STEP, status="skipped", summary="cancelled before downloading", details={})
     ws.ensure()
     ledger = Ledger.load(ws.ledger_path)
@@ -299,20 +289,20 @@ def run_setup(recipe: Recipe, ws: Workspace, *, dry_run: bool = False, yes: bool
     times = _ledger_times(ledger)
     ledger.start(STEP, h, recipe=recipe.name, recipe_hash=recipe.hash(), source=source, fetched_at=times)
     try:
-        with _progress(show_progress) as progress:
-            arts, files = _fetch_model(plan, token, progress, times)
+        with (progress or nullcontext)() as bars:
+            arts, files = _fetch_model(plan, token, bars, times)
             details: dict[str, Any] = {"recipe": recipe.name, "repo_id": recipe.model.repo_id, "revision": plan.model.commit,
                                        "model_dir": str(model_dir(ws, recipe)), "dataset_source": source}
             fetched: dict[str, tuple[Path, str, str]] = {}
             if source in ("fetch", "both"):
-                fetched = _fetch_dataset(recipe, ws, progress, ledger, times)
+                fetched = _fetch_dataset(recipe, ws, bars, ledger, times)
                 for role, (p, sha, action) in fetched.items():
                     arts.append(Artifact(path=str(p), size=p.stat().st_size, sha256=sha, source=recipe.dataset.urls[role]))
                     files.append({"path": str(p), "size": p.stat().st_size, "action": action, "resumed_bytes": 0})
             dataset_files = {role: v[0] for role, v in fetched.items()}
             if source in ("rebuild", "both"):
                 out_dir = data_dir(ws, recipe) / "rebuilt" if source == "both" else data_dir(ws, recipe)
-                built, raw_art = _rebuild_dataset(recipe, ws, token, progress, out_dir, times)
+                built, raw_art = _rebuild_dataset(recipe, ws, token, bars, out_dir, times)
                 arts.append(raw_art)
                 arts += [Artifact.of(p, source=f"rebuilt from {RAW_FILE} (processorca.py)", revision=raw_art.revision) for p in built.values()]
                 files += [{"path": str(p), "size": p.stat().st_size, "action": "rebuilt", "resumed_bytes": 0} for p in built.values()]

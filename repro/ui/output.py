@@ -17,14 +17,24 @@ err_console = Console(stderr=True, highlight=False, soft_wrap=True)
 
 class Result(Protocol):
     def to_json(self) -> dict[str, Any]: ...
-    def __rich__(self) -> Any: ...
 
 
 def emit(result: Result, as_json: bool) -> None:
     if as_json:
         sys.stdout.write(redact(json.dumps(result.to_json(), indent=2, default=str)) + "\n")
     else:
-        console.print(result)
+        show(result)
+
+
+def show(obj: Any) -> None:
+    """Print one result (or note) for people, through its registered view."""
+    from repro.ui.render import renderable
+    console.print(renderable(obj))
+
+
+def confirm(question: str) -> bool:
+    from rich.prompt import Confirm
+    return Confirm.ask(question, default=True, console=console)
 
 
 def error(message: str, next_command: str | None = None) -> None:

@@ -12,13 +12,8 @@ from rich.markup import escape
 from rich.text import Text
 
 from repro.core.errors import RecipeError
+from repro.core.fmt import fmt_num
 from repro.core.recipes import Recipe, load_recipe_file
-
-
-def fmt_num(value: Any, digits: int = 1) -> str:
-    if value is None or value == "unknown":
-        return "unknown"
-    return f"{float(value):,.{digits}f}"
 
 
 @dataclass

@@ -1,0 +1,85 @@
+"""Rich views of the step outcomes, doctor, status and the guided flow."""
+
+from __future__ import annotations
+
+from rich.console import Group
+from rich.markup import escape
+from rich.table import Table
+from rich.text import Text
+
+from repro.core.steps import StepOutcome
+from repro.flow.doctor import DoctorReport
+from repro.flow.guide import GuideNote, GuidePlan, GuideResult
+from repro.flow.status import StatusReport
+
+_OUTCOME_STYLE = {"done": "green", "skipped": "cyan", "dry-run": "yellow", "failed": "bold red"}
+_CHECK_STYLE = {"PASS": "green", "WARN": "yellow", "FAIL": "bold red", "SKIP": "dim"}
+_STATE_STYLE = {"done": "green", "stale": "yellow", "failed": "bold red", "interrupted": "red", "running": "cyan",
+                "to do": "white", "not needed": "dim"}
+
+
+def step_outcome(o: StepOutcome) -> Text:
+    return Text.from_markup(f"[{_OUTCOME_STYLE[o.status]}]{o.status}[/] {escape(o.step)}: {escape(o.summary)}")
+
+
+
+def doctor_report(r: DoctorReport) -> Group:
+    t = Table(title=f"repro doctor: recipe {r.recipe or '(none)'}", title_justify="left")
+    for col in ("check", "status", "detail", "fix"):
+        t.add_column(col, overflow="fold")
+    for c in r.checks:
+        t.add_row(Text(c.name), Text(c.level, style=_CHECK_STYLE[c.level]), Text(c.detail), Text(c.fix or ""))
+    style = _CHECK_STYLE["WARN" if r.verdict == "WARN" else r.verdict]
+    summary = (f"[{style}]{r.verdict}[/]: {len(r.failed)} failed, "
+               f"{sum(c.level == 'WARN' for c in r.checks)} warnings, "
+               f"{sum(c.level == 'PASS' for c in r.checks)} passed. "
+               f"Recipe: {escape(r.recipe or '(none)')} ({escape(r.recipe_reason)}).")
+    if r.failed:
+        summary += " Fix the FAIL rows, then `repro doctor` again."
+    return Group(t, Text.from_markup(summary))
+
+
+
+def status_report(r: StatusReport) -> Group:
+    name = r.recipe.name if r.recipe else "(unknown recipe)"
+    t = Table(title=f"Workspace {r.workspace}, recipe {name}", title_justify="left")
+    for col in ("step", "state", "finished", "why"):
+        t.add_column(col, overflow="fold")
+    for s in r.states:
+        t.add_row(s.step, Text(s.state, style=_STATE_STYLE[s.state]), s.finished or "", Text(s.why))
+    lines = [t]
+    if r.recipe and r.recipe.demo:
+        lines.append(Text("Demo recipe: its runs are labelled demo and are never a reproduction.", style="yellow"))
+    if not r.recipe:
+        lines.append(Text(f"No recipe ({r.recipe_reason}); staleness is not checked. Use --recipe.",
+                          style="yellow"))
+    lines.append(Text.from_markup(f"Next: [bold]{escape(r.next_command)}[/]"))
+    return Group(*lines)
+
+
+
+def guide_result(r: GuideResult) -> Group:
+    t = Table(title=f"Guided flow, recipe {r.recipe}" + (f" [{r.label}]" if r.label else ""),
+              title_justify="left")
+    for col in ("step", "result", "summary"):
+        t.add_column(col, overflow="fold")
+    for o in r.outcomes:
+        t.add_row(o.step, o.status, Text(o.summary))
+    end = f"Stopped at {r.stopped_at}." if r.stopped_at else "All steps finished."
+    if r.next_command:
+        end += f" Next: {r.next_command}"
+    return Group(t, Text(end, style="bold"))
+
+
+
+def guide_plan(p: GuidePlan) -> Table:
+    t = Table(title=p.title, title_justify="left")
+    for col in ("#", "step", "state", "disk", "time"):
+        t.add_column(col)
+    for i, row in enumerate(p.rows, 1):
+        t.add_row(str(i), *row)
+    return t
+
+
+def guide_note(n: GuideNote) -> Text:
+    return Text(n.text, style=n.style or "")
