@@ -31,9 +31,16 @@ def fixtures() -> Path:
     return FIXTURES
 
 
-CI_PROVIDES = {"REPRO_REQUIRE_DOCKER", "REPRO_REQUIRE_SLURM", "REPRO_REQUIRE_CHROMIUM"}
+CI_PROVIDES = {"REPRO_REQUIRE_DOCKER", "REPRO_REQUIRE_SLURM", "REPRO_REQUIRE_CHROMIUM", "REPRO_REQUIRE_SHELLCHECK"}
 
 
 def required(env: str) -> bool:
     """CI (CI=true) installs Docker, Slurm and Chromium, so there their absence fails instead of skipping; NVML never is in CI."""
     return os.environ.get(env) == "1" or (os.environ.get("CI") == "true" and env in CI_PROVIDES)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests that use the `slurm` fixture carry the slurm marker, so `-m "not slurm"` leaves them out."""
+    for item in items:
+        if "slurm" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.slurm)

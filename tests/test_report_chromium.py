@@ -22,8 +22,9 @@ from repro.report.html import render_html
 
 CHROMIUM = next((shutil.which(n) for n in ("chromium", "chromium-browser", "google-chrome") if shutil.which(n)), None)
 
-pytestmark = pytest.mark.skipif(CHROMIUM is None and not required("REPRO_REQUIRE_CHROMIUM"),
-                                reason="chromium not installed (CI sets REPRO_REQUIRE_CHROMIUM=1)")
+pytestmark = [pytest.mark.chromium,
+              pytest.mark.skipif(CHROMIUM is None and not required("REPRO_REQUIRE_CHROMIUM"),
+                                 reason="chromium not installed (CI sets REPRO_REQUIRE_CHROMIUM=1)")]
 
 
 class Browser:
