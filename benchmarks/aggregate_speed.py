@@ -1,0 +1,79 @@
+"""`repro aggregate` and `repro verify` over a rack against a plain parse of the same logs, whole processes.
+
+The plain parse is the floor: one Python process that reads every VM's mlperf_log_summary.txt and sums the
+`Tokens per second` lines. Goal (issue 17): repro within 1.5x of that floor at 18 and at 288 VMs, and cost that
+grows linearly (run at 1x, 4x and 16x of 18 VMs).
+
+The rack is made from the three published Azure GB300 VM logs in tests/fixtures, copied and given distinct
+throughput figures so no two VM folders hold the same log.
+
+    python benchmarks/aggregate_speed.py [--pairs 5] [--sizes 18,72,288]
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _sidebyside import alternate  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+SOURCE = REPO / "tests" / "fixtures" / "published" / "azure-nd-gb300-v6-rack"
+PLAIN = r"""
+import re, sys
+from pathlib import Path
+total = 0.0
+for p in sorted(Path(sys.argv[1]).rglob("mlperf_log_summary.txt")):
+    m = re.search(r"^Tokens per second\s*:\s*([0-9.eE+]+)", p.read_text(), re.M)
+    total += float(m.group(1))
+print(total)
+"""
+GOAL = 1.5
+
+
+def make_rack(dest: Path, vms: int) -> Path:
+    sources = sorted(p for p in SOURCE.iterdir() if p.is_dir())
+    rack = dest / f"rack-{vms}"
+    for i in range(vms):
+        vm = rack / f"ND_GB300_v6_{i + 1}"
+        shutil.copytree(sources[i % len(sources)], vm)
+        shutil.copy2(SOURCE / "ND_GB300_v6.json", vm / "ND_GB300_v6.json")
+        for log in vm.rglob("mlperf_log_*.txt"):
+            text = log.read_text()
+            text = re.sub(r"(Tokens per second\s*:\s*)([0-9.]+)", lambda m: f"{m.group(1)}{float(m.group(2)) + i / 10:.1f}", text)
+            log.write_text(text)
+    return rack
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--pairs", type=int, default=5)
+    ap.add_argument("--sizes", default="18,72,288")
+    args = ap.parse_args()
+    repro = [sys.executable, "-c", "from repro.cli import main; main()"]
+    medians = []
+    with tempfile.TemporaryDirectory(prefix="repro-agg-bench-") as tmp:
+        for vms in (int(s) for s in args.sizes.split(",")):
+            rack = make_rack(Path(tmp), vms)
+            agg = alternate(f"aggregate {vms} VMs", lambda r=rack: subprocess.run([*repro, "aggregate", str(r), "--json"],
+                                                                                 capture_output=True, check=False),
+                            lambda r=rack: subprocess.run([sys.executable, "-c", PLAIN, str(r)], capture_output=True, check=True),
+                            args.pairs)
+            slower = 1 / agg.ratio
+            print(agg.line() + f"; repro is {slower:.2f}x the plain-parse floor (goal <= {GOAL}x: "
+                  f"{'reached' if slower <= GOAL else 'not reached'})")
+            medians.append((vms, sorted(agg.repro_s)[len(agg.repro_s) // 2]))
+        if len(medians) > 1:
+            (n0, t0), (n1, t1) = medians[0], medians[-1]
+            print(f"growth: {n1 / n0:.0f}x the VMs took {t1 / t0:.2f}x the time (linear would be at most {n1 / n0:.0f}x)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
