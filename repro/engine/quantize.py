@@ -117,6 +117,23 @@ def serve_config(recipe: Recipe) -> str:
     return yaml.safe_dump(dict(_trt(recipe).serve_extra_options), sort_keys=False, default_flow_style=False)
 
 
+def _release(version: str) -> tuple[int, int]:
+    parts = version.split(".")
+    try:
+        return int(parts[0]), int(parts[1])
+    except (IndexError, ValueError) as exc:
+        raise RecipeError(f"trtllm.version '{version}' is not a TensorRT-LLM release number such as 1.1.0.",
+                          "fix it, then `repro recipes validate`") from exc
+
+
+def serve_backend(recipe: Recipe) -> str:
+    """trtllm-serve's --backend value for the recipe's release: engines are `trt` up to 1.0 (click rejects
+    `tensorrt` there) and `tensorrt` from 1.1 on (TensorRT-LLM PR #7829 renamed the choice)."""
+    if recipe.backend != "trtllm-engine":
+        return "pytorch"
+    return "trt" if _release(_trt(recipe).version) < (1, 1) else "tensorrt"
+
+
 @dataclass(frozen=True)
 class ServeInstance:
     rank: int
@@ -147,7 +164,7 @@ def serve_commands(recipe: Recipe, p: Paths) -> list[ServeInstance]:
                 "--max_seq_len", str(max_seq_len),
                 "--max_beam_width", str(t.runtime_flags.get("max_beam_width", 1)),
                 "--tokenizer", recipe.model.repo_id if engine else str(p.checkpoint_dir),
-                "--backend", "tensorrt" if engine else "pytorch"]
+                "--backend", serve_backend(recipe)]
         out.append(ServeInstance(i, gpus, t.base_port + i, argv))
     return out
 

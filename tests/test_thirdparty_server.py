@@ -1,0 +1,127 @@
+"""repro's requests against a real third-party OpenAI-compatible server (`transformers serve`, tiny model, CPU).
+
+What it shows: the TensorRT-LLM-only chat body (`messages: []` + `prompt_token_ids`, `min_tokens`, `top_k`) is
+refused by a strict OpenAI server; the same request in plain OpenAI form is answered with text and
+`usage.completion_tokens` but no token ids, so accuracy runs must re-tokenize the text.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+from thirdparty_server import ThirdPartyServer, thirdparty_server_fixture  # noqa: F401  (the fixture)
+
+from repro.run.backends.trtllm import build_payload, text_of, token_ids_of
+
+pytestmark = pytest.mark.slow
+REPRO = [sys.executable, "-c", "from repro.cli import main; main()"]
+PROMPT = "[INST] Summarize: the quick brown fox jumps over the lazy dog. [/INST]"
+
+
+def _post(url: str, body: dict[str, Any], timeout: float = 120) -> tuple[int, bytes]:
+    req = urllib.request.Request(url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            return r.status, r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read()
+
+
+def _tokenizer(server: ThirdPartyServer):
+    from transformers import AutoTokenizer
+    return AutoTokenizer.from_pretrained(server.model_dir)
+
+
+def _openai_form(payload: dict[str, Any], prompt_text: str) -> dict[str, Any]:
+    """repro's payload with the TensorRT-LLM extensions replaced by their plain OpenAI equivalents."""
+    body = {k: v for k, v in payload.items() if k not in ("prompt_token_ids", "min_tokens", "top_k", "messages")}
+    body["messages"] = [{"role": "user", "content": prompt_text}]
+    return body
+
+
+def test_trtllm_chat_body_is_refused_naming_the_extensions(thirdparty_server: ThirdPartyServer) -> None:
+    ids = _tokenizer(thirdparty_server)(PROMPT)["input_ids"]
+    body = build_payload("chat", ids, 16, stream=False, model=thirdparty_server.model)
+    status, raw = _post(f"{thirdparty_server.base_url}/v1/chat/completions", body)
+    assert status == 422, raw
+    detail = raw.decode()
+    for field in ("prompt_token_ids", "min_tokens", "top_k"):
+        assert field in detail
+
+
+def test_chat_completion_fields_and_retokenized_text(thirdparty_server: ThirdPartyServer) -> None:
+    tok = _tokenizer(thirdparty_server)
+    ids = tok(PROMPT)["input_ids"]
+    payload = build_payload("chat", ids, 16, stream=False, model=thirdparty_server.model)
+    status, raw = _post(f"{thirdparty_server.base_url}/v1/chat/completions",
+                        _openai_form(payload, tok.decode(ids, skip_special_tokens=True)))
+    assert status == 200, raw
+    doc = json.loads(raw)
+    assert {"id", "object", "created", "model", "choices", "usage"} <= set(doc)
+    choice = doc["choices"][0]
+    assert {"index", "message", "finish_reason"} <= set(choice)
+    assert token_ids_of(choice) is None, "no token ids in a chat choice, as with trtllm-serve"
+    usage = doc["usage"]
+    assert usage["completion_tokens"] > 0 and usage["total_tokens"] == usage["prompt_tokens"] + usage["completion_tokens"]
+    text = text_of(choice)
+    assert text
+    again = tok(text, add_special_tokens=False)["input_ids"]
+    assert again and all(0 <= t < len(tok) for t in again)
+    assert tok.decode(again) == text, "the tiny tokenizer is byte-level: re-tokenized text decodes to itself"
+
+
+def test_streamed_completion_sse_framing(thirdparty_server: ThirdPartyServer) -> None:
+    tok = _tokenizer(thirdparty_server)
+    ids = tok(PROMPT)["input_ids"]
+    payload = build_payload("completions", ids, 8, stream=True, model=thirdparty_server.model)
+    body = {k: v for k, v in payload.items() if k not in ("min_tokens", "top_k", "stream_options")}
+    body["prompt"] = tok.decode(ids, skip_special_tokens=True)
+    status, raw = _post(f"{thirdparty_server.base_url}/v1/completions", body)
+    assert status == 200, raw
+    events = [line[len("data: "):] for line in raw.decode().split("\n") if line.startswith("data: ")]
+    chunks = [json.loads(e) for e in events if e != "[DONE]"]
+    assert chunks and all(c["object"] == "text_completion" for c in chunks)
+    text = "".join(text_of(c["choices"][0]) for c in chunks if c.get("choices"))
+    assert text
+    final = chunks[-1]
+    assert final["choices"][0]["finish_reason"] in ("length", "stop") and final["usage"]["completion_tokens"] > 0
+
+
+def _endpoint_flag_exists() -> bool:
+    out = subprocess.run([*REPRO, "run", "offline", "--help"], check=False, capture_output=True,
+                         text=True, env={"COLUMNS": "200", **_env()})
+    assert out.returncode == 0 and "--accuracy" in out.stdout, out.stdout + out.stderr
+    return "--endpoint" in out.stdout
+
+
+def _env() -> dict[str, str]:
+    import os
+    return {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+
+
+def test_offline_accuracy_through_endpoint_writes_real_token_ids(thirdparty_server: ThirdPartyServer,
+                                                                  tmp_path: Path) -> None:
+    """`repro run offline --recipe demo --endpoint URL --accuracy --samples 8` against the third-party server."""
+    if not _endpoint_flag_exists():
+        pytest.skip("`repro run offline --endpoint` does not exist yet (issue 12, server lifecycle helper)")
+    ws = tmp_path / "ws"
+    res = subprocess.run([*REPRO, "run", "offline", "--recipe", "demo", "--endpoint",
+                          thirdparty_server.base_url, "--accuracy", "--samples", "8", "--workspace", str(ws),
+                          "--json"], check=False, capture_output=True, text=True, timeout=600, env=_env())
+    assert res.returncode == 0, res.stdout + res.stderr
+    run_dir = Path(json.loads(res.stdout)["details"]["run_dir"])
+    log = json.loads((run_dir / "mlperf_log_accuracy.json").read_text())
+    assert len(log) == 8
+    tok = _tokenizer(thirdparty_server)
+    for entry in log:
+        data = bytes.fromhex(entry["data"])
+        ids = [int.from_bytes(data[i:i + 4], "little", signed=True) for i in range(0, len(data), 4)]
+        assert ids and any(ids), f"sample {entry['qsl_idx']}: placeholder zeros instead of token ids"
+        assert all(0 <= t < len(tok) for t in ids)
