@@ -11,7 +11,7 @@ import typer
 from repro import __version__
 from repro.commands import build_engine as build
 from repro.commands import flow as doctor
-from repro.commands import report, run, verify
+from repro.commands import published, report, run, verify
 from repro.commands import setup_cmd as setup
 from repro.commands import recipes as recipes_cmd
 from repro.core.errors import explain
@@ -48,6 +48,8 @@ app = _app("Reproduce the published MLPerf Inference Llama-2-70B Offline results
            invoke_without_command=True)
 run_app = _app("Run the benchmark through MLCommons LoadGen.", no_args_is_help=True)
 recipes_app = _app("List, show and validate recipes.", no_args_is_help=True)
+published_app = _app("Every published MLPerf Llama-2-70B result (shipped index): list, filter, show one.",
+                     invoke_without_command=True)
 
 
 def _add(target: typer.Typer, fn: Callable[..., Any], name: str | None = None) -> None:
@@ -67,8 +69,11 @@ _add(run_app, run.server)
 _add(recipes_app, recipes_cmd.list_recipes, "list")
 _add(recipes_app, recipes_cmd.show)
 _add(recipes_app, recipes_cmd.validate)
+_add(published_app, published.show)
+published_app.callback()(_guarded(published.list_published))
 app.add_typer(run_app, name="run")
 app.add_typer(recipes_app, name="recipes")
+app.add_typer(published_app, name="published")
 
 
 def _version(value: bool) -> None:

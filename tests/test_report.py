@@ -38,7 +38,7 @@ def test_gb300_rack_golden(fixtures: Path) -> None:
                                                            "ND_GB300_v6_16": "FAIL"}
     own = next(c for c in doc["comparisons"] if c["own"])
     assert own["recipe"] == "nd-gb300-v6" and own["in_band"] and own["deviation_pct"] == pytest.approx(-1.68, abs=0.01)
-    assert {c["recipe"] for c in doc["comparisons"]} == {"nd-gb300-v6", "nd-gb200-v6", "nd-h100-v5", "nd-h200-v5", "dgx-h100"}
+    assert {c["recipe"] for c in doc["comparisons"]} == {"nd-gb300-v6", "nd-gb200-v6", "nd-h100-v5", "nd-h200-v5", "dgx-h100", "nc-h100-v5"}
     qa = next(b for b in doc["business"] if b["profile"] == "Q&A")
     assert qa["interactions_per_s_total"] == pytest.approx(179333.7 / 650)
     agentic = next(b for b in doc["business"] if b["profile"] == "agentic")
@@ -95,7 +95,7 @@ def test_cli_writes_html_and_markdown_atomically(fixtures: Path, tmp_path: Path)
     doc = json.loads(res.stdout)
     assert doc["outputs"]["html"] == f"wrote {out_html}"
     html = out_html.read_text()
-    assert html.count("data:image/png;base64,") == 3 and "http://" not in html and "https://" not in html
+    assert html.count("data:image/png;base64,") == 4 and "http://" not in html and "https://" not in html
     assert "<script" not in html and "Content-Security-Policy" in html
     assert out_md.read_text().startswith("# repro report: Azure ND GB300 v6")
     assert [p.name for p in out_html.parent.iterdir() if p.name.startswith(".")] == []

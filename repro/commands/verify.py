@@ -12,13 +12,46 @@ from repro.core.fsutil import atomic_write_text
 from repro.ui.options import GpusOpt, JsonOpt, RecipeOpt, ResultDirArg
 from repro.ui.output import emit
 from repro.results.verify import verify_dir
+from repro.core.errors import InputError
+from repro.results.compare import Comparison, pick_perf_run, recognise, verify_against
+from repro.ui.published import ComparisonView, VerdictWithRecord
+
+AgainstOpt = Annotated[Optional[list[str]], typer.Option(
+    "--against", help="Compare with this published result instead of the recipe; repeat for several (the run is ranked "
+                      "among them). An ID (5.1-0008, narrowed to the run's scenario and benchmark) or a key such as "
+                      "v4.1/closed/NVIDIA/DGX-H100_H100-SXM-80GBx8_TRT; see `repro published`.")]
 
 
-def verify(result_dir: ResultDirArg, recipe: RecipeOpt = None, gpus: GpusOpt = None, json: JsonOpt = False) -> None:
-    """Say per GPU whether a run is inside the published band, and why not (exit 0 PASS, 1 not, 2 unreadable)."""
-    verdict = verify_dir(result_dir, recipe=recipe, gpus=gpus)
-    emit(verdict, json)
+def verify(result_dir: ResultDirArg, recipe: RecipeOpt = None, gpus: GpusOpt = None, json: JsonOpt = False,
+           against: AgainstOpt = None) -> None:
+    """Say per GPU whether a run is inside the published band, and why not (exit 0 PASS, 1 not, 2 unreadable).
+
+    A published bundle (its system JSON and path, or its exact tokens/s, match the shipped index) is also
+    compared with its own published record, with or without a recipe.
+    """
+    if against:
+        result = verify_against(result_dir, against, gpus=gpus)
+        emit(ComparisonView(result), json)
+        raise typer.Exit(result.exit_code)
+    try:
+        verdict = verify_dir(result_dir, recipe=recipe, gpus=gpus)
+    except InputError:
+        own = None if recipe else _recognised(result_dir, gpus)
+        if own is None:
+            raise
+        emit(ComparisonView(own, "repro verify: published record"), json)
+        raise typer.Exit(own.exit_code) from None
+    record = None if recipe else recognise(verdict.run, gpus)
+    emit(VerdictWithRecord(verdict, record) if record else verdict, json)
     raise typer.Exit(verdict.exit_code)
+
+
+def _recognised(result_dir: Path, gpus: Optional[int]) -> Optional[Comparison]:
+    """The run against its own published record when no recipe fits (e.g. another submitter's bundle)."""
+    try:
+        return recognise(pick_perf_run(result_dir), gpus)
+    except InputError:
+        return None
 
 
 def aggregate(

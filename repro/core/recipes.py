@@ -118,6 +118,9 @@ class Published(_Strict):
     band_pct: float = Field(default=5.0, gt=0, lt=100)
     mlperf_round: Union[str, Unknown]
     mlperf_id: Union[str, Unknown]
+    result_id: Union[str, None] = Field(
+        default=None, description="The result in the shipped published index (`repro published show REF`): an official "
+                                  "ID such as 5.1-0008, or ROUND/DIVISION/SUBMITTER/SYSTEM for rounds without IDs")
     scenario: Literal["Offline", "Server"] = "Offline"
     source: str
     note: str = ""

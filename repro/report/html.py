@@ -45,6 +45,31 @@ def _comparison_fig(report: Report) -> Figure:
     return fig
 
 
+STANDING_MAX_ROWS = 40
+
+
+def _standing_fig(report: Report) -> Figure:
+    """Every published result for the run's accelerator as a bar, the run as a red bar in its ranked place."""
+    st = report.standing
+    assert st is not None
+    rows = st.rows[:STANDING_MAX_ROWS]
+    bars = [(f"{r.label} {r.submitter} {r.system_folder[:28]} ({r.round}, {r.total_accelerators} GPUs)",
+             r.per_accelerator, "#999999") for r in rows]
+    bars.insert(st.rank - 1, (f"yours ({report.recipe.name})" + (f" [{report.label}]" if report.label else ""),
+                              st.per_gpu, "#d62728"))
+    fig = Figure(figsize=(9, 0.32 * len(bars) + 1.4))
+    ax = fig.add_subplot()
+    ax.barh([b[0] for b in bars], [b[1] for b in bars], color=[b[2] for b in bars])
+    ax.axvline(st.per_gpu, color="#d62728", lw=1, ls="--")
+    ax.set_xlabel("tokens/s per GPU")
+    more = f", top {STANDING_MAX_ROWS} shown" if len(st.rows) > STANDING_MAX_ROWS else ""
+    ax.set_title(f"Among published {st.accelerator} results, llama2-70b-{st.benchmark} {st.scenario}{more}"
+                 + (f" [{report.label}]" if report.label else ""), fontsize=9)
+    ax.tick_params(axis="y", labelsize=7)
+    ax.invert_yaxis()
+    return fig
+
+
 def _rack_fig(report: Report) -> Figure:
     rows = [r for r in report.vm_rows() if r["tokens_per_s_per_gpu"] is not None]
     fig = Figure(figsize=(8, 3.5))
@@ -103,6 +128,10 @@ def render_html(report: Report) -> str:
                           f"{c.deviation_pct:+.1f}%", "yes" if c.in_band else "no", c.status, c.source]
                          for c in report.comparisons], {2, 4, 5}))
     parts.append(f"<img alt=\"tokens/s per GPU, yours vs published\" src=\"{_png(_comparison_fig(report))}\">")
+    if report.standing:
+        parts.append(f"<p>{escape(report.standing.sentence + lab)}</p>")
+        parts.append(f"<img alt=\"your run among the published {escape(report.standing.accelerator)} results\" "
+                     f"src=\"{_png(_standing_fig(report))}\">")
     parts.append(f"<h2>2. {'Rack table' if report.multi else 'Run'}{escape(lab)}</h2>")
     parts.append(_table(["VM", "tokens/s", "per GPU", "deviation", "verdict", "mean W", "tokens/J", "source"],
                         [[r["vm"], fmt_num(r["tokens_per_s"]), fmt_num(r["tokens_per_s_per_gpu"]),

@@ -16,6 +16,7 @@ import plotext
 from repro.results.aggregate import RackReport, VMRow, aggregate
 from repro.core.errors import InputError
 from repro.run.power import PowerSummary, read_power
+from repro.core.published import Accelerator, PublishedResult, load_index
 from repro.core.recipes import Recipe, all_recipes
 from repro.report.roofline import Roofline, roofline
 from repro.core.fmt import fmt_num
@@ -41,6 +42,45 @@ class Comparison:
     @property
     def in_band(self) -> bool:
         return self.band[0] <= self.published_per_gpu * (1 + self.deviation_pct / 100) <= self.band[1]
+
+
+@dataclass
+class Standing:
+    """Where the run's tokens/s per GPU falls among every published result for its accelerator (shipped index)."""
+
+    accelerator: str
+    scenario: str
+    benchmark: str
+    per_gpu: float
+    rows: list[PublishedResult]
+
+    @property
+    def rank(self) -> int:
+        return 1 + sum(1 for r in self.rows if r.per_accelerator > self.per_gpu)
+
+    @property
+    def sentence(self) -> str:
+        return (f"Among {len(self.rows)} published {self.accelerator} results (llama2-70b-{self.benchmark} "
+                f"{self.scenario}, shipped index) your {self.per_gpu:,.1f} tokens/s per GPU would rank "
+                f"{self.rank} of {len(self.rows) + 1}.")
+
+    def to_json(self) -> dict[str, Any]:
+        return {"accelerator": self.accelerator, "scenario": self.scenario, "benchmark": self.benchmark,
+                "rank": self.rank, "of": len(self.rows) + 1, "sentence": self.sentence,
+                "published": [{"ref": r.ref, "submitter": r.submitter, "system": r.system_folder, "round": r.round,
+                               "division": r.division, "accelerators": r.total_accelerators,
+                               "tokens_per_s_per_gpu": r.per_accelerator} for r in self.rows]}
+
+
+def standing_for(recipe: Recipe, per_gpu: float, scenario: str = "Offline") -> Optional[Standing]:
+    """Published results of the recipe's accelerator (same model and form factor) and accuracy benchmark."""
+    want = Accelerator.parse(recipe.system.gpu_name)
+    rows = [r for r in load_index().rows if r.scenario == scenario and r.benchmark == recipe.accuracy.target
+            and want.same_as(Accelerator.parse(r.accelerator_model_name))]
+    if not rows:
+        return None
+    rows.sort(key=lambda r: (-r.per_accelerator, r.key))
+    return Standing(recipe.system.gpu_name, scenario, recipe.accuracy.target, per_gpu, rows)
 
 
 @dataclass
@@ -74,6 +114,7 @@ class Report:
     notes: list[str]
     sources: list[Path]
     outputs: dict[str, str] = field(default_factory=dict)
+    standing: Optional[Standing] = None
 
     @property
     def recipe(self) -> Recipe:
@@ -160,6 +201,7 @@ class Report:
                 "tdp_based": {"label": TDP_LABEL,
                               "values": [{"recipe": n, "gpu": g, "tokens_per_watt": v} for n, g, v in self.tdp]}},
             "roofline": self.roof.to_json() if self.roof else None,
+            "published_standing": self.standing.to_json() if self.standing else None,
             "notes": self.notes, "sources": [str(p) for p in self.sources], "outputs": self.outputs,
         }
 
@@ -198,6 +240,8 @@ class Report:
             lines.append(f"| {'**' + c.recipe + '**' if c.own else c.recipe} | {c.gpu} | {fmt_num(c.published_per_gpu)} | "
                          f"{fmt_num(c.band[0])}–{fmt_num(c.band[1])} | {fmt_num(self.per_gpu)} | {c.deviation_pct:+.1f}% | "
                          f"{'yes' if c.in_band else 'no'} | {c.status} |")
+        if self.standing:
+            lines += ["", self.standing.sentence + lab]
         lines += ["", f"## 2. {'Rack table' if self.multi else 'Run'}{lab}", "",
                   "| VM | tokens/s | per GPU | deviation | verdict | mean W | tokens/J | summary |",
                   "|---|---:|---:|---:|---|---:|---:|---|"]
@@ -317,4 +361,5 @@ def build_report(dirs: list[Path], recipe: str | Recipe | None = None, gpus: int
     return Report(
         rack=rack, used=used, per_gpu=per_gpu, comparisons=_comparisons(chosen, per_gpu),
         business=[Business(name, n, per_gpu / n, per_vm / n, total / n) for name, n in PROFILES],
-        measured=measured, tdp=tdp, roof=roof, labels=labels, notes=notes, sources=_sources(rack.rows, chosen))
+        measured=measured, tdp=tdp, roof=roof, labels=labels, notes=notes, sources=_sources(rack.rows, chosen),
+        standing=standing_for(chosen, per_gpu))

@@ -30,6 +30,8 @@ def report(r: Report) -> Group:
                      f"{fmt_num(c.band[0])}–{fmt_num(c.band[1])}", fmt_num(r.per_gpu),
                      f"{c.deviation_pct:+.1f}%", "yes" if c.in_band else "no", c.status)
     parts += [comp, Text(r.terminal_chart())]
+    if r.standing:
+        parts.append(Text(r.standing.sentence + lab))
 
     vms = Table(title=("2. Rack table" if r.multi else "2. Run") + lab, title_justify="left")
     for col in ("VM", "tokens/s", "per GPU", "deviation", "verdict", "mean W", "tokens/J"):

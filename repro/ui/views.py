@@ -16,6 +16,12 @@ from repro.core.fmt import fmt_num
 from repro.core.recipes import Recipe, load_recipe_file
 
 
+def _result(r: Recipe) -> str:
+    """The official ID where known, else the index key (`repro published show` takes either)."""
+    pub = r.published
+    return pub.mlperf_id if pub.mlperf_id != "unknown" else (pub.result_id or "unknown")
+
+
 @dataclass
 class RecipeList:
     recipes: list[Recipe]
@@ -26,17 +32,18 @@ class RecipeList:
                              "precision": r.precision, "backend": r.backend,
                              "published_status": r.published.status,
                              "published_tokens_per_s_per_gpu": r.published.tokens_per_s_per_gpu,
+                             "published_mlperf_id": r.published.mlperf_id, "published_result_id": r.published.result_id,
                              "reference_only": r.reference_only, "demo": r.demo, "hash": r.hash()}
                             for r in self.recipes]}
 
     def __rich__(self) -> Table:
         t = Table(title="Recipes")
-        for col in ("name", "VM size", "GPUs", "precision", "backend", "published tok/s/GPU", "status"):
+        for col in ("name", "VM size", "GPUs", "precision", "backend", "published tok/s/GPU", "result", "status"):
             t.add_column(col, justify="right" if col in ("GPUs", "published tok/s/GPU") else "left")
         for r in self.recipes:
             status = "demo" if r.demo else ("reference only" if r.reference_only else r.published.status)
             t.add_row(r.name, r.system.vm_size or "-", f"{r.system.gpus_per_vm} x {r.system.gpu_name}",
-                      r.precision, r.backend, fmt_num(r.published.tokens_per_s_per_gpu), status)
+                      r.precision, r.backend, fmt_num(r.published.tokens_per_s_per_gpu), _result(r), status)
         return t
 
 

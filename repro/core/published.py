@@ -1,0 +1,401 @@
+"""The index of every published MLPerf Llama-2-70B result, shipped as package data and validated like the recipes.
+
+`repro/data/published/published-llama2-70b.csv` is read once; each row becomes a `PublishedResult`. Counts that
+the system JSON wrote as strings become integers, and the per-accelerator figure is recomputed from
+tokens/s / (accelerators per node x nodes) and checked against the CSV, so a bad edit to the data fails loudly.
+
+References (`repro published show REF`, `repro verify --against REF`, a recipe's `published.result_id`):
+  * an official result ID, `5.1-0008`: one system of one round, every benchmark and scenario it submitted;
+  * the ID narrowed by benchmark and/or scenario: `5.1-0008/99/Offline`, `5.1-0008/Server`;
+  * a key for rounds without IDs (v4.0, v4.1), or any prefix of it:
+    `ROUND/DIVISION/SUBMITTER/SYSTEM/BENCHMARK/SCENARIO`, e.g.
+    `v4.1/closed/NVIDIA/DGX-H100_H100-SXM-80GBx8_TRT/99.9/Offline` (SYSTEM is the results folder name).
+Matching is case-insensitive; BENCHMARK is `99`, `99.9` or `llama2-70b-99.9`.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from repro.core.errors import InputError
+
+DATA_DIR = Path(__file__).resolve().parents[1] / "data" / "published"
+INDEX_CSV = DATA_DIR / "published-llama2-70b.csv"
+SOURCES_JSON = DATA_DIR / "sources.json"
+SCENARIOS = ("Offline", "Server", "Interactive")
+_ID = re.compile(r"^\d+\.\d+-\d{4}$")
+_REINSTALL = "reinstall repro (`pip install --force-reinstall repro`)"
+
+
+class _Row(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+
+def _opt(value: Any) -> Any:
+    return None if value == "" else value
+
+
+class PublishedResult(_Row):
+    """One published result: one system, one benchmark, one scenario of one round."""
+
+    round: str = Field(pattern=r"^v\d+\.\d+$")
+    division: Literal["closed", "open"]
+    submitter: str = Field(min_length=1)
+    system_folder: str = Field(min_length=1)
+    system_name: str
+    accelerator_model_name: str = Field(min_length=1)
+    accelerators_per_node: int = Field(gt=0)
+    number_of_nodes: int = Field(gt=0)
+    total_accelerators: int = Field(gt=0)
+    host_processor_model_name: str = ""
+    framework: str = ""
+    benchmark: Literal["99", "99.9"]
+    model_folder: str
+    scenario: Literal["Offline", "Server", "Interactive"]
+    scenario_folder: str
+    log_scenario: str
+    result_validity: Literal["VALID", "INVALID"]
+    tokens_per_second: float = Field(gt=0)
+    tokens_per_second_per_accelerator: float = Field(gt=0, description="As written in the CSV; checked, not used")
+    samples_per_second: float | None = None
+    min_duration_ms_summary: int | None = None
+    loadgen_version: str | None = None
+    rouge1: float | None = None
+    rouge2: float | None = None
+    rougeL: float | None = None
+    tokens_per_sample: float | None = None
+    gen_num: int | None = None
+    result_id: str | None = None
+    summary_crosscheck: str
+    source_repo: str
+    source_commit: str = Field(pattern=r"^[0-9a-f]{40}$")
+    source_path: str
+    source_kind: str
+
+    @field_validator("samples_per_second", "min_duration_ms_summary", "loadgen_version", "rouge1", "rouge2", "rougeL",
+                     "tokens_per_sample", "gen_num", "result_id", mode="before")
+    @classmethod
+    def _empty_is_none(cls, value: Any) -> Any:
+        return _opt(value)
+
+    @field_validator("accelerators_per_node", "number_of_nodes", mode="before")
+    @classmethod
+    def _string_counts(cls, value: Any) -> Any:
+        """System JSONs write some counts as strings ("8"); the index keeps them as written."""
+        return int(value.strip()) if isinstance(value, str) and value.strip().isdigit() else value
+
+    @field_validator("result_id")
+    @classmethod
+    def _id_shape(cls, value: str | None) -> str | None:
+        if value is not None and not _ID.match(value):
+            raise ValueError(f"result ID '{value}' is not of the form 5.1-0008")
+        return value
+
+    @model_validator(mode="after")
+    def _figures_agree(self) -> PublishedResult:
+        product = self.accelerators_per_node * self.number_of_nodes
+        if product != self.total_accelerators:
+            raise ValueError(f"total_accelerators {self.total_accelerators} != {self.accelerators_per_node} per node "
+                             f"x {self.number_of_nodes} nodes")
+        recomputed = self.tokens_per_second / product
+        if abs(recomputed - self.tokens_per_second_per_accelerator) > 5e-6 + 1e-9 * recomputed:
+            raise ValueError(f"tokens_per_second_per_accelerator {self.tokens_per_second_per_accelerator} != "
+                             f"{self.tokens_per_second} / {product} = {recomputed}")
+        return self
+
+    @property
+    def per_accelerator(self) -> float:
+        """Recomputed from the log's tokens/s and the system JSON's counts (the CSV column is only checked)."""
+        return self.tokens_per_second / self.total_accelerators
+
+    @property
+    def per_node(self) -> float:
+        return self.tokens_per_second / self.number_of_nodes
+
+    @property
+    def benchmark_name(self) -> str:
+        return f"llama2-70b-{self.benchmark}"
+
+    @property
+    def system_key(self) -> str:
+        return f"{self.round}/{self.division}/{self.submitter}/{self.system_folder}"
+
+    @property
+    def key(self) -> str:
+        """Stable key of this row, unique in the index; also a valid reference."""
+        return f"{self.system_key}/{self.benchmark}/{self.scenario}"
+
+    @property
+    def ref(self) -> str:
+        """The shortest unambiguous name a person would type: the official ID where there is one."""
+        return f"{self.result_id}/{self.benchmark}/{self.scenario}" if self.result_id else self.key
+
+    @property
+    def label(self) -> str:
+        return self.result_id or self.system_key
+
+    @property
+    def source(self) -> str:
+        return f"{self.source_repo}@{self.source_commit[:12]} {self.source_path}"
+
+    @property
+    def round_tuple(self) -> tuple[int, ...]:
+        return tuple(int(p) for p in self.round[1:].split("."))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"key": self.key, "ref": self.ref, **self.model_dump(mode="json"),
+                "tokens_per_second_per_accelerator": self.per_accelerator}
+
+
+class IndexSource(_Row):
+    round: str
+    repository: str
+    commit: str = Field(pattern=r"^[0-9a-f]{40}$")
+    how: str
+    results: int = Field(ge=0)
+
+
+class Provenance(_Row):
+    index: str
+    description: str
+    coverage: str
+    result_ids: str
+    accelerators: str
+    sources: list[IndexSource]
+
+
+@dataclass(frozen=True)
+class Filters:
+    accelerator: str | None = None
+    submitter: str | None = None
+    round: str | None = None
+    scenario: str | None = None
+    benchmark: str | None = None
+    division: str | None = None
+    min_nodes: int | None = None
+
+    def describe(self) -> str:
+        parts = [f"{k.replace('_', ' ')} {v}" for k, v in self.__dict__.items() if v is not None]
+        return ", ".join(parts) or "none"
+
+
+SORTS = ("per-accelerator", "tokens", "round", "submitter")
+
+
+@dataclass(frozen=True)
+class PublishedIndex:
+    rows: tuple[PublishedResult, ...]
+    provenance: Provenance
+    path: Path
+    sha256: str
+
+    def select(self, f: Filters, sort: str = "per-accelerator") -> list[PublishedResult]:
+        """Rows passing every filter, sorted (per-accelerator tokens/s, highest first, unless told otherwise)."""
+        out = list(self.rows)
+        if f.accelerator:
+            want = Accelerator.parse(f.accelerator)
+            out = [r for r in out if want.covers(Accelerator.parse(r.accelerator_model_name))]
+        if f.submitter:
+            out = [r for r in out if r.submitter.lower() == f.submitter.lower()]
+        if f.round:
+            out = [r for r in out if r.round == normalise_round(f.round)]
+        if f.scenario:
+            out = [r for r in out if r.scenario == normalise_scenario(f.scenario)]
+        if f.benchmark:
+            out = [r for r in out if r.benchmark == normalise_benchmark(f.benchmark)]
+        if f.division:
+            out = [r for r in out if r.division == f.division.lower()]
+        if f.min_nodes:
+            out = [r for r in out if r.number_of_nodes >= f.min_nodes]
+        keys = {
+            "per-accelerator": lambda r: (-r.per_accelerator, r.system_key, r.benchmark, r.scenario),
+            "tokens": lambda r: (-r.tokens_per_second, r.system_key, r.benchmark, r.scenario),
+            "round": lambda r: (tuple(-x for x in r.round_tuple), -r.per_accelerator, r.system_key, r.benchmark),
+            "submitter": lambda r: (r.submitter.lower(), r.system_folder, r.benchmark, r.scenario, r.round),
+        }
+        if sort not in keys:
+            raise InputError(f"unknown sort '{sort}'; use one of {', '.join(SORTS)}.", "`repro published --help`")
+        return sorted(out, key=keys[sort])  # type: ignore[operator]
+
+    def resolve(self, ref: str) -> list[PublishedResult]:
+        """Rows named by a reference (see the module docstring); an unknown reference is an InputError."""
+        text = ref.strip().strip("/")
+        parts = [p for p in text.split("/") if p]
+        if not parts:
+            raise InputError("an empty published-result reference.", "`repro published` lists the IDs and keys")
+        if _ID.match(parts[0]):
+            rows = [r for r in self.rows if r.result_id == parts[0]]
+            rest = parts[1:]
+            if len(rest) > 2:
+                raise InputError(f"'{ref}': after an ID only BENCHMARK and SCENARIO may follow "
+                                 f"(e.g. {parts[0]}/99/Offline).",
+                                 "`repro published show ID`")
+            for part in rest:
+                if _is_scenario(part):
+                    rows = [r for r in rows if r.scenario == normalise_scenario(part)]
+                else:
+                    rows = [r for r in rows if r.benchmark == normalise_benchmark(part)]
+        else:
+            if len(parts) > 6:
+                raise InputError(f"'{ref}' has {len(parts)} parts; a key has at most 6 "
+                                 "(ROUND/DIVISION/SUBMITTER/SYSTEM/BENCHMARK/SCENARIO).", "`repro published --help`")
+            if _is_round(parts[0]):
+                parts[0] = normalise_round(parts[0])
+            if len(parts) >= 5:
+                parts[4] = normalise_benchmark(parts[4])
+            want = [p.lower() for p in parts]
+            rows = [r for r in self.rows if [p.lower() for p in r.key.split("/")][:len(want)] == want]
+        if not rows:
+            hint = "`repro published` lists every ID and key"
+            if _ID.match(parts[0]) and not any(r.result_id == parts[0] for r in self.rows):
+                raise InputError(f"no published result has ID {parts[0]} (the index has IDs for v5.1 and v6.0 only; "
+                                 "older rounds are named by key).", hint)
+            raise InputError(f"no published result matches '{ref}'.", hint)
+        return sorted(rows, key=lambda r: (r.system_key, r.benchmark, r.scenario))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"file": self.path.name, "sha256": self.sha256, "rows": len(self.rows),
+                **self.provenance.model_dump(mode="json")}
+
+
+def normalise_round(text: str) -> str:
+    text = text.strip().lower()
+    return text if text.startswith("v") else "v" + text
+
+
+def normalise_scenario(text: str) -> str:
+    for s in SCENARIOS:
+        if s.lower() == text.strip().lower():
+            return s
+    raise InputError(f"unknown scenario '{text}'; use Offline, Server or Interactive.", "`repro published --help`")
+
+
+def normalise_benchmark(text: str) -> str:
+    value = text.strip().lower().removeprefix("llama2-70b-")
+    if value not in ("99", "99.9"):
+        raise InputError(f"unknown benchmark '{text}'; use 99 or 99.9 (llama2-70b-99 / llama2-70b-99.9).",
+                         "`repro published --help`")
+    return value
+
+
+def _is_scenario(text: str) -> bool:
+    return text.strip().lower() in (s.lower() for s in SCENARIOS)
+
+
+def _is_round(text: str) -> bool:
+    return bool(re.match(r"^v?\d+\.\d+$", text.strip(), re.I))
+
+
+# Longest first so that GH200 is not read as H200 and GB300 not as B300 (word boundaries do the rest).
+_MODELS = ("rtx pro 6000", "rtx 4090", "agx orin", "gb300", "gb200", "gh200", "b300", "b200", "h200", "h100",
+           "l40s", "mi300x", "mi325x", "mi350x", "mi355x", "b60", "b70")
+# H100/H200/B200/B300 without a form factor in the name are the SXM parts (NVML: 'NVIDIA H100 80GB HBM3').
+_DEFAULT_VARIANT = {"h100": "sxm", "h200": "sxm", "b200": "sxm", "b300": "sxm"}
+
+
+@dataclass(frozen=True)
+class Accelerator:
+    """Hardware identity: the GPU model and, where the name says it, the form factor (SXM, NVL, PCIe)."""
+
+    model: str
+    variant: str | None
+    name: str
+
+    @classmethod
+    def parse(cls, name: str) -> Accelerator:
+        low = re.sub(r"[^a-z0-9]+", " ", name.lower())
+        found = {m for m in _MODELS if re.search(rf"\b{m}\b", low)}
+        if len(found) > 1:
+            model = "mixed: " + " + ".join(sorted(found))
+        elif found:
+            model = found.pop()
+        else:
+            model = re.sub(r"\b(nvidia|amd|intel|r|instinct|gpu)\b", " ", low).strip()
+            model = re.sub(r"\s+", " ", model)
+        variant = next((v for v in ("nvl", "pcie", "sxm") if re.search(rf"\b{v}\d*\b", low) and not
+                        re.search(r"\bnvl\d{2}\b", low)), None)
+        return cls(model, variant, name.strip())
+
+    @property
+    def effective_variant(self) -> str | None:
+        return self.variant or _DEFAULT_VARIANT.get(self.model)
+
+    def same_as(self, other: Accelerator) -> bool:
+        """Same GPU for a per-accelerator comparison: same model and same form factor."""
+        return self.model == other.model and self.effective_variant == other.effective_variant
+
+    def covers(self, other: Accelerator) -> bool:
+        """For filters: 'H100' covers every H100; 'H100 NVL' only the NVL part."""
+        return self.model == other.model and (self.variant is None or self.variant == other.variant)
+
+
+def _read_csv(path: Path) -> list[dict[str, str]]:
+    try:
+        with path.open(newline="", encoding="utf-8") as fh:
+            return list(csv.DictReader(fh))
+    except OSError as exc:
+        raise InputError(f"{path}: the published-results index cannot be read ({exc.strerror}).", _REINSTALL) from None
+
+
+def load_index_file(path: Path, sources: Path) -> PublishedIndex:
+    raw = path.read_bytes() if path.is_file() else b""
+    rows: list[PublishedResult] = []
+    for n, record in enumerate(_read_csv(path), start=2):
+        try:
+            rows.append(PublishedResult.model_validate(record))
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            field = ".".join(str(p) for p in first["loc"]) or "(row)"
+            raise InputError(f"{path}: line {n}, field '{field}': {first['msg']}.", _REINSTALL) from None
+    keys: dict[str, int] = {}
+    for r in rows:
+        keys[r.key] = keys.get(r.key, 0) + 1
+    if dupes := [k for k, c in keys.items() if c > 1]:
+        raise InputError(f"{path}: the key {dupes[0]} names more than one row.", _REINSTALL)
+    try:
+        provenance = Provenance.model_validate(json.loads(sources.read_text(encoding="utf-8")))
+    except (OSError, ValueError, ValidationError) as exc:
+        raise InputError(f"{sources}: the index provenance is unreadable ({str(exc).splitlines()[0]}).",
+                         _REINSTALL) from None
+    return PublishedIndex(tuple(rows), provenance, path, hashlib.sha256(raw).hexdigest())
+
+
+@lru_cache(maxsize=1)
+def load_index() -> PublishedIndex:
+    """The shipped index (cached: it is package data and never changes while repro runs)."""
+    return load_index_file(INDEX_CSV, SOURCES_JSON)
+
+
+def rule_reference(accelerator: str, per_node: int, benchmark: str, scenario: str = "Offline",
+                   index: PublishedIndex | None = None) -> PublishedResult | None:
+    """The published result a recipe without its own compares with.
+
+    Rule: same accelerator (model and form factor), same accelerators per node, closed division, newest round;
+    among those, the fewest nodes (closest to one VM), then the highest tokens/s per accelerator.
+    """
+    idx = index or load_index()
+    want = Accelerator.parse(accelerator)
+    pool = [r for r in idx.rows if r.division == "closed" and r.result_validity == "VALID"
+            and r.accelerators_per_node == per_node and r.benchmark == benchmark and r.scenario == scenario
+            and want.same_as(Accelerator.parse(r.accelerator_model_name))]
+    if not pool:
+        return None
+    newest = max(r.round_tuple for r in pool)
+    pool = [r for r in pool if r.round_tuple == newest]
+    return min(pool, key=lambda r: (r.number_of_nodes, -r.per_accelerator, r.key))
+
+
+def reference_row(ref: str, benchmark: str, scenario: str = "Offline",
+                  index: PublishedIndex | None = None) -> PublishedResult | None:
+    """The row a recipe's `published.result_id` names for one scenario (an ID covers Offline, Server, ...)."""
+    rows = [r for r in (index or load_index()).resolve(ref) if r.benchmark == benchmark and r.scenario == scenario]
+    return rows[0] if len(rows) == 1 else None

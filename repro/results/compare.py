@@ -1,0 +1,374 @@
+"""A run against any published result of the index: per-accelerator band check, rank, and recognising a published log.
+
+Pure functions over a parsed `LoadGenRun` and `PublishedResult` rows; rendering lives in repro/ui/published.py.
+A comparison is refused, with the reason, when the accelerator or the scenario differ: tokens/s per GPU of an
+H100 NVL says nothing about an H100 SXM, and Server is not Offline. A different accuracy benchmark (99 vs 99.9)
+is compared but noted. Matching a run to the index uses what any published bundle carries (system JSON file name
+and fields, the results path, the benchmark and scenario folders, the printed tokens/s), never a fixture name.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from repro.core.errors import InputError
+from repro.core.published import Accelerator, PublishedIndex, PublishedResult, load_index
+from repro.results.logs import LoadGenRun, find_runs
+
+BAND_PCT = 5.0
+# MLPerf llama2-70b Interactive: TTFT 450 ms / TPOT 40 ms (Server: 2,000 / 200); the log prints "Scenario : Server".
+INTERACTIVE_MAX_TTFT_NS = 500_000_000
+_BENCH = re.compile(r"llama2-70b-(99\.9|99)(?![.\d])", re.I)
+_ROUND = re.compile(r"inference_results_(v\d+\.\d+)", re.I)
+Status = Literal["PASS", "FAIL", "NOT A REPRODUCTION", "REFUSED"]
+EXIT_CODES = {"PASS": 0, "FAIL": 1, "NOT A REPRODUCTION": 1, "REFUSED": 2}
+
+
+def _count(value: Any) -> int | None:
+    """System JSON counts, as int or as the strings some submitters write ("8")."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int) and value > 0:
+        return value
+    if isinstance(value, str) and value.strip().isdigit() and int(value) > 0:
+        return int(value)
+    return None
+
+
+def system_accelerators(system: dict[str, Any]) -> tuple[int, int] | None:
+    """(accelerators per node, nodes) from a system JSON; nodes default to 1 when absent."""
+    per_node = _count(system.get("accelerators_per_node"))
+    nodes = _count(system.get("number_of_nodes", 1))
+    return (per_node, nodes) if per_node and nodes else None
+
+
+def effective_scenario(run: LoadGenRun) -> str:
+    """Interactive logs say Server; the folder name or the 450 ms TTFT limit tells them apart."""
+    parts = [p.lower() for p in run.folder.resolve().parts]
+    for name in ("interactive", "server", "offline"):
+        if name in parts:
+            return name.capitalize()
+    ttft = run.settings.get("ttft_latency_ns")
+    if run.scenario == "Server" and isinstance(ttft, (int, float)) and 0 < ttft <= INTERACTIVE_MAX_TTFT_NS:
+        return "Interactive"
+    return run.scenario
+
+
+def path_benchmark(folder: Path) -> str | None:
+    """99 or 99.9 from the nearest folder naming the benchmark (llama2-70b-99.9/...)."""
+    for part in reversed(folder.resolve().parts):
+        if m := _BENCH.search(part):
+            return m.group(1)
+    return None
+
+
+def _path_identity(folder: Path) -> dict[str, str]:
+    """division/submitter/system from a submission tree: <division>/<submitter>/results/<system>/<benchmark>/..."""
+    parts = folder.resolve().parts
+    out: dict[str, str] = {}
+    if "results" in parts:
+        i = len(parts) - 1 - parts[::-1].index("results")
+        if i >= 2 and i + 1 < len(parts):
+            out = {"division": parts[i - 2].lower(), "submitter": parts[i - 1], "system": parts[i + 1]}
+    for part in parts:
+        if m := _ROUND.search(part):
+            out["round"] = m.group(1).lower()
+    return out
+
+
+@dataclass(frozen=True)
+class IndexMatch:
+    """The index row a run corresponds to; `exact` when the run IS that published log (same tokens/s)."""
+
+    row: PublishedResult
+    how: str
+    exact: bool
+    also: tuple[PublishedResult, ...] = ()
+
+    @property
+    def note(self) -> str:
+        if self.exact:
+            more = f" (the same log is also published as {', '.join(r.ref for r in self.also)})" if self.also else ""
+            return f"this is the published log of {self.row.ref}, matched by {self.how}{more}"
+        return (f"same system as published result {self.row.ref} (matched by {self.how}), but not its published log: "
+                f"tokens/s differ from the published {self.row.tokens_per_second:,.2f}")
+
+    def to_json(self) -> dict[str, Any]:
+        return {"ref": self.row.ref, "key": self.row.key, "result_id": self.row.result_id, "how": self.how,
+                "exact": self.exact, "also": [r.ref for r in self.also], "note": self.note}
+
+
+def _same_tokens(a: float, b: float) -> bool:
+    return abs(a - b) <= 1e-9 * max(abs(a), abs(b))
+
+
+def match_run(run: LoadGenRun, index: PublishedIndex | None = None) -> IndexMatch | None:
+    """The published result this run is (or runs the system of); None when the index has nothing that fits.
+
+    Identity first (system JSON file name = results folder, submitter or system name; or the submission path),
+    then the scenario and benchmark folders, then the printed tokens/s. Without any identity, a unique
+    (scenario, benchmark, tokens/s) fingerprint identifies a published log.
+    """
+    idx = index or load_index()
+    scenario = effective_scenario(run)
+    bench = path_benchmark(run.folder)
+    where = _path_identity(run.folder)
+    system = run.system or {}
+    folders = {n.lower() for n in (run.system_path.stem if run.system_path else None, where.get("system")) if n}
+    submitters = {str(s).strip().lower() for s in (system.get("submitter"), where.get("submitter")) if s}
+    names = {str(system.get("system_name", "")).strip().lower()} - {""}
+    division = str(system.get("division") or where.get("division") or "").lower()
+
+    rows = [r for r in idx.rows if r.scenario == scenario and (bench is None or r.benchmark == bench)]
+    if "round" in where:
+        rows = [r for r in rows if r.round == where["round"]]
+    ident = [r for r in rows if r.system_folder.lower() in folders
+             and (r.submitter.lower() in submitters or r.system_name.strip().lower() in names)]
+    if division:
+        ident = [r for r in ident if r.division == division] or ident
+    how = "system JSON and path" if ident else ""
+    if not ident and run.tokens_per_s is not None and not folders:
+        counts = system_accelerators(system) if system else None
+        finger = [r for r in rows if _same_tokens(r.tokens_per_second, run.tokens_per_s)
+                  and (counts is None or r.total_accelerators == counts[0] * counts[1])]
+        if len({r.system_key for r in finger}) == 1:
+            ident, how = finger, "scenario, benchmark and tokens/s (no system JSON)"
+    if not ident:
+        return None
+    exact = [r for r in ident if run.tokens_per_s is not None and _same_tokens(r.tokens_per_second, run.tokens_per_s)]
+    pool = exact or ident
+    newest = max(r.round_tuple for r in pool)
+    pool = sorted((r for r in pool if r.round_tuple == newest), key=lambda r: (r.benchmark, r.key))
+    return IndexMatch(pool[0], how, bool(exact), tuple(pool[1:]))
+
+
+@dataclass(frozen=True)
+class RunFacts:
+    """What a comparison needs from a run; verify's own accelerator count can be passed in instead."""
+
+    folder: Path
+    tokens_per_s: float
+    accelerators: int
+    accelerators_source: str
+    scenario: str
+    benchmark: str | None
+    accelerator: str | None
+    accelerator_source: str
+    valid: bool
+    label: str | None
+    notes: tuple[str, ...] = ()
+
+    @property
+    def per_accelerator(self) -> float:
+        return self.tokens_per_s / self.accelerators
+
+    def to_json(self) -> dict[str, Any]:
+        return {"folder": str(self.folder), "tokens_per_s": self.tokens_per_s, "accelerators": self.accelerators,
+                "accelerators_source": self.accelerators_source, "tokens_per_s_per_accelerator": self.per_accelerator,
+                "scenario": self.scenario, "benchmark": self.benchmark, "accelerator": self.accelerator,
+                "accelerator_source": self.accelerator_source, "valid": self.valid, "label": self.label,
+                "notes": list(self.notes)}
+
+
+def facts_from_run(run: LoadGenRun, gpus: int | None = None, match: IndexMatch | None = None) -> RunFacts:
+    """Accelerators: --gpus, else run.json, else system JSON per node x nodes, else the matched published record."""
+    if run.tokens_per_s is None:
+        raise InputError(f"{run.summary_path or run.folder}: no tokens per second in the logs.",
+                         "re-run with use_token_latencies (`repro run offline` sets it)")
+    notes: list[str] = []
+    info = run.run_info or {}
+    raw_gpus = info.get("gpus")
+    gpus_info: dict[str, Any] = raw_gpus if isinstance(raw_gpus, dict) else {}
+    counts = system_accelerators(run.system) if run.system else None
+    sys_name = run.system_path.name if run.system_path else "system JSON"
+    if gpus is not None:
+        if counts and gpus not in (counts[0], counts[0] * counts[1]):
+            raise InputError(f"{run.folder}: conflicting accelerator counts: --gpus {gpus} but {sys_name} says "
+                             f"{counts[0]} per node x {counts[1]} node(s).",
+                             f"drop --gpus or fix it: `repro verify {run.folder}`")
+        total, source = gpus, "--gpus"
+    elif _count(gpus_info.get("count")):
+        total, source = int(gpus_info["count"]), "run.json"
+    elif counts:
+        total, source = counts[0] * counts[1], f"{sys_name}: {counts[0]} per node x {counts[1]} node(s)"
+        if counts[1] > 1 and not (match and match.exact):
+            notes.append(f"{sys_name} describes {counts[1]} nodes; "
+                         f"if this log covers one node, pass --gpus {counts[0]}")
+    elif match and match.exact:
+        total, source = match.row.total_accelerators, f"published record {match.row.ref} (no system JSON)"
+    else:
+        raise InputError(f"{run.folder}: cannot tell how many accelerators ran (no system JSON, no run.json).",
+                         f"`repro verify {run.folder} --gpus N --against REF`")
+    names = [str(n) for n in gpus_info.get("names") or [] if n]
+    if run.system and run.system.get("accelerator_model_name"):
+        accel, accel_source = str(run.system["accelerator_model_name"]), sys_name
+    elif names and len({Accelerator.parse(n).model for n in names}) == 1:
+        accel, accel_source = names[0], "run.json (NVML)"
+    elif match and match.exact:
+        accel, accel_source = match.row.accelerator_model_name, f"published record {match.row.ref}"
+    else:
+        accel, accel_source = None, "unknown"
+    return RunFacts(run.folder, float(run.tokens_per_s), total, source, effective_scenario(run),
+                    path_benchmark(run.folder), accel, accel_source, run.valid, run.label, tuple(notes))
+
+
+@dataclass(frozen=True)
+class RowComparison:
+    row: PublishedResult
+    deviation_pct: float | None
+    in_band: bool | None
+    refused: str | None = None
+    notes: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        r = self.row
+        return {"ref": r.ref, "key": r.key, "result_id": r.result_id, "submitter": r.submitter, "system": r.system_name,
+                "accelerator": r.accelerator_model_name, "accelerators": r.total_accelerators, "round": r.round,
+                "benchmark": r.benchmark_name, "scenario": r.scenario,
+                "published_tokens_per_s": r.tokens_per_second,
+                "published_tokens_per_s_per_accelerator": r.per_accelerator,
+                "deviation_pct": None if self.deviation_pct is None else round(self.deviation_pct, 3),
+                "in_band": self.in_band, "refused": self.refused, "notes": list(self.notes), "source": r.source}
+
+
+@dataclass
+class Comparison:
+    """A run against one or several published results: each band check, the rank, and the overall status."""
+
+    facts: RunFacts
+    band_pct: float
+    entries: list[RowComparison]
+    match: IndexMatch | None = None
+    reasons: list[str] = field(default_factory=list)
+
+    @property
+    def compared(self) -> list[RowComparison]:
+        return [e for e in self.entries if e.refused is None]
+
+    @property
+    def rank(self) -> tuple[int, int] | None:
+        """(position of the run, field size) among the compared results and the run, by tokens/s per accelerator."""
+        if not self.compared:
+            return None
+        above = sum(1 for e in self.compared if e.row.per_accelerator > self.facts.per_accelerator)
+        return above + 1, len(self.compared) + 1
+
+    @property
+    def status(self) -> Status:
+        if not self.compared:
+            return "REFUSED"
+        if self.facts.label:
+            return "NOT A REPRODUCTION"
+        ok = self.facts.valid and all(e.in_band for e in self.compared) and len(self.compared) == len(self.entries)
+        return "PASS" if ok else "FAIL"
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_CODES[self.status]
+
+    def to_json(self) -> dict[str, Any]:
+        rank = self.rank
+        return {"status": self.status, "reproduction": self.status == "PASS", "reasons": self.reasons,
+                "run": self.facts.to_json(), "band_pct": self.band_pct,
+                "rank": None if rank is None else {"position": rank[0], "of": rank[1]},
+                "match": self.match.to_json() if self.match else None,
+                "against": [e.to_json() for e in self.entries]}
+
+
+def compare(facts: RunFacts, rows: list[PublishedResult], band_pct: float = BAND_PCT,
+            match: IndexMatch | None = None) -> Comparison:
+    """Band check of the run's tokens/s per accelerator against each row; refuse other accelerators and scenarios."""
+    mine = Accelerator.parse(facts.accelerator) if facts.accelerator else None
+    entries: list[RowComparison] = []
+    for row in rows:
+        theirs = Accelerator.parse(row.accelerator_model_name)
+        refused = None
+        if row.scenario != facts.scenario:
+            refused = f"{row.ref} is a {row.scenario} result; this run is {facts.scenario}"
+        elif mine is None:
+            refused = "the run does not say which accelerator it used (no system JSON, no GPU names in run.json)"
+        elif not mine.same_as(theirs):
+            refused = (f"different accelerator: the run used {facts.accelerator}, {row.ref} "
+                       f"{row.accelerator_model_name}")
+        if refused:
+            entries.append(RowComparison(row, None, None, refused))
+            continue
+        dev = (facts.per_accelerator / row.per_accelerator - 1) * 100
+        notes = []
+        if facts.benchmark and facts.benchmark != row.benchmark:
+            notes.append(f"accuracy benchmark differs: run {facts.benchmark}, published {row.benchmark}")
+        if row.division != "closed":
+            notes.append("open-division result: its rules differ from closed")
+        entries.append(RowComparison(row, dev, abs(dev) <= band_pct + 1e-9, None, tuple(notes)))
+    reasons: list[str] = []
+    if facts.label:
+        reasons.append(f"{facts.label} run: it rehearses the flow and is never a reproduction")
+    if not facts.valid:
+        reasons.append("LoadGen marked the run INVALID")
+    for e in entries:
+        if e.refused:
+            reasons.append(f"refused: {e.refused}")
+        elif not e.in_band and e.deviation_pct is not None:
+            side = "below" if e.deviation_pct < 0 else "above"
+            reasons.append(f"{abs(e.deviation_pct):.1f}% {side} {e.row.ref} "
+                           f"({e.row.per_accelerator:,.1f} per accelerator), "
+                           f"outside ±{band_pct:g}%")
+    return Comparison(facts, band_pct, entries, match, reasons)
+
+
+def pick_row(rows: list[PublishedResult], facts: RunFacts, ref: str) -> PublishedResult:
+    """Narrow a reference's rows (an ID covers up to 6) to the run's scenario, then its benchmark.
+
+    When nothing has the run's scenario, the first row is returned and `compare` refuses it with the reason.
+    """
+    same = [r for r in rows if r.scenario == facts.scenario] or rows
+    if facts.benchmark:
+        same = [r for r in same if r.benchmark == facts.benchmark] or same
+    figures = {r.per_accelerator for r in same}
+    if len(figures) > 1 and len({r.benchmark for r in same}) > 1:
+        options = ", ".join(sorted({f"{same[0].label}/{r.benchmark}/{r.scenario}" for r in same}))
+        raise InputError(f"'{ref}' has different {same[0].scenario} results for llama2-70b-99 and 99.9 and the run "
+                         f"does not say which benchmark it ran.", f"name one: {options}")
+    return same[0]
+
+
+def pick_perf_run(path: Path, scenario: str | None = None) -> LoadGenRun:
+    runs = [r for r in find_runs(path) if r.mode == "PerformanceOnly"]
+    if scenario:
+        runs = [r for r in runs if effective_scenario(r) == scenario]
+    if not runs:
+        raise InputError(f"{path}: no {scenario + ' ' if scenario else ''}performance run (mlperf_log_summary.txt "
+                         "in PerformanceOnly mode) here.", "point `repro verify` at a performance run folder")
+    if len(runs) > 1:
+        listing = ", ".join(str(r.folder) for r in runs[:4])
+        raise InputError(f"{path}: holds {len(runs)} performance runs ({listing}); a comparison takes one.",
+                         f"`repro verify {runs[0].folder} --against REF`")
+    return runs[0]
+
+
+def verify_against(path: Path, refs: list[str], gpus: int | None = None, band_pct: float = BAND_PCT,
+                   index: PublishedIndex | None = None) -> Comparison:
+    """`repro verify RUN --against REF...`: the run's tokens/s per accelerator against each named published result."""
+    idx = index or load_index()
+    run = pick_perf_run(Path(path))
+    match = match_run(run, idx)
+    facts = facts_from_run(run, gpus, match)
+    rows: list[PublishedResult] = []
+    for ref in refs:
+        row = pick_row(idx.resolve(ref), facts, ref)
+        if row.key not in {r.key for r in rows}:
+            rows.append(row)
+    return compare(facts, rows, band_pct, match)
+
+
+def recognise(run: LoadGenRun, gpus: int | None = None, band_pct: float = BAND_PCT,
+              index: PublishedIndex | None = None) -> Comparison | None:
+    """A published bundle against its own record (expected: +0.0%); None when the run is not in the index."""
+    match = match_run(run, index)
+    if match is None or run.tokens_per_s is None:
+        return None
+    facts = facts_from_run(run, gpus, match)
+    return compare(facts, [match.row], band_pct, match)

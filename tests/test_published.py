@@ -1,0 +1,292 @@
+"""The shipped index of published results: validation, references, `repro published`, comparisons, self-verification."""
+
+from __future__ import annotations
+
+import csv
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from golden_util import check_golden, render
+from typer.testing import CliRunner
+
+from repro.cli import app
+from repro.core.errors import InputError
+from repro.core.published import (
+    INDEX_CSV,
+    SOURCES_JSON,
+    Accelerator,
+    Filters,
+    load_index,
+    load_index_file,
+    reference_row,
+    rule_reference,
+)
+from repro.core.recipes import all_recipes, get_recipe
+from repro.results.compare import match_run, recognise, verify_against
+from repro.results.logs import find_runs
+from repro.ui.published import ComparisonView, PublishedList, PublishedShow
+
+runner = CliRunner()
+GB200 = "azure-nd-gb200-v6-v5.1"
+
+
+def _cli(*args: str):  # type: ignore[no-untyped-def]
+    return runner.invoke(app, list(args))
+
+
+def test_index_loads_with_counts_converted_and_figures_recomputed() -> None:
+    idx = load_index()
+    assert len(idx.rows) == 578
+    by_round = {r: sum(1 for x in idx.rows if x.round == r) for r in ("v4.0", "v4.1", "v5.1", "v6.0")}
+    assert by_round == {"v4.0": 2, "v4.1": 160, "v5.1": 237, "v6.0": 179}
+    with INDEX_CSV.open(newline="") as fh:
+        raw = list(csv.DictReader(fh))
+    strings = [(x, r) for x, r in zip(raw, idx.rows, strict=True) if not x["accelerators_per_node"].isdigit()
+               or x["number_of_nodes"] != str(r.number_of_nodes)]
+    assert not strings  # the CSV keeps digits; the JSON strings ("8") were already read as such
+    amd87 = next(r for r in idx.rows if r.system_folder.startswith("87xMI355X") and r.scenario == "Offline")
+    assert (amd87.total_accelerators, amd87.tokens_per_second) == (88, 1042110.0)  # JSON 8 x 11, not the folder's 87
+    assert amd87.per_accelerator == pytest.approx(11842.159, abs=1e-3)
+    for x, r in zip(raw, idx.rows, strict=True):
+        assert r.per_accelerator == pytest.approx(float(x["tokens_per_second_per_accelerator"]), abs=5e-6)
+    assert len({r.key for r in idx.rows}) == 578
+    v51 = [s.commit for s in idx.provenance.sources if s.round == "v5.1"]
+    assert v51[0] == "965182b03376a00fcae415c54e560e1c83937932"
+
+
+@pytest.mark.parametrize(("column", "value", "message"), [
+    ("tokens_per_second_per_accelerator", "999.0", "tokens_per_second_per_accelerator"),
+    ("accelerators_per_node", "eight", "accelerators_per_node"),
+    ("result_id", "5.1-8", "result_id"),
+])
+def test_a_bad_row_is_named(tmp_path: Path, column: str, value: str, message: str) -> None:
+    with INDEX_CSV.open(newline="") as fh:
+        reader = csv.DictReader(fh)
+        rows, fields = list(reader), reader.fieldnames
+    rows[10][column] = value
+    bad = tmp_path / "index.csv"
+    with bad.open("w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=fields or [])
+        writer.writeheader()
+        writer.writerows(rows)
+    with pytest.raises(InputError, match=rf"index.csv: line 12, .*{message}"):
+        load_index_file(bad, SOURCES_JSON)
+
+
+def test_references() -> None:
+    idx = load_index()
+    assert [r.scenario for r in idx.resolve("5.1-0008")] == ["Offline", "Server"]
+    assert [r.tokens_per_second for r in idx.resolve("5.1-0008/Server")] == [46016.49]
+    assert len(idx.resolve("5.1-0070")) == 6 and len(idx.resolve("5.1-0070/99.9/interactive")) == 1
+    one = idx.resolve("4.1/CLOSED/nvidia/dgx-h100_h100-sxm-80gbx8_trt/llama2-70b-99.9/offline")
+    assert [r.key for r in one] == ["v4.1/closed/NVIDIA/DGX-H100_H100-SXM-80GBx8_TRT/99.9/Offline"]
+    assert idx.resolve(one[0].key) == one and idx.resolve(one[0].ref) == one
+    nm = idx.resolve("v4.1/open/NeuralMagic")  # the same system folder is in closed and open
+    assert nm and {r.division for r in nm} == {"open"}
+    with pytest.raises(InputError, match="no published result has ID 5.1-9999"):
+        idx.resolve("5.1-9999")
+    with pytest.raises(InputError, match="no published result matches"):
+        idx.resolve("v5.1/closed/Azure/ND_GB300_v6")
+
+
+def test_accelerator_identity() -> None:
+    p = Accelerator.parse
+    assert p("NVIDIA H100 80GB HBM3").same_as(p("NVIDIA H100-SXM-80GB"))  # NVML name of the SXM part
+    assert not p("NVIDIA H100 NVL").same_as(p("NVIDIA H100-SXM-80GB"))
+    assert p("NVIDIA H100 NVL").same_as(p("NVIDIA H100-NVL-94GB"))
+    assert not p("NVIDIA H200").same_as(p("NVIDIA GH200 Grace Hopper Superchip 144GB"))
+    assert not p("NVIDIA GB300").same_as(p("NVIDIA B300-SXM-270GB"))
+    assert p("Virtualized NVIDIA H200-SXM-141GB").same_as(p("NVIDIA H200"))
+    assert p("AMD Instinct MI300X 192GB HBM3 (x32), AMD Instinct MI325X 256GB HBM3e (x16)").model.startswith("mixed")
+    h200 = load_index().select(Filters(accelerator="H200"))
+    assert h200 and not any("GH200" in r.accelerator_model_name for r in h200)
+
+
+def test_published_list_gb200_offline_golden() -> None:
+    idx = load_index()
+    f = Filters(accelerator="GB200", scenario="Offline")
+    rows = idx.select(f)
+    assert "5.1-0008" in {r.result_id for r in rows}
+    assert [r.per_accelerator for r in rows] == sorted((r.per_accelerator for r in rows), reverse=True)
+    assert {r.accelerator_model_name for r in rows} == {"NVIDIA GB200"} and {r.scenario for r in rows} == {"Offline"}
+    check_golden("published_gb200_offline.txt", render(PublishedList(idx, rows, f, "per-accelerator"), width=160))
+    res = _cli("published", "--accelerator", "GB200", "--scenario", "Offline")
+    assert res.exit_code == 0 and "5.1-0008" in res.output and "965182b03376" in res.output
+
+
+def test_published_filters_and_json() -> None:
+    res = _cli("published", "--accelerator", "H100", "--division", "closed", "--min-nodes", "2", "--round", "5.1",
+               "--benchmark", "llama2-70b-99", "--json")
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    assert doc["index"]["rows"] == 578 and doc["index"]["sources"][0]["commit"].startswith("3c4a1cf1")
+    assert {r["submitter"] for r in doc["results"]} == {"Cisco"} and doc["count"] == 4
+    assert all(r["number_of_nodes"] >= 2 for r in doc["results"])
+    assert _cli("published", "--submitter", "azure", "--json").stdout.count('"submitter": "Azure"') == 4
+    bad = _cli("published", "--scenario", "Batch")
+    assert bad.exit_code == 2 and "unknown scenario 'Batch'" in bad.output
+
+
+def test_published_show_golden() -> None:
+    idx = load_index()
+    check_golden("published_show_5.1-0008.txt", render(PublishedShow(idx, "5.1-0008", idx.resolve("5.1-0008")),
+                                                        width=140))
+    res = _cli("published", "show", "v4.0/closed/Azure/NC_H100_v5_TRT/99.9/Server", "--json")
+    doc = json.loads(res.stdout)
+    assert res.exit_code == 0 and doc["results"][0]["tokens_per_second"] == 3458.96
+    assert doc["results"][0]["source_path"].startswith("closed/Azure/results/NC_H100_v5_TRT/llama2-70b-99.9/Server/")
+    assert _cli("published", "show", "6.0-9999").exit_code == 2
+
+
+def _perf_runs(fixtures: Path) -> list:  # type: ignore[type-arg]
+    return [r for d in sorted(fixtures.iterdir()) if d.is_dir() for r in find_runs(d) if r.mode == "PerformanceOnly"]
+
+
+def test_every_published_bundle_verifies_against_itself(fixtures: Path) -> None:
+    """A submission's performance/run_N log is its published record: +0.0% and the index's per-accelerator figure.
+
+    Logs outside a performance/run_N folder are not published results: the Lenovo ranging run matches its
+    system but not its record, and Azure's per-VM GB300 logs (published outside MLCommons) are not in the index.
+    """
+    runs = _perf_runs(fixtures)
+    assert len(runs) == 12
+    seen = 0
+    for run in runs:
+        published = run.folder.parent.name == "performance" and run.folder.name.startswith("run_")
+        cmp = recognise(run)
+        if not published:
+            assert cmp is None or not cmp.match.exact, run.folder  # type: ignore[union-attr]
+            continue
+        assert cmp is not None and cmp.match is not None and cmp.match.exact, run.folder
+        entry = cmp.entries[0]
+        assert entry.deviation_pct == 0.0 and entry.in_band and cmp.status == "PASS", run.folder
+        assert cmp.facts.per_accelerator == entry.row.per_accelerator, run.folder
+        assert cmp.facts.accelerators == entry.row.total_accelerators
+        seen += 1
+    assert seen == 8
+
+
+def test_unofficial_and_ranging_logs(fixtures: Path) -> None:
+    for vm in ("ND_GB300_v6_1", "ND_GB300_v6_16"):
+        (run,) = find_runs(fixtures / "azure-nd-gb300-v6-rack" / vm)
+        assert match_run(run) is None
+    (ranging,) = [r for r in _perf_runs(fixtures) if r.folder.name == "ranging"]
+    cmp = recognise(ranging)
+    assert cmp is not None and cmp.match is not None and not cmp.match.exact
+    assert cmp.match.row.ref == "5.1-0061/99.9/Server" and cmp.status == "FAIL"
+    assert "not its published log" in cmp.match.note and "LoadGen marked the run INVALID" in cmp.reasons
+
+
+def test_published_bundle_moved_elsewhere_still_matches(fixtures: Path, tmp_path: Path) -> None:
+    """Keys, not folder names: the Cisco bundle laid out as in the results repository, then with no names at all."""
+    src = fixtures / "v5.1_Cisco_HGX-H100_H100-SXM-80GBx32_TRT_llama2-70b-99_Offline"
+    tree = tmp_path / "closed" / "Cisco" / "results" / "HGX-H100_H100-SXM-80GBx32_TRT" / "llama2-70b-99" / "Offline"
+    shutil.copytree(src / "performance", tree / "performance")
+    (tmp_path / "closed" / "Cisco" / "systems").mkdir(parents=True)
+    shutil.copy(src / "systems" / "HGX-H100_H100-SXM-80GBx32_TRT.json", tmp_path / "closed" / "Cisco" / "systems")
+    (run,) = find_runs(tree)
+    assert match_run(run).row.ref == "5.1-0016/99/Offline"  # type: ignore[union-attr]
+    bare = tmp_path / "x" / "y"
+    shutil.copytree(src / "performance" / "run_1", bare)
+    (run,) = find_runs(bare)
+    m = match_run(run)
+    assert m is not None and m.exact and m.row.result_id == "5.1-0016" and "no system JSON" in m.how
+
+
+def test_cli_verify_recognises_gb200_without_recipe(fixtures: Path) -> None:
+    res = _cli("verify", str(fixtures / GB200), "--json")
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    rec = doc["published_record"]
+    assert doc["status"] == "PASS" and rec["match"]["result_id"] == "5.1-0008" and rec["match"]["exact"]
+    first = rec["against"][0]
+    assert first["deviation_pct"] == 0.0 and first["published_tokens_per_s_per_accelerator"] == 13015.4
+    text = _cli("verify", str(fixtures / GB200)).output
+    assert "this is the published log of 5.1-0008/99/Offline" in text and "(+0.0%)" in text
+
+
+def test_cli_verify_bundle_without_recipe_uses_its_record(fixtures: Path) -> None:
+    res = _cli("verify", str(fixtures / "v5.1_NVIDIA_B200-SXM-180GBx8_TRT_llama2-70b-99_Interactive"), "--json")
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    assert doc["status"] == "PASS" and doc["run"]["scenario"] == "Interactive"
+    assert doc["against"][0]["ref"] == "5.1-0069/99/Interactive" and doc["against"][0]["deviation_pct"] == 0.0
+
+
+def test_against_offline_ranks_among_several(fixtures: Path) -> None:
+    cmp = verify_against(fixtures / GB200, ["5.1-0008", "5.1-0070", "5.1-0074", "6.0-0075"])
+    devs = {e.row.result_id: round(e.deviation_pct, 2) for e in cmp.entries}  # type: ignore[arg-type]
+    assert devs == {"5.1-0008": 0.0, "5.1-0070": 0.63, "5.1-0074": 4.79, "6.0-0075": 5.52}
+    assert [e.row.scenario for e in cmp.entries] == ["Offline"] * 4 and {e.row.benchmark for e in cmp.entries} == {"99"}
+    assert cmp.rank == (1, 5) and cmp.status == "FAIL" and cmp.exit_code == 1
+    assert any("5.5% above 6.0-0075" in r for r in cmp.reasons)
+    text = render(ComparisonView(cmp))
+    assert "ranks 1 of 5" in text and "outside" in text
+
+
+def test_against_server_and_interactive(fixtures: Path) -> None:
+    server = fixtures / "nvidia-dgx-h100-v4.1" / "llama2-70b-99.9" / "Server"
+    res = _cli("verify", str(server), "--against", "v4.1/closed/NVIDIA/DGX-H100_H100-SXM-80GBx8_TRT",
+               "--against", "5.1-0015", "--json")
+    doc = json.loads(res.stdout)
+    assert res.exit_code == 1 and doc["run"]["scenario"] == "Server" and doc["run"]["benchmark"] == "99.9"
+    got = {a["ref"]: a["deviation_pct"] for a in doc["against"]}
+    assert got == {"v4.1/closed/NVIDIA/DGX-H100_H100-SXM-80GBx8_TRT/99.9/Server": 0.0,
+                   "5.1-0015/99.9/Server": round((2700.72375 / 3818.8325 - 1) * 100, 3)}
+    assert doc["rank"] == {"position": 2, "of": 3}
+    inter = fixtures / "v5.1_NVIDIA_B200-SXM-180GBx8_TRT_llama2-70b-99_Interactive"
+    ok = _cli("verify", str(inter), "--against", "5.1-0069")
+    assert ok.exit_code == 0 and "5.1-0069/99/Interactive" in ok.output and "+0.0%" in ok.output
+    refused = _cli("verify", str(inter), "--against", "5.1-0008", "--json")
+    rdoc = json.loads(refused.stdout)
+    assert refused.exit_code == 2 and rdoc["status"] == "REFUSED"
+    assert "5.1-0008/99/Offline is a Offline result; this run is Interactive" in rdoc["against"][0]["refused"]
+
+
+def test_against_refuses_another_accelerator(fixtures: Path) -> None:
+    cisco = fixtures / "v5.1_Cisco_HGX-H100_H100-SXM-80GBx32_TRT_llama2-70b-99_Offline"
+    cmp = verify_against(cisco, ["5.1-0026", "5.1-0015"])
+    assert cmp.entries[0].refused and "different accelerator" in cmp.entries[0].refused
+    assert cmp.entries[1].in_band and cmp.status == "FAIL" and cmp.rank == (1, 2)
+
+
+def test_recipe_figures_equal_the_index() -> None:
+    """One source of truth: every recipe naming an index result carries exactly that result's figures."""
+    named = [r for r in all_recipes() if r.published.result_id]
+    assert {r.name for r in named} == {"dgx-h100", "nc-h100-v5", "nd-gb200-v6", "nd-h100-v5", "nd-h200-v5"}
+    for recipe in named:
+        pub = recipe.published
+        row = reference_row(pub.result_id or "", recipe.accuracy.target, pub.scenario)
+        assert row is not None, recipe.name
+        assert pub.tokens_per_s_per_gpu == pytest.approx(row.per_accelerator, rel=1e-12), recipe.name
+        assert pub.tokens_per_s_per_vm == pytest.approx(row.per_node, rel=1e-12), recipe.name
+        assert pub.mlperf_round == row.round and recipe.system.gpus_per_vm == row.accelerators_per_node
+        if row.result_id:
+            assert pub.mlperf_id == row.result_id
+        assert row.source_path.startswith(pub.source.split(" ", 1)[1])
+    gb200_server = reference_row("5.1-0008", "99", "Server")
+    assert gb200_server is not None and gb200_server.tokens_per_second == 46016.49
+
+
+def test_hopper_recipes_follow_the_rule() -> None:
+    for name in ("nd-h100-v5", "nd-h200-v5"):
+        r = get_recipe(name)
+        chosen = rule_reference(r.system.gpu_name, r.system.gpus_per_vm, r.accuracy.target, r.published.scenario)
+        assert chosen is not None and chosen.result_id == r.published.result_id, name
+        assert "chosen by rule" in r.published.note
+    assert rule_reference("NVIDIA H100 NVL", 2, "99.9").system_key == get_recipe("nc-h100-v5").published.result_id  # type: ignore[union-attr]
+
+
+def test_report_places_the_run_among_published(fixtures: Path) -> None:
+    from repro.report.html import render_html
+    from repro.report.model import build_report
+
+    rep = build_report([fixtures / GB200])
+    st = rep.to_json()["published_standing"]
+    assert st["rank"] == 1 and st["of"] == 5 and st["accelerator"] == "NVIDIA GB200"
+    assert [p["ref"] for p in st["published"]][:2] == ["5.1-0008/99/Offline", "5.1-0070/99/Offline"]
+    html = render_html(rep)
+    assert 'alt="your run among the published NVIDIA GB200 results"' in html and "would rank 1 of 5" in html
+    assert "would rank 1 of 5" in rep.to_markdown()
