@@ -56,7 +56,8 @@ class RunView:
         if d.get("label"):
             parts.append(Text(f"label: {d['label']} (never counted as a reproduction)", style="yellow"))
         if self.verdict is not None:
-            parts.append(self.verdict)
+            from repro.ui.results import render_verdict
+            parts.append(render_verdict(self.verdict))
         return Group(*parts)
 
 

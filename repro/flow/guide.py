@@ -74,7 +74,8 @@ def _verify(recipe: Recipe, ws: Workspace, dry_run: bool) -> StepOutcome:
         raise StepFailed("There is no Offline run folder to verify.", step_command("run-offline", recipe))
     from repro.results.verify import verify_dir
     verdict = verify_dir(Path(run_dir), recipe=recipe)
-    _console().print(verdict)
+    from repro.ui.results import render_verdict
+    _console().print(render_verdict(verdict))
     return StepOutcome(step="verify", status="done", summary=f"{verdict.status} for {run_dir}",
                        details={"run_dir": run_dir, "verdict": verdict.status, "exit_code": verdict.exit_code})
 

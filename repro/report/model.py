@@ -220,7 +220,8 @@ class Report:
                         fmt_num(row["tokens_per_joule"], 2) if row["tokens_per_joule"] else "-")
         parts.append(vms)
         if self.multi:
-            parts.append(self.rack)
+            from repro.ui.results import render_rack
+            parts.append(render_rack(self.rack))
 
         bus = Table(title="3. Business translation (interactions/s = tokens/s / tokens per interaction)" + lab,
                     title_justify="left")
