@@ -18,7 +18,7 @@ from typing import Any
 from repro.core.errors import InputError, ReproError
 from repro.core.recipes import Recipe, get_recipe
 from repro.results.hardware import count_gpus
-from repro.results.logs import LoadGenRun, find_runs
+from repro.results.logs import LoadGenRun, parse_run, run_folders
 from repro.results.verify import Verdict, evaluate, resolve_recipe
 
 ERROR_EXIT = 2
@@ -180,6 +180,23 @@ def _vm_names(folders: list[Path]) -> list[str]:
     return ["/".join(p[head:len(p) - tail]) or p[-1] for p in parts]
 
 
+def _names_per_argument(dirs: list[Path], runs: list[tuple[Path, LoadGenRun]],
+                        errors: list[tuple[str, Path, str]]) -> dict[int, str]:
+    """A VM is named by its argument when the argument holds one run, else by the path parts that differ inside it."""
+    groups: dict[Path, list[Path]] = {}
+    for arg, run in runs:
+        groups.setdefault(arg, []).append(run.folder)
+    for name, folder, _ in errors:
+        if not name:
+            arg = next((a for a in dirs if folder.is_relative_to(a)), folder)
+            groups.setdefault(arg, []).append(folder)
+    out = {id(folder): name for name, folder, _ in errors if name}
+    for arg, folders in groups.items():
+        names = [arg.name] if len(folders) == 1 else _vm_names(folders)
+        out.update({id(f): n for f, n in zip(folders, names)})
+    return out
+
+
 def _official(runs: list[LoadGenRun], scenario: str) -> list[LoadGenRun]:
     """Performance runs of the scenario; compliance folders (TESTnn) and `ranging` beside a run_N are not results."""
     perf = [r for r in runs if r.mode == "PerformanceOnly" and r.benchmark_scenario == scenario
@@ -206,7 +223,8 @@ def _system_key(run: LoadGenRun) -> str:
 
 def _collect(dirs: list[Path], scenario: str) -> tuple[list[tuple[Path, LoadGenRun]], list[tuple[str, Path, str]],
                                                          list[str]]:
-    """(argument, run) per VM, unreadable arguments as (name, folder, problem), and notes on what was counted once."""
+    """(argument, run) per VM; unreadable arguments as (name, folder, problem), unreadable run folders with name "";
+    notes on what was counted once."""
     runs: list[tuple[Path, LoadGenRun]] = []
     errors: list[tuple[str, Path, str]] = []
     notes: list[str] = []
@@ -215,11 +233,18 @@ def _collect(dirs: list[Path], scenario: str) -> tuple[list[tuple[Path, LoadGenR
     for arg in dirs:
         arg = Path(arg)
         try:
-            found = _official(find_runs(arg), scenario)
+            folders = run_folders(arg)
         except ReproError as exc:
             errors.append((arg.name, arg, exc.message))
             continue
-        if not found:
+        parsed: list[LoadGenRun] = []
+        for folder in folders:
+            try:
+                parsed.append(parse_run(folder))
+            except ReproError as exc:
+                errors.append(("", folder, exc.message))
+        found = _official(parsed, scenario)
+        if not found and not any(folder in (e[1] for e in errors) for folder in folders):
             errors.append((arg.name, arg, f"{arg}: no {scenario} performance run in this folder or below"))
             continue
         for run in found:
@@ -264,13 +289,14 @@ def aggregate(dirs: list[Path], recipe: str | Recipe | None = None, gpus: int | 
     if not dirs:
         raise InputError("no result folders given.", "`repro aggregate DIR...` with one folder per VM")
     chosen: Recipe | None = get_recipe(recipe) if isinstance(recipe, str) else recipe
-    runs, errors, notes = _collect([Path(d) for d in dirs], scenario)
-    names = _vm_names([run.folder for _, run in runs])
-    rows: list[VMRow] = [VMRow(name, folder, problem=problem) for name, folder, problem in errors]
+    paths = [Path(d) for d in dirs]
+    runs, errors, notes = _collect(paths, scenario)
+    named = _names_per_argument(paths, runs, errors)
+    rows: list[VMRow] = [VMRow(named[id(folder)], folder, problem=problem) for _, folder, problem in errors]
     resolved: list[tuple[VMRow, LoadGenRun, Recipe]] = []
     first_error: ReproError | None = None
-    for name, (_, run) in zip(names, runs):
-        row = VMRow(name, run.folder)
+    for _, run in runs:
+        row = VMRow(named[id(run.folder)], run.folder)
         rows.append(row)
         try:
             resolved.append((row, run, chosen or resolve_recipe(run, None)))

@@ -172,9 +172,9 @@ def parse_summary(path: Path) -> dict[str, Any]:
         elif low in ("scenario", "mode", "sut name"):
             out[low.replace(" ", "_")] = value
         elif low in ("samples per second", "completed samples per second"):
-            out["samples_per_s"] = _num(value)
+            out.setdefault("samples_per_s", _num(value))
         elif low in ("tokens per second", "completed tokens per second"):
-            out["tokens_per_s"] = _num(value)
+            out.setdefault("tokens_per_s", _num(value))
         elif low == "scheduled samples per second":
             out["scheduled_samples_per_s"] = _num(value)
         elif (m := _LATENCY.match(key)) and _num(value) is not None:
@@ -492,8 +492,8 @@ def parse_run(folder: Path) -> LoadGenRun:
                          "point `repro verify` at an intact LoadGen result folder") from None
 
 
-def find_runs(root: Path) -> list[LoadGenRun]:
-    """Every LoadGen run below root (root included), in path order."""
+def run_folders(root: Path) -> list[Path]:
+    """Every folder holding LoadGen logs below root (root included), in path order."""
     root = Path(root)
     if not root.exists():
         raise InputError(f"{root}: no such file or folder.", "check the path, then `repro verify` again")
@@ -503,4 +503,9 @@ def find_runs(root: Path) -> list[LoadGenRun]:
     if not folders:
         raise InputError(f"{root}: no LoadGen logs ({SUMMARY}) in this folder or below.",
                          "run the benchmark first (`repro run offline`) or point at a result folder")
-    return [parse_run(f) for f in folders]
+    return folders
+
+
+def find_runs(root: Path) -> list[LoadGenRun]:
+    """Every LoadGen run below root (root included), in path order."""
+    return [parse_run(f) for f in run_folders(root)]
