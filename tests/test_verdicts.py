@@ -9,6 +9,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from golden_util import check_golden
 from typer.testing import CliRunner
 
 from repro.cli import app
@@ -18,8 +19,6 @@ from repro.report.model import build_report
 from repro.results.aggregate import aggregate
 from repro.results.logs import parse_run
 from repro.results.verify import verify_dir, verify_run
-
-from golden_util import check_golden
 
 runner = CliRunner()
 GB200 = "azure-nd-gb200-v6-v5.1"
@@ -73,7 +72,7 @@ def test_rack_scale_counts(fixtures: Path, tmp_path: Path, per_node: object, nod
                number_of_nodes=nodes)
     v = verify_dir(bundle, recipe="dgx-h100")
     assert v.gpus == total and v.per_gpu == pytest.approx(124879 / total)
-    assert any(f"says 32 accelerators" in n for n in v.notes) == (total != 32)
+    assert any("says 32 accelerators" in n for n in v.notes) == (total != 32)
 
 
 def test_name_count_mismatch_is_shown_and_gpus_overrides(fixtures: Path, tmp_path: Path) -> None:
@@ -99,7 +98,8 @@ def test_unusable_count_falls_back_with_a_note(fixtures: Path, tmp_path: Path) -
 
 def test_scientific_notation_tokens(fixtures: Path, tmp_path: Path) -> None:
     bundle = _copy(fixtures, CISCO, tmp_path / "b")
-    _edit(bundle / "performance/run_1/mlperf_log_summary.txt", "Tokens per second: 124879", "Tokens per second: 1.24879e+05")
+    _edit(bundle / "performance/run_1/mlperf_log_summary.txt", "Tokens per second: 124879",
+          "Tokens per second: 1.24879e+05")
     assert verify_dir(bundle, recipe="dgx-h100").per_gpu == pytest.approx(3902.47, abs=0.01)
 
 
@@ -192,11 +192,13 @@ def test_invalid_server_run_says_why(fixtures: Path) -> None:
 def test_server_run_is_judged_against_the_published_server_figure(fixtures: Path, tmp_path: Path) -> None:
     """`repro run server` ends with the run's outcome: verify_run never raises for the scenario."""
     run_dir = _copy(fixtures, f"{DGX}/llama2-70b-99.9/Server/performance/run_1", tmp_path / "run")
-    (run_dir / "run.json").write_text(json.dumps({"recipe": "nd-gb200-v6", "gpus": {"count": 4, "names": ["NVIDIA GB200"] * 4}}))
+    gpus = {"count": 4, "names": ["NVIDIA GB200"] * 4}
+    (run_dir / "run.json").write_text(json.dumps({"recipe": "nd-gb200-v6", "gpus": gpus}))
     slow = verify_run(run_dir, "nd-gb200-v6")
     assert slow.status == "FAIL" and slow.exit_code == 1 and slow.published.scenario == "Server"
     assert slow.per_gpu == pytest.approx(21605.79 / 4)
-    _edit(run_dir / "mlperf_log_summary.txt", "Completed tokens per second: 21605.79", "Completed tokens per second: 46016.49", 2)
+    _edit(run_dir / "mlperf_log_summary.txt", "Completed tokens per second: 21605.79",
+          "Completed tokens per second: 46016.49")
     ok = verify_run(run_dir, get_recipe("nd-gb200-v6"))
     assert ok.status == "PASS" and ok.exit_code == 0 and round(ok.per_gpu, 1) == 11504.1
     assert ok.band == pytest.approx((11504.1 * 0.95, 11504.1 * 1.05))
@@ -246,7 +248,8 @@ def test_every_accuracy_txt_form(fixtures: Path, tmp_path: Path) -> None:
         "\rDownloading builder script: 0.00B [00:00, ?B/s]\rDownloading builder script: 6.14kB\n"
         "[nltk_data] Downloading package punkt to /root/nltk_data...\n\nResults\n\n"
         "{'rouge1': np.float64(44.7494), 'rouge2': '22.3586', 'rougeL': np.float64(29.1373), "
-        "'gen_len': np.int64(26551226), 'gen_num': np.int64(24576), 'gen_tok_len': 6718594, 'tokens_per_sample': 273.4}\n"
+        "'gen_len': np.int64(26551226), 'gen_num': np.int64(24576), 'gen_tok_len': 6718594, "
+        "'tokens_per_sample': 273.4}\n"
         "hash=ff76eec60562082e7d042390d53fd4a58969102cdb4ce8b256030b6314e009ca\n"
         "hash=ff76eec60562082e7d042390d53fd4a58969102cdb4ce8b256030b6314e009ca\n")
     v = verify_dir(bundle)
@@ -326,7 +329,8 @@ def test_same_log_under_another_name_counts_once(fixtures: Path, tmp_path: Path)
     rack = _copy(fixtures, RACK, tmp_path / "rack")
     shutil.copytree(rack / "ND_GB300_v6_4", rack / "ND_GB300_v6_4_copy")
     report = aggregate([rack])
-    assert report.stats["vms"] == 3 and [r.name for r in report.rows] == ["ND_GB300_v6_1", "ND_GB300_v6_4", "ND_GB300_v6_16"]
+    assert report.stats["vms"] == 3
+    assert [r.name for r in report.rows] == ["ND_GB300_v6_1", "ND_GB300_v6_4", "ND_GB300_v6_16"]
     assert any("ND_GB300_v6_4_copy" in n and "holds the same log as" in n for n in report.notes)
 
 
@@ -384,7 +388,8 @@ def test_all_eighteen_published_vms_show_the_median_claim_disagrees(fixtures: Pa
     assert s["vms"] == 18 and s["gpus"] == 72 and round(s["total"], 1) == 1100948.3
     assert round(s["median"], 1) == 62111.7 and round(s["mean"], 1) == 61163.8
     assert "all 18 published VM logs are here and equal to their published values" in report.notes
-    assert "the published median 61,759.1 tokens/s disagrees with its own 18 per-VM logs, which give 62,111.7" in report.notes
+    claim = "the published median 61,759.1 tokens/s disagrees with its own 18 per-VM logs, which give 62,111.7"
+    assert claim in report.notes
 
 
 # --- golden: every bundle ------------------------------------------------------------------------------------------

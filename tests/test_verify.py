@@ -106,8 +106,8 @@ def test_other_accelerator_is_not_a_reproduction(fixtures: Path) -> None:
     res = runner.invoke(app, ["verify", str(fixtures / GB200), "--recipe", "nd-h100-v5", "--json"])
     doc = json.loads(res.stdout)
     assert res.exit_code == 1 and doc["status"] == "NOT A REPRODUCTION" and doc["reproduction"] is False
-    assert doc["reasons"][0] == ("NVIDIA GB200 (system JSON ND_GB200_v6.json) is not the recipe's accelerator: GB200 is "
-                                 "not the recipe's H100; a different accelerator is never a reproduction")
+    assert doc["reasons"][0] == ("NVIDIA GB200 (system JSON ND_GB200_v6.json) is not the recipe's accelerator: "
+                                 "GB200 is not the recipe's H100; a different accelerator is never a reproduction")
 
 
 def test_wrong_scenario(fixtures: Path, tmp_path: Path) -> None:

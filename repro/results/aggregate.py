@@ -96,7 +96,7 @@ class RackReport:
 
     def compute(self) -> RackReport:
         values = [float(r.verdict.run.tokens_per_s) for r in self.counted]  # type: ignore[union-attr,arg-type]
-        gpus = sum(r.verdict.gpus for r in self.counted)  # type: ignore[union-attr]
+        gpus = sum(r.verdict.gpus for r in self.counted if r.verdict is not None)
         if values:
             mean = statistics.fmean(values)
             self.stats = {"vms": len(values), "gpus": gpus, "total": sum(values), "max": max(values),
@@ -133,7 +133,8 @@ class RackReport:
         spread = f"{s['spread_pct']:.1f}%" if "spread_pct" in s else "-"
         pub_spread = (f"{(rack.max_tokens_per_s - rack.min_tokens_per_s) / rack.mean_tokens_per_s * 100:.1f}%"
                       if rack else "-")
-        return [("VMs summed", f"{s['vms']:.0f} of {len(self.rows) + self.missing_count}", f"{rack.vms}" if rack else "-"),
+        vms = f"{s['vms']:.0f} of {len(self.rows) + self.missing_count}"
+        return [("VMs summed", vms, f"{rack.vms}" if rack else "-"),
                 ("total tokens/s", fmt(s["total"]), pub("total_tokens_per_s")),
                 ("max per VM", fmt(s["max"]), pub("max_tokens_per_s")),
                 ("min per VM", fmt(s["min"]), pub("min_tokens_per_s")),
@@ -193,7 +194,7 @@ def _names_per_argument(dirs: list[Path], runs: list[tuple[Path, LoadGenRun]],
     out = {id(folder): name for name, folder, _ in errors if name}
     for arg, folders in groups.items():
         names = [arg.name] if len(folders) == 1 else _vm_names(folders)
-        out.update({id(f): n for f, n in zip(folders, names)})
+        out.update({id(f): n for f, n in zip(folders, names, strict=True)})
     return out
 
 
@@ -313,7 +314,7 @@ def aggregate(dirs: list[Path], recipe: str | Recipe | None = None, gpus: int | 
         systems = {_system_key(run) for _, run, _ in resolved}
         if len(recipes) > 1 or len(systems) > 1:
             what = "; ".join(f"{row.name}: {rec.name} ({_system_key(run)})" for row, run, rec in resolved)
-            raise InputError(f"these folders hold runs of different systems or recipes, which are never summed: {what}.",
+            raise InputError(f"these folders hold runs of different systems or recipes, never summed: {what}.",
                              "aggregate each system separately, or judge all against one: "
                              "`repro aggregate DIR... --recipe NAME`")
         chosen = resolved[0][2]

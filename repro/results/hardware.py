@@ -91,8 +91,9 @@ def run_accelerator(run: LoadGenRun) -> tuple[str | None, str | None]:
     if isinstance(names, list) and names and all(isinstance(n, str) and n for n in names):
         distinct = sorted(set(names))
         return " + ".join(distinct), "run.json (NVML)"
-    if run.system and isinstance(run.system.get("accelerator_model_name"), str) and run.system["accelerator_model_name"].strip():
-        return run.system["accelerator_model_name"].strip(), _system_where(run)
+    name = run.system.get("accelerator_model_name") if run.system else None
+    if isinstance(name, str) and name.strip():
+        return name.strip(), _system_where(run)
     return None, None
 
 
@@ -147,7 +148,8 @@ def count_gpus(run: LoadGenRun, recipe: Recipe, flag: int | None) -> GpuCount:
             notes.append(f"{where}: unusable accelerator count (accelerators_per_node {raw[0]!r}, "
                          f"number_of_nodes {raw[1]!r}); not used")
         elif run.system_node_of:
-            sources.append((per_node, f"{where}: folder {run.system_folder} is one node of {nodes}, {per_node} per node"))
+            sources.append((per_node, f"{where}: folder {run.system_folder} is one node of {nodes}, "
+                                      f"{per_node} per node"))
         else:
             text = f"{per_node} per node x {nodes} nodes" if nodes > 1 else f"{per_node} per node"
             sources.append((per_node * nodes, f"{where}: {text}"))
@@ -167,7 +169,8 @@ def count_gpus(run: LoadGenRun, recipe: Recipe, flag: int | None) -> GpuCount:
         count, where = sources[0]
         for other, other_where in sources[1:]:
             if other != count:
-                raise InputError(f"{run.folder}: conflicting GPU counts: {where} says {count}, {other_where} says {other}.",
+                raise InputError(f"{run.folder}: conflicting GPU counts: {where} says {count}, "
+                                 f"{other_where} says {other}.",
                                  f"`repro verify {run.folder} --gpus N` with the count the run used")
         if count != recipe.system.gpus_per_vm and not recipe.demo:
             notes.append(f"the run used {count} accelerators, recipe {recipe.name} {recipe.system.gpus_per_vm}; "

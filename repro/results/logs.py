@@ -60,13 +60,13 @@ class LoadGenRun(BaseModel):
     label: Optional[str] = None
     incomplete: bool = False
     run_info: Optional[dict[str, Any]] = None
-    benchmark_scenario: str = Field(default="", description="Offline, Server or Interactive (Interactive logs say Server)")
+    benchmark_scenario: str = Field(default="", description="Offline, Server or Interactive (Interactive logs: Server)")
     scenario_source: str = ""
     accuracy_target: Optional[str] = Field(default=None, description="99 or 99.9, from the run's benchmark folder")
     accuracy_target_source: Optional[str] = None
     accuracy_hashes: list[str] = Field(default_factory=list)
-    system_folder: Optional[str] = Field(default=None, description="The results/<system> folder name, when the path has one")
-    system_node_of: Optional[str] = Field(default=None, description="Set when the run folder is one node of a multi-node system JSON")
+    system_folder: Optional[str] = Field(default=None, description="The results/<system> folder name, if any")
+    system_node_of: Optional[str] = Field(default=None, description="Set when the run is one node of a system")
 
     @property
     def is_reproduction_candidate(self) -> bool:
@@ -283,7 +283,7 @@ _TARGET_IN_NAME = re.compile(r"(?<![A-Za-z0-9])llama2-70b(?:-interactive)?-(99(?
 
 
 def benchmark_target(folder: Path) -> str | None:
-    """99 or 99.9 from the nearest folder naming the benchmark (`llama2-70b-99.9`, or a copy named `..._llama2-70b-99_Offline`)."""
+    """99 or 99.9 from the nearest folder naming the benchmark (`llama2-70b-99.9`, or `..._llama2-70b-99_Offline`)."""
     for part in reversed(_parts(folder)):
         if m := _TARGET_IN_NAME.search(part):
             return m.group(1)
@@ -389,6 +389,7 @@ def _benchmark_scenario(log_scenario: str, folder: Path, settings: dict[str, Any
     folder_says = any("interactive" in re.split(r"[^a-z0-9]+", p) or "llama2-70b-interactive" in p for p in names)
     ttft, tpot = settings.get("ttft_latency_ns"), settings.get("tpot_latency_ns")
     if _finite(ttft) and _finite(tpot):
+        ttft, tpot = float(ttft), float(tpot)  # type: ignore[arg-type]
         interactive = ttft <= 450e6 and tpot <= 40e6
         limits = f"TTFT/TPOT limits {ttft / 1e6:,.0f}/{tpot / 1e6:,.0f} ms"
         if interactive != folder_says and any(p in ("server", "interactive") for p in names[-4:]):

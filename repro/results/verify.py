@@ -162,15 +162,16 @@ def _validity(run: LoadGenRun) -> list[Check]:
 def _duration(run: LoadGenRun, recipe: Recipe) -> tuple[list[Check], list[str]]:
     """The setting (≥ 600 s) and LoadGen's 'Min duration satisfied': both are the evidence the run was long enough."""
     missing: list[str] = []
-    min_ms = run.settings.get("min_duration_ms")
+    raw = run.settings.get("min_duration_ms")
+    min_ms = float(raw) if isinstance(raw, (int, float)) and math.isfinite(raw) else None
     met = run.min_duration_met
-    if met is None and run.duration_s is not None and isinstance(min_ms, (int, float)):
+    if met is None and run.duration_s is not None and min_ms is not None:
         met = run.duration_s * 1000 >= min_ms
-    if not isinstance(min_ms, (int, float)) or not math.isfinite(min_ms):
+    if min_ms is None:
         missing.append("the min_duration setting (summary 'min_duration (ms)' or detail effective_min_duration_ms)")
     if met is None:
         missing.append("'Min duration satisfied' (summary) or result_min_duration_met (detail)")
-    if missing:
+    if min_ms is None or met is None:
         return [Check("min duration", None, "not shown by the logs: " + "; ".join(missing))], missing
     detail = f"setting {min_ms / 1000:,.0f} s (MLPerf needs ≥ {rules.MIN_DURATION_MS / 1000:,.0f} s; " \
              f"recipe {recipe.loadgen.min_duration_ms / 1000:,.0f} s)"
@@ -287,7 +288,8 @@ def evaluate(run: LoadGenRun, recipe: Recipe, count: GpuCount) -> Verdict:
         raise InputError(f"{run.folder}: this is an {run.mode} run; verify needs a PerformanceOnly run.",
                          f"`repro verify {run.folder.parent}` (the folder holding the performance run)")
     if run.tokens_per_s is None:
-        raise InputError(f"{run.summary_path or run.folder}: no tokens per second in the logs (token latencies were off).",
+        raise InputError(f"{run.summary_path or run.folder}: no tokens per second in the logs "
+                         "(token latencies were off).",
                          "re-run with use_token_latencies (`repro run offline` sets it)")
     scenario = run.benchmark_scenario or run.scenario
     published = recipe.published_for(scenario)
@@ -298,7 +300,8 @@ def evaluate(run: LoadGenRun, recipe: Recipe, count: GpuCount) -> Verdict:
     if run.scenario_source != "the logs":
         notes.append(f"scenario {scenario}: told by {run.scenario_source}")
     if not run.accuracy_target and run.accuracy:
-        notes.append(f"accuracy target {target}% from recipe {recipe.name}: the run's path names no llama2-70b-99/-99.9")
+        notes.append(f"accuracy target {target}% from recipe {recipe.name}: the run's path names no "
+                     "llama2-70b-99 or -99.9")
 
     duration_checks, missing = _duration(run, recipe)
     throughput_checks, band, deviation = _throughput(run, per_gpu, published)

@@ -27,7 +27,8 @@ def render_verdict(v: Verdict) -> Group:
     table.add_column("detail")
     table.add_row("tokens/s (VM)", fmt_num(v.run.tokens_per_s), escape(f"{v.gpus} GPUs ({v.gpus_source})"))
     if pub is not None:
-        where = f"published {fmt_num(pub.tokens_per_s_per_gpu)} ({pub.status}, MLPerf {pub.mlperf_round}, ID {pub.mlperf_id})"
+        where = (f"published {fmt_num(pub.tokens_per_s_per_gpu)} ({pub.status}, MLPerf {pub.mlperf_round}, "
+                 f"ID {pub.mlperf_id})")
     else:
         where = f"no published {v.scenario} result in recipe {v.recipe.name}"
     table.add_row("tokens/s per GPU", fmt_num(v.per_gpu), escape(where))
@@ -67,7 +68,8 @@ def render_rack(report: RackReport) -> Group:
                        f"[{style}]{r.status}[/]", escape(note.strip()))
     parts: list[Any] = [summary, per_vm]
     if report.missing_count:
-        parts.append(Text(f"{report.missing_count} of {report.expect} expected VMs have no result folder.", style="red"))
+        parts.append(Text(f"{report.missing_count} of {report.expect} expected VMs have no result folder.",
+                          style="red"))
     parts += [Text(f"note: {n}", style="dim") for n in report.notes]
     return Group(*parts)
 
