@@ -412,7 +412,7 @@ def parse_run(folder: Path) -> LoadGenRun:
     else:
         if "result_validity" not in v:
             raise InputError(f"{detail_path}: no result_validity entry and no summary; the run did not finish.",
-                             "re-run the benchmark (`repro run offline`)")
+                             f"restore {SUMMARY} from the run, or re-run your own (`repro run offline`)")
         summary = {"validity": str(v["result_validity"]).upper(), "params": {}, "latency": {}, "ttft": {}, "tpot": {},
                    "satisfied": {}, "recommendations": [], "warnings": [], "errors": []}
     scenario = summary.get("scenario") or v.get("effective_scenario") or v.get("requested_scenario")

@@ -394,8 +394,9 @@ def pick_run(runs: list[LoadGenRun], root: Path, scenario: str | None = None) ->
     matching = list(unique.values())
     if len(matching) > 1:
         listing = ", ".join(str(r.folder.relative_to(root)) for r in matching[:4])
+        best = next((r for r in reversed(matching) if r.is_reproduction_candidate), matching[-1])
         raise InputError(f"{root}: holds {len(matching)} different {scenario} runs ({listing}...); verify takes one.",
-                         f"`repro verify {matching[0].folder}`, or `repro aggregate {root}` for several VMs")
+                         f"`repro verify {best.folder}`, or `repro aggregate {root}` for several VMs")
     return matching[0], notes
 
 
