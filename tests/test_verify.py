@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from repro.results.aggregate import aggregate
 from repro.cli import app
+from repro.results.aggregate import aggregate
 from repro.results.verify import verify_dir
+from repro.ui.results import render_rack, render_verdict
 
 from golden_util import check_golden, render, stable_json
 
@@ -26,15 +27,17 @@ def test_gb200_passes_with_published_figures(fixtures: Path) -> None:
     assert v.status == "PASS" and v.exit_code == 0
     assert v.recipe.name == "nd-gb200-v6" and v.gpus == 4 and v.gpus_source.startswith("system JSON")
     assert round(v.run.tokens_per_s, 1) == 52061.6 and round(v.per_gpu, 1) == 13015.4
-    assert [c.ok for c in v.checks if c.name.startswith("accuracy")] == [True] * 4
-    check_golden("verify_gb200.txt", render(v))
+    assert [c.ok for c in v.checks if c.name.startswith("accuracy ")] == [True] * 5
+    check_golden("verify_gb200.txt", render(render_verdict(v)))
     check_golden("verify_gb200.json", stable_json(v.to_json(), fixtures))
 
 
-def test_dgx_h100_reference(fixtures: Path) -> None:
-    v = verify_dir(fixtures / DGX, recipe="dgx-h100")
+def test_dgx_h100_reference(fixtures: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(fixtures)
+    v = verify_dir(Path(DGX), recipe="dgx-h100")
+    assert v.notes[0] == f"{DGX} also holds Server runs: `repro verify {DGX} --scenario Server`"
     assert v.status == "PASS" and v.gpus == 8 and round(v.per_gpu, 1) == 3065.6
-    check_golden("verify_dgx_h100.txt", render(v))
+    check_golden("verify_dgx_h100.txt", render(render_verdict(v)))
 
 
 def test_slowest_gb300_vm_is_just_below_the_band(fixtures: Path) -> None:
@@ -42,7 +45,7 @@ def test_slowest_gb300_vm_is_just_below_the_band(fixtures: Path) -> None:
     assert v.status == "FAIL" and v.exit_code == 1
     assert round(v.per_gpu, 1) == 14399.8 and round(v.deviation_pct, 1) == -5.3
     assert v.reasons == ["5.3% below the published 15,200.0 per GPU (0.3% under the band floor 14,440.0)"]
-    check_golden("verify_gb300_vm16.txt", render(v))
+    check_golden("verify_gb300_vm16.txt", render(render_verdict(v)))
 
 
 def test_rack_table(fixtures: Path) -> None:
@@ -51,8 +54,11 @@ def test_rack_table(fixtures: Path) -> None:
     assert [r.name for r in report.rows] == ["ND_GB300_v6_1", "ND_GB300_v6_4", "ND_GB300_v6_16"]
     assert round(s["total"], 1) == 179333.7 and s["max"] == 62690.8 and s["min"] == 57599.1
     assert round(s["median"], 1) == 59043.8 and report.missing_count == 15 and report.exit_code == 1
+    assert "compared 3 of the 18 published VM logs" in " ".join(report.notes)
+    assert any("published median 61,759.1 tokens/s disagrees with its own 18 per-VM logs, which give 62,111.7" in n
+               for n in report.notes)
     assert [r.verdict.status for r in report.rows] == ["PASS", "PASS", "FAIL"]
-    check_golden("aggregate_gb300.txt", render(report))
+    check_golden("aggregate_gb300.txt", render(render_rack(report)))
     check_golden("aggregate_gb300.md", report.to_markdown())
 
 
@@ -67,6 +73,8 @@ def test_invalid_vm_is_listed_not_summed(fixtures: Path, tmp_path: Path) -> None
     assert report.stats["vms"] == 1 and report.stats["total"] == 62690.8
     assert not by_name["ND_GB300_v6_4"].counted and by_name["ND_GB300_v6_4"].verdict.status == "FAIL"
     assert by_name["ND_GB300_v6_9"].verdict is None and "no LoadGen logs" in by_name["ND_GB300_v6_9"].problem
+    assert by_name["ND_GB300_v6_4"].status == "INVALID" and by_name["ND_GB300_v6_9"].status == "ERROR"
+    assert report.exit_code == 2, "an unreadable VM folder is an input error"
 
 
 def test_cli_verify_exit_codes_and_json(fixtures: Path, tmp_path: Path) -> None:
@@ -86,20 +94,29 @@ def test_cli_aggregate_writes_markdown(fixtures: Path, tmp_path: Path) -> None:
     assert md.read_text().startswith("# Rack result: Azure ND GB300 v6")
 
 
-def test_conflicting_gpu_counts(fixtures: Path) -> None:
-    res = runner.invoke(app, ["verify", str(fixtures / GB200), "--gpus", "8"])
-    assert res.exit_code == 2 and "conflicting GPU counts: --gpus 8 but system JSON ND_GB200_v6.json says 4" in res.output
+def test_gpus_flag_overrides_with_a_note(fixtures: Path) -> None:
+    res = runner.invoke(app, ["verify", str(fixtures / GB200), "--gpus", "8", "--json"])
+    doc = json.loads(res.stdout)
+    assert res.exit_code == 1 and doc["gpus"] == 8 and doc["gpus_source"] == "--gpus"
+    assert doc["tokens_per_s_per_gpu"] == 6507.7
+    assert doc["notes"][0] == "--gpus 8 overrides the count (system JSON ND_GB200_v6.json: 4 per node gives 4)"
 
 
-def test_wrong_recipe_gpu_count(fixtures: Path) -> None:
-    res = runner.invoke(app, ["verify", str(fixtures / GB200), "--recipe", "nd-h100-v5"])
-    assert res.exit_code == 2 and "says 4 GPUs but recipe nd-h100-v5 has 8" in res.output
+def test_other_accelerator_is_not_a_reproduction(fixtures: Path) -> None:
+    res = runner.invoke(app, ["verify", str(fixtures / GB200), "--recipe", "nd-h100-v5", "--json"])
+    doc = json.loads(res.stdout)
+    assert res.exit_code == 1 and doc["status"] == "NOT A REPRODUCTION" and doc["reproduction"] is False
+    assert doc["reasons"][0] == ("NVIDIA GB200 (system JSON ND_GB200_v6.json) is not the recipe's accelerator: "
+                                 "GB200 is not the recipe's H100; a different accelerator is never a reproduction")
 
 
 def test_wrong_scenario(fixtures: Path, tmp_path: Path) -> None:
     shutil.copytree(fixtures / DGX / "llama2-70b-99.9/Server", tmp_path / "Server")
-    res = runner.invoke(app, ["verify", str(tmp_path), "--recipe", "dgx-h100"])
+    res = runner.invoke(app, ["verify", str(tmp_path), "--recipe", "dgx-h100", "--scenario", "offline"])
     assert res.exit_code == 2 and "holds Server runs, not Offline" in res.output
+    assert f"`repro verify {tmp_path} --scenario Server`" in res.output
+    ok = runner.invoke(app, ["verify", str(tmp_path), "--recipe", "dgx-h100", "--scenario", "Server"])
+    assert ok.exit_code == 1 and "no published Server result" in ok.output
 
 
 def test_unknown_system_asks_for_recipe(fixtures: Path) -> None:
@@ -122,4 +139,4 @@ def test_short_min_duration_is_not_a_reproduction(fixtures: Path, tmp_path: Path
     s = run_dir / "mlperf_log_summary.txt"
     s.write_text(s.read_text().replace("min_duration (ms): 2400000", "min_duration (ms): 60000"))
     v = verify_dir(run_dir, recipe="nd-gb200-v6")
-    assert v.status == "FAIL" and "below MLPerf's 600 s" in v.reasons[0]
+    assert v.status == "FAIL" and any("below MLPerf's 600 s" in r for r in v.reasons)

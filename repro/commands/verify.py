@@ -1,4 +1,4 @@
-"""`repro verify` and `repro aggregate` (issue #2)."""
+"""`repro verify` and `repro aggregate` (issues #2, #13)."""
 
 from __future__ import annotations
 
@@ -7,12 +7,13 @@ from typing import Annotated, Optional
 
 import typer
 
-from repro.results.aggregate import aggregate as build_rack
+from repro.core.errors import InputError
 from repro.core.fsutil import atomic_write_text
+from repro.results.aggregate import aggregate as build_rack
+from repro.results.rules import SCENARIOS
+from repro.results.verify import verify_dir
 from repro.ui.options import GpusOpt, JsonOpt, RecipeOpt, ResultDirArg
 from repro.ui.output import emit
-from repro.results.verify import verify_dir
-from repro.core.errors import InputError
 from repro.results.compare import Comparison, pick_perf_run, recognise, verify_against
 from repro.ui.published import ComparisonView, VerdictWithRecord
 
@@ -20,10 +21,21 @@ AgainstOpt = Annotated[Optional[list[str]], typer.Option(
     "--against", help="Compare with this published result instead of the recipe; repeat for several (the run is ranked "
                       "among them). An ID (5.1-0008, narrowed to the run's scenario and benchmark) or a key such as "
                       "v4.1/closed/NVIDIA/DGX-H100_H100-SXM-80GBx8_TRT; see `repro published`.")]
+ScenarioOpt = Annotated[Optional[str], typer.Option(
+    "--scenario", help="Offline, Server or Interactive: which run to verify when the folder holds several.")]
 
 
-def verify(result_dir: ResultDirArg, recipe: RecipeOpt = None, gpus: GpusOpt = None, json: JsonOpt = False,
-           against: AgainstOpt = None) -> None:
+def _scenario(value: Optional[str]) -> Optional[str]:
+    if value is None:
+        return None
+    for name in SCENARIOS:
+        if name.lower() == value.lower():
+            return name
+    raise InputError(f"--scenario {value!r}: use {', '.join(SCENARIOS)}.", "`repro verify --help`")
+
+
+def verify(result_dir: ResultDirArg, recipe: RecipeOpt = None, gpus: GpusOpt = None, scenario: ScenarioOpt = None,
+           json: JsonOpt = False, against: AgainstOpt = None) -> None:
     """Say per GPU whether a run is inside the published band, and why not (exit 0 PASS, 1 not, 2 unreadable).
 
     A published bundle (its system JSON and path, or its exact tokens/s, match the shipped index) is also
@@ -34,7 +46,7 @@ def verify(result_dir: ResultDirArg, recipe: RecipeOpt = None, gpus: GpusOpt = N
         emit(ComparisonView(result), json)
         raise typer.Exit(result.exit_code)
     try:
-        verdict = verify_dir(result_dir, recipe=recipe, gpus=gpus)
+        verdict = verify_dir(result_dir, recipe=recipe, gpus=gpus, scenario=_scenario(scenario))
     except InputError:
         own = None if recipe else _recognised(result_dir, gpus)
         if own is None:
@@ -60,10 +72,11 @@ def aggregate(
     gpus: GpusOpt = None,
     expect: Annotated[Optional[int], typer.Option("--expect", min=1, help="VMs the rack should have (18 for an NVL72); the rest are reported missing.")] = None,
     markdown: Annotated[Optional[Path], typer.Option("--markdown", help="Also write the rack table as Markdown to FILE.")] = None,
+    scenario: ScenarioOpt = None,
     json: JsonOpt = False,
 ) -> None:
     """The rack table over per-VM runs: total, max, min, mean, median, spread, and each VM's verdict."""
-    report = build_rack(dirs, recipe=recipe, gpus=gpus, expect=expect)
+    report = build_rack(dirs, recipe=recipe, gpus=gpus, expect=expect, scenario=_scenario(scenario) or "Offline")
     if markdown:
         atomic_write_text(markdown, report.to_markdown())
     emit(report, json)

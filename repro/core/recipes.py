@@ -7,8 +7,9 @@ The registry is the single lookup used by detection (Azure VM size, NVML GPU nam
 from __future__ import annotations
 
 import hashlib
-import re
 import json
+import re
+import statistics
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal, Union
@@ -27,6 +28,16 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+class Accelerator(_Strict):
+    """What identifies the GPU in an MLPerf system JSON or an NVML name: another chip, form factor or memory
+    size is different hardware, and its runs are never a reproduction of this recipe."""
+
+    model: str = Field(pattern=r"^[A-Za-z0-9]+$", description="Chip token as MLPerf and NVML write it: H100, GB300")
+    form_factor: Union[Literal["SXM", "NVL", "PCIe"], None] = Field(
+        default=None, description="SXM, NVL or PCIe; null for chips sold in one form (GB200, GB300)")
+    memory_gb: Union[float, None] = Field(default=None, gt=0, description="Memory per GPU as the name states it")
+
+
 class System(_Strict):
     vm_size: Union[str, None] = Field(description="Azure VM size (IMDS compute.vmSize); null for non-Azure systems")
     gpu_name: str = Field(description="Marketing name, e.g. 'NVIDIA GB300'")
@@ -38,6 +49,13 @@ class System(_Strict):
     memory_bandwidth_tbps: Union[float, Unknown] = Field(description="HBM bandwidth per GPU, for the roofline")
     tdp_tokens_per_watt: Union[float, Unknown, None] = None
     local_nvme_hint: Union[str, None] = None
+    accelerator: Union[Accelerator, None] = Field(
+        default=None, description="Hardware identity for verify; null: the last word of gpu_name, no form factor")
+
+    def accelerator_identity(self) -> Accelerator:
+        if self.accelerator is not None:
+            return self.accelerator
+        return Accelerator(model=re.sub(r"[^A-Za-z0-9]", "", self.gpu_name.split()[-1]) or "unknown")
 
 
 class Model(_Strict):
@@ -102,12 +120,32 @@ class Accuracy(_Strict):
 
 
 class Rack(_Strict):
+    """A published rack claim (statistics over independent per-VM runs) and, where published, each VM's own log."""
+
     vms: int = Field(gt=0)
     total_tokens_per_s: float
     min_tokens_per_s: float
     max_tokens_per_s: float
     mean_tokens_per_s: float
     median_tokens_per_s: Union[float, Unknown]
+    vm_tokens_per_s: dict[str, float] = Field(
+        default_factory=dict, description="VM folder name -> Tokens per second printed in that VM's published summary")
+    vm_source: str = ""
+
+    def claim_vs_logs(self) -> list[str]:
+        """Where the published statistics disagree with the published per-VM logs (empty if they agree or no logs)."""
+        values = list(self.vm_tokens_per_s.values())
+        if len(values) != self.vms:
+            return []
+        logs = {"total": sum(values), "min": min(values), "max": max(values), "mean": statistics.fmean(values),
+                "median": statistics.median(values)}
+        out = []
+        for key, computed in logs.items():
+            claimed = getattr(self, f"{key}_tokens_per_s")
+            if claimed != "unknown" and abs(float(claimed) - computed) > 0.1:
+                out.append(f"the published {key} {float(claimed):,.1f} tokens/s disagrees with its own {self.vms} "
+                           f"per-VM logs, which give {computed:,.1f}")
+        return out
 
 
 class Published(_Strict):
@@ -121,7 +159,7 @@ class Published(_Strict):
     result_id: Union[str, None] = Field(
         default=None, description="The result in the shipped published index (`repro published show REF`): an official "
                                   "ID such as 5.1-0008, or ROUND/DIVISION/SUBMITTER/SYSTEM for rounds without IDs")
-    scenario: Literal["Offline", "Server"] = "Offline"
+    scenario: Literal["Offline", "Server", "Interactive"] = "Offline"
     source: str
     note: str = ""
     rack: Union[Rack, None] = None
@@ -154,13 +192,22 @@ class Recipe(_Strict):
     trtllm: Union[TensorRTLLM, None]
     loadgen: LoadGen
     accuracy: Accuracy
-    published: Published
+    published: Published = Field(description="The headline published result (Offline)")
+    published_scenarios: list[Published] = Field(
+        default_factory=list, description="This system's published results for other scenarios (Server, Interactive)")
     disk_needed_gb: float = Field(gt=0)
     expected_runtime_min: Union[float, Unknown]
     sources: list[str] = Field(default_factory=list)
 
+    def published_for(self, scenario: str) -> Published | None:
+        """The published result for one scenario; None when this system published none for it."""
+        return next((p for p in (self.published, *self.published_scenarios) if p.scenario == scenario), None)
+
     @model_validator(mode="after")
     def _consistent(self) -> "Recipe":
+        scenarios = [p.scenario for p in (self.published, *self.published_scenarios)]
+        if len(set(scenarios)) != len(scenarios):
+            raise ValueError(f"published results repeat a scenario: {', '.join(scenarios)}")
         if self.backend.startswith("trtllm") and self.trtllm is None:
             raise ValueError(f"backend {self.backend} needs a trtllm section")
         if self.precision in ("nvfp4", "fp4") and not self.blackwell:

@@ -1,26 +1,29 @@
 """The rack table: independent per-VM runs summed, as the published 1.1M tokens/s GB300 result was.
 
-Only valid, complete, in-scenario VMs are summed; every other VM is listed with its reason.
+Only valid, complete, in-scenario VMs are summed; every other VM is listed with its status and reason. A folder
+is counted once (same real path, or the same summary log under another path), runs of different systems or
+recipes are never summed together unless one --recipe judges them all, and a VM folder that cannot be read is
+an error, not a missing row.
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
 import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rich.console import Group
-from rich.markup import escape
-from rich.table import Table
-from rich.text import Text
-
 from repro.core.errors import InputError, ReproError
-from repro.results.logs import find_runs
 from repro.core.recipes import Recipe, get_recipe
-from repro.results.verify import Verdict, pick_run, resolve_gpus, resolve_recipe, evaluate
 from repro.core.fmt import fmt_num
+from repro.results.hardware import count_gpus
+from repro.results.logs import LoadGenRun, parse_run, run_folders
+from repro.results.verify import Verdict, evaluate, resolve_recipe
+
+ERROR_EXIT = 2
+
 
 
 @dataclass
@@ -36,11 +39,21 @@ class VMRow:
         v = self.verdict
         return v is not None and v.run.valid and not v.run.incomplete and v.run.tokens_per_s is not None
 
+    @property
+    def status(self) -> str:
+        """ERROR (unreadable), INVALID (LoadGen said so), else the verdict."""
+        if self.verdict is None:
+            return "ERROR"
+        if not self.verdict.run.valid:
+            return "INVALID"
+        return self.verdict.status
+
     def to_json(self) -> dict[str, Any]:
         v = self.verdict
         return {"vm": self.name, "folder": str(self.folder), "counted": self.counted, "problem": self.problem,
-                "status": v.status if v else "MISSING", "tokens_per_s": v.run.tokens_per_s if v else None,
-                "tokens_per_s_per_gpu": round(v.per_gpu, 1) if v and v.per_gpu else None,
+                "status": self.status, "verdict": v.status if v else None,
+                "tokens_per_s": v.run.tokens_per_s if v else None,
+                "tokens_per_s_per_gpu": round(v.per_gpu, 1) if v and v.per_gpu is not None else None,
                 "deviation_pct": round(v.deviation_pct, 2) if v and v.deviation_pct is not None else None,
                 "gpus": v.gpus if v else None, "reasons": v.reasons if v else [self.problem]}
 
@@ -51,6 +64,8 @@ class RackReport:
     rows: list[VMRow]
     expect: int | None = None
     stats: dict[str, float] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    scenario: str = "Offline"
 
     @property
     def counted(self) -> list[VMRow]:
@@ -61,88 +76,85 @@ class RackReport:
         return max(0, (self.expect or 0) - len(self.rows))
 
     @property
+    def errors(self) -> list[VMRow]:
+        return [r for r in self.rows if r.verdict is None]
+
+    @property
     def exit_code(self) -> int:
+        if self.errors:
+            return ERROR_EXIT
         ok = all(r.verdict is not None and r.verdict.status == "PASS" for r in self.rows)
         return 0 if ok and self.missing_count == 0 and self.rows else 1
 
-    def compute(self) -> "RackReport":
-        values = [r.verdict.run.tokens_per_s for r in self.counted]  # type: ignore[union-attr]
-        gpus = sum(r.verdict.gpus for r in self.counted)  # type: ignore[union-attr]
+    def band(self) -> tuple[float, float] | None:
+        pub = self.recipe.published_for(self.scenario)
+        return pub.band() if pub else None
+
+    def compute(self) -> RackReport:
+        values = [float(r.verdict.run.tokens_per_s) for r in self.counted]  # type: ignore[union-attr,arg-type]
+        gpus = sum(r.verdict.gpus for r in self.counted if r.verdict is not None)
         if values:
             mean = statistics.fmean(values)
-            self.stats = {"vms": len(values), "gpus": gpus, "total": sum(values), "max": max(values), "min": min(values),
-                          "mean": mean, "median": statistics.median(values),
-                          "spread_pct": (max(values) - min(values)) / mean * 100,
-                          "per_gpu": sum(values) / gpus}
+            self.stats = {"vms": len(values), "gpus": gpus, "total": sum(values), "max": max(values),
+                          "min": min(values), "mean": mean, "median": statistics.median(values)}
+            if mean > 0:
+                self.stats["spread_pct"] = (max(values) - min(values)) / mean * 100
+            if gpus > 0:
+                self.stats["per_gpu"] = sum(values) / gpus
         return self
 
     def to_json(self) -> dict[str, Any]:
-        rack = self.recipe.published.rack
-        return {"recipe": self.recipe.name, "recipe_hash": self.recipe.hash(),
+        rack = self.recipe.published.rack if self.scenario == "Offline" else None
+        band = self.band()
+        return {"recipe": self.recipe.name, "recipe_hash": self.recipe.hash(), "scenario": self.scenario,
                 "stats": {k: round(v, 2) for k, v in self.stats.items()},
                 "expected_vms": self.expect, "missing_vms": self.missing_count,
                 "excluded": [r.name for r in self.rows if not r.counted],
+                "errors": [{"vm": r.name, "problem": r.problem} for r in self.errors],
                 "published_rack": rack.model_dump() if rack else None,
-                "published_band_per_gpu": self.recipe.published.band(),
+                "published_band_per_gpu": list(band) if band else None, "notes": self.notes,
                 "vms": [r.to_json() for r in self.rows], "all_pass": self.exit_code == 0}
 
-    def _summary_rows(self) -> list[tuple[str, str, str]]:
-        s, rack = self.stats, self.recipe.published.rack
-        pub = (lambda attr: fmt_num(getattr(rack, attr))) if rack else (lambda attr: "-")
+    def summary_rows(self) -> list[tuple[str, str, str]]:
+        """(what, measured, published) for the summary table, in every view."""
+        s = self.stats
+        rack = self.recipe.published.rack if self.scenario == "Offline" else None
+        pub_fig = self.recipe.published_for(self.scenario)
+
+        def pub(attr: str) -> str:
+            return fmt_num(getattr(rack, attr)) if rack else "-"
+
         if not s:
-            return [("VMs summed", "0", pub("vms") if rack else "-")]
-        rows = [("VMs summed", f"{s['vms']:.0f} of {len(self.rows) + self.missing_count}", f"{rack.vms}" if rack else "-"),
+            return [("VMs summed", "0", str(rack.vms) if rack else "-")]
+        spread = f"{s['spread_pct']:.1f}%" if "spread_pct" in s else "-"
+        pub_spread = (f"{(rack.max_tokens_per_s - rack.min_tokens_per_s) / rack.mean_tokens_per_s * 100:.1f}%"
+                      if rack else "-")
+        vms = f"{s['vms']:.0f} of {len(self.rows) + self.missing_count}"
+        return [("VMs summed", vms, f"{rack.vms}" if rack else "-"),
                 ("total tokens/s", fmt_num(s["total"]), pub("total_tokens_per_s")),
                 ("max per VM", fmt_num(s["max"]), pub("max_tokens_per_s")),
                 ("min per VM", fmt_num(s["min"]), pub("min_tokens_per_s")),
                 ("average per VM", fmt_num(s["mean"]), pub("mean_tokens_per_s")),
                 ("median per VM", fmt_num(s["median"]), pub("median_tokens_per_s")),
-                ("spread (max-min)/mean", f"{s['spread_pct']:.1f}%",
-                 f"{(rack.max_tokens_per_s - rack.min_tokens_per_s) / rack.mean_tokens_per_s * 100:.1f}%" if rack else "-"),
-                ("tokens/s per GPU", fmt_num(s["per_gpu"]), fmt_num(self.recipe.published.tokens_per_s_per_gpu))]
-        return rows
-
-    def __rich__(self) -> Group:
-        summary = Table(title=f"repro aggregate: {self.recipe.title}", title_justify="left")
-        for col in ("", "measured", "published"):
-            summary.add_column(col, justify="left" if not col else "right", no_wrap=True)
-        for row in self._summary_rows():
-            summary.add_row(*row)
-        band = self.recipe.published.band()
-        per_vm = Table(title="Per VM" + (f" (band {band[0]:,.1f}–{band[1]:,.1f} tokens/s per GPU)" if band else ""),
-                       title_justify="left")
-        for col in ("VM", "tokens/s", "per GPU", "deviation", "verdict", "why"):
-            per_vm.add_column(col, justify="right" if col in ("tokens/s", "per GPU", "deviation") else "left",
-                              no_wrap=col != "why")
-        for r in self.rows:
-            v = r.verdict
-            if v is None:
-                per_vm.add_row(r.name, "-", "-", "-", "[red]MISSING[/]", escape(r.problem or ""))
-                continue
-            style = "green" if v.status == "PASS" else "red" if v.status == "FAIL" else "yellow"
-            dev = f"{v.deviation_pct:+.1f}%" if v.deviation_pct is not None else "-"
-            note = "; ".join(v.reasons) + ("" if r.counted else " (excluded from the total)")
-            per_vm.add_row(r.name, fmt_num(v.run.tokens_per_s), fmt_num(v.per_gpu), dev, f"[{style}]{v.status}[/]",
-                           escape(note.strip()))
-        parts: list[Any] = [summary, per_vm]
-        if self.missing_count:
-            parts.append(Text(f"{self.missing_count} of {self.expect} expected VMs have no result folder.", style="red"))
-        return Group(*parts)
+                ("spread (max-min)/mean", spread, pub_spread),
+                ("tokens/s per GPU", fmt_num(s.get("per_gpu")), fmt_num(pub_fig.tokens_per_s_per_gpu) if pub_fig else "-")]
 
     def to_markdown(self) -> str:
         lines = [f"# Rack result: {self.recipe.title}", "", "| | measured | published |", "|---|---:|---:|"]
-        lines += [f"| {a} | {b} | {c} |" for a, b, c in self._summary_rows()]
+        lines += [f"| {a} | {b} | {c} |" for a, b, c in self.summary_rows()]
         lines += ["", "| VM | tokens/s | per GPU | deviation | verdict | why |", "|---|---:|---:|---:|---|---|"]
         for r in self.rows:
             v = r.verdict
             if v is None:
-                lines.append(f"| {r.name} | - | - | - | MISSING | {r.problem} |")
+                lines.append(f"| {r.name} | - | - | - | ERROR | {r.problem} |")
             else:
                 dev = f"{v.deviation_pct:+.1f}%" if v.deviation_pct is not None else "-"
-                lines.append(f"| {r.name} | {fmt_num(v.run.tokens_per_s)} | {fmt_num(v.per_gpu)} | {dev} | {v.status} | "
+                lines.append(f"| {r.name} | {fmt_num(v.run.tokens_per_s)} | {fmt_num(v.per_gpu)} | {dev} | {r.status} | "
                              f"{'; '.join(v.reasons)}{'' if r.counted else ' (excluded)'} |")
         if self.missing_count:
             lines += ["", f"{self.missing_count} of {self.expect} expected VMs have no result folder."]
+        if self.notes:
+            lines += [""] + [f"- {n}" for n in self.notes]
         return "\n".join(lines) + "\n"
 
 
@@ -151,39 +163,168 @@ def _natural(name: str) -> list[Any]:
     return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", name)]
 
 
-def _vm_folders(path: Path) -> list[tuple[str, Path]]:
-    """One VM per argument, or one per child folder when the argument holds several VMs' results."""
-    path = Path(path)
-    if not path.is_dir():
-        return [(path.name, path)]
-    try:
-        runs = [r for r in find_runs(path) if r.mode == "PerformanceOnly"]
-    except InputError:
-        return [(path.name, path)]
-    if len(runs) <= 1:
-        return [(path.name, path)]
-    children = sorted({r.folder.relative_to(path).parts[0] for r in runs if r.folder != path}, key=_natural)
-    return [(child, path / child) for child in children]
+def _vm_names(folders: list[Path]) -> list[str]:
+    """Each VM named by the path parts that differ between the VMs (not the leaf, which is often 'Offline')."""
+    parts = [f.absolute().parts for f in folders]
+    if len(parts) < 2:
+        return [f.name for f in folders]
+    head = 0
+    while all(len(p) > head + 1 for p in parts) and len({p[head] for p in parts}) == 1:
+        head += 1
+    tail = 0
+    while all(len(p) > head + tail + 1 for p in parts) and len({p[-1 - tail] for p in parts}) == 1:
+        tail += 1
+    return ["/".join(p[head:len(p) - tail]) or p[-1] for p in parts]
+
+
+def _names_per_argument(dirs: list[Path], runs: list[tuple[Path, LoadGenRun]],
+                        errors: list[tuple[str, Path, str]]) -> dict[int, str]:
+    """A VM is named by its argument when the argument holds one run, else by the path parts that differ inside it."""
+    groups: dict[Path, list[Path]] = {}
+    for arg, run in runs:
+        groups.setdefault(arg, []).append(run.folder)
+    for name, folder, _ in errors:
+        if not name:
+            arg = next((a for a in dirs if folder.is_relative_to(a)), folder)
+            groups.setdefault(arg, []).append(folder)
+    out = {id(folder): name for name, folder, _ in errors if name}
+    for arg, folders in groups.items():
+        names = [arg.name] if len(folders) == 1 else _vm_names(folders)
+        out.update({id(f): n for f, n in zip(folders, names, strict=True)})
+    return out
+
+
+def _official(runs: list[LoadGenRun], scenario: str) -> list[LoadGenRun]:
+    """Performance runs of the scenario; compliance folders (TESTnn) and `ranging` beside a run_N are not results."""
+    perf = [r for r in runs if r.mode == "PerformanceOnly" and r.benchmark_scenario == scenario
+            and not any(p.upper().startswith("TEST") and p[4:].isdigit() for p in r.folder.parts)]
+    parents_with_runs = {r.folder.parent for r in perf if r.folder.name.lower() != "ranging"}
+    return [r for r in perf if not (r.folder.name.lower() == "ranging" and r.folder.parent in parents_with_runs)]
+
+
+def _digest(run: LoadGenRun) -> str:
+    path = run.summary_path or run.detail_path
+    return hashlib.sha256(path.read_bytes()).hexdigest() if path else str(run.folder.resolve())
+
+
+def _system_key(run: LoadGenRun) -> str:
+    """What identifies the system a run came from, for refusing to sum different systems."""
+    if run.system_path:
+        return f"system JSON {run.system_node_of or run.system_path.stem}"
+    gpus = (run.run_info or {}).get("gpus")
+    names = gpus.get("names") if isinstance(gpus, dict) else None
+    if isinstance(names, list) and names:
+        return "GPUs " + " + ".join(sorted({str(n) for n in names}))
+    return "unknown system"
+
+
+def _collect(dirs: list[Path], scenario: str) -> tuple[list[tuple[Path, LoadGenRun]], list[tuple[str, Path, str]],
+                                                         list[str]]:
+    """(argument, run) per VM; unreadable arguments as (name, folder, problem), unreadable run folders with name "";
+    notes on what was counted once."""
+    runs: list[tuple[Path, LoadGenRun]] = []
+    errors: list[tuple[str, Path, str]] = []
+    notes: list[str] = []
+    seen_paths: dict[Path, Path] = {}
+    seen_logs: dict[str, Path] = {}
+    for arg in dirs:
+        arg = Path(arg)
+        try:
+            folders = run_folders(arg)
+        except ReproError as exc:
+            errors.append((arg.name, arg, exc.message))
+            continue
+        parsed: list[LoadGenRun] = []
+        for folder in folders:
+            try:
+                parsed.append(parse_run(folder))
+            except ReproError as exc:
+                errors.append(("", folder, exc.message))
+        found = _official(parsed, scenario)
+        if not found and not any(folder in (e[1] for e in errors) for folder in folders):
+            errors.append((arg.name, arg, f"{arg}: no {scenario} performance run in this folder or below"))
+            continue
+        for run in found:
+            real = run.folder.resolve()
+            if real in seen_paths:
+                notes.append(f"{run.folder} is the same folder as {seen_paths[real]}: counted once")
+                continue
+            digest = _digest(run)
+            if digest in seen_logs:
+                notes.append(f"{run.folder} holds the same log as {seen_logs[digest]}: counted once")
+                continue
+            seen_paths[real] = run.folder
+            seen_logs[digest] = run.folder
+            runs.append((arg, run))
+    return runs, errors, notes
+
+
+def _published_vm_notes(recipe: Recipe, rows: list[VMRow]) -> list[str]:
+    """Compare VMs named like the recipe's published per-VM logs with those logs, and the rack claim with its logs."""
+    rack = recipe.published.rack
+    if rack is None:
+        return []
+    notes = list(rack.claim_vs_logs())
+    named = [(r, rack.vm_tokens_per_s[r.name.split("/")[-1]]) for r in rows
+             if r.verdict is not None and r.name.split("/")[-1] in rack.vm_tokens_per_s]
+    if not named:
+        return notes
+    differ = [f"{r.name} logs {fmt_num(r.verdict.run.tokens_per_s)} where the published log says {fmt_num(v)}"  # type: ignore[union-attr]
+              for r, v in named if abs(float(r.verdict.run.tokens_per_s or 0) - v) > 0.05]  # type: ignore[union-attr]
+    if differ:
+        notes.append("not the published logs: " + "; ".join(differ))
+    elif len(named) < rack.vms:
+        notes.append(f"compared {len(named)} of the {rack.vms} published VM logs, each equal to its published "
+                     f"value; the rack statistics (total, mean, median) need all {rack.vms}")
+    else:
+        notes.append(f"all {rack.vms} published VM logs are here and equal to their published values")
+    return notes
 
 
 def aggregate(dirs: list[Path], recipe: str | Recipe | None = None, gpus: int | None = None,
-              expect: int | None = None) -> RackReport:
+              expect: int | None = None, scenario: str = "Offline") -> RackReport:
     if not dirs:
         raise InputError("no result folders given.", "`repro aggregate DIR...` with one folder per VM")
     chosen: Recipe | None = get_recipe(recipe) if isinstance(recipe, str) else recipe
-    rows: list[VMRow] = []
-    for arg in dirs:
-        for name, folder in _vm_folders(Path(arg)):
-            row = VMRow(name, folder)
-            try:
-                run = pick_run(find_runs(folder), folder, "Offline")
-                chosen = chosen or resolve_recipe(run, None)
-                count, source = resolve_gpus(run, chosen, gpus)
-                row.verdict = evaluate(run, chosen, count, source)
-            except ReproError as exc:
-                row.problem = exc.message
-            rows.append(row)
-    if chosen is None:
+    paths = [Path(d) for d in dirs]
+    runs, errors, notes = _collect(paths, scenario)
+    named = _names_per_argument(paths, runs, errors)
+    rows: list[VMRow] = [VMRow(named[id(folder)], folder, problem=problem) for _, folder, problem in errors]
+    resolved: list[tuple[VMRow, LoadGenRun, Recipe]] = []
+    first_error: ReproError | None = None
+    for _, run in runs:
+        row = VMRow(named[id(run.folder)], run.folder)
+        rows.append(row)
+        try:
+            resolved.append((row, run, chosen or resolve_recipe(run, None)))
+        except ReproError as exc:
+            row.problem = exc.message
+            first_error = first_error or exc
+    if not resolved:
+        if first_error is not None:
+            raise first_error
         raise InputError(f"none of {len(rows)} folders holds a readable run: {rows[0].problem}",
                          "check the folders, then `repro aggregate DIR...`")
-    return RackReport(chosen, rows, expect).compute()
+    if chosen is None:
+        recipes = {rec.name for _, _, rec in resolved}
+        systems = {_system_key(run) for _, run, _ in resolved}
+        if len(recipes) > 1 or len(systems) > 1:
+            what = "; ".join(f"{row.name}: {rec.name} ({_system_key(run)})" for row, run, rec in resolved)
+            raise InputError(f"these folders hold runs of different systems or recipes, never summed: {what}.",
+                             "aggregate each system separately, or judge all against one: "
+                             "`repro aggregate DIR... --recipe NAME`")
+        chosen = resolved[0][2]
+    for row, run, _ in resolved:
+        try:
+            row.verdict = evaluate(run, chosen, count_gpus(run, chosen, gpus))
+        except ReproError as exc:
+            row.problem = exc.message
+    rows.sort(key=lambda r: _natural(r.name))
+    nodes_of = {run.system_node_of for _, run, _ in resolved if run.system_node_of and run.system}
+    if len(nodes_of) == 1 and (system := resolved[0][1].system):
+        total_nodes = system.get("number_of_nodes")
+        notes.append(f"the system JSON {next(iter(nodes_of))} describes {total_nodes} nodes; {len(resolved)} VM "
+                     "folder(s) given")
+    if scenario == "Offline":
+        notes += _published_vm_notes(chosen, rows)
+    return RackReport(chosen, rows, expect, notes=notes, scenario=scenario).compute()

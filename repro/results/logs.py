@@ -3,12 +3,14 @@
 The summary and detail of one run can disagree (a published GB300 summary says target_qps 400 where
 its detail log says 390), so results come from the summary and effective settings from the detail.
 Anything that cannot be read raises InputError naming the file; the parser never raises anything else.
+Numbers are kept only when finite: a NaN, infinite or negative throughput is an unreadable log, not a result.
 """
 
 from __future__ import annotations
 
 import ast
 import json
+import math
 import re
 from pathlib import Path
 from typing import Any, Optional
@@ -58,6 +60,13 @@ class LoadGenRun(BaseModel):
     label: Optional[str] = None
     incomplete: bool = False
     run_info: Optional[dict[str, Any]] = None
+    benchmark_scenario: str = Field(default="", description="Offline, Server or Interactive (Interactive logs: Server)")
+    scenario_source: str = ""
+    accuracy_target: Optional[str] = Field(default=None, description="99 or 99.9, from the run's benchmark folder")
+    accuracy_target_source: Optional[str] = None
+    accuracy_hashes: list[str] = Field(default_factory=list)
+    system_folder: Optional[str] = Field(default=None, description="The results/<system> folder name, if any")
+    system_node_of: Optional[str] = Field(default=None, description="Set when the run is one node of a system")
 
     @property
     def is_reproduction_candidate(self) -> bool:
@@ -85,6 +94,10 @@ def _num(text: str) -> float | int | None:
             return None
 
 
+def _finite(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
 def _yes(text: str) -> bool | None:
     t = text.strip().lower()
     return True if t in ("yes", "true") else False if t in ("no", "false") else None
@@ -101,8 +114,9 @@ def parse_summary(path: Path) -> dict[str, Any]:
     """Fields of mlperf_log_summary.txt across loadgen versions and scenarios."""
     text = _read_text(path)
     out: dict[str, Any] = {"params": {}, "latency": {}, "ttft": {}, "tpot": {}, "satisfied": {},
-                           "recommendations": [], "warnings": [], "errors": []}
+                           "recommendations": [], "early_stopping": {}, "warnings": [], "errors": []}
     section = "head"
+    group: str | None = None
     lines = text.splitlines()
     skip: set[int] = set()
     for i, line in enumerate(lines):
@@ -124,12 +138,26 @@ def parse_summary(path: Path) -> dict[str, Any]:
         if stripped == "Test Parameters Used":
             section = "params"
             continue
-        if m := re.match(r"^(\d+) (warning|error)s? encountered", stripped, re.I):
-            out["errors" if m.group(2).lower() == "error" else "warnings"].append(stripped)
+        if m := re.match(r"^(no|\d+) (warning|error)s? encountered", stripped, re.I):
+            if m.group(2).lower() == "error":
+                out["closed"] = True
+            if m.group(1).lower() != "no":
+                out["errors" if m.group(2).lower() == "error" else "warnings"].append(stripped)
             continue
-        if stripped.startswith("* "):
-            out["recommendations"].append(stripped[2:].strip())
+        if stripped.startswith("* ") or (group and group != "recommendations" and ":" not in stripped):
+            item = stripped[2:].strip() if stripped.startswith("* ") else None
+            if group is None or group == "recommendations":
+                out["recommendations"].append(item or stripped)
+            elif item is not None:
+                out["early_stopping"].setdefault(group, []).append(item)
+            elif out["early_stopping"].get(group):
+                out["early_stopping"][group][-1] += " " + stripped
             continue
+        if stripped.endswith(":") and section == "head":
+            header = stripped[:-1].strip()
+            group = "recommendations" if header.lower() == "recommendations" else header
+            continue
+        group = None
         if ":" not in stripped:
             continue
         key, _, value = stripped.partition(":")
@@ -144,9 +172,9 @@ def parse_summary(path: Path) -> dict[str, Any]:
         elif low in ("scenario", "mode", "sut name"):
             out[low.replace(" ", "_")] = value
         elif low in ("samples per second", "completed samples per second"):
-            out["samples_per_s"] = _num(value)
+            out.setdefault("samples_per_s", _num(value))
         elif low in ("tokens per second", "completed tokens per second"):
-            out["tokens_per_s"] = _num(value)
+            out.setdefault("tokens_per_s", _num(value))
         elif low == "scheduled samples per second":
             out["scheduled_samples_per_s"] = _num(value)
         elif (m := _LATENCY.match(key)) and _num(value) is not None:
@@ -188,19 +216,43 @@ def parse_detail(path: Path) -> dict[str, Any]:
     return {"values": values, "errors": errors, "warnings": warnings}
 
 
-def parse_accuracy_txt(path: Path) -> dict[str, float]:
-    """The scores dict line MLPerf's evaluate-accuracy.py prints, e.g. {'rouge1': 44.7494, ...}."""
+_NUMPY_SCALAR = re.compile(r"\b(?:np|numpy)\.(?:float|int|uint)(?:16|32|64|128)?_?\(\s*([^()]*?)\s*\)")
+
+
+def _score(value: Any) -> float | None:
+    """A score as evaluate-accuracy.py prints it: a number or a quoted number ('44.8085'); finite only."""
+    if isinstance(value, str):
+        value = _num(value)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
+def read_accuracy_txt(path: Path) -> tuple[dict[str, float], list[str]]:
+    """Scores and hash= values of MLPerf's accuracy.txt in every published form: carriage-return progress and
+    [nltk_data] lines before it, quoted values, numpy reprs (np.int64(27723428)), one or two hash lines."""
     text = _read_text(path)
-    for line in text.splitlines():
-        line = line.strip()
-        if line.startswith("{") and "rouge1" in line:
-            try:
-                scores = ast.literal_eval(line)
-            except (ValueError, SyntaxError):
-                break
-            if isinstance(scores, dict):
-                return {str(k): float(v) for k, v in scores.items() if isinstance(v, (int, float))}
-    raise InputError(f"{path}: no ROUGE scores line found.", "re-run `repro run offline --accuracy`")
+    lines = [ln.strip() for ln in re.split(r"[\r\n]+", text)]
+    scores: dict[str, float] | None = None
+    for line in lines:
+        if not (line.startswith("{") and "rouge1" in line):
+            continue
+        try:
+            parsed = ast.literal_eval(_NUMPY_SCALAR.sub(r"\1", line))
+        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+            continue
+        if isinstance(parsed, dict):
+            scores = {str(k): v for k, raw in parsed.items() if (v := _score(raw)) is not None}
+    if scores is None:
+        raise InputError(f"{path}: no scores line (a line like {{'rouge1': 44.7, ...}}); the file is truncated or "
+                         "not MLPerf's accuracy.txt.",
+                         f"restore the complete file or move it out of {path.parent}, then `repro verify` again")
+    hashes = [m.group(1) for line in lines if (m := re.match(r"^hash=([0-9A-Za-z]+)$", line))]
+    return scores, hashes
+
+
+def parse_accuracy_txt(path: Path) -> dict[str, float]:
+    return read_accuracy_txt(path)[0]
 
 
 def _read_json(path: Path) -> dict[str, Any] | None:
@@ -211,19 +263,61 @@ def _read_json(path: Path) -> dict[str, Any] | None:
     return doc if isinstance(doc, dict) else None
 
 
-def find_system_json(folder: Path, levels: int = 6) -> tuple[dict[str, Any], Path] | None:
-    """The MLPerf system description sits beside or above the run (submission trees keep it in systems/)."""
-    current = folder.resolve()
+_BENCHMARK = re.compile(r"^llama2-70b(?:-interactive)?-(99(?:\.9)?)$", re.I)
+
+
+def _parts(folder: Path) -> tuple[str, ...]:
+    return Path(folder).absolute().parts
+
+
+def system_folder_of(folder: Path) -> str | None:
+    """`results/<system>/<benchmark>/<scenario>`: the folder above the llama2-70b-99[.9] benchmark folder."""
+    parts = _parts(folder)
+    for i in range(len(parts) - 1, 0, -1):
+        if _BENCHMARK.match(parts[i]) or parts[i].lower().startswith("llama2-70b"):
+            return parts[i - 1]
+    return None
+
+
+_TARGET_IN_NAME = re.compile(r"(?<![A-Za-z0-9])llama2-70b(?:-interactive)?-(99(?:\.9)?)(?![\d.])", re.I)
+
+
+def benchmark_target(folder: Path) -> str | None:
+    """99 or 99.9 from the nearest folder naming the benchmark (`llama2-70b-99.9`, or `..._llama2-70b-99_Offline`)."""
+    for part in reversed(_parts(folder)):
+        if m := _TARGET_IN_NAME.search(part):
+            return m.group(1)
+    return None
+
+
+def find_system_json(folder: Path, levels: int = 8) -> tuple[dict[str, Any], Path, str | None] | None:
+    """The MLPerf system description of this run: `<system>.json` named like its results/<system> folder, beside
+    or above the run (submission trees keep them in systems/). Returns (doc, path, node_of): node_of is set when
+    the run folder is `<system>_<N>`, one node of a multi-node system. Several JSONs and none named like the run:
+    no guess, None."""
+    system = system_folder_of(folder)
+    current = Path(folder).absolute()
     for _ in range(levels):
+        candidates: list[tuple[dict[str, Any], Path]] = []
         for directory in (current, current / "systems"):
             if not directory.is_dir():
                 continue
             for candidate in sorted(directory.glob("*.json")):
-                if candidate.name in (RUN_JSON, "mlperf_log_accuracy.json"):
+                if candidate.name in (RUN_JSON, "mlperf_log_accuracy.json", "mlperf_log_trace.json"):
                     continue
                 doc = _read_json(candidate)
                 if doc and "accelerators_per_node" in doc:
-                    return doc, candidate
+                    candidates.append((doc, candidate))
+        for doc, path in candidates:
+            if system and path.stem == system:
+                return doc, path, None
+        for doc, path in candidates:
+            if system and re.fullmatch(rf"{re.escape(path.stem)}[_-]\d+", system):
+                return doc, path, path.stem
+        if len(candidates) == 1:
+            return candidates[0][0], candidates[0][1], None
+        if candidates:
+            return None
         if current.parent == current:
             break
         current = current.parent
@@ -263,9 +357,45 @@ def _reasons(summary: dict[str, Any], detail: dict[str, Any], duration_s: float 
     if summary.get("validity") != "INVALID":
         return reasons
     reasons += [r for r in summary["recommendations"] if r.lower() != "run successful."]
+    for header, items in summary.get("early_stopping", {}).items():
+        if any(i.lower() != "run successful." for i in items):
+            reasons.append(f"{header}: {' '.join(items)}")
     if not reasons:
         reasons.append("LoadGen marked the result INVALID without saying why; see mlperf_log_detail.txt")
     return reasons
+
+
+def _first(*values: Any) -> Any:
+    return next((x for x in values if x is not None), None)
+
+
+def _summary_gaps(summary: dict[str, Any]) -> list[str]:
+    """What a complete LoadGen summary has and this one lacks, in the order LoadGen writes it."""
+    satisfied = {k.lower() for k in summary["satisfied"]}
+    gaps = [what for what, present in (
+        ("the tokens per second line", "tokens_per_s" in summary),
+        ("'Min duration satisfied'", "min duration satisfied" in satisfied),
+        ("the 'Test Parameters Used' section", bool(summary["params"])),
+    ) if not present]
+    return gaps + ["the closing 'errors encountered' line"]
+
+
+def _benchmark_scenario(log_scenario: str, folder: Path, settings: dict[str, Any]) -> tuple[str, str]:
+    """Interactive runs log `Scenario : Server`; the TTFT/TPOT limits LoadGen enforced (450/40 ms, not 2,000/200)
+    decide, and the folder name (Interactive, llama2-70b-interactive) when the logs carry no limits."""
+    if log_scenario.lower() != "server":
+        return log_scenario, "the logs"
+    names = [p.lower() for p in _parts(folder)]
+    folder_says = any("interactive" in re.split(r"[^a-z0-9]+", p) or "llama2-70b-interactive" in p for p in names)
+    ttft, tpot = settings.get("ttft_latency_ns"), settings.get("tpot_latency_ns")
+    if _finite(ttft) and _finite(tpot):
+        ttft, tpot = float(ttft), float(tpot)  # type: ignore[arg-type]
+        interactive = ttft <= 450e6 and tpot <= 40e6
+        limits = f"TTFT/TPOT limits {ttft / 1e6:,.0f}/{tpot / 1e6:,.0f} ms"
+        if interactive != folder_says and any(p in ("server", "interactive") for p in names[-4:]):
+            return ("Interactive" if interactive else "Server"), f"{limits} (the folder name says otherwise)"
+        return ("Interactive" if interactive else "Server"), limits
+    return ("Interactive" if folder_says else "Server"), "the folder name (the logs carry no TTFT/TPOT limits)"
 
 
 def parse_run(folder: Path) -> LoadGenRun:
@@ -282,7 +412,7 @@ def parse_run(folder: Path) -> LoadGenRun:
     else:
         if "result_validity" not in v:
             raise InputError(f"{detail_path}: no result_validity entry and no summary; the run did not finish.",
-                             "re-run the benchmark (`repro run offline`)")
+                             f"restore {SUMMARY} from the run, or re-run your own (`repro run offline`)")
         summary = {"validity": str(v["result_validity"]).upper(), "params": {}, "latency": {}, "ttft": {}, "tpot": {},
                    "satisfied": {}, "recommendations": [], "warnings": [], "errors": []}
     scenario = summary.get("scenario") or v.get("effective_scenario") or v.get("requested_scenario")
@@ -290,8 +420,11 @@ def parse_run(folder: Path) -> LoadGenRun:
     if "validity" not in summary:
         if mode != "AccuracyOnly":
             raise InputError(f"{summary_path}: no 'Result is' line; the summary is truncated or not a LoadGen summary.",
-                             "re-run the benchmark (`repro run offline`) or restore the complete log")
+                             f"restore the complete log from the run, then `repro verify {folder}`")
         summary["validity"] = "N/A"
+    elif summary_path.is_file() and not summary.get("closed"):
+        raise InputError(f"{summary_path}: truncated; missing {', '.join(_summary_gaps(summary))}.",
+                         f"restore the complete log from the run, then `repro verify {folder}`")
     if not scenario or not mode:
         raise InputError(f"{summary_path if summary_path.is_file() else detail_path}: names no scenario or mode.",
                          "point `repro verify` at an intact LoadGen result folder")
@@ -306,19 +439,29 @@ def parse_run(folder: Path) -> LoadGenRun:
             latency.setdefault(_stat_key(m.group(1)), val)
         elif m := re.match(r"^result_(min|max|mean)_latency_ns$", k):
             latency.setdefault(m.group(1), val)
-    tokens = summary.get("tokens_per_s")
-    if tokens is None:
-        tokens = v.get("result_tokens_per_second") or v.get("result_completed_tokens_per_second")
-    samples = summary.get("samples_per_s")
-    if samples is None:
-        samples = v.get("result_samples_per_second") or v.get("result_completed_samples_per_second")
+    tokens = _first(summary.get("tokens_per_s"), v.get("result_tokens_per_second"),
+                    v.get("result_completed_tokens_per_second"))
+    samples = _first(summary.get("samples_per_s"), v.get("result_samples_per_second"),
+                     v.get("result_completed_samples_per_second"), v.get("result_completed_samples_per_sec"))
+    for what, value in (("tokens per second", tokens), ("samples per second", samples)):
+        if value is not None and not (_finite(value) and value >= 0):
+            raise InputError(f"{summary_path if summary_path.is_file() else detail_path}: {what} is {value!r}, "
+                             "not a finite number ≥ 0; the log is corrupt.",
+                             f"restore the complete log from the run, then `repro verify {folder}`")
+    if "ttft_latency_ns" not in settings and _finite(v.get("requested_server_ttft_latency")):
+        settings["ttft_latency_ns"] = v["requested_server_ttft_latency"]
+    if "tpot_latency_ns" not in settings and _finite(v.get("requested_server_tpot_latency")):
+        settings["tpot_latency_ns"] = v["requested_server_tpot_latency"]
+    bench_scenario, scenario_source = _benchmark_scenario(str(scenario), folder, settings)
     duration_s = latency["max"] / 1e9 if scenario == "Offline" and latency.get("max") else None
     min_duration_ms = settings.get("min_duration_ms")
     satisfied = {k.lower(): ok for k, ok in summary["satisfied"].items()}
     min_duration_met = satisfied.get("min duration satisfied", v.get("result_min_duration_met"))
     run_info = _read_json(folder / RUN_JSON) if (folder / RUN_JSON).is_file() else None
     accuracy_path = _accuracy_for(folder)
+    scores, hashes = read_accuracy_txt(accuracy_path) if accuracy_path else (None, [])
     system = find_system_json(folder)
+    target = benchmark_target(folder)
     sut_name = summary.get("sut_name") or v.get("sut_name")
     try:
         return LoadGenRun(
@@ -335,8 +478,11 @@ def parse_run(folder: Path) -> LoadGenRun:
             min_queries_met=satisfied.get("min queries satisfied", v.get("result_min_queries_met")),
             early_stopping_met=satisfied.get("early stopping satisfied", v.get("early_stopping_met")),
             duration_s=duration_s,
-            accuracy=parse_accuracy_txt(accuracy_path) if accuracy_path else None, accuracy_path=accuracy_path,
+            accuracy=scores, accuracy_path=accuracy_path, accuracy_hashes=hashes,
             system=system[0] if system else None, system_path=system[1] if system else None,
+            system_node_of=system[2] if system else None, system_folder=system_folder_of(folder),
+            benchmark_scenario=bench_scenario, scenario_source=scenario_source, accuracy_target=target,
+            accuracy_target_source=f"llama2-70b-{target} in the path" if target else None,
             label=_label(run_info, sut_name),
             incomplete=bool(run_info and (run_info.get("incomplete") or run_info.get("status") in ("interrupted", "failed"))),
             run_info=run_info,
@@ -347,8 +493,8 @@ def parse_run(folder: Path) -> LoadGenRun:
                          "point `repro verify` at an intact LoadGen result folder") from None
 
 
-def find_runs(root: Path) -> list[LoadGenRun]:
-    """Every LoadGen run below root (root included), in path order."""
+def run_folders(root: Path) -> list[Path]:
+    """Every folder holding LoadGen logs below root (root included), in path order."""
     root = Path(root)
     if not root.exists():
         raise InputError(f"{root}: no such file or folder.", "check the path, then `repro verify` again")
@@ -358,4 +504,9 @@ def find_runs(root: Path) -> list[LoadGenRun]:
     if not folders:
         raise InputError(f"{root}: no LoadGen logs ({SUMMARY}) in this folder or below.",
                          "run the benchmark first (`repro run offline`) or point at a result folder")
-    return [parse_run(f) for f in folders]
+    return folders
+
+
+def find_runs(root: Path) -> list[LoadGenRun]:
+    """Every LoadGen run below root (root included), in path order."""
+    return [parse_run(f) for f in run_folders(root)]

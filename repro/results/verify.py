@@ -1,25 +1,28 @@
-"""The verdict: is a run, per GPU, inside the published band, and if not, why not."""
+"""The verdict: is a run, per GPU, inside the published band for its scenario, and if not, why not.
+
+A PASS needs evidence: the run's own accelerator is the recipe's, LoadGen says VALID, the logs show the run was
+long enough under MLPerf's settings, the scenario's own rules hold, and tokens/s per GPU is inside the band.
+Each rule is one function returning Checks, so a new rule (a compliance test, another published index) is one
+more function called from `evaluate`.
+"""
 
 from __future__ import annotations
 
+import hashlib
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from rich.console import Group
-from rich.markup import escape
-from rich.table import Table
-from rich.text import Text
-
 from repro.core.errors import InputError
-from repro.results.logs import LoadGenRun, find_runs
-from repro.core.recipes import Recipe, by_system_name, get_recipe
-from repro.core.fmt import fmt_num
+from repro.core.recipes import Published, Recipe, by_system_name, get_recipe
+from repro.results import rules
+from repro.results.hardware import GpuCount, Identity, count_gpus, identity
+from repro.results.logs import SUMMARY, LoadGenRun, find_runs
 
 Status = Literal["PASS", "FAIL", "NOT A REPRODUCTION", "NO REFERENCE"]
-MLPERF_MIN_DURATION_MS = 600_000
+MLPERF_MIN_DURATION_MS = rules.MIN_DURATION_MS
 EXIT_CODES = {"PASS": 0, "FAIL": 1, "NOT A REPRODUCTION": 1, "NO REFERENCE": 1}
-_STYLE = {"PASS": "bold green", "FAIL": "bold red", "NOT A REPRODUCTION": "bold yellow", "NO REFERENCE": "bold yellow"}
 
 
 @dataclass
@@ -27,6 +30,8 @@ class Check:
     name: str
     ok: bool | None
     detail: str
+    fails: bool = False
+    """True when ok is False and that alone makes the verdict FAIL."""
 
 
 @dataclass
@@ -41,64 +46,79 @@ class Verdict:
     status: Status
     reasons: list[str]
     checks: list[Check] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    published: Published | None = None
+    hardware: Identity | None = None
 
     @property
     def exit_code(self) -> int:
         return EXIT_CODES[self.status]
 
+    @property
+    def scenario(self) -> str:
+        return self.run.benchmark_scenario or self.run.scenario
+
     def to_json(self) -> dict[str, Any]:
-        pub = self.recipe.published
+        pub = self.published
+        hw = self.hardware
         return {
             "status": self.status,
             "reproduction": self.status == "PASS",
             "label": self.run.label,
             "reasons": self.reasons,
+            "notes": self.notes,
             "folder": str(self.run.folder),
             "recipe": self.recipe.name,
             "recipe_hash": self.recipe.hash(),
-            "scenario": self.run.scenario,
+            "scenario": self.scenario,
+            "scenario_source": self.run.scenario_source,
+            "log_scenario": self.run.scenario,
             "validity": self.run.validity,
             "gpus": self.gpus,
             "gpus_source": self.gpus_source,
-            "tokens_per_s": self.run.tokens_per_s,
-            "tokens_per_s_per_gpu": None if self.per_gpu is None else round(self.per_gpu, 1),
-            "published": {"status": pub.status, "tokens_per_s_per_gpu": pub.tokens_per_s_per_gpu,
-                          "tokens_per_s_per_vm": pub.tokens_per_s_per_vm, "band_pct": pub.band_pct,
-                          "mlperf_id": pub.mlperf_id, "round": pub.mlperf_round, "source": pub.source},
+            "accelerator": None if hw is None else {"run": hw.run_name, "from": hw.where, "same_as_recipe": hw.same,
+                                                    "recipe": hw.recipe.model_dump(), "detail": hw.why},
+            "tokens_per_s": _finite_or_none(self.run.tokens_per_s),
+            "tokens_per_s_per_gpu": _finite_or_none(self.per_gpu, 1),
+            "published": None if pub is None else {
+                "scenario": pub.scenario, "status": pub.status, "tokens_per_s_per_gpu": pub.tokens_per_s_per_gpu,
+                "tokens_per_s_per_vm": pub.tokens_per_s_per_vm, "band_pct": pub.band_pct,
+                "mlperf_id": pub.mlperf_id, "round": pub.mlperf_round, "source": pub.source},
             "band_per_gpu": None if self.band is None else [round(self.band[0], 1), round(self.band[1], 1)],
-            "deviation_pct": None if self.deviation_pct is None else round(self.deviation_pct, 2),
+            "deviation_pct": _finite_or_none(self.deviation_pct, 2),
             "checks": [{"name": c.name, "ok": c.ok, "detail": c.detail} for c in self.checks],
             "accuracy": self.run.accuracy,
+            "accuracy_target": self.accuracy_target[0],
             "loadgen_version": self.run.loadgen_version,
         }
 
-    def __rich__(self) -> Group:
-        pub = self.recipe.published
-        table = Table(title=f"repro verify: {self.recipe.title}", title_justify="left", show_lines=False)
-        table.add_column("check", no_wrap=True)
-        table.add_column("result", no_wrap=True)
-        table.add_column("detail")
-        table.add_row("tokens/s (VM)", fmt_num(self.run.tokens_per_s), f"{self.gpus} GPUs ({self.gpus_source})")
-        table.add_row("tokens/s per GPU", fmt_num(self.per_gpu),
-                      f"published {fmt_num(pub.tokens_per_s_per_gpu)} ({pub.status}, MLPerf {pub.mlperf_round}, ID {pub.mlperf_id})")
-        if self.band:
-            table.add_row(f"band ±{pub.band_pct:g}%", f"{fmt_num(self.band[0])}–{fmt_num(self.band[1])}",
-                          "deviation " + (f"{self.deviation_pct:+.1f}%" if self.deviation_pct is not None else "unknown"))
-        for c in self.checks:
-            mark = "[green]ok[/]" if c.ok else "[red]no[/]" if c.ok is False else "[dim]n/a[/]"
-            table.add_row(c.name, mark, escape(c.detail))
-        head = Text.assemble(("Verdict: ", "bold"), (self.status, _STYLE[self.status]))
-        why = [Text(f"  - {r}") for r in self.reasons]
-        return Group(table, head, *why)
+    @property
+    def accuracy_target(self) -> tuple[str, str]:
+        return accuracy_target_of(self.run, self.recipe)
+
+
+def accuracy_target_of(run: LoadGenRun, recipe: Recipe) -> tuple[str, str]:
+    """(99 or 99.9, where it came from): the run's own benchmark folder, else the recipe."""
+    if run.accuracy_target:
+        return run.accuracy_target, run.accuracy_target_source or "the run's path"
+    return recipe.accuracy.target, f"recipe {recipe.name}"
+
+
+def _finite_or_none(value: float | None, digits: int | None = None) -> float | None:
+    if value is None or not math.isfinite(value):
+        return None
+    return round(value, digits) if digits is not None else value
 
 
 def _within(per_gpu: float, band: tuple[float, float], centre: float) -> tuple[bool, str]:
     low, high = band
     dev = (per_gpu / centre - 1) * 100
     if per_gpu < low:
-        return False, f"{abs(dev):.1f}% below the published {centre:,.1f} per GPU ({(1 - per_gpu / low) * 100:.1f}% under the band floor {low:,.1f})"
+        return False, (f"{abs(dev):.1f}% below the published {centre:,.1f} per GPU "
+                       f"({(1 - per_gpu / low) * 100:.1f}% under the band floor {low:,.1f})")
     if per_gpu > high:
-        return False, f"{dev:.1f}% above the published {centre:,.1f} per GPU ({(per_gpu / high - 1) * 100:.1f}% over the band ceiling {high:,.1f}); check the GPU count"
+        return False, (f"{dev:.1f}% above the published {centre:,.1f} per GPU "
+                       f"({(per_gpu / high - 1) * 100:.1f}% over the band ceiling {high:,.1f}); check the GPU count")
     return True, f"{dev:+.1f}% vs the published {centre:,.1f} per GPU, inside ±{(high / centre - 1) * 100:.0f}%"
 
 
@@ -114,137 +134,283 @@ def resolve_recipe(run: LoadGenRun, recipe: str | Recipe | None) -> Recipe:
     for name in filter(None, names):
         if found := by_system_name(name):
             return found
-    raise InputError(f"{run.folder}: cannot tell which published result to compare with (no run.json, no known system JSON).",
+    if run.system:
+        name = str(run.system.get("system_name", "")).strip() or (run.system_path.stem if run.system_path else "?")
+        acc = str(run.system.get("accelerator_model_name", "")).strip()
+        why = f"its system {name!r}{f' ({acc})' if acc else ''} matches no recipe"
+    else:
+        why = "no run.json and no system JSON name its system"
+    raise InputError(f"{run.folder}: {why}, so there is no published result to compare it with.",
                      f"`repro verify {run.folder} --recipe NAME` (see `repro recipes list`)")
 
 
 def resolve_gpus(run: LoadGenRun, recipe: Recipe, flag: int | None) -> tuple[int, str]:
-    """--gpus, else the system JSON, else run.json, else the recipe; a disagreement is an error, not a guess."""
-    sources: list[tuple[int, str]] = []
-    if run.system and isinstance(run.system.get("accelerators_per_node"), int):
-        sources.append((run.system["accelerators_per_node"], f"system JSON {run.system_path.name if run.system_path else ''}".strip()))
-    gpus_info = (run.run_info or {}).get("gpus")
-    if isinstance(gpus_info, dict) and isinstance(gpus_info.get("count"), int) and gpus_info["count"] > 0:
-        sources.append((gpus_info["count"], "run.json"))
-    if flag is not None:
-        for count, where in sources:
-            if count != flag:
-                raise InputError(f"{run.folder}: conflicting GPU counts: --gpus {flag} but {where} says {count}.",
-                                 f"drop --gpus or fix it: `repro verify {run.folder} --gpus {count}`")
-        return flag, "--gpus"
-    if sources:
-        count, where = sources[0]
-        for other, other_where in sources[1:]:
-            if other != count:
-                raise InputError(f"{run.folder}: conflicting GPU counts: {where} says {count}, {other_where} says {other}.",
-                                 f"`repro verify {run.folder} --gpus N` with the count the run used")
-        if count != recipe.system.gpus_per_vm and not recipe.demo:
-            raise InputError(f"{run.folder}: {where} says {count} GPUs but recipe {recipe.name} has {recipe.system.gpus_per_vm}.",
-                             f"`repro verify {run.folder} --recipe NAME` for the right system, or `--gpus {count}`")
-        return count, where
-    return recipe.system.gpus_per_vm, f"recipe {recipe.name}"
+    count = count_gpus(run, recipe, flag)
+    return count.total, count.source
 
 
-def _accuracy_checks(run: LoadGenRun, recipe: Recipe) -> list[Check]:
-    if not run.accuracy:
-        return [Check("accuracy", None, "no accuracy result next to this run")]
-    acc, target = run.accuracy, recipe.accuracy
-    checks = []
-    for key, floor in (("rouge1", target.rouge1), ("rouge2", target.rouge2), ("rougeL", target.rougeL),
-                       ("tokens_per_sample", target.tokens_per_sample)):
-        if key not in acc:
-            checks.append(Check(f"accuracy {key}", False, f"missing from {run.accuracy_path}"))
-            continue
-        ok = acc[key] >= floor
-        checks.append(Check(f"accuracy {key}", ok, f"{acc[key]:.4f} {'≥' if ok else '<'} {floor:.4f} ({target.target}% target)"))
+# --- the rules, one function each ------------------------------------------------------------------------------
+
+def _validity(run: LoadGenRun) -> list[Check]:
+    detail = "VALID" if run.valid else "INVALID: " + "; ".join(run.invalid_reasons)
+    checks = [Check("LoadGen validity", run.valid, detail, fails=not run.valid)]
+    if run.errors:
+        checks.append(Check("LoadGen errors", False, "; ".join(run.errors[:3]), fails=True))
     return checks
 
 
-def evaluate(run: LoadGenRun, recipe: Recipe, gpus: int, gpus_source: str) -> Verdict:
-    """Pure: the verdict for one parsed run against one recipe."""
-    pub = recipe.published
-    reasons: list[str] = []
-    checks: list[Check] = []
-    per_gpu = run.tokens_per_s / gpus if run.tokens_per_s is not None else None
+def _duration(run: LoadGenRun, recipe: Recipe) -> tuple[list[Check], list[str]]:
+    """The setting (≥ 600 s) and LoadGen's 'Min duration satisfied': both are the evidence the run was long enough."""
+    missing: list[str] = []
+    raw = run.settings.get("min_duration_ms")
+    min_ms = float(raw) if isinstance(raw, (int, float)) and math.isfinite(raw) else None
+    met = run.min_duration_met
+    if met is None and run.duration_s is not None and min_ms is not None:
+        met = run.duration_s * 1000 >= min_ms
+    if min_ms is None:
+        missing.append("the min_duration setting (summary 'min_duration (ms)' or detail effective_min_duration_ms)")
+    if met is None:
+        missing.append("'Min duration satisfied' (summary) or result_min_duration_met (detail)")
+    if min_ms is None or met is None:
+        return [Check("min duration", None, "not shown by the logs: " + "; ".join(missing))], missing
+    detail = f"setting {min_ms / 1000:,.0f} s (MLPerf needs ≥ {rules.MIN_DURATION_MS / 1000:,.0f} s; " \
+             f"recipe {recipe.loadgen.min_duration_ms / 1000:,.0f} s)"
+    if run.duration_s is not None:
+        detail += f", ran {run.duration_s:,.0f} s"
+    checks = [Check("min duration", min_ms >= rules.MIN_DURATION_MS and bool(met), detail, fails=not met)]
+    if min_ms < rules.MIN_DURATION_MS:
+        checks.append(Check("MLPerf min duration", False,
+                            f"min duration setting {min_ms / 1000:,.0f} s is below MLPerf's "
+                            f"{rules.MIN_DURATION_MS / 1000:,.0f} s: a smoke run, not a reproduction", fails=True))
+    return checks, []
 
-    if run.scenario != pub.scenario:
-        raise InputError(f"{run.folder}: this is a {run.scenario} run; the published {recipe.name} result is {pub.scenario}.",
-                         f"`repro run {pub.scenario.lower()}`, or point at the {pub.scenario} folder")
+
+def _scenario_rules(run: LoadGenRun, scenario: str) -> list[Check]:
+    """Offline: at least 24,576 samples per query. Server and Interactive: MLPerf's TTFT/TPOT limits were the ones
+    LoadGen enforced, p99 TTFT and TPOT are under them, and early stopping succeeded."""
+    checks: list[Check] = []
+    if scenario == "Offline":
+        spq = run.settings.get("samples_per_query")
+        if isinstance(spq, (int, float)):
+            ok = spq >= rules.OFFLINE_MIN_SAMPLES_PER_QUERY
+            checks.append(Check("samples per query", ok, f"{spq:,.0f} {'≥' if ok else '<'} "
+                                f"{rules.OFFLINE_MIN_SAMPLES_PER_QUERY:,} (MLPerf closed division)", fails=not ok))
+        return checks
+    limits = rules.LATENCY_LIMITS[scenario]
+    for key, what, rule_ms, stats in (("ttft_latency_ns", "TTFT", limits.ttft_ms, run.ttft_ns),
+                                      ("tpot_latency_ns", "TPOT", limits.tpot_ms, run.tpot_ns)):
+        set_ns = run.settings.get(key)
+        if isinstance(set_ns, (int, float)) and set_ns / 1e6 > rule_ms:
+            checks.append(Check(f"{what} limit", False, f"LoadGen enforced {set_ns / 1e6:,.0f} ms; MLPerf's {scenario} "
+                                f"limit is {rule_ms:,.0f} ms", fails=True))
+        p99 = stats.get("p99")
+        if isinstance(p99, (int, float)) and math.isfinite(p99):
+            ok = p99 / 1e6 <= rule_ms
+            checks.append(Check(f"{what} p99", ok, f"{p99 / 1e6:,.1f} ms {'≤' if ok else '>'} {rule_ms:,.0f} ms "
+                                f"({scenario})", fails=not ok))
+        else:
+            checks.append(Check(f"{what} p99", None, "not in the summary"))
+    checks.append(Check("early stopping", run.early_stopping_met,
+                        {True: "satisfied", False: "not satisfied", None: "not in the logs"}[run.early_stopping_met],
+                        fails=run.early_stopping_met is False))
+    return checks
+
+
+def _throughput(run: LoadGenRun, per_gpu: float | None, published: Published | None) -> tuple[list[Check],
+                                                                                             tuple[float, float] | None,
+                                                                                             float | None]:
+    checks: list[Check] = []
+    if run.tokens_per_s == 0:
+        checks.append(Check("tokens/s", False, "0 tokens/s: the SUT reported no token counts (QuerySampleResponse "
+                            "without n_tokens)", fails=True))
+    band = published.band() if published else None
+    if band is None or per_gpu is None or published is None:
+        return checks, None, None
+    centre = float(published.tokens_per_s_per_gpu)
+    inside, detail = _within(per_gpu, band, centre)
+    checks.append(Check("inside band", inside, detail, fails=not inside))
+    if published.status == "analog":
+        checks.append(Check("reference", None, f"analog result: {published.note}"))
+    return checks, band, (per_gpu / centre - 1) * 100
+
+
+def _hardware(hw: Identity) -> list[Check]:
+    if hw.same is None:
+        return [Check("accelerator", None, hw.why)]
+    detail = f"{hw.run_name} ({hw.where}): {hw.why}"
+    return [Check("accelerator", hw.same, detail)]
+
+
+def _accuracy(run: LoadGenRun, target: str, source: str) -> list[Check]:
+    """Every checker rule for llama2-70b against the run's own target: ROUGE-1/2/L floors, tokens per sample within
+    90–110% of 294.45, and a full-size run (gen_num 24,576)."""
+    if not run.accuracy:
+        return [Check("accuracy", None, "no accuracy.txt next to this run (performance only)")]
+    acc, t = run.accuracy, rules.accuracy_target(target)
+    where = f"{target}% target, {source}"
+    checks = []
+    for key, floor in (("rouge1", t.rouge1), ("rouge2", t.rouge2), ("rougeL", t.rougeL)):
+        if key not in acc:
+            checks.append(Check(f"accuracy {key}", False, f"missing from {run.accuracy_path}", fails=True))
+            continue
+        ok = acc[key] >= floor
+        checks.append(Check(f"accuracy {key}", ok, f"{acc[key]:.4f} {'≥' if ok else '<'} {floor:.4f} ({where})",
+                            fails=not ok))
+    tps = acc.get("tokens_per_sample")
+    if tps is None:
+        checks.append(Check("accuracy tokens_per_sample", False, f"missing from {run.accuracy_path}", fails=True))
+    else:
+        ok = t.tokens_per_sample_min <= tps <= t.tokens_per_sample_max
+        checks.append(Check("accuracy tokens_per_sample", ok, f"{tps:.1f} {'within' if ok else 'outside'} "
+                            f"{t.tokens_per_sample_min:.3f}–{t.tokens_per_sample_max:.3f} (90–110% of "
+                            f"{rules.REFERENCE_TOKENS_PER_SAMPLE})", fails=not ok))
+    gen_num = acc.get("gen_num")
+    if gen_num is None:
+        checks.append(Check("accuracy samples", None, "gen_num not in accuracy.txt: the run's size is not shown"))
+    else:
+        ok = gen_num == rules.DATASET_SAMPLES
+        checks.append(Check("accuracy samples", ok, f"{gen_num:,.0f} {'=' if ok else '≠'} {rules.DATASET_SAMPLES:,} "
+                            "(a full-size accuracy run)" if ok else f"{gen_num:,.0f} samples, not the full "
+                            f"{rules.DATASET_SAMPLES:,}: a short run, not an accuracy result", fails=not ok))
+    hashes = run.accuracy_hashes
+    if not hashes:
+        checks.append(Check("accuracy hash", None, "no hash= line (the submission checker requires one)"))
+    elif len(set(hashes)) > 1:
+        checks.append(Check("accuracy hash", None, f"{len(hashes)} different hash= lines"))
+    return checks
+
+
+# --- the verdict -------------------------------------------------------------------------------------------------
+
+def evaluate(run: LoadGenRun, recipe: Recipe, count: GpuCount) -> Verdict:
+    """Pure: the verdict for one parsed performance run against one recipe, for the run's own scenario."""
     if run.mode != "PerformanceOnly":
         raise InputError(f"{run.folder}: this is an {run.mode} run; verify needs a PerformanceOnly run.",
-                         "point `repro verify` at the performance folder")
-
-    valid_detail = "VALID" if run.valid else "INVALID: " + "; ".join(run.invalid_reasons)
-    checks.append(Check("LoadGen validity", run.valid, valid_detail))
-    if not run.valid:
-        reasons.append(valid_detail)
-
-    min_ms = run.settings.get("min_duration_ms")
-    if isinstance(min_ms, (int, float)):
-        long_enough = min_ms >= MLPERF_MIN_DURATION_MS
-        met = run.min_duration_met is not False
-        detail = f"setting {min_ms / 1000:,.0f} s (MLPerf needs ≥ {MLPERF_MIN_DURATION_MS / 1000:,.0f} s; recipe {recipe.loadgen.min_duration_ms / 1000:,.0f} s)"
-        if run.duration_s is not None:
-            detail += f", ran {run.duration_s:,.0f} s"
-        checks.append(Check("min duration", long_enough and met, detail))
-        if not long_enough:
-            reasons.append(f"min duration setting {min_ms / 1000:,.0f} s is below MLPerf's {MLPERF_MIN_DURATION_MS / 1000:,.0f} s: a smoke run, not a reproduction")
-    else:
-        checks.append(Check("min duration", run.min_duration_met, "setting not in the logs"))
-
+                         f"`repro verify {run.folder.parent}` (the folder holding the performance run)")
     if run.tokens_per_s is None:
-        raise InputError(f"{run.summary_path or run.folder}: no tokens per second in the logs (token latencies were off).",
+        raise InputError(f"{run.summary_path or run.folder}: no tokens per second in the logs "
+                         "(token latencies were off).",
                          "re-run with use_token_latencies (`repro run offline` sets it)")
+    scenario = run.benchmark_scenario or run.scenario
+    published = recipe.published_for(scenario)
+    per_gpu = run.tokens_per_s / count.total
+    target, target_source = accuracy_target_of(run, recipe)
+    hw = identity(run, recipe)
+    notes = list(count.notes)
+    if run.scenario_source != "the logs":
+        notes.append(f"scenario {scenario}: told by {run.scenario_source}")
+    if not run.accuracy_target and run.accuracy:
+        notes.append(f"accuracy target {target}% from recipe {recipe.name}: the run's path names no "
+                     "llama2-70b-99 or -99.9")
 
-    band = pub.band()
-    deviation = None
-    if band and per_gpu is not None:
-        centre = float(pub.tokens_per_s_per_gpu)
-        deviation = (per_gpu / centre - 1) * 100
-        inside, detail = _within(per_gpu, band, centre)
-        checks.append(Check("inside band", inside, detail))
-        if not inside:
-            reasons.append(detail)
-        if pub.status == "analog":
-            checks.append(Check("reference", None, f"analog result: {pub.note}"))
+    duration_checks, missing = _duration(run, recipe)
+    throughput_checks, band, deviation = _throughput(run, per_gpu, published)
+    checks = (_hardware(hw) + _validity(run) + duration_checks + _scenario_rules(run, scenario) + throughput_checks
+              + _accuracy(run, target, target_source))
+    failed = [c for c in checks if c.fails and c.ok is False]
+    reasons = _dedupe([c.detail if c.name in ("LoadGen validity", "inside band", "MLPerf min duration", "tokens/s")
+                       else f"{c.name}: {c.detail}" for c in failed])
+    if missing:
+        reasons.append("no evidence the run was long enough: the logs lack " + " and ".join(missing))
 
-    checks += _accuracy_checks(run, recipe)
-    reasons += [f"{c.name}: {c.detail}" for c in checks if c.name.startswith("accuracy ") and c.ok is False]
-
+    status: Status
+    if run.label or recipe.demo:
+        reasons.insert(0, f"{run.label or 'demo'} run: it rehearses the flow and is never a reproduction")
+        status = "NOT A REPRODUCTION"
+    elif hw.same is False:
+        reasons.insert(0, f"{hw.run_name} ({hw.where}) is not the recipe's accelerator: {hw.why}; "
+                          "a different accelerator is never a reproduction")
+        status = "NOT A REPRODUCTION"
+    elif band is None:
+        if published is None:
+            have = ", ".join(p.scenario for p in (recipe.published, *recipe.published_scenarios))
+            reasons.append(f"recipe {recipe.name} has no published {scenario} result (it has {have})")
+        else:
+            reasons.append(f"no published result for {recipe.title} ({published.note or published.source})")
+        status = "NO REFERENCE"
+    elif failed:
+        status = "FAIL"
+    elif missing:
+        status = "NOT A REPRODUCTION"
+    else:
+        status = "PASS"
     if run.incomplete:
         reasons.insert(0, "the run was interrupted or failed; its logs are partial (run.json)")
-    if run.label or recipe.demo:
-        label = run.label or "demo"
-        reasons.insert(0, f"{label} run: it rehearses the flow and is never a reproduction")
-        status: Status = "NOT A REPRODUCTION"
-    elif band is None:
-        reasons.append(f"no published result for {recipe.title} ({pub.note or pub.source})")
-        status = "NO REFERENCE"
-    else:
-        status = "FAIL" if reasons else "PASS"
-    return Verdict(run, recipe, gpus, gpus_source, per_gpu, band, deviation, status, reasons, checks)
+        if status == "PASS":
+            status = "FAIL"
+    return Verdict(run, recipe, count.total, count.source, per_gpu, band, deviation, status, reasons, checks,
+                   notes, published, hw)
 
 
-def pick_run(runs: list[LoadGenRun], root: Path, scenario: str) -> LoadGenRun:
-    perf = [r for r in runs if r.mode == "PerformanceOnly"]
+def _dedupe(items: list[str]) -> list[str]:
+    return list(dict.fromkeys(items))
+
+
+def _is_compliance(run: LoadGenRun, root: Path) -> bool:
+    """Compliance test folders (TEST01, TEST06, ...) inside a result tree are not the performance result."""
+    try:
+        parts = run.folder.relative_to(root).parts
+    except ValueError:
+        parts = run.folder.parts
+    return any(p.upper().startswith("TEST") and p[4:].isdigit() for p in parts)
+
+
+def _content_key(run: LoadGenRun) -> str:
+    path = run.summary_path or run.detail_path
+    return hashlib.sha256(path.read_bytes()).hexdigest() if path else str(run.folder)
+
+
+def pick_run(runs: list[LoadGenRun], root: Path, scenario: str | None = None) -> tuple[LoadGenRun, list[str]]:
+    """The one performance run a verify is about, with notes on what else the folder holds."""
+    notes: list[str] = []
+    perf = [r for r in runs if r.mode == "PerformanceOnly" and not _is_compliance(r, root)]
     if not perf:
         raise InputError(f"{root}: only {runs[0].mode} logs here; verify needs a PerformanceOnly run.",
-                         "`repro run offline` (performance mode), then `repro verify`")
-    matching = [r for r in perf if r.scenario == scenario]
+                         "point `repro verify` at the folder that also holds performance/ (for your own runs: "
+                         "`repro run offline`)")
+    found = sorted({r.benchmark_scenario for r in perf})
+    if scenario is None:
+        if len(found) == 1:
+            scenario = found[0]
+        elif "Offline" in found:
+            scenario = "Offline"
+            others = [s for s in found if s != "Offline"]
+            notes.append(f"{root} also holds {', '.join(others)} runs: `repro verify {root} --scenario {others[0]}`")
+        else:
+            raise InputError(f"{root}: holds {' and '.join(found)} runs; verify takes one.",
+                             f"`repro verify {root} --scenario {found[0]}`")
+    matching = [r for r in perf if r.benchmark_scenario.lower() == scenario.lower()]
     if not matching:
-        found = ", ".join(sorted({r.scenario for r in perf}))
-        raise InputError(f"{root}: holds {found} runs, not {scenario}.", f"`repro run {scenario.lower()}`, or `--scenario {found}`")
+        raise InputError(f"{root}: holds {', '.join(found)} runs, not {scenario}.",
+                         f"`repro verify {root} --scenario {found[0]}`")
+    official = [r for r in matching if r.folder.name.lower() != "ranging"]
+    matching = official or matching
+    unique: dict[str, LoadGenRun] = {}
+    for r in matching:
+        unique.setdefault(_content_key(r), r)
+    if len(unique) < len(matching):
+        notes.append(f"{len(matching) - len(unique)} identical copies of the same {SUMMARY} counted once "
+                     "(the same run published under several benchmarks)")
+    matching = list(unique.values())
     if len(matching) > 1:
         listing = ", ".join(str(r.folder.relative_to(root)) for r in matching[:4])
-        raise InputError(f"{root}: holds {len(matching)} {scenario} runs ({listing}...); verify takes one.",
-                         f"`repro verify {matching[0].folder}`, or `repro aggregate {root}` for several VMs")
-    return matching[0]
+        best = next((r for r in reversed(matching) if r.is_reproduction_candidate), matching[-1])
+        raise InputError(f"{root}: holds {len(matching)} different {scenario} runs ({listing}...); verify takes one.",
+                         f"`repro verify {best.folder}`, or `repro aggregate {root}` for several VMs")
+    return matching[0], notes
 
 
 def verify_dir(path: Path, recipe: str | Recipe | None = None, gpus: int | None = None,
-               scenario: str = "Offline") -> Verdict:
+               scenario: str | None = None) -> Verdict:
     path = Path(path)
-    run = pick_run(find_runs(path), path, scenario)
+    run, notes = pick_run(find_runs(path), path, scenario)
     chosen = resolve_recipe(run, recipe)
-    count, source = resolve_gpus(run, chosen, gpus)
-    return evaluate(run, chosen, count, source)
+    verdict = evaluate(run, chosen, count_gpus(run, chosen, gpus))
+    verdict.notes = notes + verdict.notes
+    return verdict
+
+
+def verify_run(run_dir: Path, recipe: str | Recipe) -> Verdict:
+    """The verdict `repro run offline|server` ends with: the run's own scenario against the recipe's published
+    figure for it (NO REFERENCE, exit 1, where the recipe publishes none), never an input error for the scenario."""
+    return verify_dir(Path(run_dir), recipe=recipe)

@@ -13,5 +13,5 @@ RecipeOpt = Annotated[Optional[str], typer.Option("--recipe", "-r", help="Recipe
 WorkspaceOpt = Annotated[Optional[Path], typer.Option("--workspace", "-w", help="State directory (default: $REPRO_HOME or ./repro-workspace).", envvar="REPRO_HOME")]
 YesOpt = Annotated[bool, typer.Option("--yes", "-y", help="Do not ask before expensive steps.")]
 ForceOpt = Annotated[bool, typer.Option("--force", help="Redo the step even if the ledger says it is up to date.")]
-GpusOpt = Annotated[Optional[int], typer.Option("--gpus", min=1, help="GPUs per VM in the run (overrides the system JSON and recipe).")]
+GpusOpt = Annotated[Optional[int], typer.Option("--gpus", min=1, help="Accelerators the run used in all (overrides the system JSON, run.json and recipe, with a note).")]
 ResultDirArg = Annotated[Path, typer.Argument(help="A LoadGen result folder (searched recursively for mlperf_log_summary.txt).")]

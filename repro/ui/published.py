@@ -12,7 +12,8 @@ from rich.text import Text
 
 from repro.core.published import Filters, PublishedIndex, PublishedResult
 from repro.results.compare import Comparison
-from repro.ui.views import fmt_num
+from repro.core.fmt import fmt_num
+from repro.ui.render import renderable
 
 _STYLE = {"PASS": "bold green", "FAIL": "bold red", "NOT A REPRODUCTION": "bold yellow", "REFUSED": "bold yellow",
           "NO REFERENCE": "bold yellow"}
@@ -160,7 +161,7 @@ class VerdictWithRecord:
         return doc
 
     def __rich__(self) -> Group:
-        parts: list[Any] = [self.verdict]
+        parts: list[Any] = [renderable(self.verdict)]
         if self.record is not None:
             e = self.record.entries[0]
             dev = "-" if e.deviation_pct is None else f"{e.deviation_pct:+.1f}%"

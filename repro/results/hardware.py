@@ -1,0 +1,181 @@
+"""Which accelerators, and how many, a run used: from its system JSON or its own provenance (run.json).
+
+Published system JSONs write counts as numbers or strings ("8", "11") and describe multi-node systems as
+accelerators_per_node x number_of_nodes (up to 18 nodes). A folder named `<system>_<N>` beside a
+multi-node `<system>.json` is one node of it (the Azure GB300 rack publishes one folder per VM).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from repro.core.errors import InputError
+from repro.core.recipes import Accelerator, Recipe
+from repro.results.logs import LoadGenRun
+
+_FORMS = {"SXM": "SXM", "SXM4": "SXM", "SXM5": "SXM", "NVL": "NVL", "PCIE": "PCIe"}
+_VENDOR_WORDS = {"NVIDIA", "AMD", "INTEL", "INSTINCT", "TESLA", "GEFORCE", "RTX", "ARC", "PRO", "R", "TM",
+                 "VIRTUALIZED", "GRACE", "HOPPER", "SUPERCHIP", "BLACKWELL", "SERVER", "EDITION", "HBM3", "HBM3E"}
+_MODEL = re.compile(r"^[A-Z]{1,4}\d{2,4}[A-Z]?$")
+_MEMORY = re.compile(r"^(\d+(?:\.\d+)?)GB?$")
+
+
+@dataclass
+class GpuCount:
+    total: int
+    source: str
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Identity:
+    """The run's accelerator compared with the recipe's: same is None when the run does not name one."""
+
+    run_name: str | None
+    where: str | None
+    recipe: Accelerator
+    same: bool | None
+    why: str
+
+
+def _count(value: Any) -> int | None:
+    """A positive whole count from a number or a numeric string ("4", " 18 "); anything else is None."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value if value > 0 else None
+    if isinstance(value, float):
+        return int(value) if value.is_integer() and value > 0 else None
+    if isinstance(value, str) and re.fullmatch(r"\s*\d+\s*", value):
+        return int(value) or None
+    return None
+
+
+def _tokens(name: str) -> list[str]:
+    return [t for t in re.split(r"[^A-Z0-9.]+", name.upper()) if t]
+
+
+def model_token(name: str) -> str | None:
+    """The chip in an accelerator name: 'NVIDIA H100-SXM-80GB' -> H100, 'AMD Instinct MI300X ...' -> MI300X."""
+    for tok in _tokens(name):
+        if tok not in _VENDOR_WORDS and _MODEL.match(tok) and not _MEMORY.match(tok) and not tok.endswith("W"):
+            return tok
+    return None
+
+
+def same_accelerator(name: str, want: Accelerator) -> tuple[bool, str]:
+    """Chip, then form factor, then memory size: each that the name states must match the recipe's."""
+    tokens = _tokens(name)
+    recipe_text = " ".join(filter(None, [want.model, want.form_factor,
+                                         f"{want.memory_gb:g} GB" if want.memory_gb else None]))
+    if want.model.upper() not in tokens:
+        found = model_token(name) or "another chip"
+        return False, f"{found} is not the recipe's {want.model}"
+    forms = {_FORMS[t] for t in tokens if t in _FORMS}
+    if want.form_factor and forms and want.form_factor not in forms:
+        return False, f"{want.model} {'/'.join(sorted(forms))} is not the recipe's {recipe_text}"
+    sizes = [float(m.group(1)) for t in tokens if (m := _MEMORY.match(t))]
+    if want.memory_gb and sizes and all(abs(s - want.memory_gb) / want.memory_gb > 0.1 for s in sizes):
+        return False, f"{want.model} with {sizes[0]:g} GB is not the recipe's {recipe_text}"
+    unstated = want.form_factor is not None and not forms
+    return True, f"same accelerator as the recipe ({recipe_text})" + (
+        f"; the name does not state the form factor ({want.form_factor})" if unstated else "")
+
+
+def run_accelerator(run: LoadGenRun) -> tuple[str | None, str | None]:
+    """The accelerator name the run's own files state: its provenance (run.json) first, then the system JSON."""
+    gpus = (run.run_info or {}).get("gpus")
+    names = gpus.get("names") if isinstance(gpus, dict) else None
+    if isinstance(names, list) and names and all(isinstance(n, str) and n for n in names):
+        distinct = sorted(set(names))
+        return " + ".join(distinct), "run.json (NVML)"
+    name = run.system.get("accelerator_model_name") if run.system else None
+    if isinstance(name, str) and name.strip():
+        return name.strip(), _system_where(run)
+    return None, None
+
+
+def identity(run: LoadGenRun, recipe: Recipe) -> Identity:
+    want = recipe.system.accelerator_identity()
+    name, where = run_accelerator(run)
+    if name is None:
+        return Identity(None, None, want, None, "the run names no accelerator (no system JSON with "
+                        "accelerator_model_name, no run.json GPU names); the recipe's is assumed")
+    if " + " in name:
+        return Identity(name, where, want, False, f"the run mixes accelerators ({name})")
+    same, why = same_accelerator(name, want)
+    return Identity(name, where, want, same, why)
+
+
+def _system_where(run: LoadGenRun) -> str:
+    return f"system JSON {run.system_path.name}" if run.system_path else "system JSON"
+
+
+def _name_counts(run: LoadGenRun, chip: str | None) -> list[tuple[str, int]]:
+    """Accelerator counts written next to the chip in the system name or the results folder ('32xH100', 'B200...x8')."""
+    if not chip:
+        return []
+    texts: list[tuple[str, str]] = []
+    if run.system and isinstance(run.system.get("system_name"), str):
+        texts.append((f"system name {run.system['system_name'].strip()!r}", run.system["system_name"]))
+    if run.system_folder:
+        texts.append((f"folder {run.system_folder}", run.system_folder))
+    out = []
+    before = re.compile(rf"(\d+)\s*x[\s_-]*[^\s,()]*?{re.escape(chip)}", re.I)
+    after = re.compile(rf"{re.escape(chip)}[^\s,()]*?x(\d+)(?![\d.])", re.I)
+    for where, text in texts:
+        if m := before.search(text) or after.search(text):
+            out.append((where, int(m.group(1))))
+    return out
+
+
+def count_gpus(run: LoadGenRun, recipe: Recipe, flag: int | None) -> GpuCount:
+    """--gpus, else the run's provenance, else the system JSON (per node x nodes), else the recipe; every
+    disagreement between these is shown as a note, and provenance vs system JSON without --gpus is an error."""
+    sources: list[tuple[int, str]] = []
+    notes: list[str] = []
+    gpus_info = (run.run_info or {}).get("gpus")
+    if isinstance(gpus_info, dict) and (n := _count(gpus_info.get("count"))):
+        sources.append((n, "run.json"))
+    chip = None
+    if run.system:
+        per_node, nodes = _count(run.system.get("accelerators_per_node")), _count(run.system.get("number_of_nodes", 1))
+        where = _system_where(run)
+        raw = (run.system.get("accelerators_per_node"), run.system.get("number_of_nodes", 1))
+        if per_node is None or nodes is None:
+            notes.append(f"{where}: unusable accelerator count (accelerators_per_node {raw[0]!r}, "
+                         f"number_of_nodes {raw[1]!r}); not used")
+        elif run.system_node_of:
+            sources.append((per_node, f"{where}: folder {run.system_folder} is one node of {nodes}, "
+                                      f"{per_node} per node"))
+        else:
+            text = f"{per_node} per node x {nodes} nodes" if nodes > 1 else f"{per_node} per node"
+            sources.append((per_node * nodes, f"{where}: {text}"))
+        name = run.system.get("accelerator_model_name")
+        chip = model_token(name) if isinstance(name, str) else None
+        counts_ok = {per_node, nodes, (per_node or 0) * (nodes or 0)}
+        for where_name, n in _name_counts(run, chip):
+            if n not in counts_ok:
+                notes.append(f"the {where_name} says {n} accelerators but {where} gives "
+                             f"{per_node} per node x {nodes} nodes = {(per_node or 0) * (nodes or 0)}; "
+                             f"per GPU uses the JSON (`--gpus {n}` to use the name's count)")
+    if flag is not None:
+        others = ", ".join(f"{where} gives {n}" for n, where in sources if n != flag)
+        notes.insert(0, f"--gpus {flag} overrides the count" + (f" ({others})" if others else ""))
+        return GpuCount(flag, "--gpus", notes)
+    if sources:
+        count, where = sources[0]
+        for other, other_where in sources[1:]:
+            if other != count:
+                raise InputError(f"{run.folder}: conflicting GPU counts: {where} says {count}, "
+                                 f"{other_where} says {other}.",
+                                 f"`repro verify {run.folder} --gpus N` with the count the run used")
+        if count != recipe.system.gpus_per_vm and not recipe.demo:
+            notes.append(f"the run used {count} accelerators, recipe {recipe.name} {recipe.system.gpus_per_vm}; "
+                         "compared per GPU")
+        return GpuCount(count, where, notes)
+    notes.append(f"no system JSON or run.json gives the accelerator count: assumed {recipe.system.gpus_per_vm} from "
+                 f"recipe {recipe.name} (`--gpus N` if the run used another count)")
+    return GpuCount(recipe.system.gpus_per_vm, f"recipe {recipe.name}", notes)

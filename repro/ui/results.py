@@ -1,0 +1,98 @@
+"""Rich views of verify's Verdict and aggregate's RackReport; the core objects only hold data and to_json()."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from rich.console import Group
+from rich.markup import escape
+from rich.table import Table
+from rich.text import Text
+
+from repro.results.aggregate import RackReport
+from repro.results.verify import Verdict
+from repro.ui.views import fmt_num
+
+_STYLE = {"PASS": "bold green", "FAIL": "bold red", "NOT A REPRODUCTION": "bold yellow", "NO REFERENCE": "bold yellow"}
+_ROW_STYLE = {"PASS": "green", "FAIL": "red", "INVALID": "red", "ERROR": "red"}
+
+
+def render_verdict(v: Verdict) -> Group:
+    pub = v.published
+    table = Table(title=f"repro verify: {v.recipe.title}" + (f" ({v.scenario})" if v.scenario != "Offline" else ""),
+                  title_justify="left", show_lines=False)
+    table.add_column("check", no_wrap=True)
+    table.add_column("result", no_wrap=True)
+    table.add_column("detail")
+    table.add_row("tokens/s (VM)", fmt_num(v.run.tokens_per_s), escape(f"{v.gpus} GPUs ({v.gpus_source})"))
+    if pub is not None:
+        where = (f"published {fmt_num(pub.tokens_per_s_per_gpu)} ({pub.status}, MLPerf {pub.mlperf_round}, "
+                 f"ID {pub.mlperf_id})")
+    else:
+        where = f"no published {v.scenario} result in recipe {v.recipe.name}"
+    table.add_row("tokens/s per GPU", fmt_num(v.per_gpu), escape(where))
+    if v.band and pub is not None:
+        table.add_row(f"band ±{pub.band_pct:g}%", f"{fmt_num(v.band[0])}–{fmt_num(v.band[1])}",
+                      "deviation " + (f"{v.deviation_pct:+.1f}%" if v.deviation_pct is not None else "unknown"))
+    for c in v.checks:
+        mark = "[green]ok[/]" if c.ok else "[red]no[/]" if c.ok is False else "[dim]n/a[/]"
+        table.add_row(c.name, mark, escape(c.detail))
+    head = Text.assemble(("Verdict: ", "bold"), (v.status, _STYLE[v.status]))
+    why = [Text(f"  - {r}") for r in v.reasons]
+    notes = [Text(f"  note: {n}", style="dim") for n in v.notes]
+    return Group(table, head, *why, *notes)
+
+
+def render_rack(report: RackReport) -> Group:
+    summary = Table(title=f"repro aggregate: {report.recipe.title}", title_justify="left")
+    for col in ("", "measured", "published"):
+        summary.add_column(col, justify="left" if not col else "right", no_wrap=True)
+    for row in report.summary_rows():
+        summary.add_row(*row)
+    band = report.band()
+    per_vm = Table(title="Per VM" + (f" (band {band[0]:,.1f}–{band[1]:,.1f} tokens/s per GPU)" if band else ""),
+                   title_justify="left")
+    for col in ("VM", "tokens/s", "per GPU", "deviation", "verdict", "why"):
+        per_vm.add_column(col, justify="right" if col in ("tokens/s", "per GPU", "deviation") else "left",
+                          no_wrap=col != "why")
+    for r in report.rows:
+        v = r.verdict
+        style = _ROW_STYLE.get(r.status, "yellow")
+        if v is None:
+            per_vm.add_row(escape(r.name), "-", "-", "-", f"[{style}]{r.status}[/]", escape(r.problem or ""))
+            continue
+        dev = f"{v.deviation_pct:+.1f}%" if v.deviation_pct is not None else "-"
+        note = "; ".join(v.reasons) + ("" if r.counted else " (excluded from the total)")
+        per_vm.add_row(escape(r.name), fmt_num(v.run.tokens_per_s), fmt_num(v.per_gpu), dev,
+                       f"[{style}]{r.status}[/]", escape(note.strip()))
+    parts: list[Any] = [summary, per_vm]
+    if report.missing_count:
+        parts.append(Text(f"{report.missing_count} of {report.expect} expected VMs have no result folder.",
+                          style="red"))
+    parts += [Text(f"note: {n}", style="dim") for n in report.notes]
+    return Group(*parts)
+
+
+@dataclass
+class VerdictView:
+    """What `emit` shows for a verdict: the same JSON, the Rich table from this module."""
+
+    verdict: Verdict
+
+    def to_json(self) -> dict[str, Any]:
+        return self.verdict.to_json()
+
+    def __rich__(self) -> Group:
+        return render_verdict(self.verdict)
+
+
+@dataclass
+class RackView:
+    report: RackReport
+
+    def to_json(self) -> dict[str, Any]:
+        return self.report.to_json()
+
+    def __rich__(self) -> Group:
+        return render_rack(self.report)
