@@ -48,7 +48,7 @@ def verify(result_dir: ResultDirArg, recipe: RecipeOpt = None, gpus: GpusOpt = N
     try:
         verdict = verify_dir(result_dir, recipe=recipe, gpus=gpus, scenario=_scenario(scenario))
     except InputError:
-        own = None if recipe else _recognised(result_dir, gpus)
+        own = None if recipe else _recognised(result_dir, gpus, _scenario(scenario))
         if own is None:
             raise
         emit(ComparisonView(own, "repro verify: published record"), json)
@@ -58,10 +58,10 @@ def verify(result_dir: ResultDirArg, recipe: RecipeOpt = None, gpus: GpusOpt = N
     raise typer.Exit(verdict.exit_code)
 
 
-def _recognised(result_dir: Path, gpus: Optional[int]) -> Optional[Comparison]:
+def _recognised(result_dir: Path, gpus: Optional[int], scenario: Optional[str]) -> Optional[Comparison]:
     """The run against its own published record when no recipe fits (e.g. another submitter's bundle)."""
     try:
-        return recognise(pick_perf_run(result_dir), gpus)
+        return recognise(pick_perf_run(result_dir, scenario), gpus)
     except InputError:
         return None
 

@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 from repro.core.errors import InputError
 from repro.core.published import Accelerator, PublishedIndex, PublishedResult, load_index
+from repro.results.hardware import count_accelerators, count_value, run_accelerator
 from repro.results.logs import LoadGenRun, find_runs
 
 BAND_PCT = 5.0
@@ -27,34 +28,16 @@ Status = Literal["PASS", "FAIL", "NOT A REPRODUCTION", "REFUSED"]
 EXIT_CODES = {"PASS": 0, "FAIL": 1, "NOT A REPRODUCTION": 1, "REFUSED": 2}
 
 
-def _count(value: Any) -> int | None:
-    """System JSON counts, as int or as the strings some submitters write ("8")."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int) and value > 0:
-        return value
-    if isinstance(value, str) and value.strip().isdigit() and int(value) > 0:
-        return int(value)
-    return None
-
-
 def system_accelerators(system: dict[str, Any]) -> tuple[int, int] | None:
     """(accelerators per node, nodes) from a system JSON; nodes default to 1 when absent."""
-    per_node = _count(system.get("accelerators_per_node"))
-    nodes = _count(system.get("number_of_nodes", 1))
+    per_node = count_value(system.get("accelerators_per_node"))
+    nodes = count_value(system.get("number_of_nodes", 1))
     return (per_node, nodes) if per_node and nodes else None
 
 
 def effective_scenario(run: LoadGenRun) -> str:
-    """Interactive logs say Server; the folder name or the 450 ms TTFT limit tells them apart."""
-    parts = [p.lower() for p in run.folder.resolve().parts]
-    for name in ("interactive", "server", "offline"):
-        if name in parts:
-            return name.capitalize()
-    ttft = run.settings.get("ttft_latency_ns")
-    if run.scenario == "Server" and isinstance(ttft, (int, float)) and 0 < ttft <= INTERACTIVE_MAX_TTFT_NS:
-        return "Interactive"
-    return run.scenario
+    """The benchmark scenario as the verdict sees it (Interactive logs say Server; see results.logs)."""
+    return run.benchmark_scenario or run.scenario
 
 
 def path_benchmark(folder: Path) -> str | None:
@@ -178,41 +161,14 @@ def facts_from_run(run: LoadGenRun, gpus: int | None = None, match: IndexMatch |
     if run.tokens_per_s is None:
         raise InputError(f"{run.summary_path or run.folder}: no tokens per second in the logs.",
                          "re-run with use_token_latencies (`repro run offline` sets it)")
-    notes: list[str] = []
-    info = run.run_info or {}
-    raw_gpus = info.get("gpus")
-    gpus_info: dict[str, Any] = raw_gpus if isinstance(raw_gpus, dict) else {}
-    counts = system_accelerators(run.system) if run.system else None
-    sys_name = run.system_path.name if run.system_path else "system JSON"
-    if gpus is not None:
-        if counts and gpus not in (counts[0], counts[0] * counts[1]):
-            raise InputError(f"{run.folder}: conflicting accelerator counts: --gpus {gpus} but {sys_name} says "
-                             f"{counts[0]} per node x {counts[1]} node(s).",
-                             f"drop --gpus or fix it: `repro verify {run.folder}`")
-        total, source = gpus, "--gpus"
-    elif _count(gpus_info.get("count")):
-        total, source = int(gpus_info["count"]), "run.json"
-    elif counts:
-        total, source = counts[0] * counts[1], f"{sys_name}: {counts[0]} per node x {counts[1]} node(s)"
-        if counts[1] > 1 and not (match and match.exact):
-            notes.append(f"{sys_name} describes {counts[1]} nodes; "
-                         f"if this log covers one node, pass --gpus {counts[0]}")
-    elif match and match.exact:
-        total, source = match.row.total_accelerators, f"published record {match.row.ref} (no system JSON)"
-    else:
+    found, notes = count_accelerators(run, gpus)
+    if found is None:
         raise InputError(f"{run.folder}: cannot tell how many accelerators ran (no system JSON, no run.json).",
                          f"`repro verify {run.folder} --gpus N --against REF`")
-    names = [str(n) for n in gpus_info.get("names") or [] if n]
-    if run.system and run.system.get("accelerator_model_name"):
-        accel, accel_source = str(run.system["accelerator_model_name"]), sys_name
-    elif names and len({Accelerator.parse(n).model for n in names}) == 1:
-        accel, accel_source = names[0], "run.json (NVML)"
-    elif match and match.exact:
-        accel, accel_source = match.row.accelerator_model_name, f"published record {match.row.ref}"
-    else:
-        accel, accel_source = None, "unknown"
+    total, source = found.total, found.source
+    accel, accel_source = run_accelerator(run)
     return RunFacts(run.folder, float(run.tokens_per_s), total, source, effective_scenario(run),
-                    path_benchmark(run.folder), accel, accel_source, run.valid, run.label, tuple(notes))
+                    path_benchmark(run.folder), accel, accel_source or "unknown", run.valid, run.label, tuple(notes))
 
 
 @dataclass(frozen=True)

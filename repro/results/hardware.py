@@ -40,7 +40,7 @@ class Identity:
     why: str
 
 
-def _count(value: Any) -> int | None:
+def count_value(value: Any) -> int | None:
     """A positive whole count from a number or a numeric string ("4", " 18 "); anything else is None."""
     if isinstance(value, bool):
         return None
@@ -94,6 +94,10 @@ def run_accelerator(run: LoadGenRun) -> tuple[str | None, str | None]:
     name = run.system.get("accelerator_model_name") if run.system else None
     if isinstance(name, str) and name.strip():
         return name.strip(), _system_where(run)
+    from repro.results.compare import match_run
+    match = match_run(run)
+    if match is not None and match.exact:
+        return match.row.accelerator_model_name, f"the published record {match.row.ref} this log is"
     return None, None
 
 
@@ -131,17 +135,18 @@ def _name_counts(run: LoadGenRun, chip: str | None) -> list[tuple[str, int]]:
     return out
 
 
-def count_gpus(run: LoadGenRun, recipe: Recipe, flag: int | None) -> GpuCount:
-    """--gpus, else the run's provenance, else the system JSON (per node x nodes), else the recipe; every
-    disagreement between these is shown as a note, and provenance vs system JSON without --gpus is an error."""
+def count_accelerators(run: LoadGenRun, flag: int | None) -> tuple[GpuCount | None, list[str]]:
+    """--gpus, else the run's provenance, else the system JSON (per node x nodes), else the published record the
+    log is; (None, notes) when nothing tells. Every disagreement is a note; provenance vs system JSON without --gpus
+    is an error."""
     sources: list[tuple[int, str]] = []
     notes: list[str] = []
     gpus_info = (run.run_info or {}).get("gpus")
-    if isinstance(gpus_info, dict) and (n := _count(gpus_info.get("count"))):
+    if isinstance(gpus_info, dict) and (n := count_value(gpus_info.get("count"))):
         sources.append((n, "run.json"))
     chip = None
     if run.system:
-        per_node, nodes = _count(run.system.get("accelerators_per_node")), _count(run.system.get("number_of_nodes", 1))
+        per_node, nodes = count_value(run.system.get("accelerators_per_node")), count_value(run.system.get("number_of_nodes", 1))
         where = _system_where(run)
         raw = (run.system.get("accelerators_per_node"), run.system.get("number_of_nodes", 1))
         if per_node is None or nodes is None:
@@ -164,7 +169,7 @@ def count_gpus(run: LoadGenRun, recipe: Recipe, flag: int | None) -> GpuCount:
     if flag is not None:
         others = ", ".join(f"{where} gives {n}" for n, where in sources if n != flag)
         notes.insert(0, f"--gpus {flag} overrides the count" + (f" ({others})" if others else ""))
-        return GpuCount(flag, "--gpus", notes)
+        return GpuCount(flag, "--gpus", notes), notes
     if sources:
         count, where = sources[0]
         for other, other_where in sources[1:]:
@@ -172,10 +177,22 @@ def count_gpus(run: LoadGenRun, recipe: Recipe, flag: int | None) -> GpuCount:
                 raise InputError(f"{run.folder}: conflicting GPU counts: {where} says {count}, "
                                  f"{other_where} says {other}.",
                                  f"`repro verify {run.folder} --gpus N` with the count the run used")
-        if count != recipe.system.gpus_per_vm and not recipe.demo:
-            notes.append(f"the run used {count} accelerators, recipe {recipe.name} {recipe.system.gpus_per_vm}; "
-                         "compared per GPU")
-        return GpuCount(count, where, notes)
+        return GpuCount(count, where, notes), notes
+    from repro.results.compare import match_run
+    match = match_run(run)
+    if match is not None and match.exact:
+        return GpuCount(match.row.total_accelerators, f"the published record {match.row.ref} this log is", notes), notes
+    return None, notes
+
+
+def count_gpus(run: LoadGenRun, recipe: Recipe, flag: int | None) -> GpuCount:
+    """The run's own count (count_accelerators), else the recipe's, with a note whenever they differ."""
+    found, notes = count_accelerators(run, flag)
+    if found is not None:
+        if found.source != "--gpus" and found.total != recipe.system.gpus_per_vm and not recipe.demo:
+            found.notes.append(f"the run used {found.total} accelerators, recipe {recipe.name} "
+                               f"{recipe.system.gpus_per_vm}; compared per GPU")
+        return found
     notes.append(f"no system JSON or run.json gives the accelerator count: assumed {recipe.system.gpus_per_vm} from "
                  f"recipe {recipe.name} (`--gpus N` if the run used another count)")
     return GpuCount(recipe.system.gpus_per_vm, f"recipe {recipe.name}", notes)
