@@ -71,7 +71,7 @@ def test_settings_and_user_conf_for_smoke_runs() -> None:
     assert smoke["min_query_count"] == smoke["max_query_count"] == 100 and smoke["min_duration"] == 0
     assert expected_samples(smoke, "Offline") == 100
     timed = loadgen_settings(recipe, "Server", duration_s=3)
-    assert timed["min_duration"] == timed["max_duration"] == 3000 and timed["tpot_latency"] == 200_000_000
+    assert timed["min_duration"] == timed["max_duration"] == 3000 and timed["tpot_latency"] == 200
     assert "llama2-70b.Server.max_duration = 3000" in user_conf_text(timed, "Server")
 
 
@@ -105,6 +105,28 @@ def test_sim_server_run_reports_token_latencies(ws: Workspace) -> None:
     assert run.scenario == "Server" and run.label == "simulated"
     assert run.ttft_ns["p99"] > 0 and run.tpot_ns["p99"] > 0
     assert json.loads((Path(outcome.details["run_dir"]) / "run.json").read_text())["measured_by_harness"]["samples"] == 40
+
+
+def _detail_keys(run_dir: Path) -> dict[str, object]:
+    """LoadGen's own record of the settings it ran with, from mlperf_log_detail.txt (one :::MLLOG JSON per line)."""
+    out: dict[str, object] = {}
+    for line in (run_dir / "mlperf_log_detail.txt").read_text().splitlines():
+        if line.startswith(":::MLLOG "):
+            doc = json.loads(line[len(":::MLLOG "):])
+            out[doc["key"]] = doc["value"]
+    return out
+
+
+def test_server_latency_limits_reach_loadgen_in_its_units(ws: Workspace) -> None:
+    """The recipe's 2,000 ms TTFT / 200 ms TPOT must read 2e9 / 2e8 ns in LoadGen's detail log (issue 12 item 5)."""
+    _prepare(ws, n=16)
+    recipe = get_recipe(RECIPE)
+    outcome = run_benchmark(RECIPE, ws, scenario="Server", backend="sim", samples=16, detect=False,
+                            rate_tokens_per_s=2_000_000)
+    keys = _detail_keys(Path(outcome.details["run_dir"]))
+    assert keys["requested_server_ttft_latency"] == recipe.loadgen.ttft_latency_ms * 1_000_000 == 2_000_000_000
+    assert keys["requested_server_tpot_latency"] == recipe.loadgen.tpot_latency_ms * 1_000_000 == 200_000_000
+    assert keys["requested_use_token_latencies"] is True or keys["requested_use_token_latencies"] == 1
 
 
 def test_backend_dying_mid_run_keeps_partial_logs(ws: Workspace) -> None:

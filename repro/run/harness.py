@@ -59,8 +59,7 @@ def loadgen_settings(recipe: Recipe, scenario: str, *, duration_s: float | None 
                          "performance_sample_count_override": min(lg.performance_sample_count, size),
                          "use_token_latencies": 1}
     if scenario == "Server":
-        s["ttft_latency"] = lg.ttft_latency_ms * 1_000_000
-        s["tpot_latency"] = lg.tpot_latency_ms * 1_000_000
+        s.update(server_latency_keys(recipe))
     if duration_s is not None:
         s.update(min_duration=int(duration_s * 1000), max_duration=int(duration_s * 1000), min_query_count=1)
     if samples is not None:
@@ -69,6 +68,16 @@ def loadgen_settings(recipe: Recipe, scenario: str, *, duration_s: float | None 
         if duration_s is None:
             s["min_duration"] = 0
     return s
+
+
+def server_latency_keys(recipe: Recipe) -> dict[str, int]:
+    """TTFT/TPOT limits in milliseconds, the unit LoadGen reads them in.
+
+    LoadGen scales these keys itself (`test_settings_internal.cc`: `lookupkv(model, "Server", "ttft_latency",
+    &server_ttft_latency, nullptr, 1000 * 1000)`, as `mlperf.conf` writes `llama2-70b.Server.ttft_latency = 2000`),
+    so multiplying here would make the limits 10^6 too loose.
+    """
+    return {"ttft_latency": int(recipe.loadgen.ttft_latency_ms), "tpot_latency": int(recipe.loadgen.tpot_latency_ms)}
 
 
 def user_conf_text(settings: dict[str, Any], scenario: str) -> str:
