@@ -21,6 +21,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from repro.run.backends.base import Backend, Request, make_backend, recipe_backend_name
+from repro.run.servers import ServerDied, ServerFleet, ServerOptions, dry_run_details, plan_servers
 from repro.setup.dataset import PreparedDataset, load_prepared
 from repro.core.errors import InputError, Interrupted, ReproError, StepFailed
 from repro.core.fsutil import atomic_write_json, atomic_write_text
@@ -259,12 +260,18 @@ def run_benchmark(recipe: Recipe | str, ws: Workspace, *, scenario: str = "Offli
                   duration_s: float | None = None, samples: int | None = None, accuracy: bool = False, dry_run: bool = False,
                   progress: bool | None = None, rate_tokens_per_s: float | None = None, model_dir: Path | None = None,
                   argv: list[str] | None = None, detect: bool = True, backend_factory: Callable[..., Backend] | None = None,
-                  on_started: Callable[[LoadGenSUT], None] | None = None) -> StepOutcome:
+                  on_started: Callable[[LoadGenSUT], None] | None = None, endpoints: Sequence[str] | None = None,
+                  servers: ServerOptions | None = None) -> StepOutcome:
     """One LoadGen test end to end; returns details['run_dir']. Raises StepFailed/Interrupted after recording them."""
     recipe = get_recipe(recipe) if isinstance(recipe, str) else recipe
     if scenario not in SCENARIOS:
         raise InputError(f"Unknown scenario '{scenario}'; choose Offline or Server.", "`repro run offline`")
     bname = backend or recipe_backend_name(recipe.backend)
+    if endpoints and backend not in (None, "trtllm"):
+        raise InputError(f"--endpoint sends requests to an OpenAI-compatible server; it cannot be combined with --backend {backend}.",
+                         f"`repro run {scenario.lower()} --endpoint URL` without --backend")
+    if endpoints:
+        bname = "trtllm"
     if bname not in ("sim", "hf", "trtllm"):
         raise InputError(f"Unknown backend '{bname}'; choose sim, hf or trtllm.", "`repro run offline --backend sim`")
     if samples is not None and samples <= 0:
@@ -287,8 +294,14 @@ def run_benchmark(recipe: Recipe | str, ws: Workspace, *, scenario: str = "Offli
             "user_conf": user_conf_text(settings, scenario), "expected_samples": expected_samples(settings, scenario)}
     if bname == "hf" or recipe.demo:
         plan["model_dir"] = str(ws.models / "tiny-llama") if recipe.demo else str(_resolve_model_dir(recipe, ws, model_dir))
+    managed = _manages_servers(recipe, bname, endpoints)
+    if bname == "trtllm":
+        plan.update(_server_plan(recipe, ws, endpoints, servers, managed))
     if dry_run:
         what = f"{'demo: build the tiny model and sample if missing, then ' if recipe.demo else ''}run LoadGen {scenario} {mode}"
+        if plan.get("servers"):
+            what = (f"start {len(plan['servers'])} trtllm-serve container(s), wait up to {plan['readiness']['timeout_s']:.0f} s "
+                    f"for them to answer, {what}, then {'leave them running' if plan.get('keep_servers') else 'remove them'},")
         return StepOutcome(step=step, status="dry-run", summary=f"would {what} with backend {bname}"
                            f"{f' [{label}]' if label else ''}, writing {plan['run_dir']}", details=plan)
 
@@ -326,6 +339,7 @@ def run_benchmark(recipe: Recipe | str, ws: Workspace, *, scenario: str = "Offli
 
     sut: LoadGenSUT | None = None
     be: Backend | None = None
+    fleet: ServerFleet | None = None
     sampler = None
     worker: threading.Thread | None = None
     interrupted = False
@@ -338,14 +352,23 @@ def run_benchmark(recipe: Recipe | str, ws: Workspace, *, scenario: str = "Offli
             check_model_dir(model_path)
         factory = backend_factory or make_backend
         rate = rate_tokens_per_s
-        be = factory(bname, recipe=recipe, dataset=dataset, model_dir=model_path, rate_tokens_per_s=rate,
-                     **({"stream": scenario == "Server"} if bname == "trtllm" else {}))
+        extra: dict[str, Any] = {}
+        if bname == "trtllm":
+            if managed:
+                fleet = ServerFleet(plan_servers(recipe, ws, servers), keep=bool(servers and servers.keep))
+                fleet.start(run_dir / "servers")
+                info["servers"] = fleet.to_json()
+            extra = _http_backend_kwargs(recipe, scenario, dataset, model_path, endpoints, fleet, servers)
+        be = factory(bname, recipe=recipe, dataset=dataset, model_dir=model_path, rate_tokens_per_s=rate, **extra)
         info["backend_details"] = be.describe()
+        if bname == "trtllm":
+            info["open_files"] = _open_files_for(be, scenario)
         settings["performance_sample_count_override"] = min(int(settings["performance_sample_count_override"]), len(dataset))
         atomic_write_text(run_dir / "user.conf", user_conf_text(settings, scenario))
         import mlperf_loadgen as lg
         sut = LoadGenSUT(be, dataset, recipe.loadgen.max_tokens, int(settings["performance_sample_count_override"]))
-        be.start(sut)
+        _start_backend(be, sut, fleet)
+        info["backend_details"] = be.describe()
         ts = lg.TestSettings()
         ts.scenario = getattr(lg.TestScenario, scenario)
         ts.mode = lg.TestMode.AccuracyOnly if accuracy else lg.TestMode.PerformanceOnly
@@ -386,18 +409,18 @@ def run_benchmark(recipe: Recipe | str, ws: Workspace, *, scenario: str = "Offli
     except ReproError as exc:
         finish("failed", exc.message)
         ledger.fail(step, exc.message)
-        _cleanup(be, sut, sampler, info, worker)
+        _cleanup(be, sut, sampler, info, worker, fleet)
         exc.message = f"{exc.message} (run folder: {run_dir})"
         raise
     except BaseException as exc:
         finish("failed", f"{type(exc).__name__}: {exc}")
         ledger.fail(step, f"{type(exc).__name__}: {exc}")
-        _cleanup(be, sut, sampler, info, worker)
+        _cleanup(be, sut, sampler, info, worker, fleet)
         raise
-    _cleanup(be, sut, sampler, info, worker)
+    _cleanup(be, sut, sampler, info, worker, fleet)
     info["measured_by_harness"] = {"samples": sut.samples_done if sut else 0, "tokens": sut.tokens_done if sut else 0}
     if sut is not None and sut.error is not None:
-        msg = f"The {bname} backend failed mid-run: {sut.error}"
+        msg = info.get("server_died") or f"The {bname} backend failed mid-run: {sut.error}"
         finish("failed", msg)
         ledger.fail(step, msg)
         raise StepFailed(f"{msg}. Partial LoadGen logs are in {run_dir} (marked incomplete).",
@@ -424,22 +447,93 @@ def run_benchmark(recipe: Recipe | str, ws: Workspace, *, scenario: str = "Offli
 
 
 def _cleanup(be: Backend | None, sut: LoadGenSUT | None, sampler: Any, info: dict[str, Any],
-             worker: threading.Thread | None) -> None:
+             worker: threading.Thread | None, fleet: ServerFleet | None = None) -> None:
     running = worker is not None and worker.ident is not None and sut is not None and not sut.finished.is_set()
     if running:
         sut.stop()
         sut.finished.wait()
     if be is not None:
         try:
+            info["backend_stats"] = be.stats()
             be.close()
         except Exception:  # noqa: BLE001 - closing must not hide the real outcome
             pass
+    if fleet is not None:
+        _stop_servers(fleet, sut, info)
     if sut is not None and (worker is None or worker.ident is None or sut.finished.is_set()):
         sut.destroy()
     if sampler is not None:
         path = sampler.stop()
         if path is not None:
             info["power_file"] = path.name
+
+
+def _manages_servers(recipe: Recipe, bname: str, endpoints: Sequence[str] | None) -> bool:
+    """repro starts trtllm-serve itself unless the user points it at running servers (--endpoint or the env variable)."""
+    import os
+    return bname == "trtllm" and not endpoints and recipe.trtllm is not None and not os.environ.get("REPRO_TRTLLM_ENDPOINTS")
+
+
+def _server_plan(recipe: Recipe, ws: Workspace, endpoints: Sequence[str] | None, servers: ServerOptions | None,
+                 managed: bool) -> dict[str, Any]:
+    if managed:
+        return dry_run_details(recipe, ws, servers)
+    from repro.run.backends.trtllm import endpoints_for
+    return {"endpoints": list(endpoints) if endpoints else endpoints_for(recipe), "servers": []}
+
+
+def _http_backend_kwargs(recipe: Recipe, scenario: str, dataset: PreparedDataset, model_path: Path | None,
+                         endpoints: Sequence[str] | None, fleet: ServerFleet | None,
+                         servers: ServerOptions | None) -> dict[str, Any]:
+    """Endpoints, streaming, the model's tokenizer (to re-tokenize text answers) and the readiness wait."""
+    from repro.run.tokens import load_tokenizer
+    from repro.run.servers import ready_timeout_s
+
+    kw: dict[str, Any] = {"stream": scenario == "Server",
+                          "tokenizer": load_tokenizer([model_path, dataset.manifest.get("tokenizer")])}
+    if fleet is not None:
+        kw.update(endpoints=fleet.urls, alive=fleet.alive,
+                  health_timeout_s=(servers.ready_timeout_s if servers and servers.ready_timeout_s else ready_timeout_s(recipe)))
+    elif endpoints:
+        kw["endpoints"] = list(endpoints)
+    if servers is not None and servers.ready_timeout_s and fleet is None:
+        kw["health_timeout_s"] = servers.ready_timeout_s
+    return kw
+
+
+def _open_files_for(be: Backend, scenario: str) -> dict[str, int]:
+    """Offline puts every sample in flight at once: make sure the sockets fit under the open-file limit."""
+    from repro.run.limits import ensure_open_files, open_files_needed
+    urls = getattr(be, "urls", None) or []
+    conc = int(getattr(be, "max_concurrency", 0) or 0)
+    if not urls or not conc:
+        return {}
+    return {"needed": open_files_needed(len(urls), conc),
+            **ensure_open_files(open_files_needed(len(urls), conc), command=f"repro run {scenario.lower()}")}
+
+
+def _start_backend(be: Backend, sut: LoadGenSUT, fleet: ServerFleet | None) -> None:
+    """Start the backend (for HTTP: wait until every server is ready); a readiness failure shows the server's log tail."""
+    from repro.run.backends.trtllm import BackendError
+    try:
+        be.start(sut)
+    except BackendError as exc:
+        if fleet is not None:
+            fleet.alive()
+            tails = [f"server {p.rank}: {' | '.join(fleet.tail(p.rank)[-3:])}" for p in fleet.plans if fleet.tail(p.rank)]
+            if tails:
+                exc.message = f"{exc.message}. Last output of {'; '.join(tails)}"
+        raise
+
+
+def _stop_servers(fleet: ServerFleet, sut: LoadGenSUT | None, info: dict[str, Any]) -> None:
+    if sut is not None and sut.error is not None:
+        try:
+            fleet.alive()
+        except ServerDied as died:
+            info["server_died"] = died.message
+    fleet.stop()
+    info["servers"] = fleet.to_json()
 
 
 def _summarise(run_dir: Path) -> dict[str, Any]:
