@@ -424,6 +424,8 @@ class TrtllmBackend(Backend):
                     usage = (doc.get("usage") or {}) if isinstance(doc, dict) else {}
                     count = usage.get("completion_tokens")
                     out = self.output_ids(token_ids_of(choice), text_of(choice), None if count is None else int(count))
+                    if len(out):
+                        self.sink.first_tokens([(r.id, int(out[0]))])
                 self.sink.completed([(r.id, out)])
         except asyncio.CancelledError:
             return
