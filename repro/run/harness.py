@@ -423,7 +423,7 @@ def run_benchmark(recipe: Recipe | str, ws: Workspace, *, scenario: str = "Offli
         msg = info.get("server_died") or f"The {bname} backend failed mid-run: {sut.error}"
         finish("failed", msg)
         ledger.fail(step, msg)
-        raise StepFailed(f"{msg}. Partial LoadGen logs are in {run_dir} (marked incomplete).",
+        raise StepFailed(f"{msg.rstrip('.')}. Partial LoadGen logs are in {run_dir} (marked incomplete).",
                          f"fix the backend, then `repro run {scenario.lower()}`")
     if interrupted:
         finish("interrupted", "interrupted by the user (Ctrl-C)")
@@ -529,7 +529,7 @@ def _start_backend(be: Backend, sut: LoadGenSUT, fleet: ServerFleet | None) -> N
 def _stop_servers(fleet: ServerFleet, sut: LoadGenSUT | None, info: dict[str, Any]) -> None:
     if sut is not None and sut.error is not None:
         try:
-            fleet.alive()
+            fleet.alive(grace_s=3.0)
         except ServerDied as died:
             info["server_died"] = died.message
     fleet.stop()

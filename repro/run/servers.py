@@ -263,8 +263,18 @@ class ServerFleet:
         f = self.followers.get(rank)
         return list(f.tail) if f else []
 
-    def alive(self) -> None:
-        """Raise ServerDied with the server's last log lines if any container has exited."""
+    def alive(self, grace_s: float = 0.0) -> None:
+        """Raise ServerDied with the server's last log lines if any container has exited (within grace_s, for
+        a failure just seen over HTTP: Docker marks a container exited a moment after its process ends)."""
+        import time
+        deadline = time.monotonic() + grace_s
+        while True:
+            self._check_exited()
+            if time.monotonic() >= deadline:
+                return
+            time.sleep(0.2)
+
+    def _check_exited(self) -> None:
         import docker.errors
         for plan in self.plans:
             c = self.containers.get(plan.rank)

@@ -262,6 +262,7 @@ class TrtllmBackend(Backend):
         self._reported_first: dict[int, int] = {}
         self.server_returns_ids: bool | None = None
         self.ready_after_s: float | None = None
+        self.ready_retries = 0
 
     @property
     def path(self) -> str:
@@ -339,6 +340,7 @@ class TrtllmBackend(Backend):
                         raise BackendError(f"{ep.url} did not become ready within {self.health_timeout_s:.0f} s "
                                            f"(last: {exc.message})", exc.next_command or "check the server log",
                                            kind="timeout") from None
+                    self.ready_retries += 1
                     if self.on_wait is not None:
                         self.on_wait(ep.url, exc.kind)
                     await asyncio.sleep(delay)
@@ -459,4 +461,4 @@ class TrtllmBackend(Backend):
 
     def stats(self) -> dict[str, Any]:
         return {"tokens": self.tokens.to_json(), "server_returns_ids": self.server_returns_ids,
-                "ready_after_s": self.ready_after_s}
+                "ready_after_s": self.ready_after_s, "ready_retries": self.ready_retries}
