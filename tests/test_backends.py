@@ -409,3 +409,23 @@ def test_hf_backend_refuses_folder_without_weights(tmp_path: Path) -> None:
     (tmp_path / "config.json").write_text("{}")
     with pytest.raises(InputError, match="no weights"):
         HFBackend(tmp_path)
+
+
+def test_hf_refuses_a_model_the_gpus_cannot_hold(demo_paths, tmp_path: Path) -> None:
+    """Llama-2-70B in fp16 (~138 GB) on one 80 GB H100 is refused before loading; spread over 8 it fits."""
+    from repro.run.backends.hf import check_gpu_memory, weight_bytes
+
+    demo = demo_paths["model_dir"]
+    size = sum(f.stat().st_size for f in demo.glob("*.safetensors"))
+    saved = json.loads((demo / "config.json").read_text()).get("torch_dtype") or "float16"
+    assert weight_bytes(demo, "float16") == int(size * 2 / {"float32": 4, "float16": 2, "bfloat16": 2}[saved])
+    big = tmp_path / "llama-70b"
+    big.mkdir()
+    (big / "config.json").write_text(json.dumps({"torch_dtype": "float16"}))
+    with open(big / "model.safetensors", "wb") as fh:
+        fh.truncate(138 * 10**9)
+    assert weight_bytes(big, "float16") == 138 * 10**9 and weight_bytes(big, "float32") == 276 * 10**9
+    with pytest.raises(InputError, match="needs about 138 GB .* 1 visible GPU\\(s\\) have 80 GB free") as err:
+        check_gpu_memory(big, "float16", [80 * 10**9])
+    assert "without --backend hf" in err.value.next_command
+    assert check_gpu_memory(big, "float16", [80 * 10**9] * 8) == 138 * 10**9
