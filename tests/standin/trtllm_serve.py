@@ -18,7 +18,8 @@ Built from TensorRT-LLM's source, not from what repro expects (read through the 
 
 Generation is a deterministic function of the prompt over the word-level vocabulary in `<tokenizer>/tokenizer.json`.
 Faults for tests, from the environment: STANDIN_LOAD_S (seconds between bind and listen), STANDIN_CRASH=load
-(exit 1 while loading) or after:N (exit 3 after N answers), STANDIN_HANG=load (bind, never listen).
+(exit 1 while loading) or after:N (exit 3 after N answers), STANDIN_HANG=load (bind, never listen);
+STANDIN_OUT_LEN fixes the answer length (for the client benchmark).
 Only the standard library, so it runs in the FROM-scratch test image.
 """
 
@@ -77,7 +78,8 @@ class Vocab:
 
 def generate(prompt: list[int], max_tokens: int, vocab: Vocab) -> tuple[list[int], str]:
     """Deterministic in the prompt: its length picks the answer length; stops with EOS unless cut by max_tokens."""
-    want = 1 + (sum(prompt) + 7 * len(prompt)) % 40
+    fixed = os.environ.get("STANDIN_OUT_LEN")
+    want = int(fixed) if fixed else 1 + (sum(prompt) + 7 * len(prompt)) % 40
     n = min(want, max_tokens)
     seed = sum(prompt) * 31
     ids = [vocab.normal[(seed + i * 7) % len(vocab.normal)] for i in range(n)]

@@ -177,14 +177,8 @@ class HttpClient:
     @staticmethod
     async def _body(reader: asyncio.StreamReader, headers: dict[str, str]) -> AsyncIterator[bytes]:
         if "chunked" in headers.get("transfer-encoding", ""):
-            while True:
-                size = int((await reader.readline()).split(b";")[0].strip() or b"0", 16)
-                if size == 0:
-                    while (await reader.readline()) not in (b"\r\n", b"\n", b""):
-                        pass
-                    return
-                yield await reader.readexactly(size)
-                await reader.readexactly(2)
+            async for piece in HttpClient._dechunk(reader):
+                yield piece
         elif "content-length" in headers:
             n = int(headers["content-length"])
             if n:
@@ -192,6 +186,42 @@ class HttpClient:
         else:
             while chunk := await reader.read(1 << 16):
                 yield chunk
+
+    @staticmethod
+    async def _dechunk(reader: asyncio.StreamReader) -> AsyncIterator[bytes]:
+        """Chunked transfer decoding over whatever bytes have arrived: one await per network read, not three per
+        chunk, since a streaming server sends one small chunk per token."""
+        buf = b""
+        pos = 0
+        while True:
+            out: list[bytes] = []
+            while True:
+                eol = buf.find(b"\r\n", pos)
+                if eol < 0:
+                    break
+                size = int(buf[pos:eol].split(b";")[0].strip() or b"0", 16)
+                if size == 0:
+                    if out:
+                        yield b"".join(out)
+                    rest = buf[eol + 2:]
+                    while not (rest == b"\r\n" or rest.endswith(b"\r\n\r\n")):
+                        more = await reader.read(1 << 16)
+                        if not more:
+                            break
+                        rest += more
+                    return
+                end = eol + 2 + size
+                if len(buf) < end + 2:
+                    break
+                out.append(buf[eol + 2:end])
+                pos = end + 2
+            if out:
+                yield b"".join(out)
+            buf, pos = buf[pos:], 0
+            more = await reader.read(1 << 16)
+            if not more:
+                raise asyncio.IncompleteReadError(buf, None)
+            buf += more
 
     async def json(self, ep: _Endpoint, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
         raw = b"".join([p async for p in self.request(ep, method, path, body)])
@@ -202,17 +232,18 @@ class HttpClient:
                                "point --endpoint at an OpenAI-compatible server", kind="protocol") from None
 
     async def sse(self, ep: _Endpoint, path: str, body: dict[str, Any]) -> AsyncIterator[dict[str, Any]]:
+        """Events up to `data: [DONE]`; the body is read to its end so the connection can be reused."""
         buf = b""
+        done = False
         async for piece in self.request(ep, "POST", path, body):
-            buf += piece
-            while b"\n" in buf:
-                line, buf = buf.split(b"\n", 1)
-                line = line.strip()
-                if not line.startswith(b"data:"):
+            *lines, buf = (buf + piece).split(b"\n")
+            for line in lines:
+                if done or not line.startswith(b"data:"):
                     continue
                 payload = line[5:].strip()
                 if payload == b"[DONE]":
-                    return
+                    done = True
+                    continue
                 yield json.loads(payload)
 
 
