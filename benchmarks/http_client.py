@@ -1,4 +1,4 @@
-"""Can repro's HTTP client keep up? It beside a plain asyncio client and aiohttp, each on one core, against the stand-in.
+"""Can repro's HTTP client keep up? Beside a plain asyncio client and aiohttp, each on one core, against the stand-in.
 
 Offline: every request in flight at once (8,192 = 4 servers x 2,048 on GB300), non-streaming answers.
 Server: streaming, one token per SSE event. The stand-in trtllm-serve (tests/standin/, built from TensorRT-LLM's
@@ -30,10 +30,11 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
+from standin_util import LocalStandin, prompts, write_tokenizer  # noqa: E402
+
 from repro.run.backends.base import Request  # noqa: E402
 from repro.run.backends.trtllm import TrtllmBackend, build_payload  # noqa: E402
 from repro.run.tokens import load_tokenizer  # noqa: E402
-from standin_util import LocalStandin, prompts, write_tokenizer  # noqa: E402
 
 SERVER_GOAL = 3 * 46_016.49
 OFFLINE_GOAL = 10 * 62_804
@@ -78,8 +79,11 @@ def run_repro(url: str, tok, reqs: list[list[int]], out_len: int, stream: bool) 
 
 async def _plain_one(host: str, port: int, body: bytes, stream: bool) -> int:
     reader, writer = await asyncio.open_connection(host, port, limit=1 << 22)
-    writer.write(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                 + f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode() + body)
+    writer.write(
+        b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        + f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode()
+        + body
+    )
     await writer.drain()
     raw = await reader.read()
     writer.close()
@@ -102,6 +106,7 @@ def run_plain(url: str, reqs: list[list[int]], out_len: int, stream: bool) -> di
 
     async def go() -> int:
         return sum(await asyncio.gather(*(_plain_one(host, int(port), b, stream) for b in bodies)))
+
     c0, t0 = time.process_time(), time.perf_counter()
     tokens = asyncio.run(go())
     return {"tokens": tokens, "wall_s": time.perf_counter() - t0, "cpu_s": time.process_time() - c0}
@@ -118,6 +123,7 @@ def run_aiohttp(url: str, reqs: list[list[int]], out_len: int, stream: bool) -> 
     async def go() -> int:
         conn = aiohttp.TCPConnector(limit=len(reqs))
         async with aiohttp.ClientSession(connector=conn, timeout=aiohttp.ClientTimeout(total=None)) as session:
+
             async def one(body: dict) -> int:
                 async with session.post(url + "/v1/chat/completions", json=body) as resp:
                     if not stream:
@@ -129,7 +135,9 @@ def run_aiohttp(url: str, reqs: list[list[int]], out_len: int, stream: bool) -> 
                             if doc.get("usage"):
                                 count = int(doc["usage"]["completion_tokens"])
                     return count
+
             return sum(await asyncio.gather(*(one(b) for b in bodies)))
+
     c0, t0 = time.process_time(), time.perf_counter()
     tokens = asyncio.run(go())
     return {"tokens": tokens, "wall_s": time.perf_counter() - t0, "cpu_s": time.process_time() - c0}
@@ -143,6 +151,7 @@ def main() -> int:
     ap.add_argument("--out", type=Path, default=Path("http_client.json"))
     args = ap.parse_args()
     import resource
+
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, max(soft, args.offline_requests * 2 + 1024)), hard))
     cores = sorted(os.sched_getaffinity(0))
@@ -156,11 +165,16 @@ def main() -> int:
             os.sched_setaffinity(srv.proc.pid, {cores[-1]})
             os.sched_setaffinity(0, {cores[0]})
         time.sleep(0.5)
-        for mode, n, stream in (("offline", args.offline_requests, False), ("server-stream", args.server_requests, True)):
+        for mode, n, stream in (
+            ("offline", args.offline_requests, False),
+            ("server-stream", args.server_requests, True),
+        ):
             reqs = prompts(n, seed=11)
-            for name, fn in (("repro", lambda: run_repro(srv.url, tok, reqs, args.out_len, stream)),
-                             ("plain-asyncio", lambda: run_plain(srv.url, reqs, args.out_len, stream)),
-                             ("aiohttp", lambda: run_aiohttp(srv.url, reqs, args.out_len, stream))):
+            for name, fn in (
+                ("repro", lambda reqs=reqs, stream=stream: run_repro(srv.url, tok, reqs, args.out_len, stream)),
+                ("plain-asyncio", lambda reqs=reqs, stream=stream: run_plain(srv.url, reqs, args.out_len, stream)),
+                ("aiohttp", lambda reqs=reqs, stream=stream: run_aiohttp(srv.url, reqs, args.out_len, stream)),
+            ):
                 r = fn()
                 if r is None:
                     print(f"{mode:14s} {name:14s} not installed, skipped")
@@ -168,14 +182,19 @@ def main() -> int:
                 r["tokens_per_s_wall"] = r["tokens"] / r["wall_s"]
                 r["tokens_per_client_cpu_s"] = r["tokens"] / max(r["cpu_s"], 1e-9)
                 results[f"{mode}/{name}"] = r
-                print(f"{mode:14s} {name:14s} {n:6d} req  {r['tokens']:>9,d} tokens  wall {r['wall_s']:6.2f} s "
-                      f"{r['tokens_per_s_wall']:>11,.0f} tok/s  client CPU {r['cpu_s']:6.2f} s "
-                      f"{r['tokens_per_client_cpu_s']:>11,.0f} tok/CPU-s", flush=True)
+                print(
+                    f"{mode:14s} {name:14s} {n:6d} req  {r['tokens']:>9,d} tokens  wall {r['wall_s']:6.2f} s "
+                    f"{r['tokens_per_s_wall']:>11,.0f} tok/s  client CPU {r['cpu_s']:6.2f} s "
+                    f"{r['tokens_per_client_cpu_s']:>11,.0f} tok/CPU-s",
+                    flush=True,
+                )
     for mode, goal in (("offline", OFFLINE_GOAL), ("server-stream", SERVER_GOAL)):
         a, b = results[f"{mode}/repro"], results[f"{mode}/plain-asyncio"]
-        print(f"{mode}: repro/plain CPU cost ratio {a['cpu_s'] / b['cpu_s']:.2f}; repro capacity "
-              f"{a['tokens_per_client_cpu_s']:,.0f} tok/CPU-s = {a['tokens_per_client_cpu_s'] / goal:.2f}x the goal "
-              f"({goal:,.0f}); wall rate {a['tokens_per_s_wall'] / goal:.2f}x the goal")
+        print(
+            f"{mode}: repro/plain CPU cost ratio {a['cpu_s'] / b['cpu_s']:.2f}; repro capacity "
+            f"{a['tokens_per_client_cpu_s']:,.0f} tok/CPU-s = {a['tokens_per_client_cpu_s'] / goal:.2f}x the goal "
+            f"({goal:,.0f}); wall rate {a['tokens_per_s_wall'] / goal:.2f}x the goal"
+        )
     args.out.write_text(json.dumps({"cores": len(cores), "out_len": args.out_len, "results": results}, indent=2))
     return 0
 

@@ -43,14 +43,33 @@ def prompts(n: int, seed: int = 3) -> list[list[int]]:
 class LocalStandin:
     """The stand-in as a process on this host (for backend tests and the client benchmark)."""
 
-    def __init__(self, tokenizer_dir: Path, *, port: int | None = None, env: dict[str, str] | None = None,
-                 log: Path | None = None) -> None:
+    def __init__(
+        self,
+        tokenizer_dir: Path,
+        *,
+        port: int | None = None,
+        env: dict[str, str] | None = None,
+        log: Path | None = None,
+    ) -> None:
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self.log = open(log, "w") if log else subprocess.DEVNULL
-        self.proc = subprocess.Popen([sys.executable, str(STANDIN), str(tokenizer_dir), "--host", "127.0.0.1",
-                                      "--port", str(self.port), "--tokenizer", str(tokenizer_dir)],
-                                     env={**os.environ, **(env or {})}, stdout=self.log, stderr=subprocess.STDOUT)
+        self.log = open(log, "w") if log else subprocess.DEVNULL  # noqa: SIM115 - closed in stop()
+        self.proc = subprocess.Popen(
+            [
+                sys.executable,
+                str(STANDIN),
+                str(tokenizer_dir),
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(self.port),
+                "--tokenizer",
+                str(tokenizer_dir),
+            ],
+            env={**os.environ, **(env or {})},
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+        )
 
     def wait_bound(self, timeout: float = 10) -> None:
         """Until the port is taken (bound, maybe not yet listening)."""
@@ -74,7 +93,7 @@ class LocalStandin:
         if self.log is not subprocess.DEVNULL:
             self.log.close()
 
-    def __enter__(self) -> "LocalStandin":
+    def __enter__(self) -> LocalStandin:
         return self
 
     def __exit__(self, *exc: object) -> None:

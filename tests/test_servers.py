@@ -22,10 +22,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from conftest import REPO, required
 from standin_util import STANDIN, prompts, write_tokenizer
 from test_container_base import base_dockerfile_dir, rootfs_key
+
 from repro.core.errors import InputError, StepFailed
 from repro.core.recipes import get_recipe
 from repro.core.workspace import Workspace
@@ -44,6 +44,7 @@ RECIPE = "nd-h100-v5"
 def client():
     try:
         import docker
+
         c = docker.from_env(timeout=300)
         c.ping()
     except Exception as exc:  # noqa: BLE001
@@ -57,12 +58,18 @@ def client():
 def serve_image(client, tmp_path_factory) -> str:
     """FROM scratch + host Python, + the stand-in as /usr/local/bin/trtllm-serve, + the recipe's own Dockerfile."""
     ctx = base_dockerfile_dir(tmp_path_factory.mktemp("testbase"))
-    base = build_image(ImageSpec(ctx / "Dockerfile", f"repro-testbase:{rootfs_key()}", {}, with_repro_source=False),
-                       client=client).tag
+    base = build_image(
+        ImageSpec(ctx / "Dockerfile", f"repro-testbase:{rootfs_key()}", {}, with_repro_source=False), client=client
+    ).tag
     import hashlib
+
     digest = hashlib.sha256(STANDIN.read_bytes() + base.encode()).hexdigest()[:12]
-    standin = build_image(ImageSpec(STANDIN.with_name("Dockerfile"), f"repro-standin:{digest}", {"BASE_IMAGE": base},
-                                    with_repro_source=False), client=client).tag
+    standin = build_image(
+        ImageSpec(
+            STANDIN.with_name("Dockerfile"), f"repro-standin:{digest}", {"BASE_IMAGE": base}, with_repro_source=False
+        ),
+        client=client,
+    ).tag
     return build_image(image_spec_for(get_recipe(RECIPE), base_image=standin, install="none"), client=client).tag
 
 
@@ -84,7 +91,7 @@ def _free_base_port(n: int) -> int:
 
 @pytest.fixture
 def ws() -> Workspace:
-    """A workspace as `repro setup` + `build-engine` leave it: dataset, model tokenizer, checkpoint with its tokenizer."""
+    """A workspace as `repro setup` and `build-engine` leave it: dataset, model tokenizer, checkpoint + tokenizer."""
     ws = Workspace.open().ensure()
     recipe = get_recipe(RECIPE)
     ps = prompts(16)
@@ -96,8 +103,14 @@ def ws() -> Workspace:
 
 
 def _options(serve_image: str, tag: str, **kw) -> ServerOptions:
-    base = dict(image=serve_image, gpus=False, base_port=_free_base_port(4), name_prefix=f"repro-test-{tag}",
-                ready_timeout_s=60, labels={"org.repro.test": tag})
+    base = dict(
+        image=serve_image,
+        gpus=False,
+        base_port=_free_base_port(4),
+        name_prefix=f"repro-test-{tag}",
+        ready_timeout_s=60,
+        labels={"org.repro.test": tag},
+    )
     base.update(kw)
     return ServerOptions(**base)
 
@@ -133,6 +146,7 @@ def test_run_starts_waits_drives_and_removes_the_servers(client, serve_image, ws
     gen = _standin_module()
     vocab = gen.Vocab(ws.models / get_recipe(RECIPE).model.repo_id.split("/")[-1])
     from repro.setup.dataset import load_prepared
+
     data = load_prepared(ws.preprocessed / get_recipe(RECIPE).dataset.name)
     logged = json.loads((run_dir / "mlperf_log_accuracy.json").read_text())
     assert len(logged) == len(data)
@@ -148,7 +162,9 @@ def test_run_starts_waits_drives_and_removes_the_servers(client, serve_image, ws
 def test_server_crashing_while_loading_is_one_clear_error(client, serve_image, ws: Workspace) -> None:
     tag = uuid.uuid4().hex[:8]
     with pytest.raises(ServerDied) as err:
-        run_benchmark(RECIPE, ws, samples=8, detect=False, servers=_options(serve_image, tag, env={"STANDIN_CRASH": "load"}))
+        run_benchmark(
+            RECIPE, ws, samples=8, detect=False, servers=_options(serve_image, tag, env={"STANDIN_CRASH": "load"})
+        )
     assert "exited with code 1" in err.value.message and "simulated CUDA out of memory" in err.value.message
     assert _left(client, tag) == []
 
@@ -156,8 +172,13 @@ def test_server_crashing_while_loading_is_one_clear_error(client, serve_image, w
 def test_server_that_never_gets_ready_times_out_with_its_log(client, serve_image, ws: Workspace) -> None:
     tag = uuid.uuid4().hex[:8]
     with pytest.raises(BackendError) as err:
-        run_benchmark(RECIPE, ws, samples=8, detect=False,
-                      servers=_options(serve_image, tag, env={"STANDIN_HANG": "load"}, ready_timeout_s=4))
+        run_benchmark(
+            RECIPE,
+            ws,
+            samples=8,
+            detect=False,
+            servers=_options(serve_image, tag, env={"STANDIN_HANG": "load"}, ready_timeout_s=4),
+        )
     assert "did not become ready within 4 s" in err.value.message and "loading model" in err.value.message
     assert _left(client, tag) == []
 
@@ -165,7 +186,9 @@ def test_server_that_never_gets_ready_times_out_with_its_log(client, serve_image
 def test_server_dying_mid_run_marks_the_run_incomplete(client, serve_image, ws: Workspace) -> None:
     tag = uuid.uuid4().hex[:8]
     with pytest.raises(StepFailed) as err:
-        run_benchmark(RECIPE, ws, samples=16, detect=False, servers=_options(serve_image, tag, env={"STANDIN_CRASH": "after:3"}))
+        run_benchmark(
+            RECIPE, ws, samples=16, detect=False, servers=_options(serve_image, tag, env={"STANDIN_CRASH": "after:3"})
+        )
     assert "exited with code 3" in err.value.message and "simulated engine failure" in err.value.message
     run_dir = next((ws.runs / RECIPE / "Offline").iterdir())
     info = json.loads((run_dir / "run.json").read_text())
@@ -211,7 +234,8 @@ def test_sigterm_removes_every_server_container(client, serve_image, ws: Workspa
     tag = uuid.uuid4().hex[:8]
     opts = _options(serve_image, tag, env={"STANDIN_HANG": "load"}, ready_timeout_s=300)
     script = tmp_path / "run.py"
-    script.write_text(textwrap.dedent(f"""
+    script.write_text(
+        textwrap.dedent(f"""
         import json, sys
         sys.path.insert(0, {str(REPO)!r})
         from repro.commands.run import _sigterm_as_interrupt
@@ -226,9 +250,11 @@ def test_sigterm_removes_every_server_container(client, serve_image, ws: Workspa
         except Interrupted as exc:
             print("INTERRUPTED", exc.message, flush=True)
             sys.exit(130)
-    """))
-    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            env={**os.environ})
+    """)
+    )
+    proc = subprocess.Popen(
+        [sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env={**os.environ}
+    )
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and len([c for c in _left(client, tag) if c.status == "running"]) < 4:
         time.sleep(0.5)

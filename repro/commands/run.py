@@ -26,13 +26,11 @@ LauncherOpt = Annotated[str, typer.Option("--launcher", help="local: this VM; sl
 PartitionOpt = Annotated[Optional[str], typer.Option("--partition", help="Slurm partition (with --launcher slurm).")]
 ImageOpt = Annotated[Optional[str], typer.Option("--container-image", help="Container image for the Slurm job (with --launcher slurm).")]
 EndpointOpt = Annotated[Optional[list[str]], typer.Option(
-    "--endpoint", help="URL of an OpenAI-compatible server you already run (repeatable, one per server); repro starts none.")]
-KeepServersOpt = Annotated[bool, typer.Option("--keep-servers", help="Leave the trtllm-serve containers running; the next run reuses them.")]
-ReadyTimeoutOpt = Annotated[Optional[float], typer.Option("--ready-timeout", help="Seconds to wait for the servers to load the model and answer.")]
-EndpointOpt = Annotated[Optional[list[str]], typer.Option(
-    "--endpoint", help="URL of an OpenAI-compatible server you already run (repeatable, one per server); repro starts none.")]
-KeepServersOpt = Annotated[bool, typer.Option("--keep-servers", help="Leave the trtllm-serve containers running; the next run reuses them.")]
-ReadyTimeoutOpt = Annotated[Optional[float], typer.Option("--ready-timeout", help="Seconds to wait for the servers to load the model and answer.")]
+    "--endpoint", help="URL of an OpenAI-compatible server you already run (repeatable); repro starts none.")]
+KeepServersOpt = Annotated[bool, typer.Option(
+    "--keep-servers", help="Leave the trtllm-serve containers running; the next run reuses them.")]
+ReadyTimeoutOpt = Annotated[Optional[float], typer.Option(
+    "--ready-timeout", help="Seconds to wait for the servers to load the model and answer.")]
 RerunOpt = Annotated[Optional[Path], typer.Option("--rerun-failed", help="Re-run only the failed, cancelled or lost VMs of this rack folder (implies --launcher slurm), then re-aggregate.")]
 
 
@@ -87,7 +85,8 @@ def _server_lines(d: dict[str, Any]) -> list[Text]:
 
 def _run(scenario: str, recipe: Optional[str], workspace: Any, backend: Optional[str], duration: Optional[float],
          samples: Optional[int], accuracy: bool, sim_rate: Optional[float], dry_run: bool, json: bool,
-         endpoint: Optional[list[str]] = None, keep_servers: bool = False, ready_timeout: Optional[float] = None) -> None:
+         endpoint: Optional[list[str]] = None, keep_servers: bool = False,
+         ready_timeout: Optional[float] = None) -> None:
     from repro.core.systems import resolve_recipe
     from repro.run.harness import run_benchmark
     from repro.results.verify import verify_dir
@@ -136,5 +135,5 @@ def server(recipe: RecipeOpt = None, workspace: WorkspaceOpt = None, backend: Ba
            keep_servers: KeepServersOpt = False, ready_timeout: ReadyTimeoutOpt = None, dry_run: DryRunOpt = False,
            json: JsonOpt = False) -> None:
     """Run the Server scenario through MLCommons LoadGen (streaming, so TTFT and TPOT are measured)."""
-    _run("Server", recipe, workspace, backend, duration, samples, False, sim_rate, dry_run, json, endpoint, keep_servers,
-         ready_timeout)
+    _run("Server", recipe, workspace, backend, duration, samples, False, sim_rate, dry_run, json, endpoint,
+         keep_servers, ready_timeout)

@@ -268,7 +268,8 @@ def run_benchmark(recipe: Recipe | str, ws: Workspace, *, scenario: str = "Offli
         raise InputError(f"Unknown scenario '{scenario}'; choose Offline or Server.", "`repro run offline`")
     bname = backend or recipe_backend_name(recipe.backend)
     if endpoints and backend not in (None, "trtllm"):
-        raise InputError(f"--endpoint sends requests to an OpenAI-compatible server; it cannot be combined with --backend {backend}.",
+        raise InputError("--endpoint sends requests to an OpenAI-compatible server; it cannot be combined with "
+                         f"--backend {backend}.",
                          f"`repro run {scenario.lower()} --endpoint URL` without --backend")
     if endpoints:
         bname = "trtllm"
@@ -300,8 +301,9 @@ def run_benchmark(recipe: Recipe | str, ws: Workspace, *, scenario: str = "Offli
     if dry_run:
         what = f"{'demo: build the tiny model and sample if missing, then ' if recipe.demo else ''}run LoadGen {scenario} {mode}"
         if plan.get("servers"):
-            what = (f"start {len(plan['servers'])} trtllm-serve container(s), wait up to {plan['readiness']['timeout_s']:.0f} s "
-                    f"for them to answer, {what}, then {'leave them running' if plan.get('keep_servers') else 'remove them'},")
+            after = "leave them running" if plan.get("keep_servers") else "remove them"
+            what = (f"start {len(plan['servers'])} trtllm-serve container(s), wait up to "
+                    f"{plan['readiness']['timeout_s']:.0f} s for them to answer, {what}, then {after},")
         return StepOutcome(step=step, status="dry-run", summary=f"would {what} with backend {bname}"
                            f"{f' [{label}]' if label else ''}, writing {plan['run_dir']}", details=plan)
 
@@ -469,9 +471,10 @@ def _cleanup(be: Backend | None, sut: LoadGenSUT | None, sampler: Any, info: dic
 
 
 def _manages_servers(recipe: Recipe, bname: str, endpoints: Sequence[str] | None) -> bool:
-    """repro starts trtllm-serve itself unless the user points it at running servers (--endpoint or the env variable)."""
+    """repro starts trtllm-serve itself unless the user points it at running servers (--endpoint or the env)."""
     import os
-    return bname == "trtllm" and not endpoints and recipe.trtllm is not None and not os.environ.get("REPRO_TRTLLM_ENDPOINTS")
+    external = bool(endpoints) or bool(os.environ.get("REPRO_TRTLLM_ENDPOINTS"))
+    return bname == "trtllm" and recipe.trtllm is not None and not external
 
 
 def _server_plan(recipe: Recipe, ws: Workspace, endpoints: Sequence[str] | None, servers: ServerOptions | None,
@@ -492,8 +495,8 @@ def _http_backend_kwargs(recipe: Recipe, scenario: str, dataset: PreparedDataset
     kw: dict[str, Any] = {"stream": scenario == "Server",
                           "tokenizer": load_tokenizer([model_path, dataset.manifest.get("tokenizer")])}
     if fleet is not None:
-        kw.update(endpoints=fleet.urls, alive=fleet.alive,
-                  health_timeout_s=(servers.ready_timeout_s if servers and servers.ready_timeout_s else ready_timeout_s(recipe)))
+        wait = servers.ready_timeout_s if servers and servers.ready_timeout_s else ready_timeout_s(recipe)
+        kw.update(endpoints=fleet.urls, alive=fleet.alive, health_timeout_s=wait)
     elif endpoints:
         kw["endpoints"] = list(endpoints)
     if servers is not None and servers.ready_timeout_s and fleet is None:
@@ -513,14 +516,15 @@ def _open_files_for(be: Backend, scenario: str) -> dict[str, int]:
 
 
 def _start_backend(be: Backend, sut: LoadGenSUT, fleet: ServerFleet | None) -> None:
-    """Start the backend (for HTTP: wait until every server is ready); a readiness failure shows the server's log tail."""
+    """Start the backend (HTTP: wait until every server is ready); a readiness failure shows the servers' log tails."""
     from repro.run.backends.trtllm import BackendError
     try:
         be.start(sut)
     except BackendError as exc:
         if fleet is not None:
             fleet.alive()
-            tails = [f"server {p.rank}: {' | '.join(fleet.tail(p.rank)[-3:])}" for p in fleet.plans if fleet.tail(p.rank)]
+            tails = [f"server {p.rank}: {' | '.join(fleet.tail(p.rank)[-3:])}"
+                     for p in fleet.plans if fleet.tail(p.rank)]
             if tails:
                 exc.message = f"{exc.message}. Last output of {'; '.join(tails)}"
         raise

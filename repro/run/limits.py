@@ -24,9 +24,11 @@ def ensure_open_files(needed: int, *, command: str = "repro run offline") -> dic
     unlimited = hard == resource.RLIM_INFINITY
     if soft != resource.RLIM_INFINITY and soft < needed:
         if not unlimited and hard < needed:
-            raise InputError(f"This run keeps up to {needed} connections and files open, but the open-file limit is "
-                             f"{soft} (hard limit {hard}), so it would fail with 'Too many open files'.",
-                             f"`ulimit -n {needed}` (as root, or raise nofile in /etc/security/limits.conf), then `{command}`")
+            raise InputError(
+                f"This run keeps up to {needed} connections and files open, but the open-file limit is "
+                f"{soft} (hard limit {hard}), so it would fail with 'Too many open files'.",
+                f"`ulimit -n {needed}` (as root, or raise nofile in /etc/security/limits.conf), then `{command}`",
+            )
         resource.setrlimit(resource.RLIMIT_NOFILE, (needed, hard))
         return {"before": soft, "now": needed, "hard": -1 if unlimited else hard}
     return {"before": soft, "now": soft, "hard": -1 if unlimited else hard}

@@ -37,7 +37,7 @@ class ServerDied(ReproError):
 
 
 def ready_timeout_s(recipe: Recipe) -> float:
-    """Long enough for trtllm-serve to load a 70B checkpoint from local disk and warm up (tens of minutes, not seconds)."""
+    """Long enough for trtllm-serve to load a 70B checkpoint from local disk and warm up (minutes, not seconds)."""
     return max(READY_TIMEOUT_S, 10.0 * float(recipe.model.size_gb))
 
 
@@ -74,13 +74,20 @@ class ServerPlan:
         return f"http://127.0.0.1:{self.port}"
 
     def spec_hash(self) -> str:
-        doc = [self.image, self.argv, self.gpus, [m.to_json() for m in self.mounts], sorted(self.env.items()), self.shm_size]
+        doc = [
+            self.image,
+            self.argv,
+            self.gpus,
+            [m.to_json() for m in self.mounts],
+            sorted(self.env.items()),
+            self.shm_size,
+        ]
         return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:16]
 
     def docker_cli(self) -> str:
         argv = ["docker", "run", "-d", "--name", self.name, "--network=host"]
         if self.gpus:
-            argv.append(f"--gpus=\"device={','.join(self.gpus)}\"")
+            argv.append(f'--gpus="device={",".join(self.gpus)}"')
         if self.shm_size:
             argv += [f"--shm-size={self.shm_size}", "--ulimit", "memlock=-1", "--ulimit", "stack=67108864"]
         for m in self.mounts:
@@ -90,9 +97,17 @@ class ServerPlan:
         return shlex.join(argv + [self.image, *self.argv])
 
     def to_json(self) -> dict[str, Any]:
-        return {"rank": self.rank, "container": self.name, "image": self.image, "gpus": self.gpus, "port": self.port,
-                "url": self.url, "command": self.argv, "log": str(self.log_path) if self.log_path else None,
-                "docker_cli": self.docker_cli()}
+        return {
+            "rank": self.rank,
+            "container": self.name,
+            "image": self.image,
+            "gpus": self.gpus,
+            "port": self.port,
+            "url": self.url,
+            "command": self.argv,
+            "log": str(self.log_path) if self.log_path else None,
+            "docker_cli": self.docker_cli(),
+        }
 
 
 def _with_port(argv: list[str], port: int) -> list[str]:
@@ -103,7 +118,7 @@ def _with_port(argv: list[str], port: int) -> list[str]:
 
 
 def plan_servers(recipe: Recipe, ws: Workspace, options: ServerOptions | None = None) -> list[ServerPlan]:
-    """The servers `repro run` would start for this recipe: the serve argv `repro build-engine` recorded, one per rank."""
+    """The servers `repro run` would start: the serve argv `repro build-engine` records, one per rank."""
     from repro.engine.plan import plan_build
 
     opts = options or ServerOptions()
@@ -114,10 +129,20 @@ def plan_servers(recipe: Recipe, ws: Workspace, options: ServerOptions | None = 
     for s in build.serve:
         port = (opts.base_port + s.rank) if opts.base_port is not None else s.port
         labels = {LABEL: "1", SERVER_LABEL: recipe.name, "org.repro.server-rank": str(s.rank), **opts.labels}
-        plans.append(ServerPlan(s.rank, f"{opts.name_prefix}-{recipe.name}-{s.rank}", image,
-                                ["exec", "--", *_with_port(s.argv, port)],
-                                s.cuda_visible_devices.split(",") if opts.gpus else [], port, list(build.mounts), env,
-                                "32g" if opts.gpus else None, labels))
+        plans.append(
+            ServerPlan(
+                s.rank,
+                f"{opts.name_prefix}-{recipe.name}-{s.rank}",
+                image,
+                ["exec", "--", *_with_port(s.argv, port)],
+                s.cuda_visible_devices.split(",") if opts.gpus else [],
+                port,
+                list(build.mounts),
+                env,
+                "32g" if opts.gpus else None,
+                labels,
+            )
+        )
     return plans
 
 
@@ -137,7 +162,7 @@ class _LogFollower(threading.Thread):
         self.tail: deque[str] = deque(maxlen=LOG_TAIL)
 
     def run(self) -> None:
-        out = open(self.path, "a", encoding="utf-8") if self.path else None
+        out = open(self.path, "a", encoding="utf-8") if self.path else None  # noqa: SIM115 - open as long as the thread
         buf = b""
         try:
             for chunk in self.container.logs(stream=True, follow=True):
@@ -176,19 +201,22 @@ class ServerFleet:
     def client(self) -> Any:
         if self._client is None:
             from repro.engine.container import docker_client
+
             try:
                 self._client = docker_client()
                 self._client.ping()
             except Exception as exc:  # noqa: BLE001 - any failure to reach Docker reads the same to the user
-                raise StepFailed(f"Docker is not reachable ({exc}); repro starts the inference servers in containers.",
-                                 "start Docker (`sudo systemctl start docker`), or pass `--endpoint URL` to use running servers") from None
+                raise StepFailed(
+                    f"Docker is not reachable ({exc}); repro starts the inference servers in containers.",
+                    "start Docker (`sudo systemctl start docker`), or pass `--endpoint URL` to use running servers",
+                ) from None
         return self._client
 
     @property
     def urls(self) -> list[str]:
         return [p.url for p in self.plans]
 
-    def __enter__(self) -> "ServerFleet":
+    def __enter__(self) -> ServerFleet:
         self.start()
         return self
 
@@ -196,15 +224,16 @@ class ServerFleet:
         self.stop()
 
     def _existing(self, plan: ServerPlan) -> Any:
-        import docker.errors
+        import docker.errors  # type: ignore[import-untyped]
+
         try:
             return self.client.containers.get(plan.name)
         except docker.errors.NotFound:
             return None
 
     def start(self, log_dir: Path | None = None) -> None:
-        import docker.errors
-        from docker.types import DeviceRequest, Ulimit
+        import docker.errors  # type: ignore[import-untyped]
+        from docker.types import DeviceRequest, Ulimit  # type: ignore[import-untyped]
 
         images = {p.image for p in self.plans}
         for image in images:
@@ -212,8 +241,9 @@ class ServerFleet:
                 self.client.images.get(image)
             except docker.errors.ImageNotFound:
                 recipe = self.plans[0].labels.get(SERVER_LABEL, "")
-                raise InputError(f"The server image {image} is not built on this machine.",
-                                 f"`repro build-engine --recipe {recipe}`") from None
+                raise InputError(
+                    f"The server image {image} is not built on this machine.", f"`repro build-engine --recipe {recipe}`"
+                ) from None
         for plan in self.plans:
             if log_dir is not None:
                 log_dir.mkdir(parents=True, exist_ok=True)
@@ -228,29 +258,46 @@ class ServerFleet:
                     continue
                 self._remove(old)
             if _port_busy(plan.port):
-                raise InputError(f"Port {plan.port} (server {plan.rank}) is already in use by another program.",
-                                 f"stop it, or use it as it is: `repro run offline --endpoint http://127.0.0.1:{plan.port}`")
+                raise InputError(
+                    f"Port {plan.port} (server {plan.rank}) is already in use by another program.",
+                    f"stop it, or use it as it is: `repro run offline --endpoint http://127.0.0.1:{plan.port}`",
+                )
             kwargs: dict[str, Any] = {}
             if plan.gpus:
                 kwargs["device_requests"] = [DeviceRequest(device_ids=plan.gpus, capabilities=[["gpu"]])]
             if plan.shm_size:
                 kwargs["shm_size"] = plan.shm_size
-                kwargs["ulimits"] = [Ulimit(name="memlock", soft=-1, hard=-1), Ulimit(name="stack", soft=67108864, hard=67108864)]
+                kwargs["ulimits"] = [
+                    Ulimit(name="memlock", soft=-1, hard=-1),
+                    Ulimit(name="stack", soft=67108864, hard=67108864),
+                ]
             try:
                 container = self.client.containers.run(
-                    plan.image, plan.argv, name=plan.name, detach=True, network_mode="host", environment=plan.env,
+                    plan.image,
+                    plan.argv,
+                    name=plan.name,
+                    detach=True,
+                    network_mode="host",
+                    environment=plan.env,
                     labels={**plan.labels, HASH_LABEL: plan.spec_hash()},
-                    volumes={str(m.host): {"bind": m.target, "mode": "ro" if m.read_only else "rw"} for m in plan.mounts},
-                    **kwargs)
+                    volumes={
+                        str(m.host): {"bind": m.target, "mode": "ro" if m.read_only else "rw"} for m in plan.mounts
+                    },
+                    **kwargs,
+                )
             except docker.errors.APIError as exc:
                 self._remove(self._existing(plan))
                 text = str(exc)
                 if "device driver" in text or "nvidia" in text.lower():
-                    raise StepFailed("Docker cannot give GPUs to containers: the NVIDIA container runtime is not set up.",
-                                     "install the NVIDIA Container Toolkit, then `sudo nvidia-ctk runtime configure "
-                                     "--runtime=docker && sudo systemctl restart docker`") from None
-                raise StepFailed(f"Docker could not start server {plan.rank} ({plan.name}): {text}",
-                                 "`docker ps -a` to see what holds the name or port") from None
+                    raise StepFailed(
+                        "Docker cannot give GPUs to containers: the NVIDIA container runtime is not set up.",
+                        "install the NVIDIA Container Toolkit, then `sudo nvidia-ctk runtime configure "
+                        "--runtime=docker && sudo systemctl restart docker`",
+                    ) from None
+                raise StepFailed(
+                    f"Docker could not start server {plan.rank} ({plan.name}): {text}",
+                    "`docker ps -a` to see what holds the name or port",
+                ) from None
             self.containers[plan.rank] = container
             self._follow(plan, container)
 
@@ -267,6 +314,7 @@ class ServerFleet:
         """Raise ServerDied with the server's last log lines if any container has exited (within grace_s, for
         a failure just seen over HTTP: Docker marks a container exited a moment after its process ends)."""
         import time
+
         deadline = time.monotonic() + grace_s
         while True:
             self._check_exited()
@@ -275,7 +323,8 @@ class ServerFleet:
             time.sleep(0.2)
 
     def _check_exited(self) -> None:
-        import docker.errors
+        import docker.errors  # type: ignore[import-untyped]
+
         for plan in self.plans:
             c = self.containers.get(plan.rank)
             if c is None:
@@ -292,9 +341,11 @@ class ServerFleet:
                     follower.join(timeout=2)
                 last = " | ".join(self.tail(plan.rank)[-5:]) or "(no output)"
                 where = f"see {plan.log_path}" if plan.log_path else f"`docker logs {plan.name}`"
-                raise ServerDied(f"Server {plan.rank} ({plan.name}, port {plan.port}) exited"
-                                 f"{f' with code {code}' if code is not None else ''}. Last output: {last}",
-                                 f"{where}, fix it, then run again")
+                raise ServerDied(
+                    f"Server {plan.rank} ({plan.name}, port {plan.port}) exited"
+                    f"{f' with code {code}' if code is not None else ''}. Last output: {last}",
+                    f"{where}, fix it, then run again",
+                )
 
     def stop(self) -> None:
         """Remove every container this run started (or reused), unless keep; survives a second Ctrl-C."""
@@ -318,7 +369,8 @@ class ServerFleet:
     def _remove(self, container: Any) -> None:
         if container is None:
             return
-        import docker.errors
+        import docker.errors  # type: ignore[import-untyped]
+
         try:
             container.remove(force=True)
         except docker.errors.NotFound:
@@ -328,8 +380,12 @@ class ServerFleet:
                 raise
 
     def to_json(self) -> dict[str, Any]:
-        return {"servers": [p.to_json() for p in self.plans], "reused": self.reused, "kept": self.keep,
-                "removed": self.removed}
+        return {
+            "servers": [p.to_json() for p in self.plans],
+            "reused": self.reused,
+            "kept": self.keep,
+            "removed": self.removed,
+        }
 
 
 def dry_run_details(recipe: Recipe, ws: Workspace, options: ServerOptions | None = None) -> dict[str, Any]:
@@ -337,8 +393,13 @@ def dry_run_details(recipe: Recipe, ws: Workspace, options: ServerOptions | None
     opts = options or ServerOptions()
     plans = plan_servers(recipe, ws, opts)
     timeout = opts.ready_timeout_s or ready_timeout_s(recipe)
-    return {"servers": [p.to_json() for p in plans],
-            "readiness": {"timeout_s": timeout, "probe": "POST /v1/chat/completions (10 tokens) on each server",
-                          "retry": "connection refused/reset/timeout and HTTP 5xx, backoff 0.25 s doubling to 5 s",
-                          "fails_at_once_if": "a server container exits (its log tail is shown) or answers HTTP 4xx"},
-            "keep_servers": opts.keep}
+    return {
+        "servers": [p.to_json() for p in plans],
+        "readiness": {
+            "timeout_s": timeout,
+            "probe": "POST /v1/chat/completions (10 tokens) on each server",
+            "retry": "connection refused/reset/timeout and HTTP 5xx, backoff 0.25 s doubling to 5 s",
+            "fails_at_once_if": "a server container exits (its log tail is shown) or answers HTTP 4xx",
+        },
+        "keep_servers": opts.keep,
+    }

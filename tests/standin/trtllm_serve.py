@@ -36,16 +36,65 @@ import uuid
 from pathlib import Path
 
 CHAT_FIELDS = {
-    "messages", "prompt_token_ids", "model", "frequency_penalty", "logit_bias", "logprobs", "top_logprobs",
-    "max_completion_tokens", "max_tokens", "n", "presence_penalty", "response_format", "seed", "stop", "stream",
-    "stream_options", "temperature", "top_p", "tools", "tool_choice", "user", "best_of", "use_beam_search", "top_k",
-    "top_p_min", "min_p", "repetition_penalty", "length_penalty", "early_stopping", "stop_token_ids",
-    "include_stop_str_in_output", "ignore_eos", "min_tokens", "skip_special_tokens", "spaces_between_special_tokens",
-    "truncate_prompt_tokens", "lora_request", "echo", "add_generation_prompt", "add_special_tokens", "documents",
-    "chat_template", "chat_template_kwargs", "disaggregated_params"}
-COMPLETION_FIELDS = (CHAT_FIELDS - {"messages", "prompt_token_ids", "max_completion_tokens", "tools", "tool_choice",
-                                    "chat_template", "chat_template_kwargs", "documents", "add_generation_prompt"}) | {
-    "prompt", "suffix", "detokenize"}
+    "messages",
+    "prompt_token_ids",
+    "model",
+    "frequency_penalty",
+    "logit_bias",
+    "logprobs",
+    "top_logprobs",
+    "max_completion_tokens",
+    "max_tokens",
+    "n",
+    "presence_penalty",
+    "response_format",
+    "seed",
+    "stop",
+    "stream",
+    "stream_options",
+    "temperature",
+    "top_p",
+    "tools",
+    "tool_choice",
+    "user",
+    "best_of",
+    "use_beam_search",
+    "top_k",
+    "top_p_min",
+    "min_p",
+    "repetition_penalty",
+    "length_penalty",
+    "early_stopping",
+    "stop_token_ids",
+    "include_stop_str_in_output",
+    "ignore_eos",
+    "min_tokens",
+    "skip_special_tokens",
+    "spaces_between_special_tokens",
+    "truncate_prompt_tokens",
+    "lora_request",
+    "echo",
+    "add_generation_prompt",
+    "add_special_tokens",
+    "documents",
+    "chat_template",
+    "chat_template_kwargs",
+    "disaggregated_params",
+}
+COMPLETION_FIELDS = (
+    CHAT_FIELDS
+    - {
+        "messages",
+        "prompt_token_ids",
+        "max_completion_tokens",
+        "tools",
+        "tool_choice",
+        "chat_template",
+        "chat_template_kwargs",
+        "documents",
+        "add_generation_prompt",
+    }
+) | {"prompt", "suffix", "detokenize"}
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -56,8 +105,15 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--tokenizer")
     p.add_argument("--backend", default="pytorch")
     p.add_argument("--extra_llm_api_options", "--config")
-    for flag in ("--num_postprocess_workers", "--tp_size", "--pp_size", "--max_num_tokens", "--max_batch_size",
-                 "--max_seq_len", "--max_beam_width"):
+    for flag in (
+        "--num_postprocess_workers",
+        "--tp_size",
+        "--pp_size",
+        "--max_num_tokens",
+        "--max_batch_size",
+        "--max_seq_len",
+        "--max_beam_width",
+    ):
         p.add_argument(flag, type=int)
     return p.parse_args(argv)
 
@@ -127,16 +183,27 @@ class Server:
     def _json(self, writer: asyncio.StreamWriter, status: int, doc: object) -> None:
         data = json.dumps(doc, separators=(",", ":")).encode()
         reason = {200: "OK", 400: "Bad Request", 404: "Not Found"}.get(status, "Error")
-        writer.write(f"HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\ncontent-length: {len(data)}\r\n\r\n".encode()
-                     + data)
+        writer.write(
+            f"HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\n"
+            f"content-length: {len(data)}\r\n\r\n".encode()
+            + data
+        )
 
     async def route(self, method: str, path: str, raw: bytes, writer: asyncio.StreamWriter) -> None:
         if method == "GET" and path == "/health":
             writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n")
             return
         if method == "GET" and path == "/v1/models":
-            self._json(writer, 200, {"object": "list", "data": [{"id": self.model, "object": "model", "created": int(time.time()),
-                                                                  "owned_by": "tensorrt_llm"}]})
+            self._json(
+                writer,
+                200,
+                {
+                    "object": "list",
+                    "data": [
+                        {"id": self.model, "object": "model", "created": int(time.time()), "owned_by": "tensorrt_llm"}
+                    ],
+                },
+            )
             return
         if method != "POST" or path not in ("/v1/chat/completions", "/v1/completions"):
             self._json(writer, 404, {"detail": "Not Found"})
@@ -145,12 +212,20 @@ class Server:
         try:
             req = json.loads(raw)
         except ValueError:
-            self._json(writer, 400, {"object": "error", "message": "invalid JSON", "type": "BadRequestError", "code": 400})
+            self._json(
+                writer, 400, {"object": "error", "message": "invalid JSON", "type": "BadRequestError", "code": 400}
+            )
             return
         extra = set(req) - (CHAT_FIELDS if chat else COMPLETION_FIELDS)
-        problem = (f"Extra inputs are not permitted: {sorted(extra)}" if extra else
-                   "stream_options can only be set if stream is true" if req.get("stream_options") and not req.get("stream") else
-                   "model is required" if "model" not in req else None)
+        problem = (
+            f"Extra inputs are not permitted: {sorted(extra)}"
+            if extra
+            else "stream_options can only be set if stream is true"
+            if req.get("stream_options") and not req.get("stream")
+            else "model is required"
+            if "model" not in req
+            else None
+        )
         prompt = req.get("prompt_token_ids") if chat else req.get("prompt")
         if problem is None and not (isinstance(prompt, list) and prompt and all(isinstance(t, int) for t in prompt)):
             problem = "this stand-in needs token-id prompts"
@@ -159,28 +234,65 @@ class Server:
             return
         max_tokens = int(req.get("max_tokens") or req.get("max_completion_tokens") or 16)
         ids, finish = generate(prompt, max_tokens, self.vocab)
-        usage = {"prompt_tokens": len(prompt), "total_tokens": len(prompt) + len(ids), "completion_tokens": len(ids),
-                 "prompt_tokens_details": {"cached_tokens": 0}}
+        usage = {
+            "prompt_tokens": len(prompt),
+            "total_tokens": len(prompt) + len(ids),
+            "completion_tokens": len(ids),
+            "prompt_tokens_details": {"cached_tokens": 0},
+        }
         rid = f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex}"
         created = int(time.time())
         if not req.get("stream"):
             text = self.vocab.decode(ids)
             if chat:
-                choice = {"index": 0, "message": {"role": "assistant", "content": text, "reasoning_content": None, "tool_calls": []},
-                          "logprobs": None, "finish_reason": finish, "stop_reason": None, "mm_embedding_handle": None,
-                          "disaggregated_params": None, "avg_decoded_tokens_per_iter": None}
-                doc = {"id": rid, "object": "chat.completion", "created": created, "model": req["model"], "choices": [choice],
-                       "usage": usage, "prompt_token_ids": None}
+                choice = {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": text, "reasoning_content": None, "tool_calls": []},
+                    "logprobs": None,
+                    "finish_reason": finish,
+                    "stop_reason": None,
+                    "mm_embedding_handle": None,
+                    "disaggregated_params": None,
+                    "avg_decoded_tokens_per_iter": None,
+                }
+                doc = {
+                    "id": rid,
+                    "object": "chat.completion",
+                    "created": created,
+                    "model": req["model"],
+                    "choices": [choice],
+                    "usage": usage,
+                    "prompt_token_ids": None,
+                }
             else:
-                doc = {"id": rid, "object": "text_completion", "created": created, "model": req["model"],
-                       "choices": [{"index": 0, "text": text, "token_ids": None, "logprobs": None, "context_logits": None,
-                                    "finish_reason": finish, "stop_reason": None, "disaggregated_params": None,
-                                    "avg_decoded_tokens_per_iter": None}], "usage": usage, "prompt_token_ids": None}
+                doc = {
+                    "id": rid,
+                    "object": "text_completion",
+                    "created": created,
+                    "model": req["model"],
+                    "choices": [
+                        {
+                            "index": 0,
+                            "text": text,
+                            "token_ids": None,
+                            "logprobs": None,
+                            "context_logits": None,
+                            "finish_reason": finish,
+                            "stop_reason": None,
+                            "disaggregated_params": None,
+                            "avg_decoded_tokens_per_iter": None,
+                        }
+                    ],
+                    "usage": usage,
+                    "prompt_token_ids": None,
+                }
             self._json(writer, 200, doc)
             await writer.drain()
             self._done()
             return
-        writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream; charset=utf-8\r\ntransfer-encoding: chunked\r\n\r\n")
+        writer.write(
+            b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream; charset=utf-8\r\ntransfer-encoding: chunked\r\n\r\n"
+        )
 
         def event(data: str, space: bool = False) -> None:
             payload = f"data: {data}{' ' if space else ''}\n\n".encode()
@@ -188,22 +300,50 @@ class Server:
 
         kind = "chat.completion.chunk" if chat else "text_completion"
         if chat:
-            event(json.dumps({"id": rid, "object": kind, "created": created, "model": req["model"],
-                              "choices": [{"index": 0, "delta": {"role": "assistant"}}]}, separators=(",", ":")), space=True)
+            event(
+                json.dumps(
+                    {
+                        "id": rid,
+                        "object": kind,
+                        "created": created,
+                        "model": req["model"],
+                        "choices": [{"index": 0, "delta": {"role": "assistant"}}],
+                    },
+                    separators=(",", ":"),
+                ),
+                space=True,
+            )
         for k, t in enumerate(ids):
             piece = self.vocab.decode([t])
             piece = piece if k == 0 or not piece else " " + piece
             last = k == len(ids) - 1
-            choice: dict[str, object] = {"index": 0, "delta": {"content": piece}} if chat else {"index": 0, "text": piece}
+            choice: dict[str, object] = (
+                {"index": 0, "delta": {"content": piece}} if chat else {"index": 0, "text": piece}
+            )
             if last:
                 choice["finish_reason"] = finish
-            event(json.dumps({"id": rid, "object": kind, "created": created, "model": req["model"], "choices": [choice]},
-                             separators=(",", ":")))
+            event(
+                json.dumps(
+                    {"id": rid, "object": kind, "created": created, "model": req["model"], "choices": [choice]},
+                    separators=(",", ":"),
+                )
+            )
             await writer.drain()
         so = req.get("stream_options") or {}
         if so.get("include_usage", True) and req.get("stream_options") is not None:
-            event(json.dumps({"id": rid, "object": kind, "created": created, "model": req["model"], "choices": [],
-                              "usage": usage}, separators=(",", ":")))
+            event(
+                json.dumps(
+                    {
+                        "id": rid,
+                        "object": kind,
+                        "created": created,
+                        "model": req["model"],
+                        "choices": [],
+                        "usage": usage,
+                    },
+                    separators=(",", ":"),
+                )
+            )
         event("[DONE]")
         writer.write(b"0\r\n\r\n")
         await writer.drain()
@@ -212,7 +352,10 @@ class Server:
 
 async def serve(sock: socket.socket, server: Server) -> None:
     srv = await asyncio.start_server(server.handle, sock=sock, backlog=8192, limit=1 << 22)
-    print(f"[stand-in] INFO: Uvicorn running on http://{server.args.host}:{server.args.port} (Press CTRL+C to quit)", flush=True)
+    print(
+        f"[stand-in] INFO: Uvicorn running on http://{server.args.host}:{server.args.port} (Press CTRL+C to quit)",
+        flush=True,
+    )
     async with srv:
         await srv.serve_forever()
 

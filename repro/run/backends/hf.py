@@ -39,14 +39,15 @@ def weight_bytes(model_dir: Path, dtype: str) -> int:
 
 
 def check_gpu_memory(model_dir: Path, dtype: str, free_per_gpu: list[int]) -> int:
-    """Refuse before loading when all visible GPUs together cannot hold the weights plus ~15% for activations and cache."""
+    """Refuse before loading when the visible GPUs together cannot hold the weights plus ~15% for activations."""
     need = weight_bytes(model_dir, dtype)
     have = sum(free_per_gpu)
     if need * (1 + HEADROOM) > have:
-        raise InputError(f"{Path(model_dir).name} needs about {need / GB:,.0f} GB of GPU memory in {dtype} (+{HEADROOM:.0%} "
-                         f"for activations), but the {len(free_per_gpu)} visible GPU(s) have {have / GB:,.0f} GB free, so the "
-                         "hf backend cannot hold it.",
-                         "use the recipe's TensorRT-LLM backend (`repro run offline` without --backend hf), or a VM with more GPUs")
+        raise InputError(f"{Path(model_dir).name} needs about {need / GB:,.0f} GB of GPU memory in {dtype} "
+                         f"(+{HEADROOM:.0%} for activations), but the {len(free_per_gpu)} visible GPU(s) have "
+                         f"{have / GB:,.0f} GB free, so the hf backend cannot hold it.",
+                         "use the recipe's TensorRT-LLM backend (`repro run offline` without --backend hf), "
+                         "or a VM with more GPUs")
     return need
 
 
@@ -87,9 +88,10 @@ class HFBackend(WorkerBackend):
         dtype = getattr(torch, name)
         kwargs: dict[str, Any] = {"dtype": dtype}
         if self.device == "cuda":
-            check_gpu_memory(self.model_dir, name, [torch.cuda.mem_get_info(i)[0] for i in range(torch.cuda.device_count())])
+            free = [torch.cuda.mem_get_info(i)[0] for i in range(torch.cuda.device_count())]
+            check_gpu_memory(self.model_dir, name, free)
             try:
-                import accelerate  # noqa: F401 - device_map needs it
+                import accelerate  # type: ignore[import-untyped]  # noqa: F401 - device_map needs it
             except ImportError:
                 raise InputError("Spreading the model over the GPUs needs the `accelerate` package.",
                                  "`pip install 'repro[hf]'`") from None
@@ -179,5 +181,5 @@ class HFBackend(WorkerBackend):
 
     def describe(self) -> dict[str, Any]:
         spread = sorted({str(d) for d in (getattr(self.model, "hf_device_map", None) or {}).values()})
-        return {"backend": self.name, "model_dir": str(self.model_dir), "device": self.device, "batch_size": self.batch_size,
-                "devices": spread or [self.device]}
+        return {"backend": self.name, "model_dir": str(self.model_dir), "device": self.device,
+                "batch_size": self.batch_size, "devices": spread or [self.device]}

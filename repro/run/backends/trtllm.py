@@ -18,8 +18,9 @@ import errno
 import json
 import os
 import threading
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, AsyncIterator, Callable, Sequence
+from typing import Any
 from urllib.parse import urlsplit
 
 import numpy as np
@@ -56,10 +57,12 @@ def connect_error(url: str, exc: BaseException) -> BackendError:
     if code in (errno.EMFILE, errno.ENFILE):
         import resource
         soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
-        return BackendError(f"Too many open files: could not open a connection to {url} (the open-file limit is {soft}).",
+        return BackendError(f"Too many open files: could not open a connection to {url} "
+                            f"(the open-file limit is {soft}).",
                             f"`ulimit -n {max(soft * 2, 65536)}`, then run again", kind="emfile")
     if isinstance(exc, (asyncio.TimeoutError, TimeoutError)) or code == errno.ETIMEDOUT:
-        return BackendError(f"Timed out connecting to {url}.", "check the host and port, and that the server runs", kind="timeout")
+        return BackendError(f"Timed out connecting to {url}.", "check the host and port, and that the server runs",
+                            kind="timeout")
     if code == errno.ECONNREFUSED or isinstance(exc, ConnectionRefusedError):
         return BackendError(f"Connection refused at {url}: nothing is listening there (yet).",
                             "start the server, or let `repro run` start it (no --endpoint)", kind="refused")
@@ -130,8 +133,9 @@ class HttpClient:
         if ep.idle:
             return ep.idle.pop()
         try:
-            return await asyncio.wait_for(asyncio.open_connection(ep.host, ep.port, limit=1 << 22), self.connect_timeout_s)
-        except (OSError, asyncio.TimeoutError) as exc:
+            opening = asyncio.open_connection(ep.host, ep.port, limit=1 << 22)
+            return await asyncio.wait_for(opening, self.connect_timeout_s)
+        except (TimeoutError, OSError) as exc:
             raise connect_error(ep.url, exc) from None
 
     async def request(self, ep: _Endpoint, method: str, path: str, body: dict[str, Any] | None = None) -> AsyncIterator[bytes]:
@@ -146,7 +150,8 @@ class HttpClient:
             await writer.drain()
             status_line = await reader.readline()
             if not status_line:
-                raise BackendError(f"{ep.url} closed the connection without answering.", "check the server log", kind="reset")
+                raise BackendError(f"{ep.url} closed the connection without answering.", "check the server log",
+                                   kind="reset")
             parts = status_line.decode("latin-1").split(" ", 2)
             if len(parts) < 2 or not parts[0].startswith("HTTP/") or not parts[1].isdigit():
                 raise BackendError(f"{ep.url} does not speak HTTP (first line: {status_line[:60]!r}).",
@@ -166,8 +171,8 @@ class HttpClient:
             reusable = headers.get("connection", "").lower() != "close" and (
                 "content-length" in headers or "chunked" in headers.get("transfer-encoding", ""))
         except (ConnectionError, asyncio.IncompleteReadError) as exc:
-            raise BackendError(f"{ep.url} reset the connection mid-request ({type(exc).__name__}).", "check the server log",
-                               kind="reset") from None
+            raise BackendError(f"{ep.url} reset the connection mid-request ({type(exc).__name__}).",
+                               "check the server log", kind="reset") from None
         finally:
             if reusable:
                 ep.idle.append((reader, writer))
@@ -268,7 +273,8 @@ class TrtllmBackend(Backend):
     name = "trtllm"
 
     def __init__(self, endpoints: Sequence[str], *, api: str = "chat", stream: bool = False, model: str | None = None,
-                 max_concurrency: int = DEFAULT_CONCURRENCY, tokenizer: Any = None, health_timeout_s: float = HEALTH_TIMEOUT_S,
+                 max_concurrency: int = DEFAULT_CONCURRENCY, tokenizer: Any = None,
+                 health_timeout_s: float = HEALTH_TIMEOUT_S,
                  alive: Callable[[], None] | None = None, on_wait: Callable[[str, str], None] | None = None) -> None:
         super().__init__()
         if not endpoints:
@@ -310,19 +316,20 @@ class TrtllmBackend(Backend):
             self._run(self._setup())
         self._run(self.health(), timeout=self.health_timeout_s + 60)
         if not self.server_returns_ids and self.tokenizer is None:
-            raise InputError(f"{self.urls[0]} returns text without token ids, and no tokenizer was found to turn the text "
-                             "back into ids (the accuracy log and the token count need them).",
+            raise InputError(f"{self.urls[0]} returns text without token ids, and no tokenizer was found to turn "
+                             "the text back into ids (the accuracy log and the token count need them).",
                              "`repro setup` (it downloads the model's tokenizer files), then run again")
 
     async def _setup(self) -> None:
         for url in self.urls:
             parts = urlsplit(url)
             if parts.scheme != "http" or not parts.hostname:
-                raise InputError(f"Endpoint '{url}' is not an http://host:port URL.", "`repro run offline --endpoint http://127.0.0.1:8000`")
+                raise InputError(f"Endpoint '{url}' is not an http://host:port URL.",
+                                 "`repro run offline --endpoint http://127.0.0.1:8000`")
             self._eps.append(_Endpoint(url, parts.hostname, parts.port or 80, sem=asyncio.Semaphore(self.max_concurrency)))
 
     async def _model_name(self, ep: _Endpoint) -> str | None:
-        """The served model's name from /v1/models (vLLM and SGLang check it); None when the server has no such route."""
+        """The served model's name from /v1/models (vLLM and SGLang check it); None without such a route."""
         try:
             doc = await self.client.json(ep, "GET", "/v1/models")
         except BackendError as exc:
@@ -357,12 +364,14 @@ class TrtllmBackend(Backend):
                         raise BackendError(f"{ep.url}{self.path} answered without 'choices': {str(doc)[:160]}",
                                            "point --endpoint at an OpenAI-compatible server", kind="protocol")
                     has_ids = token_ids_of(choices[0]) is not None
-                    self.server_returns_ids = has_ids if self.server_returns_ids is None else (self.server_returns_ids and has_ids)
+                    known = self.server_returns_ids
+                    self.server_returns_ids = has_ids if known is None else (known and has_ids)
                     return
                 except BackendError as exc:
                     if exc.kind == "http":
-                        raise BackendError(f"{ep.url} is not a ready OpenAI-compatible server (port in use by another program?): "
-                                           f"{exc.message}", "stop whatever holds the port, or fix --endpoint", kind="http") from None
+                        raise BackendError(f"{ep.url} is not a ready OpenAI-compatible server (port in use by another "
+                                           f"program?): {exc.message}",
+                                           "stop whatever holds the port, or fix --endpoint", kind="http") from None
                     if exc.kind not in RETRYABLE:
                         raise
                     if self.alive is not None:
@@ -429,7 +438,8 @@ class TrtllmBackend(Backend):
             async with ep.sem:
                 if self._stopping.is_set():
                     return
-                body = build_payload(self.api, r.input_ids.tolist(), r.max_tokens, stream=self.stream, model=self.model or "")
+                body = build_payload(self.api, r.input_ids.tolist(), r.max_tokens, stream=self.stream,
+                                     model=self.model or "")
                 if self.stream:
                     ids: list[int] = []
                     text, count, first = "", None, None
