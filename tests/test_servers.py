@@ -180,6 +180,7 @@ def test_server_that_never_gets_ready_times_out_with_its_log(client, serve_image
             servers=_options(serve_image, tag, env={"STANDIN_HANG": "load"}, ready_timeout_s=4),
         )
     assert "did not become ready within 4 s" in err.value.message and "loading model" in err.value.message
+    assert "--ready-timeout" in err.value.next_command and "servers" in err.value.next_command
     assert _left(client, tag) == []
 
 

@@ -527,6 +527,9 @@ def _start_backend(be: Backend, sut: LoadGenSUT, fleet: ServerFleet | None) -> N
                      for p in fleet.plans if fleet.tail(p.rank)]
             if tails:
                 exc.message = f"{exc.message}. Last output of {'; '.join(tails)}"
+            logs = fleet.plans[0].log_path.parent if fleet.plans and fleet.plans[0].log_path else None
+            if exc.kind == "timeout" and logs is not None:
+                exc.next_command = f"see the server logs in {logs}; if they are still loading, raise --ready-timeout"
         raise
 
 
