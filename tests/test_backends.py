@@ -1,9 +1,16 @@
-"""Backends against real things: a local HTTP server speaking trtllm-serve's OpenAI protocol, a tiny HF model, the simulator."""
+"""Backends against real things: local HTTP servers speaking trtllm-serve's OpenAI protocol, a tiny HF model, the simulator.
+
+FakeServe answers like trtllm-serve (text only in chat choices, `usage.completion_tokens`, SSE events) but records
+every request; the stand-in in tests/standin/ (built from TensorRT-LLM's source) covers readiness and faults.
+"""
 
 from __future__ import annotations
 
 import json
 import socket
+import subprocess
+import sys
+import textwrap
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -15,6 +22,9 @@ import pytest
 from repro.run.backends.base import Request
 from repro.run.backends.sim import SimBackend
 from repro.run.backends.trtllm import BackendError, TrtllmBackend, build_payload, endpoints_for
+from repro.run.tokens import load_tokenizer
+from repro.core.errors import InputError
+from standin_util import LocalStandin, VOCAB, write_tokenizer
 from repro.setup.dataset import save_prepared
 from repro.run.harness import run_benchmark
 from repro.results.logs import parse_run
@@ -23,8 +33,22 @@ from repro.core.workspace import Workspace
 
 
 def reply_ids(prompt: list[int], max_tokens: int) -> list[int]:
-    """The fake server's deterministic 'generation': the prompt reversed, plus 7, cut at max_tokens."""
-    return [t + 7 for t in reversed(prompt)][:max_tokens] or [7]
+    """The fake server's deterministic 'generation': the prompt reversed and shifted inside the vocabulary, cut at max_tokens."""
+    return [3 + (t + 7) % (VOCAB - 3) for t in reversed(prompt)][:max_tokens] or [7]
+
+
+def words(ids: list[int]) -> str:
+    return " ".join(f"w{t}" for t in ids)
+
+
+@pytest.fixture(scope="module")
+def tokenizer_dir(tmp_path_factory) -> Path:
+    return write_tokenizer(tmp_path_factory.mktemp("tok"))
+
+
+@pytest.fixture(scope="module")
+def tokenizer(tokenizer_dir):
+    return load_tokenizer([tokenizer_dir])
 
 
 class FakeServe(BaseHTTPRequestHandler):
@@ -61,16 +85,17 @@ class FakeServe(BaseHTTPRequestHandler):
             return
         ids = reply_ids(prompt, body["max_tokens"])
         if not body.get("stream"):
-            choice = {"index": 0, "token_ids": ids, "finish_reason": "stop"}
-            choice.update({"message": {"role": "assistant", "content": "x"}} if "chat" in self.path else {"text": "x"})
+            choice: dict[str, Any] = {"index": 0, "finish_reason": "stop"}
+            choice.update({"message": {"role": "assistant", "content": words(ids)}} if "chat" in self.path else {"text": words(ids)})
             self._send(200, {"id": "cmpl", "choices": [choice], "usage": {"completion_tokens": len(ids)}})
             return
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
-        for t in ids:
-            delta = {"index": 0, "delta": {"content": "x"}, "token_ids": [t]}
+        self._chunk(b"data: " + json.dumps({"choices": [{"index": 0, "delta": {"role": "assistant"}}]}).encode() + b" \n\n")
+        for k, t in enumerate(ids):
+            delta = {"index": 0, "delta": {"content": ("" if k == 0 else " ") + f"w{t}"}}
             self._chunk(b"data: " + json.dumps({"choices": [delta]}).encode() + b"\n\n")
         self._chunk(b"data: " + json.dumps({"choices": [], "usage": {"completion_tokens": len(ids)}}).encode() + b"\n\n")
         self._chunk(b"data: [DONE]\n\n")
@@ -132,10 +157,11 @@ def _requests(n: int, max_tokens: int = 16) -> list[Request]:
 
 
 @pytest.mark.parametrize("api,stream", [("chat", False), ("completions", False), ("chat", True)])
-def test_trtllm_round_robin_and_tokens(servers, api: str, stream: bool) -> None:
+def test_trtllm_round_robin_and_tokens(servers, tokenizer, api: str, stream: bool) -> None:
+    """Text-only answers are re-tokenized into exactly the ids the server generated; the count is len(ids)."""
     reqs = _requests(20)
     sink = Collect(len(reqs))
-    be = TrtllmBackend(_urls(servers), api=api, stream=stream, max_concurrency=4)
+    be = TrtllmBackend(_urls(servers), api=api, stream=stream, max_concurrency=4, tokenizer=tokenizer)
     be.start(sink)
     try:
         be.submit(reqs)
@@ -155,19 +181,112 @@ def test_trtllm_round_robin_and_tokens(servers, api: str, stream: bool) -> None:
         assert body["messages"] == [] and "prompt_token_ids" in body
     health = [b for s in servers for p, b in s.requests if b["max_tokens"] == 10]
     assert len(health) == 2
+    st = be.stats()["tokens"]
+    assert st["ids_from_tokenizer"] == 20 and st["ids_from_server"] == 0 and st["count_disagreements"] == 0
+    assert st["logged_tokens"] == sum(len(sink.done[r.id]) for r in reqs)
+    if stream:
+        assert st["first_token_mismatches"] == 0
+
+
+def test_text_only_server_without_tokenizer_is_refused_before_the_run(servers) -> None:
+    be = TrtllmBackend(_urls(servers))
+    try:
+        with pytest.raises(InputError, match="returns text without token ids.*no tokenizer"):
+            be.start(Collect(1))
+    finally:
+        be.close()
+
+
+def test_server_count_is_kept_beside_the_logged_ids(tokenizer_dir, tokenizer) -> None:
+    """The stand-in counts EOS in usage.completion_tokens but, like trtllm-serve, drops it from the text."""
+    with LocalStandin(tokenizer_dir) as srv:
+        srv.wait_bound()
+        reqs = _requests(12, max_tokens=64)
+        reqs = [Request(r.id, r.index, (r.input_ids % (VOCAB - 3) + 3).astype(np.int32), r.max_tokens) for r in reqs]
+        sink = Collect(len(reqs))
+        be = TrtllmBackend([srv.url], stream=True, tokenizer=tokenizer, health_timeout_s=20)
+        be.start(sink)
+        try:
+            be.submit(reqs)
+            assert sink.all_done.wait(30)
+        finally:
+            be.close()
+    st = be.stats()["tokens"]
+    assert not sink.errors and st["samples"] == 12
+    assert st["logged_tokens"] == sum(len(a) for a in sink.done.values())
+    assert st["server_completion_tokens"] == st["logged_tokens"] + st["count_disagreements"] > st["logged_tokens"]
+    assert all(2 not in a.tolist() for a in sink.done.values())
+    assert all(sink.first[i] == int(sink.done[i][0]) for i in sink.done)
 
 
 def test_trtllm_port_not_listening_is_a_clear_error() -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    be = TrtllmBackend([f"http://127.0.0.1:{port}"], health_timeout_s=1)
-    with pytest.raises(BackendError, match=f"Nothing is listening at http://127.0.0.1:{port}"):
+    waits: list[str] = []
+    be = TrtllmBackend([f"http://127.0.0.1:{port}"], health_timeout_s=1, on_wait=lambda url, kind: waits.append(kind))
+    with pytest.raises(BackendError, match=f"did not become ready within 1 s .*Connection refused at http://127.0.0.1:{port}"):
         be.start(Collect(1))
     be.close()
+    assert waits and set(waits) == {"refused"}
+
+
+def test_readiness_waits_for_a_server_that_binds_before_loading(tokenizer_dir, tokenizer) -> None:
+    """trtllm-serve refuses connections while it loads; the wait retries with backoff instead of giving up."""
+    with LocalStandin(tokenizer_dir, env={"STANDIN_LOAD_S": "2"}) as srv:
+        srv.wait_bound()
+        waits: list[str] = []
+        be = TrtllmBackend([srv.url], tokenizer=tokenizer, health_timeout_s=30, on_wait=lambda url, kind: waits.append(kind))
+        try:
+            be.start(Collect(1))
+        finally:
+            be.close()
+    assert "refused" in waits and be.ready_after_s is not None and be.ready_after_s >= 1.5
+    assert be.model == str(tokenizer_dir)
+
+
+def test_too_many_open_files_is_named(tokenizer_dir, tmp_path: Path) -> None:
+    """EMFILE reads as 'Too many open files' with `ulimit -n`, not as 'nothing is listening'."""
+    script = tmp_path / "emfile.py"
+    script.write_text(textwrap.dedent(f"""
+        import resource, socket, sys
+        sys.path[:0] = {[str(Path(__file__).resolve().parents[1])]!r}
+        from repro.run.backends.trtllm import BackendError, connect_error
+        resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))
+        held = []
+        try:
+            while True:
+                held.append(socket.socket())
+        except OSError as exc:
+            err = connect_error("http://127.0.0.1:30000", exc)
+            print(err.kind, "|", err.message, "|", err.next_command)
+    """))
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60)
+    kind, message, fix = (p.strip() for p in out.stdout.split("|"))
+    assert kind == "emfile" and "Too many open files" in message and "limit is 64" in message and "ulimit -n" in fix
+
+
+def test_open_file_limit_is_raised_or_refused_with_ulimit(tmp_path: Path) -> None:
+    script = tmp_path / "nofile.py"
+    script.write_text(textwrap.dedent(f"""
+        import resource, sys
+        sys.path[:0] = {[str(Path(__file__).resolve().parents[1])]!r}
+        from repro.run.limits import ensure_open_files
+        from repro.core.errors import InputError
+        resource.setrlimit(resource.RLIMIT_NOFILE, (256, 4096))
+        print(ensure_open_files(1000)["now"], resource.getrlimit(resource.RLIMIT_NOFILE)[0])
+        try:
+            ensure_open_files(8704)
+        except InputError as exc:
+            print(exc.next_command)
+    """))
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60)
+    raised, refused = out.stdout.strip().splitlines()
+    assert raised == "1000 1000" and "ulimit -n 8704" in refused
 
 
 def test_trtllm_port_held_by_another_program() -> None:
+    """A program answering 404 on the port is not a loading server: fail at once, do not wait out the timeout."""
     class NotServe(BaseHTTPRequestHandler):
         def do_POST(self) -> None:
             self.send_error(404)
@@ -179,7 +298,7 @@ def test_trtllm_port_held_by_another_program() -> None:
     threading.Thread(target=srv.serve_forever, daemon=True).start()
     be = TrtllmBackend([f"http://127.0.0.1:{srv.server_address[1]}"])
     try:
-        with pytest.raises(BackendError, match="in use by something that is not a ready trtllm-serve"):
+        with pytest.raises(BackendError, match="not a ready OpenAI-compatible server"):
             be.start(Collect(1))
     finally:
         be.close()
@@ -187,11 +306,11 @@ def test_trtllm_port_held_by_another_program() -> None:
         srv.server_close()
 
 
-def test_trtllm_server_error_mid_run_reaches_the_sink(servers) -> None:
+def test_trtllm_server_error_mid_run_reaches_the_sink(servers, tokenizer) -> None:
     for s in servers:
         s.fail_after = 3
     sink = Collect(10)
-    be = TrtllmBackend(_urls(servers), max_concurrency=1)
+    be = TrtllmBackend(_urls(servers), max_concurrency=1, tokenizer=tokenizer)
     be.start(sink)
     try:
         be.submit(_requests(10))
@@ -209,9 +328,11 @@ def test_endpoints_from_recipe_and_env(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _dataset(ws: Workspace, recipe: str, n: int) -> None:
+    """A prepared dataset plus the model's tokenizer where `repro setup` leaves it (models/<repo name>/)."""
     rng = np.random.default_rng(3)
     prompts = [rng.integers(3, 1000, size=int(rng.integers(4, 30))).tolist() for _ in range(n)]
     save_prepared(ws.preprocessed / get_recipe(recipe).dataset.name, "x", prompts, [50] * n, ["r"] * n)
+    write_tokenizer(ws.models / get_recipe(recipe).model.repo_id.split("/")[-1])
 
 
 @pytest.mark.parametrize("scenario", ["Offline", "Server"])
@@ -227,6 +348,10 @@ def test_harness_with_trtllm_backend_over_http(servers, monkeypatch: pytest.Monk
     sent = [b for s in servers for p, b in s.requests if b["max_tokens"] == 1024]
     assert len(sent) == 24
     assert info["measured_by_harness"]["tokens"] == sum(len(reply_ids(b["prompt_token_ids"], 1024)) for b in sent)
+    tokens = info["backend_stats"]["tokens"]
+    assert tokens["ids_from_tokenizer"] == 24 and tokens["logged_tokens"] == info["measured_by_harness"]["tokens"]
+    assert info["backend_details"]["max_concurrency_per_endpoint"] == get_recipe("nd-gb300-v6").trtllm.gpu_batch_size
+    assert info["open_files"]["now"] >= info["open_files"]["needed"]
 
 
 def test_sim_replays_reference_lengths_capped_by_max_tokens() -> None:
@@ -284,3 +409,23 @@ def test_hf_backend_refuses_folder_without_weights(tmp_path: Path) -> None:
     (tmp_path / "config.json").write_text("{}")
     with pytest.raises(InputError, match="no weights"):
         HFBackend(tmp_path)
+
+
+def test_hf_refuses_a_model_the_gpus_cannot_hold(demo_paths, tmp_path: Path) -> None:
+    """Llama-2-70B in fp16 (~138 GB) on one 80 GB H100 is refused before loading; spread over 8 it fits."""
+    from repro.run.backends.hf import check_gpu_memory, weight_bytes
+
+    demo = demo_paths["model_dir"]
+    size = sum(f.stat().st_size for f in demo.glob("*.safetensors"))
+    saved = json.loads((demo / "config.json").read_text()).get("torch_dtype") or "float16"
+    assert weight_bytes(demo, "float16") == int(size * 2 / {"float32": 4, "float16": 2, "bfloat16": 2}[saved])
+    big = tmp_path / "llama-70b"
+    big.mkdir()
+    (big / "config.json").write_text(json.dumps({"torch_dtype": "float16"}))
+    with open(big / "model.safetensors", "wb") as fh:
+        fh.truncate(138 * 10**9)
+    assert weight_bytes(big, "float16") == 138 * 10**9 and weight_bytes(big, "float32") == 276 * 10**9
+    with pytest.raises(InputError, match="needs about 138 GB .* 1 visible GPU\\(s\\) have 80 GB free") as err:
+        check_gpu_memory(big, "float16", [80 * 10**9])
+    assert "without --backend hf" in err.value.next_command
+    assert check_gpu_memory(big, "float16", [80 * 10**9] * 8) == 138 * 10**9

@@ -71,7 +71,7 @@ def test_settings_and_user_conf_for_smoke_runs() -> None:
     assert smoke["min_query_count"] == smoke["max_query_count"] == 100 and smoke["min_duration"] == 0
     assert expected_samples(smoke, "Offline") == 100
     timed = loadgen_settings(recipe, "Server", duration_s=3)
-    assert timed["min_duration"] == timed["max_duration"] == 3000 and timed["tpot_latency"] == 200_000_000
+    assert timed["min_duration"] == timed["max_duration"] == 3000 and timed["tpot_latency"] == 200
     assert "llama2-70b.Server.max_duration = 3000" in user_conf_text(timed, "Server")
 
 
@@ -105,6 +105,28 @@ def test_sim_server_run_reports_token_latencies(ws: Workspace) -> None:
     assert run.scenario == "Server" and run.label == "simulated"
     assert run.ttft_ns["p99"] > 0 and run.tpot_ns["p99"] > 0
     assert json.loads((Path(outcome.details["run_dir"]) / "run.json").read_text())["measured_by_harness"]["samples"] == 40
+
+
+def _detail_keys(run_dir: Path) -> dict[str, object]:
+    """LoadGen's own record of the settings it ran with, from mlperf_log_detail.txt (one :::MLLOG JSON per line)."""
+    out: dict[str, object] = {}
+    for line in (run_dir / "mlperf_log_detail.txt").read_text().splitlines():
+        if line.startswith(":::MLLOG "):
+            doc = json.loads(line[len(":::MLLOG "):])
+            out[doc["key"]] = doc["value"]
+    return out
+
+
+def test_server_latency_limits_reach_loadgen_in_its_units(ws: Workspace) -> None:
+    """The recipe's 2,000 ms TTFT / 200 ms TPOT must read 2e9 / 2e8 ns in LoadGen's detail log (issue 12 item 5)."""
+    _prepare(ws, n=16)
+    recipe = get_recipe(RECIPE)
+    outcome = run_benchmark(RECIPE, ws, scenario="Server", backend="sim", samples=16, detect=False,
+                            rate_tokens_per_s=2_000_000)
+    keys = _detail_keys(Path(outcome.details["run_dir"]))
+    assert keys["requested_server_ttft_latency"] == recipe.loadgen.ttft_latency_ms * 1_000_000 == 2_000_000_000
+    assert keys["requested_server_tpot_latency"] == recipe.loadgen.tpot_latency_ms * 1_000_000 == 200_000_000
+    assert keys["requested_use_token_latencies"] is True or keys["requested_use_token_latencies"] == 1
 
 
 def test_backend_dying_mid_run_keeps_partial_logs(ws: Workspace) -> None:
@@ -205,3 +227,50 @@ def test_demo_accuracy_mode_writes_accuracy_txt(ws: Workspace) -> None:
     scores = outcome.details["accuracy"]
     assert scores["gen_num"] == 64 and "'gen_num': 64" in (run_dir / "accuracy.txt").read_text()
     assert scores["gen_tok_len"] == sum(len(bytes.fromhex(e["data"])) // 4 for e in log)
+
+
+def test_dry_run_prints_each_server_its_gpus_and_the_readiness_wait() -> None:
+    """GB300: 4 servers x 1 GPU; H100 (TP2): 4 servers x 2 GPUs; each with its container, port and command."""
+    runner = CliRunner()
+    for recipe, gpus in (("nd-gb300-v6", [["0"], ["1"], ["2"], ["3"]]), ("nd-h100-v5", [["0", "1"], ["2", "3"], ["4", "5"], ["6", "7"]])):
+        res = runner.invoke(app, ["run", "offline", "--recipe", recipe, "--dry-run", "--json"])
+        assert res.exit_code == 0, res.output
+        doc = json.loads(res.output)["details"]
+        assert [s["gpus"] for s in doc["servers"]] == gpus
+        assert [s["port"] for s in doc["servers"]] == [30000, 30001, 30002, 30003]
+        assert all(s["command"][:3] == ["exec", "--", "trtllm-serve"] for s in doc["servers"])
+        assert doc["readiness"]["timeout_s"] >= 1800 and doc["keep_servers"] is False
+        text = runner.invoke(app, ["run", "offline", "--recipe", recipe, "--dry-run"]).output
+        assert f"server 3: container repro-serve-{recipe}-3" in " ".join(text.split()) and "readiness:" in text
+
+
+def test_endpoint_is_validated_and_skips_the_lifecycle() -> None:
+    runner = CliRunner()
+    res = runner.invoke(app, ["run", "offline", "--recipe", RECIPE, "--endpoint", "http://10.0.0.5:8000", "--endpoint",
+                              "http://10.0.0.6:8000", "--dry-run", "--json"])
+    doc = json.loads(res.output)["details"]
+    assert doc["endpoints"] == ["http://10.0.0.5:8000", "http://10.0.0.6:8000"] and doc["servers"] == []
+    res = runner.invoke(app, ["run", "offline", "--recipe", RECIPE, "--endpoint", "http://x:1", "--backend", "sim"])
+    assert res.exit_code == 2 and "cannot be combined with --backend sim" in res.output
+
+
+def test_endpoint_accuracy_run_logs_real_token_ids(ws: Workspace, tmp_path: Path) -> None:
+    """`--endpoint` against a running server (the stand-in): AccuracyOnly writes the re-tokenized ids, never zeros."""
+    from standin_util import LocalStandin, prompts, write_tokenizer
+
+    recipe = get_recipe("nd-gb300-v6")
+    tok = write_tokenizer(ws.models / recipe.model.repo_id.split("/")[-1])
+    ps = prompts(12)
+    save_prepared(ws.preprocessed / recipe.dataset.name, "x", ps, [10] * len(ps), [f"w{p[0]} w{p[1]}" for p in ps])
+    with LocalStandin(tok) as srv:
+        srv.wait_bound()
+        res = CliRunner().invoke(app, ["run", "offline", "--recipe", recipe.name, "--endpoint", srv.url, "--accuracy", "--json"])
+    assert res.exit_code == 0, res.output
+    run_dir = Path(json.loads(res.output)["details"]["run_dir"])
+    logged = json.loads((run_dir / "mlperf_log_accuracy.json").read_text())
+    ids = [np.frombuffer(bytes.fromhex(e["data"]), dtype=np.int32) for e in logged]
+    assert len(ids) == 12 and all(len(a) and (a >= 3).all() for a in ids)
+    info = json.loads((run_dir / "run.json").read_text())
+    assert info["backend_details"]["endpoints"] == [srv.url] and "servers" not in info
+    assert info["backend_stats"]["tokens"]["ids_from_tokenizer"] == 12
+    assert (run_dir / "accuracy.txt").exists()

@@ -26,6 +26,12 @@ NodesOpt = Annotated[int, typer.Option("--nodes", min=1, help="VMs to run on (wi
 LauncherOpt = Annotated[str, typer.Option("--launcher", help="local: this VM; slurm: one run per node through sbatch.")]
 PartitionOpt = Annotated[Optional[str], typer.Option("--partition", help="Slurm partition (with --launcher slurm).")]
 ImageOpt = Annotated[Optional[str], typer.Option("--container-image", help="Container image for the Slurm job (with --launcher slurm).")]
+EndpointOpt = Annotated[Optional[list[str]], typer.Option(
+    "--endpoint", help="URL of an OpenAI-compatible server you already run (repeatable); repro starts none.")]
+KeepServersOpt = Annotated[bool, typer.Option(
+    "--keep-servers", help="Leave the trtllm-serve containers running; the next run reuses them.")]
+ReadyTimeoutOpt = Annotated[Optional[float], typer.Option(
+    "--ready-timeout", help="Seconds to wait for the servers to load the model and answer.")]
 RerunOpt = Annotated[Optional[Path], typer.Option("--rerun-failed", help="Re-run only the failed, cancelled or lost VMs of this rack folder (implies --launcher slurm), then re-aggregate.")]
 
 
@@ -53,6 +59,7 @@ class RunView:
         parts: list[Any] = [renderable(self.outcome)]
         d = self.outcome.details
         if self.outcome.status == "dry-run":
+            parts.extend(_server_lines(d))
             parts.append(Text(f"user.conf:\n{d.get('user_conf', '')}", style="dim"))
         if d.get("label"):
             parts.append(Text(f"label: {d['label']} (never counted as a reproduction)", style="yellow"))
@@ -61,11 +68,30 @@ class RunView:
         return Group(*parts)
 
 
+def _server_lines(d: dict[str, Any]) -> list[Text]:
+    """Each server container with its GPUs and command, and the readiness wait (or the endpoints given)."""
+    out: list[Text] = []
+    for s in d.get("servers") or []:
+        gpus = ",".join(s["gpus"]) if s["gpus"] else "none"
+        out.append(Text(f"server {s['rank']}: container {s['container']}  GPUs {gpus}  {s['url']}", style="bold"))
+        out.append(Text(f"  {s['docker_cli']}", style="dim"))
+    r = d.get("readiness")
+    if r:
+        out.append(Text(f"readiness: {r['probe']}; retry {r['retry']}; give up after {r['timeout_s']:.0f} s; "
+                        f"fail at once if {r['fails_at_once_if']}"))
+    if d.get("endpoints"):
+        out.append(Text("endpoints (started by you, not repro): " + ", ".join(d["endpoints"])))
+    return out
+
+
 def _run(scenario: str, recipe: Optional[str], workspace: Any, backend: Optional[str], duration: Optional[float],
-         samples: Optional[int], accuracy: bool, sim_rate: Optional[float], dry_run: bool, json: bool) -> None:
+         samples: Optional[int], accuracy: bool, sim_rate: Optional[float], dry_run: bool, json: bool,
+         endpoint: Optional[list[str]] = None, keep_servers: bool = False,
+         ready_timeout: Optional[float] = None) -> None:
     from repro.core.systems import resolve_recipe
     from repro.run.harness import run_benchmark
     from repro.results.verify import verify_dir
+    from repro.run.servers import ServerOptions
 
     ws = Workspace.open(workspace)
     chosen, _ = resolve_recipe(recipe, ws)
@@ -73,7 +99,8 @@ def _run(scenario: str, recipe: Optional[str], workspace: Any, backend: Optional
         _sigterm_as_interrupt()
     outcome = run_benchmark(chosen, ws, scenario=scenario, backend=backend, duration_s=duration,
                             samples=samples, accuracy=accuracy, dry_run=dry_run, progress=False if json else None,
-                            rate_tokens_per_s=sim_rate, argv=["repro", *sys.argv[1:]])
+                            rate_tokens_per_s=sim_rate, argv=["repro", *sys.argv[1:]], endpoints=endpoint or None,
+                            servers=ServerOptions(keep=keep_servers, ready_timeout_s=ready_timeout))
     verdict = None
     if outcome.status == "done" and not accuracy:
         verdict = verify_dir(outcome.details["run_dir"], recipe=chosen, scenario=scenario)
@@ -85,7 +112,8 @@ def _run(scenario: str, recipe: Optional[str], workspace: Any, backend: Optional
 def offline(recipe: RecipeOpt = None, workspace: WorkspaceOpt = None, backend: BackendOpt = None, duration: DurationOpt = None,
             samples: SamplesOpt = None, accuracy: AccuracyOpt = False, sim_rate: RateOpt = None, nodes: NodesOpt = 1,
             launcher: LauncherOpt = "local", partition: PartitionOpt = None, container_image: ImageOpt = None,
-            rerun_failed: RerunOpt = None, dry_run: DryRunOpt = False, json: JsonOpt = False) -> None:
+            rerun_failed: RerunOpt = None, endpoint: EndpointOpt = None, keep_servers: KeepServersOpt = False,
+            ready_timeout: ReadyTimeoutOpt = None, dry_run: DryRunOpt = False, json: JsonOpt = False) -> None:
     """Run the Offline scenario through MLCommons LoadGen and write MLPerf logs to a run folder."""
     if launcher not in ("local", "slurm"):
         from repro.core.errors import InputError
@@ -99,10 +127,14 @@ def offline(recipe: RecipeOpt = None, workspace: WorkspaceOpt = None, backend: B
         launch_offline(recipe=recipe, workspace=workspace, nodes=nodes, partition=partition, container_image=container_image,
                        backend=backend, duration_s=duration, samples=samples, dry_run=dry_run, as_json=json, sim_rate=sim_rate)
         return
-    _run("Offline", recipe, workspace, backend, duration, samples, accuracy, sim_rate, dry_run, json)
+    _run("Offline", recipe, workspace, backend, duration, samples, accuracy, sim_rate, dry_run, json,
+         endpoint, keep_servers, ready_timeout)
 
 
 def server(recipe: RecipeOpt = None, workspace: WorkspaceOpt = None, backend: BackendOpt = None, duration: DurationOpt = None,
-           samples: SamplesOpt = None, sim_rate: RateOpt = None, dry_run: DryRunOpt = False, json: JsonOpt = False) -> None:
+           samples: SamplesOpt = None, sim_rate: RateOpt = None, endpoint: EndpointOpt = None,
+           keep_servers: KeepServersOpt = False, ready_timeout: ReadyTimeoutOpt = None, dry_run: DryRunOpt = False,
+           json: JsonOpt = False) -> None:
     """Run the Server scenario through MLCommons LoadGen (streaming, so TTFT and TPOT are measured)."""
-    _run("Server", recipe, workspace, backend, duration, samples, False, sim_rate, dry_run, json)
+    _run("Server", recipe, workspace, backend, duration, samples, False, sim_rate, dry_run, json, endpoint,
+         keep_servers, ready_timeout)

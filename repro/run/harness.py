@@ -21,6 +21,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from repro.run.backends.base import Backend, Request, make_backend, recipe_backend_name
+from repro.run.servers import ServerDied, ServerFleet, ServerOptions, dry_run_details, plan_servers
 from repro.setup.dataset import PreparedDataset, load_prepared
 from repro.core.errors import InputError, Interrupted, ReproError, StepFailed
 from repro.core.fsutil import atomic_write_json, atomic_write_text
@@ -59,8 +60,7 @@ def loadgen_settings(recipe: Recipe, scenario: str, *, duration_s: float | None 
                          "performance_sample_count_override": min(lg.performance_sample_count, size),
                          "use_token_latencies": 1}
     if scenario == "Server":
-        s["ttft_latency"] = lg.ttft_latency_ms * 1_000_000
-        s["tpot_latency"] = lg.tpot_latency_ms * 1_000_000
+        s.update(server_latency_keys(recipe))
     if duration_s is not None:
         s.update(min_duration=int(duration_s * 1000), max_duration=int(duration_s * 1000), min_query_count=1)
     if samples is not None:
@@ -69,6 +69,16 @@ def loadgen_settings(recipe: Recipe, scenario: str, *, duration_s: float | None 
         if duration_s is None:
             s["min_duration"] = 0
     return s
+
+
+def server_latency_keys(recipe: Recipe) -> dict[str, int]:
+    """TTFT/TPOT limits in milliseconds, the unit LoadGen reads them in.
+
+    LoadGen scales these keys itself (`test_settings_internal.cc`: `lookupkv(model, "Server", "ttft_latency",
+    &server_ttft_latency, nullptr, 1000 * 1000)`, as `mlperf.conf` writes `llama2-70b.Server.ttft_latency = 2000`),
+    so multiplying here would make the limits 10^6 too loose.
+    """
+    return {"ttft_latency": int(recipe.loadgen.ttft_latency_ms), "tpot_latency": int(recipe.loadgen.tpot_latency_ms)}
 
 
 def user_conf_text(settings: dict[str, Any], scenario: str) -> str:
@@ -250,12 +260,19 @@ def run_benchmark(recipe: Recipe | str, ws: Workspace, *, scenario: str = "Offli
                   duration_s: float | None = None, samples: int | None = None, accuracy: bool = False, dry_run: bool = False,
                   progress: bool | None = None, rate_tokens_per_s: float | None = None, model_dir: Path | None = None,
                   argv: list[str] | None = None, detect: bool = True, backend_factory: Callable[..., Backend] | None = None,
-                  on_started: Callable[[LoadGenSUT], None] | None = None) -> StepOutcome:
+                  on_started: Callable[[LoadGenSUT], None] | None = None, endpoints: Sequence[str] | None = None,
+                  servers: ServerOptions | None = None) -> StepOutcome:
     """One LoadGen test end to end; returns details['run_dir']. Raises StepFailed/Interrupted after recording them."""
     recipe = get_recipe(recipe) if isinstance(recipe, str) else recipe
     if scenario not in SCENARIOS:
         raise InputError(f"Unknown scenario '{scenario}'; choose Offline or Server.", "`repro run offline`")
     bname = backend or recipe_backend_name(recipe.backend)
+    if endpoints and backend not in (None, "trtllm"):
+        raise InputError("--endpoint sends requests to an OpenAI-compatible server; it cannot be combined with "
+                         f"--backend {backend}.",
+                         f"`repro run {scenario.lower()} --endpoint URL` without --backend")
+    if endpoints:
+        bname = "trtllm"
     if bname not in ("sim", "hf", "trtllm"):
         raise InputError(f"Unknown backend '{bname}'; choose sim, hf or trtllm.", "`repro run offline --backend sim`")
     if samples is not None and samples <= 0:
@@ -278,8 +295,15 @@ def run_benchmark(recipe: Recipe | str, ws: Workspace, *, scenario: str = "Offli
             "user_conf": user_conf_text(settings, scenario), "expected_samples": expected_samples(settings, scenario)}
     if bname == "hf" or recipe.demo:
         plan["model_dir"] = str(ws.models / "tiny-llama") if recipe.demo else str(_resolve_model_dir(recipe, ws, model_dir))
+    managed = _manages_servers(recipe, bname, endpoints)
+    if bname == "trtllm":
+        plan.update(_server_plan(recipe, ws, endpoints, servers, managed))
     if dry_run:
         what = f"{'demo: build the tiny model and sample if missing, then ' if recipe.demo else ''}run LoadGen {scenario} {mode}"
+        if plan.get("servers"):
+            after = "leave them running" if plan.get("keep_servers") else "remove them"
+            what = (f"start {len(plan['servers'])} trtllm-serve container(s), wait up to "
+                    f"{plan['readiness']['timeout_s']:.0f} s for them to answer, {what}, then {after},")
         return StepOutcome(step=step, status="dry-run", summary=f"would {what} with backend {bname}"
                            f"{f' [{label}]' if label else ''}, writing {plan['run_dir']}", details=plan)
 
@@ -317,6 +341,7 @@ def run_benchmark(recipe: Recipe | str, ws: Workspace, *, scenario: str = "Offli
 
     sut: LoadGenSUT | None = None
     be: Backend | None = None
+    fleet: ServerFleet | None = None
     sampler = None
     worker: threading.Thread | None = None
     interrupted = False
@@ -329,14 +354,23 @@ def run_benchmark(recipe: Recipe | str, ws: Workspace, *, scenario: str = "Offli
             check_model_dir(model_path)
         factory = backend_factory or make_backend
         rate = rate_tokens_per_s
-        be = factory(bname, recipe=recipe, dataset=dataset, model_dir=model_path, rate_tokens_per_s=rate,
-                     **({"stream": scenario == "Server"} if bname == "trtllm" else {}))
+        extra: dict[str, Any] = {}
+        if bname == "trtllm":
+            if managed:
+                fleet = ServerFleet(plan_servers(recipe, ws, servers), keep=bool(servers and servers.keep))
+                fleet.start(run_dir / "servers")
+                info["servers"] = fleet.to_json()
+            extra = _http_backend_kwargs(recipe, scenario, dataset, model_path, endpoints, fleet, servers)
+        be = factory(bname, recipe=recipe, dataset=dataset, model_dir=model_path, rate_tokens_per_s=rate, **extra)
         info["backend_details"] = be.describe()
+        if bname == "trtllm":
+            info["open_files"] = _open_files_for(be, scenario)
         settings["performance_sample_count_override"] = min(int(settings["performance_sample_count_override"]), len(dataset))
         atomic_write_text(run_dir / "user.conf", user_conf_text(settings, scenario))
         import mlperf_loadgen as lg
         sut = LoadGenSUT(be, dataset, recipe.loadgen.max_tokens, int(settings["performance_sample_count_override"]))
-        be.start(sut)
+        _start_backend(be, sut, fleet)
+        info["backend_details"] = be.describe()
         ts = lg.TestSettings()
         ts.scenario = getattr(lg.TestScenario, scenario)
         ts.mode = lg.TestMode.AccuracyOnly if accuracy else lg.TestMode.PerformanceOnly
@@ -377,21 +411,21 @@ def run_benchmark(recipe: Recipe | str, ws: Workspace, *, scenario: str = "Offli
     except ReproError as exc:
         finish("failed", exc.message)
         ledger.fail(step, exc.message)
-        _cleanup(be, sut, sampler, info, worker)
+        _cleanup(be, sut, sampler, info, worker, fleet)
         exc.message = f"{exc.message} (run folder: {run_dir})"
         raise
     except BaseException as exc:
         finish("failed", f"{type(exc).__name__}: {exc}")
         ledger.fail(step, f"{type(exc).__name__}: {exc}")
-        _cleanup(be, sut, sampler, info, worker)
+        _cleanup(be, sut, sampler, info, worker, fleet)
         raise
-    _cleanup(be, sut, sampler, info, worker)
+    _cleanup(be, sut, sampler, info, worker, fleet)
     info["measured_by_harness"] = {"samples": sut.samples_done if sut else 0, "tokens": sut.tokens_done if sut else 0}
     if sut is not None and sut.error is not None:
-        msg = f"The {bname} backend failed mid-run: {sut.error}"
+        msg = info.get("server_died") or f"The {bname} backend failed mid-run: {sut.error}"
         finish("failed", msg)
         ledger.fail(step, msg)
-        raise StepFailed(f"{msg}. Partial LoadGen logs are in {run_dir} (marked incomplete).",
+        raise StepFailed(f"{msg.rstrip('.')}. Partial LoadGen logs are in {run_dir} (marked incomplete).",
                          f"fix the backend, then `repro run {scenario.lower()}`")
     if interrupted:
         finish("interrupted", "interrupted by the user (Ctrl-C)")
@@ -415,22 +449,98 @@ def run_benchmark(recipe: Recipe | str, ws: Workspace, *, scenario: str = "Offli
 
 
 def _cleanup(be: Backend | None, sut: LoadGenSUT | None, sampler: Any, info: dict[str, Any],
-             worker: threading.Thread | None) -> None:
+             worker: threading.Thread | None, fleet: ServerFleet | None = None) -> None:
     running = worker is not None and worker.ident is not None and sut is not None and not sut.finished.is_set()
     if running:
         sut.stop()
         sut.finished.wait()
     if be is not None:
         try:
+            info["backend_stats"] = be.stats()
             be.close()
         except Exception:  # noqa: BLE001 - closing must not hide the real outcome
             pass
+    if fleet is not None:
+        _stop_servers(fleet, sut, info)
     if sut is not None and (worker is None or worker.ident is None or sut.finished.is_set()):
         sut.destroy()
     if sampler is not None:
         path = sampler.stop()
         if path is not None:
             info["power_file"] = path.name
+
+
+def _manages_servers(recipe: Recipe, bname: str, endpoints: Sequence[str] | None) -> bool:
+    """repro starts trtllm-serve itself unless the user points it at running servers (--endpoint or the env)."""
+    import os
+    external = bool(endpoints) or bool(os.environ.get("REPRO_TRTLLM_ENDPOINTS"))
+    return bname == "trtllm" and recipe.trtllm is not None and not external
+
+
+def _server_plan(recipe: Recipe, ws: Workspace, endpoints: Sequence[str] | None, servers: ServerOptions | None,
+                 managed: bool) -> dict[str, Any]:
+    if managed:
+        return dry_run_details(recipe, ws, servers)
+    from repro.run.backends.trtllm import endpoints_for
+    return {"endpoints": list(endpoints) if endpoints else endpoints_for(recipe), "servers": []}
+
+
+def _http_backend_kwargs(recipe: Recipe, scenario: str, dataset: PreparedDataset, model_path: Path | None,
+                         endpoints: Sequence[str] | None, fleet: ServerFleet | None,
+                         servers: ServerOptions | None) -> dict[str, Any]:
+    """Endpoints, streaming, the model's tokenizer (to re-tokenize text answers) and the readiness wait."""
+    from repro.run.tokens import load_tokenizer
+    from repro.run.servers import ready_timeout_s
+
+    kw: dict[str, Any] = {"stream": scenario == "Server",
+                          "tokenizer": load_tokenizer([model_path, dataset.manifest.get("tokenizer")])}
+    if fleet is not None:
+        wait = servers.ready_timeout_s if servers and servers.ready_timeout_s else ready_timeout_s(recipe)
+        kw.update(endpoints=fleet.urls, alive=fleet.alive, health_timeout_s=wait)
+    elif endpoints:
+        kw["endpoints"] = list(endpoints)
+    if servers is not None and servers.ready_timeout_s and fleet is None:
+        kw["health_timeout_s"] = servers.ready_timeout_s
+    return kw
+
+
+def _open_files_for(be: Backend, scenario: str) -> dict[str, int]:
+    """Offline puts every sample in flight at once: make sure the sockets fit under the open-file limit."""
+    from repro.run.limits import ensure_open_files, open_files_needed
+    urls = getattr(be, "urls", None) or []
+    conc = int(getattr(be, "max_concurrency", 0) or 0)
+    if not urls or not conc:
+        return {}
+    return {"needed": open_files_needed(len(urls), conc),
+            **ensure_open_files(open_files_needed(len(urls), conc), command=f"repro run {scenario.lower()}")}
+
+
+def _start_backend(be: Backend, sut: LoadGenSUT, fleet: ServerFleet | None) -> None:
+    """Start the backend (HTTP: wait until every server is ready); a readiness failure shows the servers' log tails."""
+    from repro.run.backends.trtllm import BackendError
+    try:
+        be.start(sut)
+    except BackendError as exc:
+        if fleet is not None:
+            fleet.alive()
+            tails = [f"server {p.rank}: {' | '.join(fleet.tail(p.rank)[-3:])}"
+                     for p in fleet.plans if fleet.tail(p.rank)]
+            if tails:
+                exc.message = f"{exc.message}. Last output of {'; '.join(tails)}"
+            logs = fleet.plans[0].log_path.parent if fleet.plans and fleet.plans[0].log_path else None
+            if exc.kind == "timeout" and logs is not None:
+                exc.next_command = f"see the server logs in {logs}; if they are still loading, raise --ready-timeout"
+        raise
+
+
+def _stop_servers(fleet: ServerFleet, sut: LoadGenSUT | None, info: dict[str, Any]) -> None:
+    if sut is not None and sut.error is not None:
+        try:
+            fleet.alive(grace_s=3.0)
+        except ServerDied as died:
+            info["server_died"] = died.message
+    fleet.stop()
+    info["servers"] = fleet.to_json()
 
 
 def _summarise(run_dir: Path) -> dict[str, Any]:

@@ -59,6 +59,10 @@ class Backend(ABC):
     def describe(self) -> dict[str, Any]:
         return {"backend": self.name}
 
+    def stats(self) -> dict[str, Any]:
+        """What the backend measured beside LoadGen (token accounting, readiness); recorded in run.json."""
+        return {}
+
 
 class WorkerBackend(Backend):
     """A backend that works through a queue on one thread; a failure there is reported to the harness, which ends the run."""
@@ -106,6 +110,8 @@ def make_backend(name: str, *, recipe: Any, dataset: Any, model_dir: Any = None,
         from repro.run.backends.hf import HFBackend
         return HFBackend(model_dir, **kw)
     if name == "trtllm":
-        from repro.run.backends.trtllm import TrtllmBackend, endpoints_for
+        from repro.run.backends.trtllm import DEFAULT_CONCURRENCY, TrtllmBackend, endpoints_for
+        trt = getattr(recipe, "trtllm", None)
+        kw.setdefault("max_concurrency", trt.gpu_batch_size if trt is not None else DEFAULT_CONCURRENCY)
         return TrtllmBackend(endpoints or endpoints_for(recipe), **kw)
     raise InputError(f"Unknown backend '{name}'; choose one of {', '.join(NAMES)}.", "`repro run offline --backend sim`")

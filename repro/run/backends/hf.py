@@ -1,7 +1,9 @@
-"""Hugging Face transformers on CPU or GPU, for small models: the demo's engine and a GPU sanity check.
+"""Hugging Face transformers on CPU or GPU: the demo's engine and an fp16 baseline on a GPU VM.
 
 Greedy decoding in batches with left padding; the first decoding step reports every sample's first
-token, so TTFT and TPOT are measured, not inferred.
+token, so TTFT and TPOT are measured, not inferred. On GPUs the model is spread over every visible GPU
+with `device_map="auto"` (as the MLCommons reference SUT loads Llama-2-70B), after checking that their
+free memory can hold the weights: 70B in fp16 is ~138 GB, more than one H100 or H200.
 """
 
 from __future__ import annotations
@@ -16,6 +18,37 @@ from repro.core.errors import InputError
 from repro.run.backends.base import Request, WorkerBackend
 
 WEIGHT_GLOBS = ("*.safetensors", "*.bin", "*.pt")
+DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "float8_e4m3fn": 1, "int8": 1}
+HEADROOM = 0.15
+GB = 1e9
+
+
+def weight_bytes(model_dir: Path, dtype: str) -> int:
+    """The weights' size once loaded in `dtype`: the files' size, rescaled from the dtype they were saved in."""
+    import json
+    model_dir = Path(model_dir)
+    files = [f for g in ("*.safetensors", "*.bin", "*.pt") for f in model_dir.glob(g)]
+    if any(f.suffix == ".safetensors" for f in files):
+        files = [f for f in files if f.suffix == ".safetensors"]
+    on_disk = sum(f.stat().st_size for f in files)
+    try:
+        saved = json.loads((model_dir / "config.json").read_text()).get("torch_dtype") or "float16"
+    except (OSError, ValueError):
+        saved = "float16"
+    return int(on_disk * DTYPE_BYTES.get(dtype, 2) / DTYPE_BYTES.get(str(saved), 2))
+
+
+def check_gpu_memory(model_dir: Path, dtype: str, free_per_gpu: list[int]) -> int:
+    """Refuse before loading when the visible GPUs together cannot hold the weights plus ~15% for activations."""
+    need = weight_bytes(model_dir, dtype)
+    have = sum(free_per_gpu)
+    if need * (1 + HEADROOM) > have:
+        raise InputError(f"{Path(model_dir).name} needs about {need / GB:,.0f} GB of GPU memory in {dtype} "
+                         f"(+{HEADROOM:.0%} for activations), but the {len(free_per_gpu)} visible GPU(s) have "
+                         f"{have / GB:,.0f} GB free, so the hf backend cannot hold it.",
+                         "use the recipe's TensorRT-LLM backend (`repro run offline` without --backend hf), "
+                         "or a VM with more GPUs")
+    return need
 
 
 def check_model_dir(model_dir: Path) -> None:
@@ -51,9 +84,21 @@ class HFBackend(WorkerBackend):
         hf_logging.disable_progress_bar()
 
         self.device = self.device or ("cuda" if torch.cuda.is_available() else "cpu")
-        dtype = getattr(torch, self.dtype) if self.dtype else (torch.float16 if self.device == "cuda" else torch.float32)
+        name = self.dtype or ("float16" if self.device == "cuda" else "float32")
+        dtype = getattr(torch, name)
+        kwargs: dict[str, Any] = {"dtype": dtype}
+        if self.device == "cuda":
+            free = [torch.cuda.mem_get_info(i)[0] for i in range(torch.cuda.device_count())]
+            check_gpu_memory(self.model_dir, name, free)
+            try:
+                import accelerate  # type: ignore[import-untyped]  # noqa: F401 - device_map needs it
+            except ImportError:
+                raise InputError("Spreading the model over the GPUs needs the `accelerate` package.",
+                                 "`pip install 'repro[hf]'`") from None
+            kwargs["device_map"] = "auto"
         try:
-            self.model = AutoModelForCausalLM.from_pretrained(self.model_dir, dtype=dtype).to(self.device).eval()
+            model = AutoModelForCausalLM.from_pretrained(self.model_dir, **kwargs)
+            self.model = (model if self.device == "cuda" else model.to(self.device)).eval()
         except (OSError, ValueError) as exc:
             raise InputError(f"{self.model_dir}: the model cannot be loaded ({str(exc).splitlines()[0]}).", "`repro setup --force`") from None
         cfg = self.model.generation_config
@@ -112,7 +157,8 @@ class HFBackend(WorkerBackend):
 
         max_new = max(r.max_tokens for r in batch)
         with torch.inference_mode():
-            out = self.model.generate(input_ids=ids.to(self.device), attention_mask=mask.to(self.device),
+            first = self.model.device
+            out = self.model.generate(input_ids=ids.to(first), attention_mask=mask.to(first),
                                       max_new_tokens=max_new, min_new_tokens=1, do_sample=False,
                                       eos_token_id=self.eos_id, pad_token_id=self.pad_id,
                                       stopping_criteria=StoppingCriteriaList([_Events()]))
@@ -134,4 +180,6 @@ class HFBackend(WorkerBackend):
             self._generate(batch)
 
     def describe(self) -> dict[str, Any]:
-        return {"backend": self.name, "model_dir": str(self.model_dir), "device": self.device, "batch_size": self.batch_size}
+        spread = sorted({str(d) for d in (getattr(self.model, "hf_device_map", None) or {}).values()})
+        return {"backend": self.name, "model_dir": str(self.model_dir), "device": self.device,
+                "batch_size": self.batch_size, "devices": spread or [self.device]}

@@ -1,19 +1,26 @@
-"""TensorRT-LLM through trtllm-serve's OpenAI-compatible HTTP API: one endpoint per server, round robin.
+"""OpenAI-compatible inference servers over HTTP (trtllm-serve first): one endpoint per server, round robin.
 
 The request matches NVIDIA's MLPerf harness (`trtllm_endpoint` core): `prompt_token_ids`, `max_tokens`,
 `min_tokens 1`, greedy (`top_k 1`, `top_p 0.001`); Offline posts without streaming, Server streams
-(SSE) so first-token times are real. The HTTP/1.1 client is a small keep-alive asyncio one so the
-harness has no extra dependency and thousands of requests share a few connections per endpoint.
+(SSE) so first-token times are real. The HTTP/1.1 client is a small keep-alive asyncio one; at most
+`max_concurrency` requests (the recipe's batch size) are in flight per endpoint, each on its own connection.
+
+Output tokens: trtllm-serve's chat choice carries text only (`ChatCompletionResponseChoice` in
+`tensorrt_llm/serve/openai_protocol.py` has no `token_ids`), so the text is re-tokenized with the model's
+own tokenizer, as NVIDIA's harness does. The ids logged and the count reported to LoadGen are the same
+array; the server's `usage.completion_tokens` is kept beside them and every disagreement is counted.
 """
 
 from __future__ import annotations
 
 import asyncio
+import errno
 import json
 import os
 import threading
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, AsyncIterator, Sequence
+from typing import Any
 from urllib.parse import urlsplit
 
 import numpy as np
@@ -22,12 +29,47 @@ from repro.core.errors import InputError, ReproError
 from repro.run.backends.base import Backend, Request
 
 HEALTH_TIMEOUT_S = 300.0
+CONNECT_TIMEOUT_S = 30.0
+BACKOFF_START_S = 0.25
+BACKOFF_MAX_S = 5.0
+DEFAULT_CONCURRENCY = 2048
 
 
 class BackendError(ReproError):
-    """The inference server answered with an error or went away mid-run."""
+    """The inference server answered with an error, could not be reached, or went away mid-run.
+
+    `kind` says which: refused, timeout, reset, emfile, http, protocol, died.
+    """
 
     exit_code = 1
+
+    def __init__(self, message: str, next_command: str | None = None, *, kind: str = "http") -> None:
+        super().__init__(message, next_command)
+        self.kind = kind
+
+
+RETRYABLE = ("refused", "reset", "timeout", "not-ready")
+
+
+def connect_error(url: str, exc: BaseException) -> BackendError:
+    """One sentence per failure kind, so 'too many open files' never reads as 'nothing is listening'."""
+    code = getattr(exc, "errno", None)
+    if code in (errno.EMFILE, errno.ENFILE):
+        import resource
+        soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+        return BackendError(f"Too many open files: could not open a connection to {url} "
+                            f"(the open-file limit is {soft}).",
+                            f"`ulimit -n {max(soft * 2, 65536)}`, then run again", kind="emfile")
+    if isinstance(exc, (asyncio.TimeoutError, TimeoutError)) or code == errno.ETIMEDOUT:
+        return BackendError(f"Timed out connecting to {url}.", "check the host and port, and that the server runs",
+                            kind="timeout")
+    if code == errno.ECONNREFUSED or isinstance(exc, ConnectionRefusedError):
+        return BackendError(f"Connection refused at {url}: nothing is listening there (yet).",
+                            "start the server, or let `repro run` start it (no --endpoint)", kind="refused")
+    if isinstance(exc, (ConnectionResetError, BrokenPipeError)) or code in (errno.ECONNRESET, errno.EPIPE):
+        return BackendError(f"{url} reset the connection.", "check the server log", kind="reset")
+    return BackendError(f"Could not connect to {url} ({getattr(exc, 'strerror', None) or exc}).",
+                        "check the URL and that the server runs", kind="refused")
 
 
 def endpoints_for(recipe: Any) -> list[str]:
@@ -38,7 +80,7 @@ def endpoints_for(recipe: Any) -> list[str]:
     t = getattr(recipe, "trtllm", None)
     if t is None:
         raise InputError(f"recipe '{getattr(recipe, 'name', '?')}' has no trtllm section, so no server ports are known.",
-                         "set REPRO_TRTLLM_ENDPOINTS or pick `--backend hf|sim`")
+                         "pass `--endpoint URL` or pick `--backend hf|sim`")
     return [f"http://127.0.0.1:{t.base_port + i}" for i in range(t.servers_per_vm)]
 
 
@@ -83,18 +125,18 @@ class _Endpoint:
 class HttpClient:
     """Just enough HTTP/1.1: keep-alive POST/GET, Content-Length or chunked bodies, streamed for SSE."""
 
-    def __init__(self, timeout_s: float = 3600.0) -> None:
+    def __init__(self, timeout_s: float = 3600.0, connect_timeout_s: float = CONNECT_TIMEOUT_S) -> None:
         self.timeout_s = timeout_s
+        self.connect_timeout_s = connect_timeout_s
 
-    @staticmethod
-    async def _open(ep: _Endpoint) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    async def _open(self, ep: _Endpoint) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
         if ep.idle:
             return ep.idle.pop()
         try:
-            return await asyncio.open_connection(ep.host, ep.port, limit=1 << 22)
-        except OSError as exc:
-            raise BackendError(f"Nothing is listening at {ep.url} ({exc.strerror or exc}).",
-                               "start the servers (`repro build-engine`, then trtllm-serve) or set REPRO_TRTLLM_ENDPOINTS") from None
+            opening = asyncio.open_connection(ep.host, ep.port, limit=1 << 22)
+            return await asyncio.wait_for(opening, self.connect_timeout_s)
+        except (TimeoutError, OSError) as exc:
+            raise connect_error(ep.url, exc) from None
 
     async def request(self, ep: _Endpoint, method: str, path: str, body: dict[str, Any] | None = None) -> AsyncIterator[bytes]:
         """Yields the body in pieces as they arrive; raises BackendError on a non-2xx status."""
@@ -108,8 +150,12 @@ class HttpClient:
             await writer.drain()
             status_line = await reader.readline()
             if not status_line:
-                raise BackendError(f"{ep.url} closed the connection without answering.", "check the server log")
+                raise BackendError(f"{ep.url} closed the connection without answering.", "check the server log",
+                                   kind="reset")
             parts = status_line.decode("latin-1").split(" ", 2)
+            if len(parts) < 2 or not parts[0].startswith("HTTP/") or not parts[1].isdigit():
+                raise BackendError(f"{ep.url} does not speak HTTP (first line: {status_line[:60]!r}).",
+                                   "point --endpoint at an OpenAI-compatible server", kind="protocol")
             status = int(parts[1])
             headers: dict[str, str] = {}
             while (line := await reader.readline()) not in (b"\r\n", b"\n", b""):
@@ -118,13 +164,15 @@ class HttpClient:
             pieces = self._body(reader, headers)
             if status >= 300:
                 text = b"".join([p async for p in pieces]).decode("utf-8", "replace")[:300]
-                raise BackendError(f"{ep.url}{path} answered HTTP {status}: {text}", "check the server log")
+                raise BackendError(f"{ep.url}{path} answered HTTP {status}: {text}", "check the server log",
+                                   kind="not-ready" if status in (408, 429, 500, 502, 503, 504) else "http")
             async for piece in pieces:
                 yield piece
             reusable = headers.get("connection", "").lower() != "close" and (
                 "content-length" in headers or "chunked" in headers.get("transfer-encoding", ""))
         except (ConnectionError, asyncio.IncompleteReadError) as exc:
-            raise BackendError(f"{ep.url} dropped the connection mid-request ({type(exc).__name__}).", "check the server log") from None
+            raise BackendError(f"{ep.url} reset the connection mid-request ({type(exc).__name__}).",
+                               "check the server log", kind="reset") from None
         finally:
             if reusable:
                 ep.idle.append((reader, writer))
@@ -134,14 +182,8 @@ class HttpClient:
     @staticmethod
     async def _body(reader: asyncio.StreamReader, headers: dict[str, str]) -> AsyncIterator[bytes]:
         if "chunked" in headers.get("transfer-encoding", ""):
-            while True:
-                size = int((await reader.readline()).split(b";")[0].strip() or b"0", 16)
-                if size == 0:
-                    while (await reader.readline()) not in (b"\r\n", b"\n", b""):
-                        pass
-                    return
-                yield await reader.readexactly(size)
-                await reader.readexactly(2)
+            async for piece in HttpClient._dechunk(reader):
+                yield piece
         elif "content-length" in headers:
             n = int(headers["content-length"])
             if n:
@@ -150,36 +192,93 @@ class HttpClient:
             while chunk := await reader.read(1 << 16):
                 yield chunk
 
+    @staticmethod
+    async def _dechunk(reader: asyncio.StreamReader) -> AsyncIterator[bytes]:
+        """Chunked transfer decoding over whatever bytes have arrived: one await per network read, not three per
+        chunk, since a streaming server sends one small chunk per token."""
+        buf = b""
+        pos = 0
+        while True:
+            out: list[bytes] = []
+            while True:
+                eol = buf.find(b"\r\n", pos)
+                if eol < 0:
+                    break
+                size = int(buf[pos:eol].split(b";")[0].strip() or b"0", 16)
+                if size == 0:
+                    if out:
+                        yield b"".join(out)
+                    rest = buf[eol + 2:]
+                    while not (rest == b"\r\n" or rest.endswith(b"\r\n\r\n")):
+                        more = await reader.read(1 << 16)
+                        if not more:
+                            break
+                        rest += more
+                    return
+                end = eol + 2 + size
+                if len(buf) < end + 2:
+                    break
+                out.append(buf[eol + 2:end])
+                pos = end + 2
+            if out:
+                yield b"".join(out)
+            buf, pos = buf[pos:], 0
+            more = await reader.read(1 << 16)
+            if not more:
+                raise asyncio.IncompleteReadError(buf, None)
+            buf += more
+
     async def json(self, ep: _Endpoint, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
         raw = b"".join([p async for p in self.request(ep, method, path, body)])
         try:
             return json.loads(raw) if raw else None
         except ValueError:
-            raise BackendError(f"{ep.url}{path} answered with something that is not JSON: {raw[:120]!r}", "check the server log") from None
+            raise BackendError(f"{ep.url}{path} answered with something that is not JSON: {raw[:120]!r}",
+                               "point --endpoint at an OpenAI-compatible server", kind="protocol") from None
 
     async def sse(self, ep: _Endpoint, path: str, body: dict[str, Any]) -> AsyncIterator[dict[str, Any]]:
+        """Events up to `data: [DONE]`; the body is read to its end so the connection can be reused."""
         buf = b""
+        done = False
         async for piece in self.request(ep, "POST", path, body):
-            buf += piece
-            while b"\n" in buf:
-                line, buf = buf.split(b"\n", 1)
-                line = line.strip()
-                if not line.startswith(b"data:"):
+            *lines, buf = (buf + piece).split(b"\n")
+            for line in lines:
+                if done or not line.startswith(b"data:"):
                     continue
                 payload = line[5:].strip()
                 if payload == b"[DONE]":
-                    return
+                    done = True
+                    continue
                 yield json.loads(payload)
+
+
+@dataclass
+class TokenStats:
+    """How output tokens were obtained and how far the server's own count disagrees with the logged ids."""
+
+    samples: int = 0
+    ids_from_server: int = 0
+    ids_from_tokenizer: int = 0
+    logged_tokens: int = 0
+    server_completion_tokens: int = 0
+    samples_without_server_count: int = 0
+    count_disagreements: int = 0
+    first_token_mismatches: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(self.__dict__)
 
 
 class TrtllmBackend(Backend):
     name = "trtllm"
 
-    def __init__(self, endpoints: Sequence[str], *, api: str = "chat", stream: bool = False, model: str = "llama2-70b",
-                 max_concurrency: int = 2048, tokenizer: Any = None, health_timeout_s: float = HEALTH_TIMEOUT_S) -> None:
+    def __init__(self, endpoints: Sequence[str], *, api: str = "chat", stream: bool = False, model: str | None = None,
+                 max_concurrency: int = DEFAULT_CONCURRENCY, tokenizer: Any = None,
+                 health_timeout_s: float = HEALTH_TIMEOUT_S,
+                 alive: Callable[[], None] | None = None, on_wait: Callable[[str, str], None] | None = None) -> None:
         super().__init__()
         if not endpoints:
-            raise InputError("No trtllm-serve endpoints given.", "set REPRO_TRTLLM_ENDPOINTS")
+            raise InputError("No server endpoints given.", "`repro run offline --endpoint http://127.0.0.1:8000`")
         self.urls = [u.rstrip("/") for u in endpoints]
         self.api = api
         self.stream = stream
@@ -187,6 +286,8 @@ class TrtllmBackend(Backend):
         self.max_concurrency = max_concurrency
         self.tokenizer = tokenizer
         self.health_timeout_s = health_timeout_s
+        self.alive = alive
+        self.on_wait = on_wait
         self.client = HttpClient()
         self.loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self.loop.run_forever, name="repro-trtllm", daemon=True)
@@ -194,6 +295,11 @@ class TrtllmBackend(Backend):
         self._rr = 0
         self._tasks: set[asyncio.Task] = set()
         self.warnings: list[str] = []
+        self.tokens = TokenStats()
+        self._reported_first: dict[int, int] = {}
+        self.server_returns_ids: bool | None = None
+        self.ready_after_s: float | None = None
+        self.ready_retries = 0
 
     @property
     def path(self) -> str:
@@ -204,33 +310,83 @@ class TrtllmBackend(Backend):
 
     def start(self, sink) -> None:
         super().start(sink)
-        self._thread.start()
-        self._run(self._setup())
-        self._run(self.health(), timeout=self.health_timeout_s + 10)
+        if not self._thread.is_alive():
+            self._thread.start()
+        if not self._eps:
+            self._run(self._setup())
+        self._run(self.health(), timeout=self.health_timeout_s + 60)
+        if not self.server_returns_ids and self.tokenizer is None:
+            raise InputError(f"{self.urls[0]} returns text without token ids, and no tokenizer was found to turn "
+                             "the text back into ids (the accuracy log and the token count need them).",
+                             "`repro setup` (it downloads the model's tokenizer files), then run again")
 
     async def _setup(self) -> None:
         for url in self.urls:
             parts = urlsplit(url)
             if parts.scheme != "http" or not parts.hostname:
-                raise InputError(f"Endpoint '{url}' is not an http://host:port URL.", "fix REPRO_TRTLLM_ENDPOINTS")
+                raise InputError(f"Endpoint '{url}' is not an http://host:port URL.",
+                                 "`repro run offline --endpoint http://127.0.0.1:8000`")
             self._eps.append(_Endpoint(url, parts.hostname, parts.port or 80, sem=asyncio.Semaphore(self.max_concurrency)))
 
+    async def _model_name(self, ep: _Endpoint) -> str | None:
+        """The served model's name from /v1/models (vLLM and SGLang check it); None without such a route."""
+        try:
+            doc = await self.client.json(ep, "GET", "/v1/models")
+        except BackendError as exc:
+            if exc.kind == "http":
+                return None
+            raise
+        data = doc.get("data") if isinstance(doc, dict) else None
+        if isinstance(data, list) and data and isinstance(data[0], dict) and isinstance(data[0].get("id"), str):
+            return str(data[0]["id"])
+        return None
+
     async def health(self) -> None:
-        """Every endpoint must listen and answer a 10-token request; one clear error names the first that does not."""
+        """Wait until every endpoint answers a 10-token request (NVIDIA's warm-up), retrying with backoff.
+
+        trtllm-serve binds its port before it loads the model and only listens once loading is done, so
+        'connection refused', resets, timeouts and 5xx answers are retried until `health_timeout_s`; a 4xx
+        or a non-OpenAI answer fails at once, and so does a server whose container has exited (`alive`).
+        """
+        t0 = self.loop.time()
+
         async def one(ep: _Endpoint) -> None:
-            deadline = self.loop.time() + self.health_timeout_s
+            deadline = t0 + self.health_timeout_s
+            delay = BACKOFF_START_S
             while True:
                 try:
-                    await self.client.json(ep, "POST", self.path, build_payload(self.api, [1], 10, stream=False, model=self.model))
+                    if self.model is None:
+                        self.model = await self._model_name(ep) or "llama2-70b"
+                    doc = await self.client.json(ep, "POST", self.path,
+                                                 build_payload(self.api, [1, 2, 3], 10, stream=False, model=self.model))
+                    choices = doc.get("choices") if isinstance(doc, dict) else None
+                    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+                        raise BackendError(f"{ep.url}{self.path} answered without 'choices': {str(doc)[:160]}",
+                                           "point --endpoint at an OpenAI-compatible server", kind="protocol")
+                    has_ids = token_ids_of(choices[0]) is not None
+                    known = self.server_returns_ids
+                    self.server_returns_ids = has_ids if known is None else (known and has_ids)
                     return
                 except BackendError as exc:
-                    if " answered HTTP 4" in exc.message:
-                        raise BackendError(f"Port {ep.port} is in use by something that is not a ready trtllm-serve: {exc.message}",
-                                           "stop whatever holds the port, or point REPRO_TRTLLM_ENDPOINTS at the servers") from None
-                    if "Nothing is listening" in exc.message or self.loop.time() >= deadline:
+                    if exc.kind == "http":
+                        raise BackendError(f"{ep.url} is not a ready OpenAI-compatible server (port in use by another "
+                                           f"program?): {exc.message}",
+                                           "stop whatever holds the port, or fix --endpoint", kind="http") from None
+                    if exc.kind not in RETRYABLE:
                         raise
-                    await asyncio.sleep(1.0)
+                    if self.alive is not None:
+                        await self.loop.run_in_executor(None, self.alive)
+                    if self.loop.time() + delay >= deadline:
+                        raise BackendError(f"{ep.url} did not become ready within {self.health_timeout_s:.0f} s "
+                                           f"(last: {exc.message})", exc.next_command or "check the server log",
+                                           kind="timeout") from None
+                    self.ready_retries += 1
+                    if self.on_wait is not None:
+                        self.on_wait(ep.url, exc.kind)
+                    await asyncio.sleep(delay)
+                    delay = min(delay * 2, BACKOFF_MAX_S)
         await asyncio.gather(*(one(ep) for ep in self._eps))
+        self.ready_after_s = round(self.loop.time() - t0, 3)
 
     def submit(self, requests: Sequence[Request]) -> None:
         self.loop.call_soon_threadsafe(self._spawn, list(requests))
@@ -243,12 +399,38 @@ class TrtllmBackend(Backend):
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
 
-    def _ids(self, ids: list[int] | None, text: str, count: int | None) -> np.ndarray:
-        if ids is None and self.tokenizer is not None and text:
-            ids = self.tokenizer.encode(text, add_special_tokens=False)
-        if ids is None:
-            ids = [0] * max(1, int(count or 1))
-        return np.asarray(ids or [0], dtype=np.int32)
+    def _encode(self, text: str) -> list[int]:
+        return [int(t) for t in self.tokenizer.encode(text, add_special_tokens=False)]
+
+    def output_ids(self, ids: list[int] | None, text: str, count: int | None) -> np.ndarray:
+        """The ids to log and count: the server's when it sent them, else the re-tokenized text; never placeholders."""
+        st = self.tokens
+        st.samples += 1
+        if ids is not None:
+            st.ids_from_server += 1
+        elif self.tokenizer is not None:
+            ids = self._encode(text)
+            st.ids_from_tokenizer += 1
+        else:
+            raise BackendError("The server returned text without token ids and no tokenizer is loaded.",
+                               "`repro setup`, then run again", kind="protocol")
+        if count is None:
+            st.samples_without_server_count += 1
+        else:
+            st.server_completion_tokens += int(count)
+            if int(count) != len(ids):
+                st.count_disagreements += 1
+        st.logged_tokens += len(ids)
+        return np.asarray(ids, dtype=np.int32)
+
+    def _first_token(self, r: Request, new_ids: list[int] | None, text: str) -> int | None:
+        """The first output token as known when the first piece arrives (Server: TTFT is taken now)."""
+        if new_ids:
+            return int(new_ids[0])
+        if self.tokenizer is not None and text.strip():
+            head = self._encode(text)
+            return head[0] if head else None
+        return None
 
     async def _one(self, ep: _Endpoint, r: Request) -> None:
         assert self.sink is not None and ep.sem is not None
@@ -256,33 +438,37 @@ class TrtllmBackend(Backend):
             async with ep.sem:
                 if self._stopping.is_set():
                     return
-                body = build_payload(self.api, r.input_ids.tolist(), r.max_tokens, stream=self.stream, model=self.model)
+                body = build_payload(self.api, r.input_ids.tolist(), r.max_tokens, stream=self.stream,
+                                     model=self.model or "")
                 if self.stream:
                     ids: list[int] = []
-                    text, count, first = "", 0, False
+                    text, count, first = "", None, None
                     async for event in self.client.sse(ep, self.path, body):
                         choices = event.get("choices") or []
                         usage = event.get("usage") or {}
-                        count = int(usage.get("completion_tokens") or count)
+                        if usage.get("completion_tokens") is not None:
+                            count = int(usage["completion_tokens"])
                         if not choices:
                             continue
                         new_ids = token_ids_of(choices[0])
-                        piece = text_of(choices[0])
                         if new_ids:
                             ids.extend(new_ids)
-                        text += piece
-                        if not first and (new_ids or piece):
-                            first = True
-                            self.sink.first_tokens([(r.id, new_ids[0] if new_ids else 0)])
-                    out = self._ids(ids or None, text, count or None)
-                    if not first:
-                        self.sink.first_tokens([(r.id, int(out[0]))])
+                        text += text_of(choices[0])
+                        if first is None and (new_ids or text):
+                            first = self._first_token(r, new_ids, text)
+                            if first is not None:
+                                self.sink.first_tokens([(r.id, first)])
+                    out = self.output_ids(ids if ids else None, text, count)
+                    if first is not None and (len(out) == 0 or int(out[0]) != first):
+                        self.tokens.first_token_mismatches += 1
                 else:
                     doc = await self.client.json(ep, "POST", self.path, body)
                     choice = (doc.get("choices") or [{}])[0] if isinstance(doc, dict) else {}
                     usage = (doc.get("usage") or {}) if isinstance(doc, dict) else {}
-                    out = self._ids(token_ids_of(choice), text_of(choice), usage.get("completion_tokens"))
-                    self.sink.first_tokens([(r.id, int(out[0]))])
+                    count = usage.get("completion_tokens")
+                    out = self.output_ids(token_ids_of(choice), text_of(choice), None if count is None else int(count))
+                    if len(out):
+                        self.sink.first_tokens([(r.id, int(out[0]))])
                 self.sink.completed([(r.id, out)])
         except asyncio.CancelledError:
             return
@@ -310,4 +496,10 @@ class TrtllmBackend(Backend):
             self._thread.join(timeout=5)
 
     def describe(self) -> dict[str, Any]:
-        return {"backend": self.name, "endpoints": self.urls, "api": self.api, "stream": self.stream}
+        return {"backend": self.name, "endpoints": self.urls, "api": self.api, "stream": self.stream,
+                "max_concurrency_per_endpoint": self.max_concurrency, "model": self.model,
+                "tokenizer": getattr(self.tokenizer, "name_or_path", None) if self.tokenizer is not None else None}
+
+    def stats(self) -> dict[str, Any]:
+        return {"tokens": self.tokens.to_json(), "server_returns_ids": self.server_returns_ids,
+                "ready_after_s": self.ready_after_s, "ready_retries": self.ready_retries}

@@ -1,0 +1,405 @@
+"""The inference servers of a TensorRT-LLM recipe, owned by `repro run`: start, wait, watch, stop.
+
+One trtllm-serve container per data-parallel rank, in the recipe's image, with the same mounts and limits
+as `repro build-engine`, each with its own GPUs (NVIDIA's `launch_server.py` sets CUDA_VISIBLE_DEVICES=i;
+here Docker's device requests give each container only its GPUs) and a log per server in the run folder.
+`stop()` removes every container it started on success, failure, Ctrl-C and SIGTERM, unless asked to keep
+them; a later run reuses kept containers whose command, image and GPUs are unchanged.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shlex
+import socket
+import threading
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from repro.core.errors import InputError, ReproError, StepFailed
+from repro.core.recipes import Recipe
+from repro.core.workspace import Workspace
+from repro.engine.container import LABEL, Mount
+
+SERVER_LABEL = "org.repro.server"
+HASH_LABEL = "org.repro.server-spec"
+READY_TIMEOUT_S = 1800.0
+LOG_TAIL = 12
+
+
+class ServerDied(ReproError):
+    """A server container exited while repro waited for it or drove load through it."""
+
+    exit_code = 1
+
+
+def ready_timeout_s(recipe: Recipe) -> float:
+    """Long enough for trtllm-serve to load a 70B checkpoint from local disk and warm up (minutes, not seconds)."""
+    return max(READY_TIMEOUT_S, 10.0 * float(recipe.model.size_gb))
+
+
+@dataclass
+class ServerOptions:
+    """How `repro run` starts servers; tests swap the image, the ports and the GPUs, never the command."""
+
+    image: str | None = None
+    gpus: bool = True
+    keep: bool = False
+    ready_timeout_s: float | None = None
+    base_port: int | None = None
+    name_prefix: str = "repro-serve"
+    env: dict[str, str] = field(default_factory=dict)
+    labels: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class ServerPlan:
+    rank: int
+    name: str
+    image: str
+    argv: list[str]
+    gpus: list[str]
+    port: int
+    mounts: list[Mount]
+    env: dict[str, str]
+    shm_size: str | None
+    labels: dict[str, str]
+    log_path: Path | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def spec_hash(self) -> str:
+        doc = [
+            self.image,
+            self.argv,
+            self.gpus,
+            [m.to_json() for m in self.mounts],
+            sorted(self.env.items()),
+            self.shm_size,
+        ]
+        return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:16]
+
+    def docker_cli(self) -> str:
+        argv = ["docker", "run", "-d", "--name", self.name, "--network=host"]
+        if self.gpus:
+            argv.append(f'--gpus="device={",".join(self.gpus)}"')
+        if self.shm_size:
+            argv += [f"--shm-size={self.shm_size}", "--ulimit", "memlock=-1", "--ulimit", "stack=67108864"]
+        for m in self.mounts:
+            argv += ["-v", f"{m.host}:{m.target}{':ro' if m.read_only else ''}"]
+        for k, v in sorted(self.env.items()):
+            argv += ["-e", f"{k}={v}"]
+        return shlex.join(argv + [self.image, *self.argv])
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "rank": self.rank,
+            "container": self.name,
+            "image": self.image,
+            "gpus": self.gpus,
+            "port": self.port,
+            "url": self.url,
+            "command": self.argv,
+            "log": str(self.log_path) if self.log_path else None,
+            "docker_cli": self.docker_cli(),
+        }
+
+
+def _with_port(argv: list[str], port: int) -> list[str]:
+    out = list(argv)
+    if "--port" in out:
+        out[out.index("--port") + 1] = str(port)
+    return out
+
+
+def plan_servers(recipe: Recipe, ws: Workspace, options: ServerOptions | None = None) -> list[ServerPlan]:
+    """The servers `repro run` would start: the serve argv `repro build-engine` records, one per rank."""
+    from repro.engine.plan import plan_build
+
+    opts = options or ServerOptions()
+    build = plan_build(recipe, ws, gpus=opts.gpus)
+    image = opts.image or build.image.tag
+    env = {"REPRO_HOME": "/workspace", **opts.env}
+    plans = []
+    for s in build.serve:
+        port = (opts.base_port + s.rank) if opts.base_port is not None else s.port
+        labels = {LABEL: "1", SERVER_LABEL: recipe.name, "org.repro.server-rank": str(s.rank), **opts.labels}
+        plans.append(
+            ServerPlan(
+                s.rank,
+                f"{opts.name_prefix}-{recipe.name}-{s.rank}",
+                image,
+                ["exec", "--", *_with_port(s.argv, port)],
+                s.cuda_visible_devices.split(",") if opts.gpus else [],
+                port,
+                list(build.mounts),
+                env,
+                "32g" if opts.gpus else None,
+                labels,
+            )
+        )
+    return plans
+
+
+def _port_busy(port: int) -> bool:
+    with socket.socket() as s:
+        s.settimeout(0.5)
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+class _LogFollower(threading.Thread):
+    """Copies one container's output into its log file and keeps the last lines for error messages."""
+
+    def __init__(self, container: Any, path: Path | None) -> None:
+        super().__init__(name=f"repro-log-{container.name}", daemon=True)
+        self.container = container
+        self.path = path
+        self.tail: deque[str] = deque(maxlen=LOG_TAIL)
+
+    def run(self) -> None:
+        out = open(self.path, "a", encoding="utf-8") if self.path else None  # noqa: SIM115 - open as long as the thread
+        buf = b""
+        try:
+            for chunk in self.container.logs(stream=True, follow=True):
+                buf += chunk
+                *lines, buf = buf.split(b"\n")
+                for raw in lines:
+                    line = raw.decode("utf-8", "replace").rstrip("\r")
+                    self.tail.append(line)
+                    if out:
+                        out.write(line + "\n")
+                        out.flush()
+        except Exception:  # noqa: BLE001 - the container went away; its log ends here
+            pass
+        finally:
+            if buf:
+                self.tail.append(buf.decode("utf-8", "replace"))
+                if out:
+                    out.write(buf.decode("utf-8", "replace") + "\n")
+            if out:
+                out.close()
+
+
+class ServerFleet:
+    """The running servers of one run. Use as a context manager, or call start() and, always, stop()."""
+
+    def __init__(self, plans: list[ServerPlan], *, keep: bool = False, client: Any = None) -> None:
+        self.plans = plans
+        self.keep = keep
+        self._client = client
+        self.containers: dict[int, Any] = {}
+        self.reused: list[str] = []
+        self.followers: dict[int, _LogFollower] = {}
+        self.removed: list[str] = []
+
+    @property
+    def client(self) -> Any:
+        if self._client is None:
+            from repro.engine.container import docker_client
+
+            try:
+                self._client = docker_client()
+                self._client.ping()
+            except Exception as exc:  # noqa: BLE001 - any failure to reach Docker reads the same to the user
+                raise StepFailed(
+                    f"Docker is not reachable ({exc}); repro starts the inference servers in containers.",
+                    "start Docker (`sudo systemctl start docker`), or pass `--endpoint URL` to use running servers",
+                ) from None
+        return self._client
+
+    @property
+    def urls(self) -> list[str]:
+        return [p.url for p in self.plans]
+
+    def __enter__(self) -> ServerFleet:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+    def _existing(self, plan: ServerPlan) -> Any:
+        import docker.errors  # type: ignore[import-untyped]
+
+        try:
+            return self.client.containers.get(plan.name)
+        except docker.errors.NotFound:
+            return None
+
+    def start(self, log_dir: Path | None = None) -> None:
+        import docker.errors  # type: ignore[import-untyped]
+        from docker.types import DeviceRequest, Ulimit  # type: ignore[import-untyped]
+
+        images = {p.image for p in self.plans}
+        for image in images:
+            try:
+                self.client.images.get(image)
+            except docker.errors.ImageNotFound:
+                recipe = self.plans[0].labels.get(SERVER_LABEL, "")
+                raise InputError(
+                    f"The server image {image} is not built on this machine.", f"`repro build-engine --recipe {recipe}`"
+                ) from None
+        for plan in self.plans:
+            if log_dir is not None:
+                log_dir.mkdir(parents=True, exist_ok=True)
+                plan.log_path = log_dir / f"trtllm_serve_{plan.rank}.log"
+            old = self._existing(plan)
+            if old is not None:
+                old.reload()
+                if old.status == "running" and old.labels.get(HASH_LABEL) == plan.spec_hash():
+                    self.containers[plan.rank] = old
+                    self.reused.append(plan.name)
+                    self._follow(plan, old)
+                    continue
+                self._remove(old)
+            if _port_busy(plan.port):
+                raise InputError(
+                    f"Port {plan.port} (server {plan.rank}) is already in use by another program.",
+                    f"stop it, or use it as it is: `repro run offline --endpoint http://127.0.0.1:{plan.port}`",
+                )
+            kwargs: dict[str, Any] = {}
+            if plan.gpus:
+                kwargs["device_requests"] = [DeviceRequest(device_ids=plan.gpus, capabilities=[["gpu"]])]
+            if plan.shm_size:
+                kwargs["shm_size"] = plan.shm_size
+                kwargs["ulimits"] = [
+                    Ulimit(name="memlock", soft=-1, hard=-1),
+                    Ulimit(name="stack", soft=67108864, hard=67108864),
+                ]
+            try:
+                container = self.client.containers.run(
+                    plan.image,
+                    plan.argv,
+                    name=plan.name,
+                    detach=True,
+                    network_mode="host",
+                    environment=plan.env,
+                    labels={**plan.labels, HASH_LABEL: plan.spec_hash()},
+                    volumes={
+                        str(m.host): {"bind": m.target, "mode": "ro" if m.read_only else "rw"} for m in plan.mounts
+                    },
+                    **kwargs,
+                )
+            except docker.errors.APIError as exc:
+                self._remove(self._existing(plan))
+                text = str(exc)
+                if "device driver" in text or "nvidia" in text.lower():
+                    raise StepFailed(
+                        "Docker cannot give GPUs to containers: the NVIDIA container runtime is not set up.",
+                        "install the NVIDIA Container Toolkit, then `sudo nvidia-ctk runtime configure "
+                        "--runtime=docker && sudo systemctl restart docker`",
+                    ) from None
+                raise StepFailed(
+                    f"Docker could not start server {plan.rank} ({plan.name}): {text}",
+                    "`docker ps -a` to see what holds the name or port",
+                ) from None
+            self.containers[plan.rank] = container
+            self._follow(plan, container)
+
+    def _follow(self, plan: ServerPlan, container: Any) -> None:
+        follower = _LogFollower(container, plan.log_path)
+        follower.start()
+        self.followers[plan.rank] = follower
+
+    def tail(self, rank: int) -> list[str]:
+        f = self.followers.get(rank)
+        return list(f.tail) if f else []
+
+    def alive(self, grace_s: float = 0.0) -> None:
+        """Raise ServerDied with the server's last log lines if any container has exited (within grace_s, for
+        a failure just seen over HTTP: Docker marks a container exited a moment after its process ends)."""
+        import time
+
+        deadline = time.monotonic() + grace_s
+        while True:
+            self._check_exited()
+            if time.monotonic() >= deadline:
+                return
+            time.sleep(0.2)
+
+    def _check_exited(self) -> None:
+        import docker.errors  # type: ignore[import-untyped]
+
+        for plan in self.plans:
+            c = self.containers.get(plan.rank)
+            if c is None:
+                continue
+            try:
+                c.reload()
+                status = c.status
+                code = c.attrs.get("State", {}).get("ExitCode")
+            except docker.errors.NotFound:
+                status, code = "removed", None
+            if status in ("exited", "dead", "removed"):
+                follower = self.followers.get(plan.rank)
+                if follower is not None:
+                    follower.join(timeout=2)
+                last = " | ".join(self.tail(plan.rank)[-5:]) or "(no output)"
+                where = f"see {plan.log_path}" if plan.log_path else f"`docker logs {plan.name}`"
+                raise ServerDied(
+                    f"Server {plan.rank} ({plan.name}, port {plan.port}) exited"
+                    f"{f' with code {code}' if code is not None else ''}. Last output: {last}",
+                    f"{where}, fix it, then run again",
+                )
+
+    def stop(self) -> None:
+        """Remove every container this run started (or reused), unless keep; survives a second Ctrl-C."""
+        pending: KeyboardInterrupt | None = None
+        if not self.keep:
+            for plan in self.plans:
+                for _ in range(2):
+                    try:
+                        c = self.containers.pop(plan.rank, None) or self._existing(plan)
+                        if c is not None:
+                            self._remove(c)
+                            self.removed.append(plan.name)
+                        break
+                    except KeyboardInterrupt as exc:
+                        pending = exc
+        for f in self.followers.values():
+            f.join(timeout=2 if not self.keep else 0)
+        if pending is not None:
+            raise pending
+
+    def _remove(self, container: Any) -> None:
+        if container is None:
+            return
+        import docker.errors  # type: ignore[import-untyped]
+
+        try:
+            container.remove(force=True)
+        except docker.errors.NotFound:
+            pass
+        except docker.errors.APIError as exc:
+            if "already in progress" not in str(exc):
+                raise
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "servers": [p.to_json() for p in self.plans],
+            "reused": self.reused,
+            "kept": self.keep,
+            "removed": self.removed,
+        }
+
+
+def dry_run_details(recipe: Recipe, ws: Workspace, options: ServerOptions | None = None) -> dict[str, Any]:
+    """What `--dry-run` shows: each server container with its GPUs and command, and the readiness wait."""
+    opts = options or ServerOptions()
+    plans = plan_servers(recipe, ws, opts)
+    timeout = opts.ready_timeout_s or ready_timeout_s(recipe)
+    return {
+        "servers": [p.to_json() for p in plans],
+        "readiness": {
+            "timeout_s": timeout,
+            "probe": "POST /v1/chat/completions (10 tokens) on each server",
+            "retry": "connection refused/reset/timeout and HTTP 5xx, backoff 0.25 s doubling to 5 s",
+            "fails_at_once_if": "a server container exits (its log tail is shown) or answers HTTP 4xx",
+        },
+        "keep_servers": opts.keep,
+    }

@@ -1,0 +1,391 @@
+#!/usr/bin/python3
+"""A CPU stand-in for `trtllm-serve`, for tests and the client benchmark: the same CLI flags, the same wire format.
+
+Built from TensorRT-LLM's source, not from what repro expects (read through the code index, NVIDIA/TensorRT-LLM
+`main` 2025-26; the fields below are unchanged since the 1.0 line that the recipes' 1.0/1.1 images ship):
+- `tensorrt_llm/commands/serve.py` `launch_server`: the socket is *bound* before `PyTorchLLM(**llm_args)` loads the
+  model, and uvicorn only *listens* on it after loading, so a client sees "connection refused" for minutes.
+- `tensorrt_llm/serve/openai_protocol.py`: `ChatCompletionResponseChoice` = index, message, logprobs,
+  finish_reason, stop_reason, mm_embedding_handle, disaggregated_params, avg_decoded_tokens_per_iter: **no
+  token_ids**; `UsageInfo` = prompt_tokens, total_tokens, completion_tokens, prompt_tokens_details;
+  `ChatCompletionRequest` forbids unknown fields (extra="forbid") and rejects stream_options without stream;
+  `skip_special_tokens` defaults to True, so EOS never reaches the text.
+- `tensorrt_llm/serve/postprocess_handlers.py` `chat_stream_post_processor`: a first event with only
+  `delta.role` (framed `data: {json} \\n\\n`, with the space), one event per decoded piece
+  (`model_dump_json(exclude_none=True)`), then, with `stream_options.include_usage`, a last event with
+  `choices: []` and `usage`; `openai_server.py` ends the stream with `data: [DONE]\\n\\n`. Non-streaming
+  usage counts `len(output.token_ids)`.
+
+Generation is a deterministic function of the prompt over the word-level vocabulary in `<tokenizer>/tokenizer.json`.
+Faults for tests, from the environment: STANDIN_LOAD_S (seconds between bind and listen), STANDIN_CRASH=load
+(exit 1 while loading) or after:N (exit 3 after N answers), STANDIN_HANG=load (bind, never listen);
+STANDIN_OUT_LEN fixes the answer length (for the client benchmark).
+Only the standard library, so it runs in the FROM-scratch test image.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import socket
+import sys
+import time
+import uuid
+from pathlib import Path
+
+CHAT_FIELDS = {
+    "messages",
+    "prompt_token_ids",
+    "model",
+    "frequency_penalty",
+    "logit_bias",
+    "logprobs",
+    "top_logprobs",
+    "max_completion_tokens",
+    "max_tokens",
+    "n",
+    "presence_penalty",
+    "response_format",
+    "seed",
+    "stop",
+    "stream",
+    "stream_options",
+    "temperature",
+    "top_p",
+    "tools",
+    "tool_choice",
+    "user",
+    "best_of",
+    "use_beam_search",
+    "top_k",
+    "top_p_min",
+    "min_p",
+    "repetition_penalty",
+    "length_penalty",
+    "early_stopping",
+    "stop_token_ids",
+    "include_stop_str_in_output",
+    "ignore_eos",
+    "min_tokens",
+    "skip_special_tokens",
+    "spaces_between_special_tokens",
+    "truncate_prompt_tokens",
+    "lora_request",
+    "echo",
+    "add_generation_prompt",
+    "add_special_tokens",
+    "documents",
+    "chat_template",
+    "chat_template_kwargs",
+    "disaggregated_params",
+}
+COMPLETION_FIELDS = (
+    CHAT_FIELDS
+    - {
+        "messages",
+        "prompt_token_ids",
+        "max_completion_tokens",
+        "tools",
+        "tool_choice",
+        "chat_template",
+        "chat_template_kwargs",
+        "documents",
+        "add_generation_prompt",
+    }
+) | {"prompt", "suffix", "detokenize"}
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="trtllm-serve")
+    p.add_argument("model")
+    p.add_argument("--host", default="localhost")
+    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--tokenizer")
+    p.add_argument("--backend", default="pytorch")
+    p.add_argument("--extra_llm_api_options", "--config")
+    for flag in (
+        "--num_postprocess_workers",
+        "--tp_size",
+        "--pp_size",
+        "--max_num_tokens",
+        "--max_batch_size",
+        "--max_seq_len",
+        "--max_beam_width",
+    ):
+        p.add_argument(flag, type=int)
+    return p.parse_args(argv)
+
+
+class Vocab:
+    def __init__(self, folder: Path) -> None:
+        doc = json.loads((folder / "tokenizer.json").read_text(encoding="utf-8"))
+        vocab: dict[str, int] = doc["model"]["vocab"]
+        self.words = {i: w for w, i in vocab.items()}
+        self.special = {t["id"] for t in doc.get("added_tokens", []) if t.get("special")}
+        eos = [t["id"] for t in doc.get("added_tokens", []) if t.get("content") == "</s>"]
+        self.eos = eos[0] if eos else max(self.special or {2})
+        self.normal = sorted(i for i in self.words if i not in self.special)
+
+    def decode(self, ids: list[int]) -> str:
+        return " ".join(self.words[i] for i in ids if i not in self.special)
+
+
+def generate(prompt: list[int], max_tokens: int, vocab: Vocab) -> tuple[list[int], str]:
+    """Deterministic in the prompt: its length picks the answer length; stops with EOS unless cut by max_tokens."""
+    fixed = os.environ.get("STANDIN_OUT_LEN")
+    want = int(fixed) if fixed else 1 + (sum(prompt) + 7 * len(prompt)) % 40
+    n = min(want, max_tokens)
+    seed = sum(prompt) * 31
+    ids = [vocab.normal[(seed + i * 7) % len(vocab.normal)] for i in range(n)]
+    if want < max_tokens:
+        ids.append(vocab.eos)
+        return ids, "stop"
+    return ids, "length"
+
+
+class Server:
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.model = args.model
+        self.vocab = Vocab(Path(args.tokenizer or args.model))
+        self.answered = 0
+        crash = os.environ.get("STANDIN_CRASH", "")
+        self.crash_after = int(crash.split(":", 1)[1]) if crash.startswith("after:") else None
+
+    def _done(self) -> None:
+        self.answered += 1
+        if self.crash_after is not None and self.answered >= self.crash_after:
+            print(f"[stand-in] RuntimeError: simulated engine failure after {self.answered} requests", flush=True)
+            os._exit(3)
+
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                line = await reader.readline()
+                if not line:
+                    return
+                method, path, _ = line.decode("latin-1").split(" ", 2)
+                headers = {}
+                while (h := await reader.readline()) not in (b"\r\n", b"\n", b""):
+                    k, _, v = h.decode("latin-1").partition(":")
+                    headers[k.strip().lower()] = v.strip()
+                body = await reader.readexactly(int(headers.get("content-length", "0") or 0))
+                await self.route(method, path, body, writer)
+                if headers.get("connection", "").lower() == "close":
+                    return
+        except (ConnectionError, asyncio.IncompleteReadError, ValueError):
+            return
+        finally:
+            writer.close()
+
+    def _json(self, writer: asyncio.StreamWriter, status: int, doc: object) -> None:
+        data = json.dumps(doc, separators=(",", ":")).encode()
+        reason = {200: "OK", 400: "Bad Request", 404: "Not Found"}.get(status, "Error")
+        writer.write(
+            f"HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\n"
+            f"content-length: {len(data)}\r\n\r\n".encode()
+            + data
+        )
+
+    async def route(self, method: str, path: str, raw: bytes, writer: asyncio.StreamWriter) -> None:
+        if method == "GET" and path == "/health":
+            writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n")
+            return
+        if method == "GET" and path == "/v1/models":
+            self._json(
+                writer,
+                200,
+                {
+                    "object": "list",
+                    "data": [
+                        {"id": self.model, "object": "model", "created": int(time.time()), "owned_by": "tensorrt_llm"}
+                    ],
+                },
+            )
+            return
+        if method != "POST" or path not in ("/v1/chat/completions", "/v1/completions"):
+            self._json(writer, 404, {"detail": "Not Found"})
+            return
+        chat = path == "/v1/chat/completions"
+        try:
+            req = json.loads(raw)
+        except ValueError:
+            self._json(
+                writer, 400, {"object": "error", "message": "invalid JSON", "type": "BadRequestError", "code": 400}
+            )
+            return
+        extra = set(req) - (CHAT_FIELDS if chat else COMPLETION_FIELDS)
+        problem = (
+            f"Extra inputs are not permitted: {sorted(extra)}"
+            if extra
+            else "stream_options can only be set if stream is true"
+            if req.get("stream_options") and not req.get("stream")
+            else "model is required"
+            if "model" not in req
+            else None
+        )
+        prompt = req.get("prompt_token_ids") if chat else req.get("prompt")
+        if problem is None and not (isinstance(prompt, list) and prompt and all(isinstance(t, int) for t in prompt)):
+            problem = "this stand-in needs token-id prompts"
+        if problem:
+            self._json(writer, 400, {"object": "error", "message": problem, "type": "BadRequestError", "code": 400})
+            return
+        max_tokens = int(req.get("max_tokens") or req.get("max_completion_tokens") or 16)
+        ids, finish = generate(prompt, max_tokens, self.vocab)
+        usage = {
+            "prompt_tokens": len(prompt),
+            "total_tokens": len(prompt) + len(ids),
+            "completion_tokens": len(ids),
+            "prompt_tokens_details": {"cached_tokens": 0},
+        }
+        rid = f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex}"
+        created = int(time.time())
+        if not req.get("stream"):
+            text = self.vocab.decode(ids)
+            if chat:
+                choice = {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": text, "reasoning_content": None, "tool_calls": []},
+                    "logprobs": None,
+                    "finish_reason": finish,
+                    "stop_reason": None,
+                    "mm_embedding_handle": None,
+                    "disaggregated_params": None,
+                    "avg_decoded_tokens_per_iter": None,
+                }
+                doc = {
+                    "id": rid,
+                    "object": "chat.completion",
+                    "created": created,
+                    "model": req["model"],
+                    "choices": [choice],
+                    "usage": usage,
+                    "prompt_token_ids": None,
+                }
+            else:
+                doc = {
+                    "id": rid,
+                    "object": "text_completion",
+                    "created": created,
+                    "model": req["model"],
+                    "choices": [
+                        {
+                            "index": 0,
+                            "text": text,
+                            "token_ids": None,
+                            "logprobs": None,
+                            "context_logits": None,
+                            "finish_reason": finish,
+                            "stop_reason": None,
+                            "disaggregated_params": None,
+                            "avg_decoded_tokens_per_iter": None,
+                        }
+                    ],
+                    "usage": usage,
+                    "prompt_token_ids": None,
+                }
+            self._json(writer, 200, doc)
+            await writer.drain()
+            self._done()
+            return
+        writer.write(
+            b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream; charset=utf-8\r\ntransfer-encoding: chunked\r\n\r\n"
+        )
+
+        def event(data: str, space: bool = False) -> None:
+            payload = f"data: {data}{' ' if space else ''}\n\n".encode()
+            writer.write(f"{len(payload):x}\r\n".encode() + payload + b"\r\n")
+
+        kind = "chat.completion.chunk" if chat else "text_completion"
+        if chat:
+            event(
+                json.dumps(
+                    {
+                        "id": rid,
+                        "object": kind,
+                        "created": created,
+                        "model": req["model"],
+                        "choices": [{"index": 0, "delta": {"role": "assistant"}}],
+                    },
+                    separators=(",", ":"),
+                ),
+                space=True,
+            )
+        for k, t in enumerate(ids):
+            piece = self.vocab.decode([t])
+            piece = piece if k == 0 or not piece else " " + piece
+            last = k == len(ids) - 1
+            choice: dict[str, object] = (
+                {"index": 0, "delta": {"content": piece}} if chat else {"index": 0, "text": piece}
+            )
+            if last:
+                choice["finish_reason"] = finish
+            event(
+                json.dumps(
+                    {"id": rid, "object": kind, "created": created, "model": req["model"], "choices": [choice]},
+                    separators=(",", ":"),
+                )
+            )
+            await writer.drain()
+        so = req.get("stream_options") or {}
+        if so.get("include_usage", True) and req.get("stream_options") is not None:
+            event(
+                json.dumps(
+                    {
+                        "id": rid,
+                        "object": kind,
+                        "created": created,
+                        "model": req["model"],
+                        "choices": [],
+                        "usage": usage,
+                    },
+                    separators=(",", ":"),
+                )
+            )
+        event("[DONE]")
+        writer.write(b"0\r\n\r\n")
+        await writer.drain()
+        self._done()
+
+
+async def serve(sock: socket.socket, server: Server) -> None:
+    srv = await asyncio.start_server(server.handle, sock=sock, backlog=8192, limit=1 << 22)
+    print(
+        f"[stand-in] INFO: Uvicorn running on http://{server.args.host}:{server.args.port} (Press CTRL+C to quit)",
+        flush=True,
+    )
+    async with srv:
+        await srv.serve_forever()
+
+
+def main(argv: list[str]) -> int:
+    args = parse_args(argv)
+    print(f"[stand-in] trtllm-serve {args.model} --port {args.port} --backend {args.backend}", flush=True)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((args.host if args.host != "localhost" else "127.0.0.1", args.port))
+    except OSError as e:
+        print(f"RuntimeError: Failed to bind socket to {args.host}:{args.port}: {e}", flush=True)
+        return 1
+    print("[stand-in] loading model ...", flush=True)
+    if os.environ.get("STANDIN_CRASH") == "load":
+        print("[stand-in] RuntimeError: simulated CUDA out of memory while loading the model", flush=True)
+        return 1
+    try:
+        server = Server(args)
+    except (OSError, KeyError, ValueError) as e:
+        print(f"[stand-in] OSError: cannot load the tokenizer: {e}", flush=True)
+        return 1
+    time.sleep(float(os.environ.get("STANDIN_LOAD_S", "0") or 0))
+    if os.environ.get("STANDIN_HANG") == "load":
+        while True:
+            time.sleep(3600)
+    asyncio.run(serve(sock, server))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

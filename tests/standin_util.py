@@ -1,0 +1,100 @@
+"""Helpers for the stand-in trtllm-serve (tests/standin/): its word-level tokenizer, a workspace, a local process."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+STANDIN = Path(__file__).resolve().parent / "standin" / "trtllm_serve.py"
+VOCAB = 300
+
+
+def write_tokenizer(folder: Path, size: int = VOCAB) -> Path:
+    """A real Hugging Face fast tokenizer (word-level: 'w17' <-> 17), saved the way `repro setup` leaves one."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {"<unk>": 0, "<s>": 1, "</s>": 2, **{f"w{i}": i for i in range(3, size)}}
+    tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>", unk_token="<unk>")
+    folder.mkdir(parents=True, exist_ok=True)
+    fast.save_pretrained(str(folder))
+    return folder
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def prompts(n: int, seed: int = 3) -> list[list[int]]:
+    rng = np.random.default_rng(seed)
+    return [rng.integers(3, VOCAB, size=int(rng.integers(4, 30))).tolist() for _ in range(n)]
+
+
+class LocalStandin:
+    """The stand-in as a process on this host (for backend tests and the client benchmark)."""
+
+    def __init__(
+        self,
+        tokenizer_dir: Path,
+        *,
+        port: int | None = None,
+        env: dict[str, str] | None = None,
+        log: Path | None = None,
+    ) -> None:
+        self.port = port or free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log = open(log, "w") if log else subprocess.DEVNULL  # noqa: SIM115 - closed in stop()
+        self.proc = subprocess.Popen(
+            [
+                sys.executable,
+                str(STANDIN),
+                str(tokenizer_dir),
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(self.port),
+                "--tokenizer",
+                str(tokenizer_dir),
+            ],
+            env={**os.environ, **(env or {})},
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+        )
+
+    def wait_bound(self, timeout: float = 10) -> None:
+        """Until the port is taken (bound, maybe not yet listening)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with socket.socket() as s:
+                try:
+                    s.bind(("127.0.0.1", self.port))
+                except OSError:
+                    return
+            time.sleep(0.05)
+        raise TimeoutError("stand-in never bound its port")
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(5)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        if self.log is not subprocess.DEVNULL:
+            self.log.close()
+
+    def __enter__(self) -> LocalStandin:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
