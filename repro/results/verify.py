@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -160,6 +161,21 @@ def _accuracy_checks(run: LoadGenRun, recipe: Recipe) -> list[Check]:
     return checks
 
 
+def test06_checks(run: LoadGenRun) -> list[Check]:
+    """TEST06 hook (issue 19): the compliance folder beside a run, published or ours, is shown; a failed one is never a PASS."""
+    from repro.results.compliance import find_test06, read_test06
+
+    folder = find_test06(run.folder)
+    if folder is None:
+        return []
+    try:
+        result = read_test06(folder, run.scenario)
+    except (OSError, InputError) as exc:
+        return [Check("TEST06", False, f"{folder}: unreadable ({getattr(exc, 'message', exc)})")]
+    where = min(str(folder), os.path.relpath(folder, run.folder), key=len)
+    return [Check("TEST06", result.passed, f"{result.detail} ({where})")]
+
+
 def evaluate(run: LoadGenRun, recipe: Recipe, gpus: int, gpus_source: str) -> Verdict:
     """Pure: the verdict for one parsed run against one recipe."""
     pub = recipe.published
@@ -210,6 +226,8 @@ def evaluate(run: LoadGenRun, recipe: Recipe, gpus: int, gpus_source: str) -> Ve
 
     checks += _accuracy_checks(run, recipe)
     reasons += [f"{c.name}: {c.detail}" for c in checks if c.name.startswith("accuracy ") and c.ok is False]
+    checks += test06_checks(run)  # TEST06 hook (issue 19)
+    reasons += [f"{c.name}: {c.detail}" for c in checks if c.name == "TEST06" and c.ok is False]
 
     if run.incomplete:
         reasons.insert(0, "the run was interrupted or failed; its logs are partial (run.json)")
