@@ -19,14 +19,15 @@ from repro.core.workspace import Workspace
 BackendOpt = Annotated[Optional[str], typer.Option("--backend", "-b", help="sim | hf | trtllm; overrides the recipe's backend.")]
 DurationOpt = Annotated[Optional[float], typer.Option("--duration", help="Smoke run: LoadGen min/max duration in seconds (labelled smoke).")]
 SamplesOpt = Annotated[Optional[int], typer.Option("--samples", help="Smoke run: exactly this many samples (labelled smoke).")]
-AccuracyOpt = Annotated[bool, typer.Option("--accuracy", help="AccuracyOnly mode: log every output, write accuracy.txt into the "
-                                            "latest performance run's folder (RUN_DIR/accuracy/) and print the scores.")]
-ComplianceOpt = Annotated[Optional[str], typer.Option("--compliance", metavar="TEST06",
-                                                      help="Run MLPerf compliance TEST06 (LoadGen reads its audit.config), write "
-                                                           "RUN_DIR/TEST06/ beside the latest performance run and print its checks.")]
-IntoOpt = Annotated[Optional[Path], typer.Option("--into", metavar="RUN_DIR",
-                                                 help="Write into this run folder (pair an --accuracy or --compliance run with "
-                                                      "its performance run) instead of the latest one.")]
+AccuracyOpt = Annotated[bool, typer.Option(
+    "--accuracy", help="AccuracyOnly mode: log every output, write accuracy.txt into the latest performance run's "
+                       "folder (RUN_DIR/accuracy/) and print the scores.")]
+ComplianceOpt = Annotated[str | None, typer.Option(
+    "--compliance", metavar="TEST06", help="Run MLPerf compliance TEST06 (LoadGen reads its audit.config), write "
+                                           "RUN_DIR/TEST06/ beside the latest performance run and print its checks.")]
+IntoOpt = Annotated[Path | None, typer.Option(
+    "--into", metavar="RUN_DIR", help="Write into this run folder (pair an --accuracy or --compliance run with its "
+                                      "performance run) instead of the latest one.")]
 RateOpt = Annotated[Optional[float], typer.Option("--sim-rate", help="sim backend: tokens/s to replay at (default: as fast as possible).")]
 NodesOpt = Annotated[int, typer.Option("--nodes", min=1, help="VMs to run on (with --launcher slurm).")]
 LauncherOpt = Annotated[str, typer.Option("--launcher", help="local: this VM; slurm: one run per node through sbatch.")]
@@ -103,7 +104,7 @@ def _compliance_text(doc: dict[str, Any]) -> Text:
 
 def _run(scenario: str, recipe: Optional[str], workspace: Any, backend: Optional[str], duration: Optional[float],
          samples: Optional[int], accuracy: bool, sim_rate: Optional[float], dry_run: bool, json: bool,
-         compliance: Optional[str] = None, into: Optional[Path] = None) -> None:
+         compliance: str | None = None, into: Path | None = None) -> None:
     from repro.core.systems import resolve_recipe
     from repro.run.harness import run_benchmark
     from repro.results.verify import verify_dir

@@ -131,7 +131,8 @@ def load_accuracy_log(path: Path) -> list[dict[str, Any]]:
         raw = Path(path).read_bytes()[:_MAX_LOG]
         doc = json.loads(raw.decode("utf-8", errors="replace"))
     except OSError as exc:
-        raise InputError(f"{path}: cannot be read ({exc.strerror}).", "check the path, then `repro verify` again") from None
+        raise InputError(f"{path}: cannot be read ({exc.strerror}).",
+                         "check the path, then `repro verify` again") from None
     except ValueError:
         raise InputError(f"{path}: is not valid JSON (truncated or not a LoadGen accuracy log).",
                          "re-run the test: `repro run offline --compliance TEST06`") from None

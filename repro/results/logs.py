@@ -351,7 +351,7 @@ _COMPLIANCE_TEST = re.compile(r"^TEST0\d$")
 
 
 def _in_compliance_test(rel: Path) -> bool:
-    """A compliance test's own LoadGen run (TEST06/accuracy/...) is read by repro.results.compliance, not judged as a result."""
+    """A compliance test's own LoadGen run (TEST06/accuracy/...) is read by repro.results.compliance, not judged."""
     return any(_COMPLIANCE_TEST.match(part) for part in rel.parts)
 
 

@@ -162,7 +162,7 @@ def _accuracy_checks(run: LoadGenRun, recipe: Recipe) -> list[Check]:
 
 
 def test06_checks(run: LoadGenRun) -> list[Check]:
-    """TEST06 hook (issue 19): the compliance folder beside a run, published or ours, is shown; a failed one is never a PASS."""
+    """TEST06 hook (issue 19): the compliance folder beside a run, published or ours, is shown; failed is never PASS."""
     from repro.results.compliance import find_test06, read_test06
 
     folder = find_test06(run.folder)

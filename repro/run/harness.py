@@ -97,7 +97,8 @@ def new_run_dir(ws: Workspace, recipe: str, scenario: str, *, create: bool = Tru
 #   RUN_DIR/accuracy/           the AccuracyOnly run: mlperf_log_accuracy.json, accuracy.txt, run.json
 #   RUN_DIR/TEST06/             verify_accuracy.txt; accuracy/ holds the test run's LoadGen logs and audit.config
 RUN_KINDS = ("performance", "accuracy", "TEST06")
-_KIND_DIRS = {"performance": Path("performance") / "run_1", "accuracy": Path("accuracy"), "TEST06": Path("TEST06") / "accuracy"}
+_KIND_DIRS = {"performance": Path("performance") / "run_1", "accuracy": Path("accuracy"),
+              "TEST06": Path("TEST06") / "accuracy"}
 
 
 def run_kind(accuracy: bool, compliance: str | None) -> str:
@@ -125,7 +126,8 @@ def _belongs(info: dict[str, Any] | None, recipe: Recipe, backend: str) -> str |
     if info is None:
         return "it holds no performance run (performance/run_1/run.json)"
     if info.get("recipe_hash") != recipe.hash() or info.get("recipe") != recipe.name:
-        return f"its performance run used recipe {info.get('recipe')} ({str(info.get('recipe_hash'))[:12]}), not this {recipe.name}"
+        used = f"{info.get('recipe')} ({str(info.get('recipe_hash'))[:12]})"
+        return f"its performance run used recipe {used}, not this {recipe.name}"
     if info.get("backend") != backend:
         return f"its performance run used backend {info.get('backend')}, not {backend}"
     return None
@@ -259,9 +261,8 @@ class LoadGenSUT:
         self.completed([(i, _PLACEHOLDER) for i in ids])
 
     def start_test(self, settings: Any, log_settings: Any, audit_config: str = "audit.config") -> None:
-        """Runs in its own thread; `finished` (not Thread.is_alive, which Ctrl-C during join can corrupt) says when LoadGen returned.
-
-        LoadGen applies `audit_config` on top of the settings when that file exists (compliance tests)."""
+        """Runs in its own thread; `finished` (not Thread.is_alive, which Ctrl-C during join can corrupt) says when
+        LoadGen returned. LoadGen applies `audit_config` on top of the settings when that file exists (compliance tests)."""
         try:
             self.lg.StartTestWithLogSettings(self.sut, self.qsl, settings, log_settings, audit_config)
         finally:
@@ -335,7 +336,7 @@ def run_benchmark(recipe: Recipe | str, ws: Workspace, *, scenario: str = "Offli
                   argv: list[str] | None = None, detect: bool = True, backend_factory: Callable[..., Backend] | None = None,
                   on_started: Callable[[LoadGenSUT], None] | None = None, compliance: str | None = None,
                   into: Path | None = None) -> StepOutcome:
-    """One LoadGen test end to end; returns details['run_dir'] (the run folder) and details['log_dir'] (its LoadGen logs).
+    """One LoadGen test end to end; returns details['run_dir'] (the run folder) and details['log_dir'] (its logs).
 
     Raises StepFailed/Interrupted after recording them. `compliance="TEST06"` runs MLPerf's TEST06 and checks it."""
     recipe = get_recipe(recipe) if isinstance(recipe, str) else recipe
@@ -439,7 +440,8 @@ def run_benchmark(recipe: Recipe | str, ws: Workspace, *, scenario: str = "Offli
         ts.scenario = getattr(lg.TestScenario, scenario)
         ts.mode = lg.TestMode.AccuracyOnly if accuracy else lg.TestMode.PerformanceOnly
         if ts.FromConfig(str(log_dir / "user.conf"), MODEL_KEY, scenario) != 0:
-            raise InputError(f"{log_dir / 'user.conf'}: LoadGen rejected the generated settings.", "`repro run offline --debug`")
+            raise InputError(f"{log_dir / 'user.conf'}: LoadGen rejected the generated settings.",
+                             "`repro run offline --debug`")
         out = lg.LogOutputSettings()
         out.outdir = str(log_dir)
         out.copy_summary_to_stdout = False
@@ -455,7 +457,8 @@ def run_benchmark(recipe: Recipe | str, ws: Workspace, *, scenario: str = "Offli
         worker = threading.Thread(target=sut.start_test, args=(ts, log, str(log_dir / AUDIT_CONFIG)),
                                   name="repro-loadgen", daemon=True)
         show = sys.stderr.isatty() if progress is None else progress
-        total = len(dataset) if accuracy else expected_samples({**settings, **compliance_settings(compliance)}, scenario)
+        planned = {**settings, **compliance_settings(compliance)}
+        total = len(dataset) if accuracy else expected_samples(planned, scenario)
         with Progress(show, total) as bar:
             worker.start()
             if on_started is not None:
@@ -496,7 +499,8 @@ def run_benchmark(recipe: Recipe | str, ws: Workspace, *, scenario: str = "Offli
     if interrupted:
         finish("interrupted", "interrupted by the user (Ctrl-C)")
         ledger.fail(step, "interrupted by the user", interrupted=True)
-        raise Interrupted(f"Interrupted; LoadGen stopped cleanly and the partial logs in {log_dir} are marked incomplete.",
+        raise Interrupted(f"Interrupted; LoadGen stopped cleanly and the partial logs in {log_dir} are marked "
+                          "incomplete.",
                           f"`repro run {scenario.lower()}` to start again")
     finish("complete", None)
     summary = _summarise(log_dir)
@@ -590,8 +594,8 @@ def check_compliance_options(compliance: str | None, scenario: str, *, accuracy:
         return
     cmd = f"repro run {scenario.lower()} --compliance TEST06"
     if compliance not in COMPLIANCE_TESTS:
-        raise InputError(f"--compliance {compliance}: repro runs {', '.join(COMPLIANCE_TESTS)} (the test MLPerf requires "
-                         "for llama2-70b).", f"`{cmd}`")
+        raise InputError(f"--compliance {compliance}: repro runs {', '.join(COMPLIANCE_TESTS)} "
+                         "(the test MLPerf requires for llama2-70b).", f"`{cmd}`")
     if accuracy:
         raise InputError("--compliance and --accuracy are separate runs: TEST06 is a PerformanceOnly run.",
                          f"`{cmd}`, then `repro run offline --accuracy`")

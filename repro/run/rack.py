@@ -151,7 +151,7 @@ def render_script(plan: RackPlan) -> str:
     label = f"[{plan.label}] " if plan.label else ""
     head += [
         f"# {label}repro {__version__} rack run of {plan.recipe.name}: {plan.nodes} VMs, one `repro run offline` each.",
-        "# Each task writes RACK_DIR/vm-NN/ (MLPerf logs, run.json, task.json); `repro aggregate RACK_DIR` sums them.",
+        "# Each task writes RACK_DIR/vm-NN/ (performance/run_1/ with MLPerf logs and run.json, task.json); `repro aggregate RACK_DIR` sums them.",
         "# REPRO_FAIL_TASKS=1,3 makes those array tasks fail on purpose (to rehearse --rerun-failed).",
     ]
     task_home = '"$WORK_DIR/$VM"' if plan.simulated else q(str(plan.workspace))
