@@ -341,9 +341,9 @@ def test_harness_with_trtllm_backend_over_http(servers, monkeypatch: pytest.Monk
     _dataset(ws, "nd-gb300-v6", 24)
     monkeypatch.setenv("REPRO_TRTLLM_ENDPOINTS", ",".join(_urls(servers)))
     out = run_benchmark("nd-gb300-v6", ws, scenario=scenario, samples=24, detect=False)
-    run = parse_run(Path(out.details["run_dir"]))
+    run = parse_run(Path(out.details["log_dir"]))
     assert run.label == "smoke" and run.scenario == scenario and run.tokens_per_s > 0
-    info = json.loads((Path(out.details["run_dir"]) / "run.json").read_text())
+    info = json.loads((Path(out.details["log_dir"]) / "run.json").read_text())
     assert info["backend"] == "trtllm" and info["backend_details"]["stream"] is (scenario == "Server")
     sent = [b for s in servers for p, b in s.requests if b["max_tokens"] == 1024]
     assert len(sent) == 24

@@ -214,5 +214,5 @@ def test_guided_demo_in_a_terminal_interrupt_and_resume(tmp_path):
     led = Ledger.load(Workspace.open().ledger_path)
     assert all(led.steps[s].status == "done" for s in ("setup", "run-offline", "verify"))
     run_dir = Path(led.steps["run-offline"].details["run_dir"])
-    assert (run_dir / "mlperf_log_summary.txt").is_file()
+    assert (run_dir / "performance" / "run_1" / "mlperf_log_summary.txt").is_file()
     assert led.steps["verify"].details["run_dir"] == str(run_dir)

@@ -78,9 +78,9 @@ def test_settings_and_user_conf_for_smoke_runs() -> None:
 def test_sim_offline_run_writes_logs_and_provenance(ws: Workspace) -> None:
     folder = _prepare(ws)
     outcome = run_benchmark(RECIPE, ws, backend="sim", samples=96, detect=False, argv=["repro", "run", "offline"])
-    run_dir = Path(outcome.details["run_dir"])
-    assert run_dir == _only_run(ws)
-    assert run_dir.parent.name == "Offline" and run_dir.parent.parent.name == RECIPE
+    run_dir = Path(outcome.details["log_dir"])
+    assert Path(outcome.details["run_dir"]) == _only_run(ws) and run_dir == _only_run(ws) / "performance" / "run_1"
+    assert _only_run(ws).parent.name == "Offline" and _only_run(ws).parent.parent.name == RECIPE
     info = json.loads((run_dir / "run.json").read_text())
     assert info["label"] == "simulated" and info["status"] == "complete" and info["incomplete"] is False
     assert info["dataset_sha256"] == load_prepared(folder).sha256
@@ -101,10 +101,10 @@ def test_sim_server_run_reports_token_latencies(ws: Workspace) -> None:
     _prepare(ws, n=40)
     outcome = run_benchmark(RECIPE, ws, scenario="Server", backend="sim", samples=40, detect=False,
                             rate_tokens_per_s=2_000_000)
-    run = parse_run(Path(outcome.details["run_dir"]))
+    run = parse_run(Path(outcome.details["log_dir"]))
     assert run.scenario == "Server" and run.label == "simulated"
     assert run.ttft_ns["p99"] > 0 and run.tpot_ns["p99"] > 0
-    assert json.loads((Path(outcome.details["run_dir"]) / "run.json").read_text())["measured_by_harness"]["samples"] == 40
+    assert json.loads((Path(outcome.details["log_dir"]) / "run.json").read_text())["measured_by_harness"]["samples"] == 40
 
 
 def _detail_keys(run_dir: Path) -> dict[str, object]:
@@ -137,7 +137,7 @@ def test_backend_dying_mid_run_keeps_partial_logs(ws: Workspace) -> None:
 
     with pytest.raises(StepFailed, match="failed mid-run") as err:
         run_benchmark(RECIPE, ws, backend="sim", samples=96, detect=False, backend_factory=factory)
-    run_dir = _only_run(ws)
+    run_dir = _only_run(ws) / "performance" / "run_1"
     assert str(run_dir) in err.value.message
     info = json.loads((run_dir / "run.json").read_text())
     assert info["status"] == "failed" and info["incomplete"] is True and "simulated backend failure" in info["error"]
@@ -159,7 +159,7 @@ def test_ctrl_c_stops_loadgen_cleanly(ws: Workspace) -> None:
     with pytest.raises(Interrupted) as err:
         run_benchmark(RECIPE, ws, backend="sim", samples=96, detect=False, rate_tokens_per_s=2000, on_started=interrupt_soon)
     assert err.value.exit_code == 130
-    run_dir = _only_run(ws)
+    run_dir = _only_run(ws) / "performance" / "run_1"
     info = json.loads((run_dir / "run.json").read_text())
     assert info["status"] == "interrupted" and info["incomplete"] is True
     assert (run_dir / "mlperf_log_summary.txt").exists()
@@ -171,7 +171,7 @@ def test_ctrl_c_stops_loadgen_cleanly(ws: Workspace) -> None:
 def test_missing_dataset_fails_with_run_folder(ws: Workspace) -> None:
     with pytest.raises(InputError, match="no prepared dataset") as err:
         run_benchmark(RECIPE, ws, backend="sim", samples=8, detect=False)
-    info = json.loads((_only_run(ws) / "run.json").read_text())
+    info = json.loads((_only_run(ws) / "performance" / "run_1" / "run.json").read_text())
     assert info["status"] == "failed" and "no prepared dataset" in info["error"]
     assert "repro setup" in err.value.next_command
 
@@ -183,7 +183,7 @@ def test_model_folder_without_weights(ws: Workspace) -> None:
     (model / "config.json").write_text("{}")
     with pytest.raises(InputError, match="no weights"):
         run_benchmark(RECIPE, ws, backend="hf", samples=8, detect=False, model_dir=model)
-    assert json.loads((_only_run(ws) / "run.json").read_text())["status"] == "failed"
+    assert json.loads((_only_run(ws) / "performance" / "run_1" / "run.json").read_text())["status"] == "failed"
 
 
 def test_cli_bad_input_is_one_line(ws: Workspace) -> None:
@@ -207,7 +207,7 @@ def test_cli_demo_default_runs_real_loadgen_on_cpu(ws: Workspace) -> None:
     result = CliRunner().invoke(app, ["run", "offline", "--recipe", "demo", "--json"])
     assert result.exit_code == 0, result.output
     doc = json.loads(result.output)
-    run_dir = Path(doc["details"]["run_dir"])
+    run_dir = Path(doc["details"]["log_dir"])
     assert doc["details"]["label"] == "demo" and doc["details"]["backend"] == "hf"
     assert (ws.models / "tiny-llama" / "model.safetensors").exists()
     run = parse_run(run_dir)
@@ -219,7 +219,8 @@ def test_cli_demo_default_runs_real_loadgen_on_cpu(ws: Workspace) -> None:
 
 def test_demo_accuracy_mode_writes_accuracy_txt(ws: Workspace) -> None:
     outcome = run_benchmark("demo", ws, accuracy=True, detect=False)
-    run_dir = Path(outcome.details["run_dir"])
+    run_dir = Path(outcome.details["log_dir"])
+    assert run_dir == Path(outcome.details["run_dir"]) / "accuracy" and outcome.details["paired_with"] is None
     assert '"effective_test_mode", "value": "AccuracyOnly"' in (run_dir / "mlperf_log_detail.txt").read_text()
     assert json.loads((run_dir / "run.json").read_text())["label"] == "demo"
     log = json.loads((run_dir / "mlperf_log_accuracy.json").read_text())

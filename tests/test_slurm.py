@@ -127,7 +127,7 @@ def test_array_with_a_failed_vm_then_rerun_only_it(slurm: None, ws: Workspace, m
     assert failure.value.next_command == first.rerun_command
     manifest = load_manifest(rack)
     assert manifest["status"] == "partial" and manifest["label"] == "simulated"
-    run_info = json.loads((rack / "vm-00" / "run.json").read_text())
+    run_info = json.loads((rack / "vm-00" / "performance" / "run_1" / "run.json").read_text())
     assert run_info["label"] == "simulated" and run_info["status"] == "complete"
     assert (rack / "rack-report.md").is_file() and not (rack / "vm-00" / ".started").exists()
 
@@ -168,8 +168,8 @@ def test_scancel_mid_run_leaves_a_clear_state(slurm: None, ws: Workspace) -> Non
     for r in rows:
         kept = plan.rack_dir / r.vm
         assert not (kept / ".started").exists() and not (plan.work_dir / r.vm).exists()
-        if (kept / "run.json").exists():
-            assert json.loads((kept / "run.json").read_text())["incomplete"] is True
+        if (kept / "performance" / "run_1" / "run.json").exists():
+            assert json.loads((kept / "performance" / "run_1" / "run.json").read_text())["incomplete"] is True
     result = collect(plan.rack_dir, rows)
     assert load_manifest(plan.rack_dir)["status"] == "cancelled"
     assert result.exit_code == 1 and result.rerun_command and len(result.failed) == 2

@@ -20,7 +20,15 @@ from repro.core.workspace import Workspace
 BackendOpt = Annotated[Optional[str], typer.Option("--backend", "-b", help="sim | hf | trtllm; overrides the recipe's backend.")]
 DurationOpt = Annotated[Optional[float], typer.Option("--duration", help="Smoke run: LoadGen min/max duration in seconds (labelled smoke).")]
 SamplesOpt = Annotated[Optional[int], typer.Option("--samples", help="Smoke run: exactly this many samples (labelled smoke).")]
-AccuracyOpt = Annotated[bool, typer.Option("--accuracy", help="AccuracyOnly mode: log every output and write accuracy.txt.")]
+AccuracyOpt = Annotated[bool, typer.Option(
+    "--accuracy", help="AccuracyOnly mode: log every output, write accuracy.txt into the latest performance run's "
+                       "folder (RUN_DIR/accuracy/) and print the scores.")]
+ComplianceOpt = Annotated[str | None, typer.Option(
+    "--compliance", metavar="TEST06", help="Run MLPerf compliance TEST06 (LoadGen reads its audit.config), write "
+                                           "RUN_DIR/TEST06/ beside the latest performance run and print its checks.")]
+IntoOpt = Annotated[Path | None, typer.Option(
+    "--into", metavar="RUN_DIR", help="Write into this run folder (pair an --accuracy or --compliance run with its "
+                                      "performance run) instead of the latest one.")]
 RateOpt = Annotated[Optional[float], typer.Option("--sim-rate", help="sim backend: tokens/s to replay at (default: as fast as possible).")]
 NodesOpt = Annotated[int, typer.Option("--nodes", min=1, help="VMs to run on (with --launcher slurm).")]
 LauncherOpt = Annotated[str, typer.Option("--launcher", help="local: this VM; slurm: one run per node through sbatch.")]
@@ -63,6 +71,13 @@ class RunView:
             parts.append(Text(f"user.conf:\n{d.get('user_conf', '')}", style="dim"))
         if d.get("label"):
             parts.append(Text(f"label: {d['label']} (never counted as a reproduction)", style="yellow"))
+        if d.get("paired_with"):
+            parts.append(Text(f"paired with the performance run in {d['paired_with']}; `repro verify {d['run_dir']}` "
+                              "checks them together"))
+        if isinstance(d.get("accuracy"), dict):
+            parts.append(_accuracy_text(d["accuracy"]))
+        if isinstance(d.get("compliance"), dict):
+            parts.append(_compliance_text(d["compliance"]))
         if self.verdict is not None:
             parts.append(renderable(self.verdict))
         return Group(*parts)
@@ -84,10 +99,37 @@ def _server_lines(d: dict[str, Any]) -> list[Text]:
     return out
 
 
+def _accuracy_text(scores: dict[str, Any]) -> Text:
+    """The scores the run computed (issue 15 item 4), as accuracy.txt states them."""
+    keys = [k for k in ("rouge1", "rouge2", "rougeL", "rougeLsum") if isinstance(scores.get(k), (int, float))]
+    line = ", ".join(f"{k} {scores[k]:.4f}" for k in keys)
+    tps = scores.get("tokens_per_sample")
+    extra = f"; tokens per sample {tps:,.1f}" if isinstance(tps, (int, float)) else ""
+    n = scores.get("gen_num")
+    return Text(f"accuracy: {line}{extra}{f' over {n} samples' if n is not None else ''}")
+
+
+def _compliance_text(doc: dict[str, Any]) -> Text:
+    """The three TEST06 checks as verify_accuracy.txt states them, then why it failed."""
+    text = Text()
+    for raw in str(doc.get("verify_text", "")).splitlines():
+        style = "green" if raw.endswith(("True", "Skipped", "complete")) else "red"
+        text.append(raw + "\n", style=style)
+    for problem in doc.get("problems", []):
+        text.append(f"  - {problem}\n", style="red")
+    for check in doc.get("checks", []):
+        if check.get("status") == "False" and check.get("example"):
+            text.append(f"  - {check['failures']} sample(s) fail the {check['name'].replace('_', ' ')} check, "
+                        f"e.g. {check['example']}\n", style="red")
+    if doc.get("verify_accuracy"):
+        text.append(f"written to {doc['verify_accuracy']}", style="dim")
+    return text
+
+
 def _run(scenario: str, recipe: Optional[str], workspace: Any, backend: Optional[str], duration: Optional[float],
          samples: Optional[int], accuracy: bool, sim_rate: Optional[float], dry_run: bool, json: bool,
          endpoint: Optional[list[str]] = None, keep_servers: bool = False,
-         ready_timeout: Optional[float] = None) -> None:
+         ready_timeout: Optional[float] = None, compliance: str | None = None, into: Path | None = None) -> None:
     from repro.core.systems import resolve_recipe
     from repro.run.harness import run_benchmark
     from repro.results.verify import verify_dir
@@ -100,17 +142,22 @@ def _run(scenario: str, recipe: Optional[str], workspace: Any, backend: Optional
     outcome = run_benchmark(chosen, ws, scenario=scenario, backend=backend, duration_s=duration,
                             samples=samples, accuracy=accuracy, dry_run=dry_run, progress=False if json else None,
                             rate_tokens_per_s=sim_rate, argv=["repro", *sys.argv[1:]], endpoints=endpoint or None,
-                            servers=ServerOptions(keep=keep_servers, ready_timeout_s=ready_timeout))
+                            servers=ServerOptions(keep=keep_servers, ready_timeout_s=ready_timeout),
+                            compliance=compliance, into=into)
     verdict = None
-    if outcome.status == "done" and not accuracy:
-        verdict = verify_dir(outcome.details["run_dir"], recipe=chosen, scenario=scenario)
+    if outcome.status == "done" and not accuracy and not compliance:
+        verdict = verify_dir(outcome.details["log_dir"], recipe=chosen, scenario=scenario)
     emit(RunView(outcome, verdict), json)
+    test = outcome.details.get("compliance")
+    if isinstance(test, dict) and not test.get("passed"):
+        raise typer.Exit(1)
     if verdict is not None and not chosen.demo and outcome.details.get("label") is None and verdict.exit_code:
         raise typer.Exit(verdict.exit_code)
 
 
 def offline(recipe: RecipeOpt = None, workspace: WorkspaceOpt = None, backend: BackendOpt = None, duration: DurationOpt = None,
-            samples: SamplesOpt = None, accuracy: AccuracyOpt = False, sim_rate: RateOpt = None, nodes: NodesOpt = 1,
+            samples: SamplesOpt = None, accuracy: AccuracyOpt = False, compliance: ComplianceOpt = None,
+            into: IntoOpt = None, sim_rate: RateOpt = None, nodes: NodesOpt = 1,
             launcher: LauncherOpt = "local", partition: PartitionOpt = None, container_image: ImageOpt = None,
             rerun_failed: RerunOpt = None, endpoint: EndpointOpt = None, keep_servers: KeepServersOpt = False,
             ready_timeout: ReadyTimeoutOpt = None, dry_run: DryRunOpt = False, json: JsonOpt = False) -> None:
@@ -122,19 +169,23 @@ def offline(recipe: RecipeOpt = None, workspace: WorkspaceOpt = None, backend: B
         from repro.run.rack import rerun_failed as rerun
         rerun(rerun_failed, dry_run=dry_run, as_json=json)
         return
+    if launcher == "slurm" and (compliance or into):
+        from repro.core.errors import InputError
+        raise InputError("--compliance and --into run on this VM only (--launcher local).",
+                         "`repro run offline --compliance TEST06` on each VM")
     if launcher == "slurm":
         from repro.run.rack import launch_offline
         launch_offline(recipe=recipe, workspace=workspace, nodes=nodes, partition=partition, container_image=container_image,
                        backend=backend, duration_s=duration, samples=samples, dry_run=dry_run, as_json=json, sim_rate=sim_rate)
         return
     _run("Offline", recipe, workspace, backend, duration, samples, accuracy, sim_rate, dry_run, json,
-         endpoint, keep_servers, ready_timeout)
+         endpoint, keep_servers, ready_timeout, compliance, into)
 
 
 def server(recipe: RecipeOpt = None, workspace: WorkspaceOpt = None, backend: BackendOpt = None, duration: DurationOpt = None,
-           samples: SamplesOpt = None, sim_rate: RateOpt = None, endpoint: EndpointOpt = None,
-           keep_servers: KeepServersOpt = False, ready_timeout: ReadyTimeoutOpt = None, dry_run: DryRunOpt = False,
-           json: JsonOpt = False) -> None:
+           samples: SamplesOpt = None, compliance: ComplianceOpt = None, into: IntoOpt = None, sim_rate: RateOpt = None,
+           endpoint: EndpointOpt = None, keep_servers: KeepServersOpt = False, ready_timeout: ReadyTimeoutOpt = None,
+           dry_run: DryRunOpt = False, json: JsonOpt = False) -> None:
     """Run the Server scenario through MLCommons LoadGen (streaming, so TTFT and TPOT are measured)."""
     _run("Server", recipe, workspace, backend, duration, samples, False, sim_rate, dry_run, json, endpoint,
-         keep_servers, ready_timeout)
+         keep_servers, ready_timeout, compliance, into)

@@ -420,8 +420,25 @@ def _parallel(fn, items: list, workers: int, chunk: int) -> list:
     import multiprocessing as mp
 
     ctx = mp.get_context("fork" if "fork" in mp.get_all_start_methods() else "spawn")
-    with ctx.Pool(min(workers, len(chunks))) as pool:
-        return [x for part in pool.imap(fn, chunks) for x in part]
+    pool = ctx.Pool(min(workers, len(chunks)), initializer=_worker_signals)
+    try:
+        out = [x for part in pool.imap(fn, chunks) for x in part]
+        pool.close()
+    except BaseException:
+        pool.terminate()
+        raise
+    finally:
+        pool.join()
+    return out
+
+
+def _worker_signals() -> None:
+    """Scoring workers leave Ctrl-C and SIGTERM to the parent: a forked worker would otherwise inherit the run
+    command's SIGTERM-as-KeyboardInterrupt handler and print a traceback when the pool ends (issue 15 item 4)."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def default_workers() -> int:

@@ -493,6 +493,14 @@ def parse_run(folder: Path) -> LoadGenRun:
                          "point `repro verify` at an intact LoadGen result folder") from None
 
 
+_COMPLIANCE_TEST = re.compile(r"^TEST0\d$")
+
+
+def _in_compliance_test(rel: Path) -> bool:
+    """A compliance test's own LoadGen run (TEST06/accuracy/...) is read by repro.results.compliance, not judged."""
+    return any(_COMPLIANCE_TEST.match(part) for part in rel.parts)
+
+
 def run_folders(root: Path) -> list[Path]:
     """Every folder holding LoadGen logs below root (root included), in path order."""
     root = Path(root)
@@ -500,7 +508,8 @@ def run_folders(root: Path) -> list[Path]:
         raise InputError(f"{root}: no such file or folder.", "check the path, then `repro verify` again")
     if root.is_file():
         root = root.parent
-    folders = sorted({p.parent for name in (SUMMARY, DETAIL) for p in root.rglob(name)})
+    folders = sorted({p.parent for name in (SUMMARY, DETAIL) for p in root.rglob(name)
+                      if not _in_compliance_test(p.parent.relative_to(root))})
     if not folders:
         raise InputError(f"{root}: no LoadGen logs ({SUMMARY}) in this folder or below.",
                          "run the benchmark first (`repro run offline`) or point at a result folder")

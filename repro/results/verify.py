@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -185,6 +186,24 @@ def _duration(run: LoadGenRun, recipe: Recipe) -> tuple[list[Check], list[str]]:
     return checks, []
 
 
+def test06_checks(run: LoadGenRun) -> list[Check]:
+    """TEST06 hook (issue 19): the compliance folder beside a run, published or ours, is shown; failed is never PASS."""
+    from repro.results.compliance import find_test06, read_test06
+
+    folder = find_test06(run.folder)
+    if folder is None:
+        return []
+    try:
+        result = read_test06(folder, run.scenario)
+    except (OSError, InputError) as exc:
+        return [Check("TEST06", False, f"{folder}: unreadable ({getattr(exc, 'message', exc)})", fails=True)]
+    where = min(str(folder), os.path.relpath(folder, run.folder), key=len)
+    return [Check("TEST06", result.passed, f"{result.detail} ({where})", fails=True)]
+
+
+
+
+
 def _scenario_rules(run: LoadGenRun, scenario: str) -> list[Check]:
     """Offline: at least 24,576 samples per query. Server and Interactive: MLPerf's TTFT/TPOT limits were the ones
     LoadGen enforced, p99 TTFT and TPOT are under them, and early stopping succeeded."""
@@ -306,7 +325,7 @@ def evaluate(run: LoadGenRun, recipe: Recipe, count: GpuCount) -> Verdict:
     duration_checks, missing = _duration(run, recipe)
     throughput_checks, band, deviation = _throughput(run, per_gpu, published)
     checks = (_hardware(hw) + _validity(run) + duration_checks + _scenario_rules(run, scenario) + throughput_checks
-              + _accuracy(run, target, target_source))
+              + _accuracy(run, target, target_source) + test06_checks(run))
     failed = [c for c in checks if c.fails and c.ok is False]
     reasons = _dedupe([c.detail if c.name in ("LoadGen validity", "inside band", "MLPerf min duration", "tokens/s")
                        else f"{c.name}: {c.detail}" for c in failed])

@@ -29,6 +29,7 @@ from repro.core.recipes import Recipe, get_recipe
 from repro.core.steps import StepOutcome
 from repro.core.workspace import Workspace
 
+AUDIT_CONFIG = "audit.config"
 MODEL_KEY = "llama2-70b"
 SCENARIOS = ("Offline", "Server")
 _PLACEHOLDER = np.zeros(1, dtype=np.int32)
@@ -87,15 +88,97 @@ def user_conf_text(settings: dict[str, Any], scenario: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def new_run_dir(ws: Workspace, recipe: str, scenario: str) -> Path:
+def new_run_dir(ws: Workspace, recipe: str, scenario: str, *, create: bool = True) -> Path:
     base = ws.runs / recipe / scenario
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
     path, n = base / stamp, 1
     while path.exists():
         n += 1
         path = base / f"{stamp}-{n}"
-    path.mkdir(parents=True)
+    if create:
+        path.mkdir(parents=True)
     return path
+
+
+# ---------------------------------------------------------------- run-folder layout (issues 13 item 6, 19)
+# One run folder is laid out like a submission's result folder, so one `repro verify RUN_DIR` reads the
+# performance run, its accuracy run and its TEST06 together:
+#   RUN_DIR/performance/run_1/  LoadGen logs, user.conf, run.json, power.csv of the performance run
+#   RUN_DIR/accuracy/           the AccuracyOnly run: mlperf_log_accuracy.json, accuracy.txt, run.json
+#   RUN_DIR/TEST06/             verify_accuracy.txt; accuracy/ holds the test run's LoadGen logs and audit.config
+RUN_KINDS = ("performance", "accuracy", "TEST06")
+_KIND_DIRS = {"performance": Path("performance") / "run_1", "accuracy": Path("accuracy"),
+              "TEST06": Path("TEST06") / "accuracy"}
+
+
+def run_kind(accuracy: bool, compliance: str | None) -> str:
+    return compliance or ("accuracy" if accuracy else "performance")
+
+
+def kind_dir(run_dir: Path, kind: str) -> Path:
+    """Where the LoadGen logs of one kind of run go inside a run folder."""
+    return Path(run_dir) / _KIND_DIRS[kind]
+
+
+def _performance_info(run_dir: Path) -> dict[str, Any] | None:
+    import json
+
+    path = kind_dir(run_dir, "performance") / "run.json"
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return doc if isinstance(doc, dict) else None
+
+
+def _belongs(info: dict[str, Any] | None, recipe: Recipe, backend: str) -> str | None:
+    """Why a performance run cannot take this accuracy/TEST06 run (None: it can)."""
+    if info is None:
+        return "it holds no performance run (performance/run_1/run.json)"
+    if info.get("recipe_hash") != recipe.hash() or info.get("recipe") != recipe.name:
+        used = f"{info.get('recipe')} ({str(info.get('recipe_hash'))[:12]})"
+        return f"its performance run used recipe {used}, not this {recipe.name}"
+    if info.get("backend") != backend:
+        return f"its performance run used backend {info.get('backend')}, not {backend}"
+    return None
+
+
+def choose_run_dir(ws: Workspace, recipe: Recipe, scenario: str, kind: str, backend: str, into: Path | None = None,
+                   *, create: bool = True) -> tuple[Path, str | None]:
+    """The run folder a run writes into, and the performance run it is paired with (None: a new folder).
+
+    A performance run always starts a new folder (unless --into names an empty one). An accuracy or TEST06
+    run joins the latest complete performance run of the same recipe, scenario and backend when that run has
+    no such result yet; otherwise it starts a new folder. `--into RUN_DIR` names the folder explicitly.
+    """
+    if into is not None:
+        run_dir = Path(into).expanduser()
+        hint = f"`repro run {scenario.lower()} --into RUN_DIR` with a run folder of recipe {recipe.name}"
+        if not run_dir.is_dir():
+            raise InputError(f"--into {run_dir}: no such run folder.", hint)
+        if kind_dir(run_dir, kind).exists() or (kind == "TEST06" and (run_dir / "TEST06").exists()):
+            raise InputError(f"--into {run_dir}: already holds a{'n' if kind[0] in 'aeiou' else ''} {kind} run "
+                             f"({kind_dir(run_dir, kind)}); results are never overwritten.",
+                             f"move that folder away, or `repro run {scenario.lower()}` into a new run folder")
+        info = _performance_info(run_dir)
+        if kind != "performance":
+            why = _belongs(info, recipe, backend)
+            if why is not None:
+                raise InputError(f"--into {run_dir}: {why}.", hint)
+            if info and info.get("scenario") != scenario:
+                raise InputError(f"--into {run_dir}: a {info.get('scenario')} run, not {scenario}.", hint)
+        return run_dir, str(kind_dir(run_dir, "performance")) if info else None
+    if kind != "performance":
+        base = ws.runs / recipe.name / scenario
+        newest = None
+        for cand in sorted(base.iterdir(), reverse=True) if base.is_dir() else []:
+            info = _performance_info(cand)
+            if info is not None and info.get("status") == "complete" and _belongs(info, recipe, backend) is None:
+                newest = cand
+                break
+        if newest is not None and not (newest / ("TEST06" if kind == "TEST06" else "accuracy")).exists():
+            return newest, str(kind_dir(newest, "performance"))
+    return new_run_dir(ws, recipe.name, scenario, create=create), None
 
 
 def _now() -> str:
@@ -187,10 +270,11 @@ class LoadGenSUT:
             ids = list(self._outstanding)
         self.completed([(i, _PLACEHOLDER) for i in ids])
 
-    def start_test(self, settings: Any, log_settings: Any) -> None:
-        """Runs in its own thread; `finished` (not Thread.is_alive, which Ctrl-C during join can corrupt) says when LoadGen returned."""
+    def start_test(self, settings: Any, log_settings: Any, audit_config: str = "audit.config") -> None:
+        """Runs in its own thread; `finished` (not Thread.is_alive, which Ctrl-C during join can corrupt) says when
+        LoadGen returned. LoadGen applies `audit_config` on top of the settings when that file exists (compliance tests)."""
         try:
-            self.lg.StartTestWithLogSettings(self.sut, self.qsl, settings, log_settings)
+            self.lg.StartTestWithLogSettings(self.sut, self.qsl, settings, log_settings, audit_config)
         finally:
             self.finished.set()
 
@@ -261,8 +345,11 @@ def run_benchmark(recipe: Recipe | str, ws: Workspace, *, scenario: str = "Offli
                   progress: bool | None = None, rate_tokens_per_s: float | None = None, model_dir: Path | None = None,
                   argv: list[str] | None = None, detect: bool = True, backend_factory: Callable[..., Backend] | None = None,
                   on_started: Callable[[LoadGenSUT], None] | None = None, endpoints: Sequence[str] | None = None,
-                  servers: ServerOptions | None = None) -> StepOutcome:
-    """One LoadGen test end to end; returns details['run_dir']. Raises StepFailed/Interrupted after recording them."""
+                  servers: ServerOptions | None = None, compliance: str | None = None,
+                  into: Path | None = None) -> StepOutcome:
+    """One LoadGen test end to end; returns details['run_dir'] (the run folder) and details['log_dir'] (its logs).
+
+    Raises StepFailed/Interrupted after recording them. `compliance="TEST06"` runs MLPerf's TEST06 and checks it."""
     recipe = get_recipe(recipe) if isinstance(recipe, str) else recipe
     if scenario not in SCENARIOS:
         raise InputError(f"Unknown scenario '{scenario}'; choose Offline or Server.", "`repro run offline`")
@@ -284,15 +371,21 @@ def run_benchmark(recipe: Recipe | str, ws: Workspace, *, scenario: str = "Offli
         raise InputError(f"Recipe '{recipe.name}' is reference-only (a published system repro does not run).", "`repro recipes list`")
     if accuracy and scenario != "Offline":
         raise InputError("--accuracy runs in the Offline scenario only.", "`repro run offline --accuracy`")
+    check_compliance_options(compliance, scenario, accuracy=accuracy, duration_s=duration_s, samples=samples)
+    kind = run_kind(accuracy, compliance)
     label = run_label(recipe, bname, duration_s, samples)
-    step = ledger_step(scenario)
+    step = ledger_step(scenario) + (f"-{compliance.lower()}" if compliance else "")
     settings = loadgen_settings(recipe, scenario, duration_s=duration_s, samples=samples,
                                 dataset_size=recipe.dataset.samples, accuracy=accuracy)
     mode = "AccuracyOnly" if accuracy else "PerformanceOnly"
     data_dir = ws.preprocessed / recipe.dataset.name
+    planned_dir, paired = choose_run_dir(ws, recipe, scenario, kind, bname, into, create=False)
     plan = {"recipe": recipe.name, "scenario": scenario, "mode": mode, "backend": bname, "label": label,
-            "run_dir": str(ws.runs / recipe.name / scenario / "<YYYYmmdd-HHMMSS>"), "dataset": str(data_dir),
-            "user_conf": user_conf_text(settings, scenario), "expected_samples": expected_samples(settings, scenario)}
+            "run_dir": str(planned_dir), "log_dir": str(kind_dir(planned_dir, kind)), "paired_with": paired,
+            "kind": kind, "dataset": str(data_dir), "user_conf": user_conf_text(settings, scenario),
+            "expected_samples": expected_samples({**settings, **compliance_settings(compliance)}, scenario)}
+    if compliance:
+        plan["audit_config"] = audit_config_text()
     if bname == "hf" or recipe.demo:
         plan["model_dir"] = str(ws.models / "tiny-llama") if recipe.demo else str(_resolve_model_dir(recipe, ws, model_dir))
     managed = _manages_servers(recipe, bname, endpoints)
@@ -320,7 +413,9 @@ def run_benchmark(recipe: Recipe | str, ws: Workspace, *, scenario: str = "Offli
         data_dir, model_path = paths["dataset"], paths["model_dir"]
     else:
         model_path = _resolve_model_dir(recipe, ws, model_dir)
-    run_dir = new_run_dir(ws, recipe.name, scenario)
+    run_dir, paired = choose_run_dir(ws, recipe, scenario, kind, bname, into)
+    log_dir = kind_dir(run_dir, kind)
+    log_dir.mkdir(parents=True, exist_ok=True)
     facts = provenance.collect(detect=detect)
     info: dict[str, Any] = {
         "repro_version": facts["repro_version"], "recipe": recipe.name, "recipe_hash": recipe.hash(), "scenario": scenario,
@@ -330,14 +425,18 @@ def run_benchmark(recipe: Recipe | str, ws: Workspace, *, scenario: str = "Offli
         "loadgen_version": facts["loadgen_version"], "command": list(argv if argv is not None else sys.argv),
         "model_path": str(model_path) if bname != "sim" else None, "dataset_sha256": None,
         "started": _now(), "finished": None, "settings": settings, "provenance": facts,
+        "kind": kind, "run_dir": str(run_dir), "paired_with": paired,
     }
-    atomic_write_text(run_dir / "user.conf", user_conf_text(settings, scenario))
-    atomic_write_json(run_dir / "run.json", info)
+    if compliance:
+        info["compliance"] = {"test": compliance, "audit_settings": compliance_settings(compliance)}
+        atomic_write_text(log_dir / AUDIT_CONFIG, audit_config_text())
+    atomic_write_text(log_dir / "user.conf", user_conf_text(settings, scenario))
+    atomic_write_json(log_dir / "run.json", info)
     ledger.start(step, inputs_hash, run_dir=str(run_dir), label=label)
 
     def finish(status: str, error: str | None) -> None:
         info.update(status=status, error=error, incomplete=status != "complete", finished=_now())
-        atomic_write_json(run_dir / "run.json", info)
+        atomic_write_json(log_dir / "run.json", info)
 
     sut: LoadGenSUT | None = None
     be: Backend | None = None
@@ -366,7 +465,7 @@ def run_benchmark(recipe: Recipe | str, ws: Workspace, *, scenario: str = "Offli
         if bname == "trtllm":
             info["open_files"] = _open_files_for(be, scenario)
         settings["performance_sample_count_override"] = min(int(settings["performance_sample_count_override"]), len(dataset))
-        atomic_write_text(run_dir / "user.conf", user_conf_text(settings, scenario))
+        atomic_write_text(log_dir / "user.conf", user_conf_text(settings, scenario))
         import mlperf_loadgen as lg
         sut = LoadGenSUT(be, dataset, recipe.loadgen.max_tokens, int(settings["performance_sample_count_override"]))
         _start_backend(be, sut, fleet)
@@ -374,22 +473,26 @@ def run_benchmark(recipe: Recipe | str, ws: Workspace, *, scenario: str = "Offli
         ts = lg.TestSettings()
         ts.scenario = getattr(lg.TestScenario, scenario)
         ts.mode = lg.TestMode.AccuracyOnly if accuracy else lg.TestMode.PerformanceOnly
-        if ts.FromConfig(str(run_dir / "user.conf"), MODEL_KEY, scenario) != 0:
-            raise InputError(f"{run_dir / 'user.conf'}: LoadGen rejected the generated settings.", "`repro run offline --debug`")
+        if ts.FromConfig(str(log_dir / "user.conf"), MODEL_KEY, scenario) != 0:
+            raise InputError(f"{log_dir / 'user.conf'}: LoadGen rejected the generated settings.",
+                             "`repro run offline --debug`")
         out = lg.LogOutputSettings()
-        out.outdir = str(run_dir)
+        out.outdir = str(log_dir)
         out.copy_summary_to_stdout = False
         log = lg.LogSettings()
         log.log_output = out
         log.enable_trace = False
         try:
             from repro.run.power import PowerSampler
-            sampler = PowerSampler(run_dir).start() if facts["gpus"]["count"] else None
+            sampler = PowerSampler(log_dir).start() if facts["gpus"]["count"] else None
         except Exception:  # noqa: BLE001 - power is optional
             sampler = None
-        worker = threading.Thread(target=sut.start_test, args=(ts, log), name="repro-loadgen", daemon=True)
+        # Only the run's own audit.config (TEST06) is ever applied: a stray one in the shell's folder is not.
+        worker = threading.Thread(target=sut.start_test, args=(ts, log, str(log_dir / AUDIT_CONFIG)),
+                                  name="repro-loadgen", daemon=True)
         show = sys.stderr.isatty() if progress is None else progress
-        total = len(dataset) if accuracy else expected_samples(settings, scenario)
+        planned = {**settings, **compliance_settings(compliance)}
+        total = len(dataset) if accuracy else expected_samples(planned, scenario)
         with Progress(show, total) as bar:
             worker.start()
             if on_started is not None:
@@ -425,27 +528,35 @@ def run_benchmark(recipe: Recipe | str, ws: Workspace, *, scenario: str = "Offli
         msg = info.get("server_died") or f"The {bname} backend failed mid-run: {sut.error}"
         finish("failed", msg)
         ledger.fail(step, msg)
-        raise StepFailed(f"{msg.rstrip('.')}. Partial LoadGen logs are in {run_dir} (marked incomplete).",
+        raise StepFailed(f"{msg.rstrip('.')}. Partial LoadGen logs are in {log_dir} (marked incomplete).",
                          f"fix the backend, then `repro run {scenario.lower()}`")
     if interrupted:
         finish("interrupted", "interrupted by the user (Ctrl-C)")
         ledger.fail(step, "interrupted by the user", interrupted=True)
-        raise Interrupted(f"Interrupted; LoadGen stopped cleanly and the partial logs in {run_dir} are marked incomplete.",
+        raise Interrupted(f"Interrupted; LoadGen stopped cleanly and the partial logs in {log_dir} are marked "
+                          "incomplete.",
                           f"`repro run {scenario.lower()}` to start again")
     finish("complete", None)
-    summary = _summarise(run_dir)
+    summary = _summarise(log_dir)
     if accuracy:
-        scores = _write_accuracy(run_dir, dataset, model_path, info)
+        scores = _write_accuracy(log_dir, dataset, model_path, info)
         if scores is not None:
             summary["accuracy"] = scores
-    outputs = [Artifact.of(p) for p in (run_dir / "mlperf_log_summary.txt", run_dir / "run.json") if p.exists()]
+    if compliance:
+        summary["compliance"] = finish_compliance(run_dir, scenario, info)
+        atomic_write_json(log_dir / "run.json", info)
+    outputs = [Artifact.of(p) for p in (log_dir / "mlperf_log_summary.txt", log_dir / "run.json") if p.exists()]
     ledger.finish(step, outputs, run_dir=str(run_dir), label=label, **summary)
     tag = f" [{label}]" if label else ""
     tps = summary.get("tokens_per_s")
+    what = f"{compliance} ({mode})" if compliance else mode
+    pairing = f" (paired with {paired})" if paired else ""
     return StepOutcome(step=step, status="done",
-                       summary=f"LoadGen {scenario} {mode}{tag} finished: "
-                               f"{f'{tps:,.1f} tokens/s' if isinstance(tps, (int, float)) else 'see the summary'}; logs in {run_dir}",
-                       details={"run_dir": str(run_dir), "label": label, "backend": bname, "scenario": scenario, "mode": mode, **summary})
+                       summary=f"LoadGen {scenario} {what}{tag} finished: "
+                               f"{f'{tps:,.1f} tokens/s' if isinstance(tps, (int, float)) else 'see the summary'}; "
+                               f"logs in {log_dir}{pairing}",
+                       details={"run_dir": str(run_dir), "log_dir": str(log_dir), "paired_with": paired, "kind": kind,
+                                "label": label, "backend": bname, "scenario": scenario, "mode": mode, **summary})
 
 
 def _cleanup(be: Backend | None, sut: LoadGenSUT | None, sampler: Any, info: dict[str, Any],
@@ -581,3 +692,47 @@ def _write_accuracy(run_dir: Path, dataset: PreparedDataset, model_path: Path | 
     scores = acc.evaluate_accuracy_log(run_dir / "mlperf_log_accuracy.json", dataset.outputs, tokenizer_dir)
     acc.write_accuracy_txt(run_dir, scores)
     return dict(scores)
+
+
+# ---------------------------------------------------------------- compliance tests (issue 19)
+COMPLIANCE_TESTS = ("TEST06",)
+
+
+def check_compliance_options(compliance: str | None, scenario: str, *, accuracy: bool, duration_s: float | None,
+                             samples: int | None) -> None:
+    if compliance is None:
+        return
+    cmd = f"repro run {scenario.lower()} --compliance TEST06"
+    if compliance not in COMPLIANCE_TESTS:
+        raise InputError(f"--compliance {compliance}: repro runs {', '.join(COMPLIANCE_TESTS)} "
+                         "(the test MLPerf requires for llama2-70b).", f"`{cmd}`")
+    if accuracy:
+        raise InputError("--compliance and --accuracy are separate runs: TEST06 is a PerformanceOnly run.",
+                         f"`{cmd}`, then `repro run offline --accuracy`")
+    if duration_s is not None or samples is not None:
+        raise InputError("--compliance sets its own length (audit.config: 100 queries, no minimum duration); "
+                         "drop --duration/--samples.", f"`{cmd}`")
+
+
+def compliance_settings(compliance: str | None) -> dict[str, Any]:
+    """The settings LoadGen takes from the test's audit.config (for planning and progress; LoadGen reads the file)."""
+    if compliance is None:
+        return {}
+    from repro.results.compliance import AUDIT_SETTINGS
+    return {k: v for k, v in AUDIT_SETTINGS.items() if k != "mode"}
+
+
+def audit_config_text() -> str:
+    from repro.results.compliance import audit_config_text as text
+    return text()
+
+
+def finish_compliance(run_dir: Path, scenario: str, info: dict[str, Any]) -> dict[str, Any]:
+    """Check the TEST06 run's accuracy log, write RUN_DIR/TEST06/verify_accuracy.txt, record the result in run.json."""
+    from repro.results.compliance import read_test06, write_test06
+
+    result = read_test06(Path(run_dir) / "TEST06", scenario)
+    path = write_test06(Path(run_dir) / "TEST06", result)
+    doc = {**result.to_json(), "verify_accuracy": str(path), "verify_text": result.verify_text()}
+    info["compliance"] = {**info.get("compliance", {}), **doc}
+    return doc

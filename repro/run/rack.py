@@ -151,7 +151,8 @@ def render_script(plan: RackPlan) -> str:
     label = f"[{plan.label}] " if plan.label else ""
     head += [
         f"# {label}repro {__version__} rack run of {plan.recipe.name}: {plan.nodes} VMs, one `repro run offline` each.",
-        "# Each task writes RACK_DIR/vm-NN/ (MLPerf logs, run.json, task.json); `repro aggregate RACK_DIR` sums them.",
+        "# Each task writes RACK_DIR/vm-NN/ (performance/run_1/ logs and run.json, task.json);",
+        "# `repro aggregate RACK_DIR` sums them.",
         "# REPRO_FAIL_TASKS=1,3 makes those array tasks fail on purpose (to rehearse --rerun-failed).",
     ]
     task_home = '"$WORK_DIR/$VM"' if plan.simulated else q(str(plan.workspace))
@@ -325,12 +326,14 @@ def load_manifest(rack_dir: Path) -> dict[str, Any]:
 
 
 def _tokens(folder: Path) -> float | None:
-    from repro.results.logs import parse_run
+    """The VM's performance run (a run folder keeps it in performance/run_1/)."""
+    from repro.results.logs import find_runs
 
     try:
-        return parse_run(folder).tokens_per_s
+        perf = [r for r in find_runs(folder) if r.mode == "PerformanceOnly"]
     except ReproError:
         return None
+    return perf[0].tokens_per_s if len(perf) == 1 else None
 
 
 def task_rows(rack_dir: Path, manifest: dict[str, Any] | None = None) -> list[TaskRow]:

@@ -1,0 +1,305 @@
+"""MLPerf compliance TEST06 for Llama-2-70B: the audit settings, the three checks, and the TEST06/ folder.
+
+TEST06 is a PerformanceOnly run with LoadGen reading an audit.config that logs about 100 samples to
+mlperf_log_accuracy.json with their `token_count` (and, outside Offline, the first token LoadGen was
+given through FirstTokenComplete as `token_data`). It catches a harness that reports tokens it did
+not log. The checks below are written from the rules in mlcommons/inference `compliance/TEST06/README.md`
+(as of b66003e): first token matches the output (Server/Interactive only), at most one trailing EOS,
+reported token count equals the logged length. Two choices are stricter than that repository's
+run_verification.py, because the rules say so and its loops do not: an output of exactly two EOS
+tokens fails (its EOS loop never looks at index 0), and an empty log or a missing `token_data`
+fails instead of passing vacuously or with a caught exception.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+
+from repro.core.errors import InputError
+
+TEST06 = "TEST06"
+EOS_ID = 2
+DTYPE = np.dtype("<i4")
+ACCURACY_LOG = "mlperf_log_accuracy.json"
+VERIFY_TXT = "verify_accuracy.txt"
+AUDIT_CONFIG = "audit.config"
+AUDIT_FOUND = "Found Audit Config file (audit.config)"
+COMPLETE = "TEST06 verification complete"
+FAILED = "TEST06 verification failed"
+# The audit settings of compliance/TEST06/audit.config, as key -> value for every model and scenario.
+AUDIT_SETTINGS: dict[str, int] = {
+    "mode": 2,
+    "accuracy_log_rng_seed": 720381539243781796,
+    "accuracy_log_sampling_target": 100,
+    "min_query_count": 100,
+    "min_duration": 0,
+    "sample_concatenate_permutation": 0,
+}
+_LINES = {"first_token": "First token check pass", "eos": "EOS check pass", "sample_length": "Sample length check pass"}
+_MAX_LOG = 256 << 20
+
+CheckStatus = Literal["True", "False", "Skipped"]
+
+
+def audit_config_text() -> str:
+    """The audit.config LoadGen reads for TEST06 (mode 2 = PerformanceOnly)."""
+    head = "# TEST06 audit settings (mlcommons/inference compliance/TEST06/audit.config); written by repro.\n"
+    return head + "".join(f"*.*.{k} = {v}\n" for k, v in AUDIT_SETTINGS.items())
+
+
+@dataclass
+class Test06Check:
+    name: str
+    status: CheckStatus
+    failures: int = 0
+    example: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status != "False"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "status": self.status, "failures": self.failures, "example": self.example}
+
+
+@dataclass
+class Test06Result:
+    """The three checks for one accuracy log (or as a published verify_accuracy.txt states them)."""
+
+    folder: Path | None
+    scenario: str | None
+    samples: int | None
+    checks: list[Test06Check]
+    problems: list[str] = field(default_factory=list)
+    source: str = "log"
+
+    @property
+    def passed(self) -> bool:
+        return not self.problems and all(c.ok for c in self.checks)
+
+    def check(self, name: str) -> Test06Check:
+        return next(c for c in self.checks if c.name == name)
+
+    def verify_text(self) -> str:
+        """verify_accuracy.txt in the published line format."""
+        lines = [f"{_LINES[c.name]}: {c.status}" for c in self.checks]
+        return "\n".join([*lines, COMPLETE if self.passed else FAILED]) + "\n"
+
+    @property
+    def detail(self) -> str:
+        parts = [f"{_LINES[c.name].replace(' check pass', '')}: {c.status}" for c in self.checks]
+        text = ", ".join(parts)
+        if self.samples is not None:
+            text += f" ({self.samples} samples)"
+        why = self.problems + [f"{c.failures} sample(s) fail the {c.name.replace('_', ' ')} check, e.g. {c.example}"
+                               for c in self.checks if c.status == "False" and c.failures]
+        return text + ("; " + "; ".join(why) if why else "")
+
+    def to_json(self) -> dict[str, Any]:
+        return {"test": TEST06, "passed": self.passed, "folder": str(self.folder) if self.folder else None,
+                "scenario": self.scenario, "samples": self.samples, "source": self.source,
+                "checks": [c.to_json() for c in self.checks], "problems": self.problems}
+
+
+def _tokens(hexdata: Any) -> np.ndarray | None:
+    if not isinstance(hexdata, str) or len(hexdata) % (2 * DTYPE.itemsize):
+        return None
+    try:
+        return np.frombuffer(bytes.fromhex(hexdata), dtype=DTYPE)
+    except ValueError:
+        return None
+
+
+def _trailing(ids: np.ndarray, token: int) -> int:
+    n = 0
+    for t in ids[::-1]:
+        if int(t) != token:
+            break
+        n += 1
+    return n
+
+
+def load_accuracy_log(path: Path) -> list[dict[str, Any]]:
+    """LoadGen's mlperf_log_accuracy.json as a list of entries; InputError names the file when it is not one."""
+    try:
+        raw = Path(path).read_bytes()[:_MAX_LOG]
+        doc = json.loads(raw.decode("utf-8", errors="replace"))
+    except OSError as exc:
+        raise InputError(f"{path}: cannot be read ({exc.strerror}).",
+                         "check the path, then `repro verify` again") from None
+    except ValueError:
+        raise InputError(f"{path}: is not valid JSON (truncated or not a LoadGen accuracy log).",
+                         "re-run the test: `repro run offline --compliance TEST06`") from None
+    if not isinstance(doc, list) or not all(isinstance(e, dict) for e in doc):
+        raise InputError(f"{path}: is not a LoadGen accuracy log (a JSON list of samples).",
+                         "re-run the test: `repro run offline --compliance TEST06`")
+    return doc
+
+
+def check_entries(entries: list[dict[str, Any]], scenario: str | None, *, eos_id: int = EOS_ID,
+                  folder: Path | None = None) -> Test06Result:
+    """The three TEST06 checks over accuracy-log entries. scenario None: check first tokens where they were logged."""
+    first_needed = scenario != "Offline" if scenario else any("token_data" in e for e in entries)
+    fails: dict[str, list[str]] = {"first_token": [], "eos": [], "sample_length": []}
+    for e in entries:
+        where = f"seq_id {e.get('seq_id')} (qsl_idx {e.get('qsl_idx')})"
+        data = _tokens(e.get("data"))
+        if data is None:
+            for name in fails:
+                if name != "first_token" or first_needed:
+                    fails[name].append(f"{where}: data is not a whole number of int32 tokens")
+            continue
+        if (n := _trailing(data, eos_id)) > 1:
+            fails["eos"].append(f"{where}: ends with {n} EOS tokens (id {eos_id})")
+        count = e.get("token_count")
+        if isinstance(count, bool) or not isinstance(count, int):
+            fails["sample_length"].append(f"{where}: no token_count logged")
+        elif count != len(data):
+            fails["sample_length"].append(f"{where}: token_count {count} but {len(data)} tokens logged")
+        if not first_needed:
+            continue
+        first = _tokens(e.get("token_data")) if "token_data" in e else None
+        if first is None or len(first) == 0:
+            fails["first_token"].append(f"{where}: no first token logged (token_data)")
+        elif len(data) == 0:
+            fails["first_token"].append(f"{where}: first token {int(first[0])} reported but no output logged")
+        else:
+            k = min(len(first), len(data))
+            if not np.array_equal(first[:k], data[:k]):
+                fails["first_token"].append(f"{where}: first token reported {first[:k].tolist()}, "
+                                            f"output starts {data[:k].tolist()}")
+    checks = []
+    for name, found in fails.items():
+        status: CheckStatus = "Skipped" if name == "first_token" and not first_needed else "False" if found else "True"
+        checks.append(Test06Check(name, status, len(found), found[0] if found else None))
+    problems = [] if entries else ["the accuracy log holds no samples"]
+    if not entries:
+        for c in checks:
+            c.status = "False" if c.status == "True" else c.status
+    return Test06Result(folder, scenario, len(entries), checks, problems)
+
+
+def check_accuracy_log(path: Path, scenario: str | None, *, eos_id: int = EOS_ID) -> Test06Result:
+    return check_entries(load_accuracy_log(path), scenario, eos_id=eos_id, folder=Path(path).parent)
+
+
+def write_test06(test_dir: Path, result: Test06Result) -> Path:
+    """verify_accuracy.txt beside accuracy/ in the TEST06 folder (the log itself is already in accuracy/)."""
+    from repro.core.fsutil import atomic_write_text
+
+    out = Path(test_dir) / VERIFY_TXT
+    atomic_write_text(out, result.verify_text())
+    return out
+
+
+def parse_verify_text(text: str) -> dict[str, str]:
+    """The statuses a verify_accuracy.txt states; keys first_token/eos/sample_length/complete."""
+    found: dict[str, str] = {}
+    for line in (ln.strip() for ln in text.splitlines()):
+        for key, label in _LINES.items():
+            if m := re.fullmatch(re.escape(label) + r"\s*:\s*(True|False|Skipped)", line):
+                found[key] = m.group(1)
+        if line in (COMPLETE, FAILED):
+            found["complete"] = "True" if line == COMPLETE else "False"
+    return found
+
+
+def _scenario_of(test_dir: Path) -> str | None:
+    """The test run's scenario: our run.json or LoadGen's detail log in accuracy/, else the folder names."""
+    acc = test_dir / "accuracy"
+    info = acc / "run.json"
+    if info.is_file():
+        try:
+            scen = json.loads(info.read_text(encoding="utf-8")).get("scenario")
+        except (OSError, ValueError, AttributeError):
+            scen = None
+        if isinstance(scen, str):
+            return scen
+    parts = [p.lower() for p in test_dir.resolve().parts]
+    for name in ("interactive", "server", "offline"):
+        if name in parts:
+            return name.capitalize()
+    return None
+
+
+def _audit_problems(test_dir: Path) -> list[str]:
+    """Where LoadGen's detail log of the test run is kept (our runs), it must say it read audit.config."""
+    detail = test_dir / "accuracy" / "mlperf_log_detail.txt"
+    if not detail.is_file():
+        return []
+    text = detail.read_text(encoding="utf-8", errors="replace")
+    problems = []
+    if AUDIT_FOUND not in text:
+        problems.append(f"{detail.name} does not say LoadGen found audit.config: the run used its own settings")
+    if '"effective_test_mode", "value": "PerformanceOnly"' not in text:
+        problems.append(f"{detail.name}: the test run was not PerformanceOnly")
+    return problems
+
+
+def find_test06(run_folder: Path) -> Path | None:
+    """The TEST06 folder that belongs to a run folder: `<run>/TEST06` (also from `<run>/performance/run_N`),
+    or in a submission tree `compliance/<system>/<benchmark>/<scenario>/TEST06` beside `results/...`."""
+    folder = Path(run_folder)
+    if folder.name == TEST06:
+        return folder if folder.is_dir() else None
+    top = folder.parent.parent if folder.parent.name == "performance" else folder
+    for cand in (top / TEST06, top / "audit" / "compliance" / TEST06):
+        if cand.is_dir():
+            return cand
+    parts = top.parts
+    if "results" in parts:
+        i = len(parts) - 1 - parts[::-1].index("results")
+        cand = Path(*parts[:i], "compliance", *parts[i + 1:], TEST06)
+        if cand.is_dir():
+            return cand
+    return None
+
+
+def read_test06(folder: Path, scenario: str | None = None) -> Test06Result:
+    """A TEST06 folder, published or ours: the checks re-run on its accuracy log where it has one, and the
+    statements of its verify_accuracy.txt; any failure, disagreement or gap fails it."""
+    folder = Path(folder)
+    if folder.name != TEST06 and (folder / TEST06).is_dir():
+        folder = folder / TEST06
+    scenario = scenario or _scenario_of(folder)
+    log, txt = folder / "accuracy" / ACCURACY_LOG, folder / VERIFY_TXT
+    problems: list[str] = []
+    result: Test06Result | None = None
+    if log.is_file():
+        try:
+            result = check_accuracy_log(log, scenario)
+            result.folder = folder
+        except InputError as exc:
+            problems.append(exc.message)
+    stated = parse_verify_text(txt.read_text(encoding="utf-8", errors="replace")) if txt.is_file() else None
+    if result is None:
+        checks = []
+        for name in _LINES:
+            status = (stated or {}).get(name)
+            checks.append(Test06Check(name, status if status in ("True", "False", "Skipped") else "False"))  # type: ignore[arg-type]
+        result = Test06Result(folder, scenario, None, checks, problems, source=VERIFY_TXT if stated else "none")
+        if stated is None and not problems:
+            result.problems.append(f"{folder}: neither {VERIFY_TXT} nor accuracy/{ACCURACY_LOG}")
+    else:
+        result.source = "log" + (f" + {VERIFY_TXT}" if stated is not None else "")
+    if stated is not None:
+        missing = [(_LINES[k]) for k in _LINES if k not in stated]
+        if missing or "complete" not in stated:
+            result.problems.append(f"{VERIFY_TXT} lacks {', '.join(missing) or 'its verification line'}")
+        for c in result.checks:
+            said = stated.get(c.name)
+            if said is not None and said != c.status and result.source != VERIFY_TXT:
+                result.problems.append(f"{VERIFY_TXT} says {_LINES[c.name]}: {said} but the log gives {c.status}")
+        if stated.get("complete") == "False":
+            result.problems.append(f"{VERIFY_TXT} says {FAILED}")
+    if scenario in ("Server", "Interactive") and result.check("first_token").status == "Skipped":
+        result.problems.append(f"first-token check skipped, but a {scenario} run must pass it")
+    result.problems += _audit_problems(folder)
+    result.scenario = scenario
+    return result
