@@ -123,7 +123,7 @@ def test_server_latency_limits_reach_loadgen_in_its_units(ws: Workspace) -> None
     recipe = get_recipe(RECIPE)
     outcome = run_benchmark(RECIPE, ws, scenario="Server", backend="sim", samples=16, detect=False,
                             rate_tokens_per_s=2_000_000)
-    keys = _detail_keys(Path(outcome.details["run_dir"]))
+    keys = _detail_keys(Path(outcome.details["log_dir"]))
     assert keys["requested_server_ttft_latency"] == recipe.loadgen.ttft_latency_ms * 1_000_000 == 2_000_000_000
     assert keys["requested_server_tpot_latency"] == recipe.loadgen.tpot_latency_ms * 1_000_000 == 200_000_000
     assert keys["requested_use_token_latencies"] is True or keys["requested_use_token_latencies"] == 1
@@ -267,7 +267,7 @@ def test_endpoint_accuracy_run_logs_real_token_ids(ws: Workspace, tmp_path: Path
         srv.wait_bound()
         res = CliRunner().invoke(app, ["run", "offline", "--recipe", recipe.name, "--endpoint", srv.url, "--accuracy", "--json"])
     assert res.exit_code == 0, res.output
-    run_dir = Path(json.loads(res.output)["details"]["run_dir"])
+    run_dir = Path(json.loads(res.output)["details"]["log_dir"])
     logged = json.loads((run_dir / "mlperf_log_accuracy.json").read_text())
     ids = [np.frombuffer(bytes.fromhex(e["data"]), dtype=np.int32) for e in logged]
     assert len(ids) == 12 and all(len(a) and (a >= 3).all() for a in ids)

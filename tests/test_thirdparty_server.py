@@ -116,7 +116,7 @@ def test_offline_accuracy_through_endpoint_writes_real_token_ids(thirdparty_serv
                           thirdparty_server.base_url, "--accuracy", "--samples", "8", "--workspace", str(ws),
                           "--json"], check=False, capture_output=True, text=True, timeout=600, env=_env())
     assert res.returncode == 0, res.stdout + res.stderr
-    run_dir = Path(json.loads(res.stdout)["details"]["run_dir"])
+    run_dir = Path(json.loads(res.stdout)["details"]["log_dir"])
     log = json.loads((run_dir / "mlperf_log_accuracy.json").read_text())
     assert len(log) == 8
     tok = _tokenizer(thirdparty_server)
