@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import sys
+
 import typer
 
 from repro.ui.options import DryRunOpt, JsonOpt, RecipeOpt, WorkspaceOpt, YesOpt
@@ -34,7 +37,9 @@ def guide(recipe: RecipeOpt = None, workspace: WorkspaceOpt = None, yes: YesOpt 
     from repro.flow.guide import run_guide
     ws = Workspace.open(workspace)
     chosen, reason = resolve_recipe(recipe, ws)
-    result = run_guide(chosen, reason, ws, yes=yes or json, dry_run=dry_run)
+    # --json: the narrative goes to stderr so stdout holds only the JSON; it never implies --yes.
+    with contextlib.redirect_stdout(sys.stderr) if json else contextlib.nullcontext():
+        result = run_guide(chosen, reason, ws, yes=yes, dry_run=dry_run)
     emit(result, json)
     if result.exit_code:
         raise typer.Exit(result.exit_code)

@@ -14,7 +14,7 @@ from rich.text import Text
 from repro.core.errors import InputError
 from repro.results.logs import LoadGenRun, find_runs
 from repro.core.recipes import Recipe, by_system_name, get_recipe
-from repro.ui.views import fmt_num
+from repro.ui.views import device_count, fmt_num, published_phrase
 
 Status = Literal["PASS", "FAIL", "NOT A REPRODUCTION", "NO REFERENCE"]
 MLPERF_MIN_DURATION_MS = 600_000
@@ -78,9 +78,8 @@ class Verdict:
         table.add_column("check", no_wrap=True)
         table.add_column("result", no_wrap=True)
         table.add_column("detail")
-        table.add_row("tokens/s (VM)", fmt_num(self.run.tokens_per_s), f"{self.gpus} GPUs ({self.gpus_source})")
-        table.add_row("tokens/s per GPU", fmt_num(self.per_gpu),
-                      f"published {fmt_num(pub.tokens_per_s_per_gpu)} ({pub.status}, MLPerf {pub.mlperf_round}, ID {pub.mlperf_id})")
+        table.add_row("tokens/s (VM)", fmt_num(self.run.tokens_per_s), f"{device_count(self.gpus, self.recipe)} ({self.gpus_source})")
+        table.add_row("tokens/s per GPU", fmt_num(self.per_gpu), published_phrase(self.recipe))
         if self.band:
             table.add_row(f"band ±{pub.band_pct:g}%", f"{fmt_num(self.band[0])}–{fmt_num(self.band[1])}",
                           "deviation " + (f"{self.deviation_pct:+.1f}%" if self.deviation_pct is not None else "unknown"))

@@ -21,6 +21,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from repro.run.backends.base import Backend, Request, make_backend, recipe_backend_name
+from repro.run.progress import RunProgress, choose_mode
 from repro.setup.dataset import PreparedDataset, load_prepared
 from repro.core.errors import InputError, Interrupted, ReproError, StepFailed
 from repro.core.fsutil import atomic_write_json, atomic_write_text
@@ -189,37 +190,6 @@ class LoadGenSUT:
         self.lg.DestroySUT(self.sut)
 
 
-class Progress:
-    """Samples done, tokens/s so far and ETA on stderr; silent when stderr is not a terminal unless forced."""
-
-    def __init__(self, enabled: bool, total_hint: int) -> None:
-        self.enabled = enabled
-        self.total_hint = max(1, total_hint)
-        self._bar: Any = None
-
-    def __enter__(self) -> "Progress":
-        if self.enabled:
-            from rich.console import Console
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress as RichProgress, TextColumn, TimeRemainingColumn
-            self._bar = RichProgress(TextColumn("[bold]LoadGen"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[rate]}"),
-                                     TextColumn("ETA"), TimeRemainingColumn(), console=Console(stderr=True), transient=False)
-            self._bar.start()
-            self._task = self._bar.add_task("run", total=self.total_hint, rate="")
-        return self
-
-    def update(self, sut: LoadGenSUT) -> None:
-        if self._bar is None:
-            return
-        elapsed = time.monotonic() - sut.t0 if sut.t0 else 0.0
-        rate = f"{sut.tokens_done / elapsed:,.0f} tok/s" if elapsed > 0 else ""
-        total = max(self.total_hint, sut.issued)
-        self._bar.update(self._task, completed=sut.samples_done, total=total, rate=rate)
-
-    def __exit__(self, *exc: Any) -> None:
-        if self._bar is not None:
-            self._bar.stop()
-
-
 def expected_samples(settings: dict[str, Any], scenario: str) -> int:
     """LoadGen's own count: Offline issues max(min_query_count, 1.1 x qps x min_duration) in one query."""
     mq = int(settings.get("min_query_count", 1))
@@ -291,11 +261,14 @@ def run_benchmark(recipe: Recipe | str, ws: Workspace, *, scenario: str = "Offli
     ledger = Ledger.load(ws.ledger_path)
     inputs_hash = sha256_text(f"{recipe.hash()}|{scenario}|{mode}|{bname}|{duration_s}|{samples}")[:16]
     if recipe.demo:
-        from repro.run.demo import prepare_demo
+        from repro.run.demo import calibrate_settings, prepare_demo
         paths = prepare_demo(ws)
         data_dir, model_path = paths["dataset"], paths["model_dir"]
+        calibration = calibrate_settings(settings, paths, recipe, bname, accuracy=accuracy,
+                                         smoke=duration_s is not None or samples is not None)
     else:
         model_path = _resolve_model_dir(recipe, ws, model_dir)
+        calibration = None
     run_dir = new_run_dir(ws, recipe.name, scenario)
     facts = provenance.collect(detect=detect)
     info: dict[str, Any] = {
@@ -307,6 +280,8 @@ def run_benchmark(recipe: Recipe | str, ws: Workspace, *, scenario: str = "Offli
         "model_path": str(model_path) if bname != "sim" else None, "dataset_sha256": None,
         "started": _now(), "finished": None, "settings": settings, "provenance": facts,
     }
+    if calibration is not None:
+        info["demo_calibration"] = calibration
     atomic_write_text(run_dir / "user.conf", user_conf_text(settings, scenario))
     atomic_write_json(run_dir / "run.json", info)
     ledger.start(step, inputs_hash, run_dir=str(run_dir), label=label)
@@ -354,9 +329,9 @@ def run_benchmark(recipe: Recipe | str, ws: Workspace, *, scenario: str = "Offli
         except Exception:  # noqa: BLE001 - power is optional
             sampler = None
         worker = threading.Thread(target=sut.start_test, args=(ts, log), name="repro-loadgen", daemon=True)
-        show = sys.stderr.isatty() if progress is None else progress
         total = len(dataset) if accuracy else expected_samples(settings, scenario)
-        with Progress(show, total) as bar:
+        bar = RunProgress(choose_mode(progress), f"LoadGen {scenario}", total, fixed_total=scenario == "Offline")
+        with bar:
             worker.start()
             if on_started is not None:
                 on_started(sut)
@@ -368,8 +343,9 @@ def run_benchmark(recipe: Recipe | str, ws: Workspace, *, scenario: str = "Offli
                     if interrupted:
                         raise
                     interrupted = True
+                    bar.interrupted(sut)
                     sut.stop()
-            bar.update(sut)
+            bar.finish(sut)
     except KeyboardInterrupt:
         interrupted = True
         if sut is not None:

@@ -21,6 +21,29 @@ def fmt_num(value: Any, digits: int = 1) -> str:
     return f"{float(value):,.{digits}f}"
 
 
+def _known(value: Any) -> bool:
+    return value not in (None, "unknown", "")
+
+
+def device_count(n: int, recipe: Recipe) -> str:
+    """'1 GPU', '8 GPUs', or '1 CPU' for the demo: never '1 GPUs'."""
+    unit = "CPU" if recipe.system.gpu_arch == "cpu" else "GPU"
+    return f"{n} {unit}{'' if n == 1 else 's'}"
+
+
+def published_phrase(recipe: Recipe) -> str:
+    """What the run is compared with, naming only what is known: no 'unknown (unknown, MLPerf unknown, ID unknown)'."""
+    pub = recipe.published
+    if not _known(pub.tokens_per_s_per_gpu):
+        return "nothing published to compare with" + (" (demo)" if recipe.demo else "")
+    facts = [str(pub.status)] if _known(pub.status) else []
+    if _known(pub.mlperf_round):
+        facts.append(f"MLPerf {pub.mlperf_round}")
+    if _known(pub.mlperf_id):
+        facts.append(f"ID {pub.mlperf_id}")
+    return f"published {fmt_num(pub.tokens_per_s_per_gpu)}" + (f" ({', '.join(facts)})" if facts else "")
+
+
 @dataclass
 class RecipeList:
     recipes: list[Recipe]
@@ -36,8 +59,12 @@ class RecipeList:
 
     def __rich__(self) -> Table:
         t = Table(title="Recipes")
+        # name and VM size are what a user matches against their machine: never cut; the rest may fold.
+        keep = {"name": max((len(r.name) for r in self.recipes), default=4),
+                "VM size": max((len(r.system.vm_size or "-") for r in self.recipes), default=7)}
         for col in ("name", "VM size", "GPUs", "precision", "backend", "published tok/s/GPU", "status"):
-            t.add_column(col, justify="right" if col in ("GPUs", "published tok/s/GPU") else "left")
+            t.add_column(col, justify="right" if col in ("GPUs", "published tok/s/GPU") else "left",
+                         no_wrap=col in keep, min_width=keep.get(col), overflow="fold")
         for r in self.recipes:
             status = "demo" if r.demo else ("reference only" if r.reference_only else r.published.status)
             t.add_row(r.name, r.system.vm_size or "-", f"{r.system.gpus_per_vm} x {r.system.gpu_name}",
