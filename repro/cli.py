@@ -20,7 +20,7 @@ from repro.commands import report, run, verify
 from repro.commands import setup_cmd as setup
 from repro.core.errors import explain
 from repro.ui.options import DryRunOpt, JsonOpt, RecipeOpt, WorkspaceOpt, YesOpt
-from repro.ui.output import error
+from repro.ui.output import error, start_command
 
 # Root options that act as defaults for the subcommand (`repro --json status`, `repro --recipe demo`).
 _state: dict[str, Any] = {"debug": bool(os.environ.get("REPRO_DEBUG")), "json": False, "recipe": None,
@@ -36,6 +36,7 @@ def _guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        start_command()
         for key in ("json", "recipe", "workspace"):
             if key in params and _state[key] and not kwargs.get(key):
                 kwargs[key] = _state[key]

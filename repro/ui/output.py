@@ -64,10 +64,23 @@ def json_document(payload: dict[str, Any]) -> str:
     return redact(json.dumps(body, indent=2, default=str, allow_nan=False))
 
 
+_json_written = {"count": 0}
+
+
+def _write_json(payload: dict[str, Any]) -> None:
+    sys.stdout.write(json_document(payload) + "\n")
+    sys.stdout.flush()
+    _json_written["count"] += 1
+
+
+def start_command() -> None:
+    """Each command prints its own one document (tests run many commands in one process)."""
+    _json_written["count"] = 0
+
+
 def emit(result: Result, as_json: bool) -> None:
     if as_json:
-        sys.stdout.write(json_document(result.to_json()) + "\n")
-        sys.stdout.flush()
+        _write_json(result.to_json())
     else:
         console.print(result)
 
@@ -79,11 +92,9 @@ def error(message: str, next_command: str | None = None, *, exit_code: int | Non
     if next_command:
         text += f" Next: {redact(next_command)}"
     err_console.print(f"[bold red]error:[/] {escape(text)}", markup=True, highlight=False)
-    if as_json:
+    if as_json and not _json_written["count"]:  # a result already printed is the one document; its error is on stderr
         hint = redact(next_command) if next_command else None
-        sys.stdout.write(json_document({"ok": False, "error": {"message": redact(message), "next_command": hint,
-                                                               "exit_code": exit_code}}) + "\n")
-        sys.stdout.flush()
+        _write_json({"ok": False, "error": {"message": redact(message), "next_command": hint, "exit_code": exit_code}})
 
 
 def info(message: str) -> None:
