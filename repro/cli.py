@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import functools
+import inspect
 import os
-from typing import Annotated, Any, Callable
+import sys
+import traceback
+from collections.abc import Callable
+from typing import Annotated, Any
 
 import typer
 
@@ -12,40 +16,54 @@ from repro import __version__
 from repro.commands import build_engine as build
 from repro.commands import flow as doctor
 from repro.commands import published, report, run, verify
-from repro.commands import setup_cmd as setup
 from repro.commands import recipes as recipes_cmd
+from repro.commands import setup_cmd as setup
 from repro.core.errors import explain
-from repro.ui.output import error
+from repro.ui.options import DryRunOpt, JsonOpt, RecipeOpt, WorkspaceOpt, YesOpt
+from repro.ui.output import error, start_command
 
-_state = {"debug": bool(os.environ.get("REPRO_DEBUG"))}
+# Root options that act as defaults for the subcommand (`repro --json status`, `repro --recipe demo`).
+_state: dict[str, Any] = {"debug": bool(os.environ.get("REPRO_DEBUG")), "json": False, "recipe": None,
+                          "workspace": None}
 
 
 def _guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Expected failures become one line and an exit code through the error table; bugs keep their traceback."""
+    """Expected failures become one line and an exit code through the error table; bugs keep their traceback.
+
+    The exit code comes from the table whether or not --debug is on; --debug only adds the traceback.
+    """
+    params = set(inspect.signature(fn).parameters)
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        start_command()
+        for key in ("json", "recipe", "workspace"):
+            if key in params and _state[key] and not kwargs.get(key):
+                kwargs[key] = _state[key]
         try:
             return fn(*args, **kwargs)
         except (typer.Exit, typer.Abort):
             raise
         except BaseException as exc:  # noqa: BLE001 - the table decides
             explained = explain(exc)
-            if explained is None or _state["debug"]:
+            if explained is None:
                 raise
-            error(explained.message, explained.next_command)
+            if _state["debug"]:
+                traceback.print_exc(file=sys.stderr)
+            error(explained.message, explained.next_command, exit_code=explained.exit_code,
+                  as_json=bool(kwargs.get("json")))
             raise typer.Exit(explained.exit_code) from None
 
     return wrapper
 
 
 def _app(help_text: str, **kw: Any) -> typer.Typer:
-    return typer.Typer(help=help_text, add_completion=False, pretty_exceptions_enable=False,
-                       rich_markup_mode=None, **kw)
+    kw.setdefault("add_completion", False)
+    return typer.Typer(help=help_text, pretty_exceptions_enable=False, rich_markup_mode=None, **kw)
 
 
 app = _app("Reproduce the published MLPerf Inference Llama-2-70B Offline results and check your number against them.",
-           invoke_without_command=True)
+           invoke_without_command=True, add_completion=True)
 run_app = _app("Run the benchmark through MLCommons LoadGen.", no_args_is_help=True)
 recipes_app = _app("List, show and validate recipes.", no_args_is_help=True)
 published_app = _app("Every published MLPerf Llama-2-70B result (shipped index): list, filter, show one.",
@@ -78,21 +96,79 @@ app.add_typer(published_app, name="published")
 
 def _version(value: bool) -> None:
     if value:
-        typer.echo(f"repro {__version__}")
+        if "--json" in sys.argv[1:]:
+            from repro.ui.output import json_document
+            typer.echo(json_document({"version": __version__}))
+        else:
+            typer.echo(f"repro {__version__}")
         raise typer.Exit()
 
 
 @app.callback()
 def _root(
     ctx: typer.Context,
-    debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks for expected errors too.")] = False,
-    version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version.")] = False,
+    recipe: RecipeOpt = None,
+    workspace: WorkspaceOpt = None,
+    yes: YesOpt = False,
+    dry_run: DryRunOpt = False,
+    json: JsonOpt = False,
+    debug: Annotated[bool, typer.Option(
+        "--debug", help="Also show the traceback of an expected error (exit codes stay the same).")] = False,
+    version: Annotated[bool | None, typer.Option("--version", callback=_version, is_eager=True,
+                                                 help="Print the version.")] = None,
 ) -> None:
-    """With no command, walk through doctor -> setup -> build-engine -> run offline -> verify."""
-    _state["debug"] = bool(os.environ.get("REPRO_DEBUG")) or debug
+    """With no command, walk through doctor -> setup -> build-engine -> run offline -> verify (`repro guide`).
+
+    --recipe, --workspace and --json given here also apply to the command that follows.
+    """
+    _state.update(debug=bool(os.environ.get("REPRO_DEBUG")) or debug, json=json, recipe=recipe, workspace=workspace)
     if ctx.invoked_subcommand is None:
-        _guarded(doctor.guide)()
+        _guarded(doctor.guide)(recipe=recipe, workspace=workspace, yes=yes, dry_run=dry_run, json=json)
 
 
-def main() -> None:
-    app(prog_name="repro")
+_METAVARS = {"recipe": "NAME", "workspace": "DIR", "gpus": "N", "nodes": "N", "expect": "N", "samples": "N",
+             "duration": "SECONDS", "sim_rate": "TOKENS_PER_S", "html": "FILE", "markdown": "FILE",
+             "rerun_failed": "RACK_DIR", "base_image": "IMAGE", "container_image": "IMAGE", "backend": "sim|hf|trtllm",
+             "launcher": "local|slurm", "dataset_source": "fetch|rebuild|both", "partition": "PARTITION"}
+
+
+def _plain_metavars(cmd: Any) -> None:
+    """Help shows NAME, DIR, N: words a user types, never Python types such as <list[Path]>."""
+    for param in cmd.params:
+        if param.metavar is None and not getattr(param, "is_flag", False) and param.name:
+            param.metavar = _METAVARS.get(param.name, param.name.upper())
+        if param.param_type_name == "argument":
+            param.display_type_rich = lambda ctx: None  # the name says it; Typer would append <path>
+    for sub in getattr(cmd, "commands", {}).values():
+        _plain_metavars(sub)
+
+
+def _json_requested(args: list[str]) -> bool:
+    return "--json" in args[: args.index("--")] if "--" in args else "--json" in args
+
+
+def main(args: list[str] | None = None) -> None:
+    """The console script: usage errors get the same one-line (and --json) treatment as every other error."""
+    argv = list(sys.argv[1:] if args is None else args)
+    cmd = typer.main.get_command(app)
+    _plain_metavars(cmd)
+    try:
+        rv = cmd.main(args=argv, prog_name="repro", standalone_mode=False)
+    except typer.TyperException as exc:  # Typer's vendored Click: usage errors and bad parameters
+        ctx = getattr(exc, "ctx", None)
+        where = ctx.command_path if ctx is not None else "repro"
+        show = getattr(exc, "show", None)
+        if show is not None:
+            show()
+        else:
+            error(exc.format_message())
+        if _json_requested(argv):
+            from repro.ui.output import json_document
+            sys.stdout.write(json_document({"ok": False, "error": {"message": exc.format_message(),
+                                                                   "next_command": f"`{where} --help`",
+                                                                   "exit_code": exc.exit_code}}) + "\n")
+        sys.exit(exc.exit_code)
+    except typer.Abort:
+        error("Aborted.", "`repro status`", exit_code=1, as_json=_json_requested(argv))
+        sys.exit(1)
+    sys.exit(rv if isinstance(rv, int) else 0)

@@ -180,8 +180,20 @@ def test_docker_unreachable_is_fail_for_container_recipes(monkeypatch, tmp_path)
     monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-docker.sock")
     (engine,) = check_docker(get_recipe("nd-h100-v5"), timeout=1)
     assert engine.level == "FAIL" and "systemctl start docker" in engine.fix
+    assert engine.detail == "not reachable: no Docker socket (the engine is not installed or not running)"
     (demo,) = check_docker(get_recipe("demo"), timeout=1)
-    assert demo.level == "PASS" and "not needed" in demo.detail
+    assert demo.level == "SKIP" and demo.detail == "not needed by recipe demo"
+
+
+def test_demo_doctor_skips_what_it_does_not_check_and_shows_no_exception_text(monkeypatch, tmp_path):
+    """Unchecked rows say SKIP with the reason, never PASS, and no client exception text leaks into a row."""
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-docker.sock")
+    res = runner.invoke(app, ["doctor", "--recipe", "demo", "--json"])
+    rows = {c["name"]: c for c in json.loads(res.stdout)["checks"]}
+    skipped = {n for n, c in rows.items() if c["status"] == "SKIP"}
+    assert {"GPU", "driver/CUDA", "Docker engine", "local NVMe", "Hugging Face"} <= skipped
+    assert all("not needed" in rows[n]["detail"] for n in skipped)
+    assert not any("Error" in c["detail"] or "(" in c["detail"] and "Errno" in c["detail"] for c in rows.values())
 
 
 def test_docker_engine_reachable_reports_runtime():

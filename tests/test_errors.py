@@ -37,7 +37,27 @@ def test_debug_shows_the_traceback_for_expected_errors(monkeypatch):
     plain = runner.invoke(app, ["doctor", "--recipe", "no-such"])
     assert plain.exit_code == 2 and "Next:" in plain.output and plain.exception is not None
     debug = runner.invoke(app, ["--debug", "doctor", "--recipe", "no-such"])
-    assert debug.exit_code != 0 and type(debug.exception).__name__ == "RecipeError"
+    assert debug.exit_code == plain.exit_code == 2, "--debug adds the traceback, never changes the exit code"
+    assert "Traceback" in debug.stderr and "RecipeError" in debug.stderr and "Next:" in debug.stderr
+
+
+def test_json_error_is_one_document_on_stdout_and_a_line_on_stderr():
+    """Through a real pipe: the exit code, stdout's one JSON object and stderr's line agree, with or without --debug."""
+    import subprocess
+    import sys
+    for extra in ([], ["--debug"]):
+        proc = subprocess.run([sys.executable, "-c", "from repro.cli import main; main()", *extra, "verify",
+                               "/no/such/run", "--json"], capture_output=True, text=True, timeout=120)
+        doc = json.loads(proc.stdout)
+        assert proc.returncode == 2 == doc["error"]["exit_code"]
+        assert doc["schema_version"] == 1 and doc["ok"] is False
+        assert "/no/such/run" in doc["error"]["message"] and "repro verify" in doc["error"]["next_command"]
+        assert "error: /no/such/run" in proc.stderr
+    usage = subprocess.run([sys.executable, "-c", "from repro.cli import main; main()", "status", "--bogus", "--json"],
+                           capture_output=True, text=True, timeout=120)
+    doc = json.loads(usage.stdout)
+    assert usage.returncode == 2 == doc["error"]["exit_code"] and "--bogus" in doc["error"]["message"]
+    assert doc["error"]["next_command"] == "`repro status --help`"
 
 
 def test_v1_ledger_is_migrated(tmp_path):

@@ -114,7 +114,8 @@ def test_yes_and_non_tty_never_ask():
 def test_dry_run_changes_nothing_through_cli():
     res = runner.invoke(app, ["guide", "--recipe", "demo", "--dry-run", "--json"])
     assert res.exit_code == 0, res.output
-    doc = json.loads(res.stdout[res.stdout.index('{\n  "recipe"'):])
+    doc = json.loads(res.stdout)
+    assert doc["schema_version"] == 1
     assert [s["status"] for s in doc["steps"]] == ["done", "dry-run", "skipped", "dry-run", "dry-run"]
     assert not Workspace.open().ledger_path.exists()
 

@@ -197,7 +197,7 @@ def test_cli_bad_input_is_one_line(ws: Workspace) -> None:
 def test_cli_dry_run_changes_nothing(ws: Workspace) -> None:
     result = CliRunner().invoke(app, ["run", "offline", "--recipe", RECIPE, "--backend", "sim", "--duration", "30", "--dry-run", "--json"])
     assert result.exit_code == 0, result.output
-    doc = json.loads(result.output)
+    doc = json.loads(result.stdout)
     assert doc["status"] == "dry-run" and doc["details"]["label"] == "simulated"
     assert "llama2-70b.Offline.min_duration = 30000" in doc["details"]["user_conf"]
     assert not ws.runs.exists() or not any(ws.runs.iterdir())
@@ -206,7 +206,7 @@ def test_cli_dry_run_changes_nothing(ws: Workspace) -> None:
 def test_cli_demo_default_runs_real_loadgen_on_cpu(ws: Workspace) -> None:
     result = CliRunner().invoke(app, ["run", "offline", "--recipe", "demo", "--json"])
     assert result.exit_code == 0, result.output
-    doc = json.loads(result.output)
+    doc = json.loads(result.stdout)
     run_dir = Path(doc["details"]["log_dir"])
     assert doc["details"]["label"] == "demo" and doc["details"]["backend"] == "hf"
     assert (ws.models / "tiny-llama" / "model.safetensors").exists()

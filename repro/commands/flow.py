@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 
 from repro.ui.options import DryRunOpt, JsonOpt, RecipeOpt, WorkspaceOpt, YesOpt
-from repro.ui.output import confirm, emit, info, show
+from repro.ui.output import confirm, emit, info, show, show_err
 from repro.core.workspace import Workspace
 
 
@@ -34,8 +34,9 @@ def guide(recipe: RecipeOpt = None, workspace: WorkspaceOpt = None, yes: YesOpt 
     from repro.flow.guide import run_guide
     ws = Workspace.open(workspace)
     chosen, reason = resolve_recipe(recipe, ws)
-    result = run_guide(chosen, reason, ws, yes=yes or json, dry_run=dry_run, ask=confirm,
-                       show=(lambda _: None) if json else show)
+    # --json: the narrative goes to stderr so stdout holds only the JSON; it never implies --yes.
+    result = run_guide(chosen, reason, ws, yes=yes, dry_run=dry_run, ask=confirm,
+                       show=show_err if json else show)
     emit(result, json)
     if result.exit_code:
         raise typer.Exit(result.exit_code)

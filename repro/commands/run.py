@@ -140,7 +140,7 @@ def _run(scenario: str, recipe: Optional[str], workspace: Any, backend: Optional
     if not dry_run:
         _sigterm_as_interrupt()
     outcome = run_benchmark(chosen, ws, scenario=scenario, backend=backend, duration_s=duration,
-                            samples=samples, accuracy=accuracy, dry_run=dry_run, progress=False if json else None,
+                            samples=samples, accuracy=accuracy, dry_run=dry_run, progress=None,
                             rate_tokens_per_s=sim_rate, argv=["repro", *sys.argv[1:]], endpoints=endpoint or None,
                             servers=ServerOptions(keep=keep_servers, ready_timeout_s=ready_timeout),
                             compliance=compliance, into=into)

@@ -44,6 +44,11 @@ class SetupView:
         if comparison:
             parts.append(Text(f"published vs rebuilt dataset: same content {comparison['same_content']}, "
                               f"same file bytes {comparison['same_file']}"))
+        for note in self.outcome.details.get("notes") or []:
+            parts.append(Text(f"note: {note}", style="yellow"))
+        checks = self.outcome.details.get("checks") or []
+        if checks:
+            parts.append(Text("checksums: " + "; ".join(checks), style="dim"))
         parts.append(renderable(self.outcome))
         return Group(*parts)
 
@@ -57,9 +62,8 @@ def setup(recipe: RecipeOpt = None, workspace: WorkspaceOpt = None, dry_run: Dry
         raise InputError(f"--dataset-source {dataset_source!r}: use fetch, rebuild or both.", "`repro setup --help`")
     ws = Workspace.open(workspace)
     chosen, _ = resolve_recipe(recipe, ws)
-    outcome = run_setup(chosen, ws, dry_run=dry_run, yes=yes or json, force=force,
-                        source=dataset_source,
-                        progress=None if json else download_progress, confirm=confirm)  # type: ignore[arg-type]
+    outcome = run_setup(chosen, ws, dry_run=dry_run, yes=yes, force=force, source=dataset_source,  # type: ignore[arg-type]
+                        progress=None if json else download_progress, confirm=confirm)
     emit(SetupView(outcome), json)
     if not outcome.ok:
         raise typer.Exit(1)

@@ -99,6 +99,11 @@ def explain(exc: BaseException) -> Explained | None:
     """Map an exception to a message, or None when it is a bug and deserves its traceback."""
     if isinstance(exc, ReproError):
         return Explained(exc.message, exc.next_command, exc.exit_code)
+    from repro.core.extras import missing_extra
+    if (missing := missing_extra(exc)) is not None:
+        module, extra = missing
+        return Explained(f"This command needs the optional package '{module}', which is not installed.",
+                         f"`pip install 'repro[{extra}]'` (from a clone: `pip install -e '.[{extra}]'`)", 2)
     if isinstance(exc, KeyboardInterrupt):
         return Explained("Interrupted; finished steps are kept in the ledger.", "`repro status`", 130)
     for exc_type, fn in _external_mappings():

@@ -19,7 +19,7 @@ from repro.core.errors import ReproError
 from repro.core.recipes import Recipe
 from repro.core.workspace import Workspace
 
-Level = Literal["PASS", "WARN", "FAIL"]
+Level = Literal["PASS", "WARN", "FAIL", "SKIP"]
 GB = 1024 ** 3
 
 
@@ -87,8 +87,9 @@ def check_recipe(recipe: Recipe | None, reason: str) -> Check:
 def check_gpus(recipe: Recipe | None, info: SystemInfo) -> list[Check]:
     """Model, count and architecture against what the recipe was published on."""
     if not _needs_gpu(recipe):
-        found = f"{len(info.gpus)} GPU(s)" if info.gpus else (info.nvml_error or "no GPU")
-        return [Check("GPU", "PASS", f"{_not_needed(recipe)} ({found})")]
+        n = len(info.gpus)
+        found = f"{n} GPU{'' if n == 1 else 's'} found" if n else "no GPU found"
+        return [Check("GPU", "SKIP", f"{_not_needed(recipe)} ({found})")]
     assert recipe is not None
     if info.nvml_error or not info.gpus:
         return [Check("GPU", "FAIL", info.nvml_error or "NVML reports no GPU",
@@ -129,7 +130,7 @@ def _min_cuda(recipe: Recipe) -> tuple[int, int]:
 
 def check_driver(recipe: Recipe | None, info: SystemInfo) -> Check:
     if not _needs_gpu(recipe):
-        return Check("driver/CUDA", "PASS", f"{_not_needed(recipe)} (driver {info.driver or 'none'})")
+        return Check("driver/CUDA", "SKIP", _not_needed(recipe))
     assert recipe is not None
     if not info.driver or not info.cuda_driver:
         return Check("driver/CUDA", "FAIL", info.nvml_error or "driver version unknown",
@@ -153,10 +154,9 @@ def check_docker(recipe: Recipe | None, timeout: float = 3.0) -> list[Check]:
         client.ping()
         info = client.info()
     except Exception as exc:  # noqa: BLE001 - any failure means unreachable
-        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         if not needed:
-            return [Check("Docker engine", "PASS", f"{_not_needed(recipe)} (unreachable: {first[:120]})")]
-        return [Check("Docker engine", miss, f"not reachable: {first[:200]}",
+            return [Check("Docker engine", "SKIP", _not_needed(recipe))]
+        return [Check("Docker engine", miss, f"not reachable: {docker_problem(exc)}",
                       "start it (`sudo systemctl start docker`) and add yourself to the docker group")]
     checks = [Check("Docker engine", "PASS", f"Docker {info.get('ServerVersion', '?')} reachable")]
     runtimes = set((info.get("Runtimes") or {}).keys())
@@ -167,8 +167,24 @@ def check_docker(recipe: Recipe | None, timeout: float = 3.0) -> list[Check]:
                             "install nvidia-container-toolkit, then `sudo nvidia-ctk runtime configure --runtime=docker`"
                             " and restart Docker"))
     else:
-        checks.append(Check("NVIDIA container runtime", "PASS", _not_needed(recipe)))
+        checks.append(Check("NVIDIA container runtime", "SKIP", _not_needed(recipe)))
     return checks
+
+
+def docker_problem(exc: BaseException) -> str:
+    """The Docker client's failure in words: the cause, never the client's own exception text."""
+    text = str(exc).lower()
+    if isinstance(exc, ModuleNotFoundError):
+        return "the docker Python package is not installed"
+    if "permission denied" in text:
+        return "permission denied on the Docker socket (your user is not in the docker group)"
+    if "no such file" in text or "filenotfounderror" in text:
+        return "no Docker socket (the engine is not installed or not running)"
+    if "timed out" in text or "timeout" in text:
+        return "the engine did not answer in time"
+    if "connection refused" in text:
+        return "the engine refused the connection (not running)"
+    return "the engine did not answer"
 
 
 def _existing(path: Path) -> Path:
@@ -220,7 +236,9 @@ def check_nvme(recipe: Recipe | None, ws: Workspace, mounts_file: Path = Path("/
         if root == Path(mnt) or Path(mnt) in root.parents:
             return Check("local NVMe", "PASS", f"workspace is on {mnt} ({dev})")
     heavy = _needs_gpu(recipe)
-    level: Level = "WARN" if heavy else "PASS"
+    if not heavy:
+        return Check("local NVMe", "SKIP", _not_needed(recipe))
+    level: Level = "WARN"
     if mounts:
         dev, mnt = mounts[0]
         return Check("local NVMe", level, f"{mnt} ({dev}) is mounted but the workspace {root} is not on it",
@@ -245,7 +263,7 @@ def _hf_token() -> str | None:
 def check_hf(recipe: Recipe | None, timeout: float = 5.0) -> list[Check]:
     """Token present and the (gated) model repo readable with it; the token itself is never shown."""
     if recipe is None or recipe.demo or recipe.model.repo_id.startswith("repro-local/"):
-        return [Check("Hugging Face", "PASS", "not needed by this recipe (model is built locally)")]
+        return [Check("Hugging Face", "SKIP", "not needed by this recipe (model is built locally)")]
     token = _hf_token()
     if not token:
         return [Check("HF token", "FAIL", "no Hugging Face token (HF_TOKEN or `hf auth login`)",
@@ -279,7 +297,9 @@ def check_loadgen() -> Check:
         import mlperf_loadgen  # noqa: F401
     except Exception as exc:  # noqa: BLE001
         arm = platform.machine() == "aarch64"
-        return Check("LoadGen", "FAIL", f"`import mlperf_loadgen` failed: {exc}",
+        why = ("not installed" if isinstance(exc, ModuleNotFoundError)
+               else f"installed but cannot be loaded ({type(exc).__name__})")
+        return Check("LoadGen", "FAIL", f"mlperf_loadgen is {why}",
                      "build it from mlcommons/inference loadgen/ (no aarch64 wheels on PyPI)" if arm
                      else "`pip install mlcommons-loadgen`")
     try:

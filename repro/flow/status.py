@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -19,7 +20,7 @@ def step_command(step: str, recipe: Recipe | None, run_dir: str | None = None) -
     r = f" --recipe {recipe.name}" if recipe else ""
     return {"setup": f"repro setup{r}", "build-engine": f"repro build-engine{r}",
             "run-offline": f"repro run offline{r}",
-            "verify": f"repro verify {run_dir}" if run_dir else f"repro verify <run folder>{r}"}[step]
+            "verify": f"repro verify {shlex.quote(run_dir)}" if run_dir else f"repro verify <run folder>{r}"}[step]
 
 
 def needs_step(step: str, recipe: Recipe | None) -> bool:
@@ -76,6 +77,10 @@ def _outputs_present(rec: StepRecord) -> str | None:
 
 def step_state(step: str, ledger: Ledger, recipe: Recipe | None, upstream: list[str]) -> StepState:
     rec = ledger.get(step)
+    if rec is None and step == "setup" and recipe is not None and recipe.demo:
+        run = ledger.get("run-offline")
+        if run is not None and run.status == "done":
+            return StepState(step, "done", "the demo run built its model and sample itself", run.finished)
     if rec is None:
         if not needs_step(step, recipe):
             return StepState(step, "not needed", f"recipe {recipe.name if recipe else '?'} has no engine to build")
@@ -122,7 +127,11 @@ class StatusReport:
     def next_command(self) -> str:
         nxt = self.next_step
         if nxt is None:
-            return "all steps done: `repro report`, or `repro run offline` for another run"
+            again = step_command("run-offline", self.recipe)
+            if self.run_dir:
+                report = f"repro report {shlex.quote(self.run_dir)} --html report.html"
+                return f"all steps done: `{report}`, or `{again}` for another run"
+            return f"all steps done: `{again}` for another run"
         return step_command(nxt.step, self.recipe, self.run_dir)
 
     def to_json(self) -> dict[str, Any]:

@@ -92,3 +92,83 @@ def prepare_demo(ws: Workspace, *, sample: Path | None = None) -> dict[str, Path
         save_prepared(data_dir, DATASET_NAME, prompts, olens, outputs, source=f"builtin:{BUILTIN_SAMPLE.name}",
                       extra={"tokenizer": str(model_dir), "ids": [r["id"] for r in rows]})
     return {"model_dir": model_dir, "dataset": data_dir}
+
+
+# The demo's run must outlast LoadGen's min_duration on any CPU: Offline issues 1.1 x target_qps x
+# min_duration samples at once, so target_qps is set from a measured rate with this much headroom.
+CALIBRATION_HEADROOM = 3.0
+
+
+class _ProbeSink:
+    """Counts completions from a backend outside LoadGen; a failure ends the probe and is re-raised."""
+
+    def __init__(self) -> None:
+        import threading
+        self.expected = 0
+        self.done = 0
+        self.error: BaseException | None = None
+        self.finished = threading.Event()
+
+    def expect(self, count: int) -> None:
+        self.expected, self.done = count, 0
+        self.finished.clear()
+
+    def first_tokens(self, events: Any) -> None:
+        pass
+
+    def completed(self, events: Any) -> None:
+        self.done += len(events)
+        if self.done >= self.expected:
+            self.finished.set()
+
+    def failed(self, exc: BaseException) -> None:
+        self.error = exc
+        self.finished.set()
+
+
+def calibrate(model_dir: Path, dataset_dir: Path, *, max_tokens: int, min_duration_ms: int, batch: int = 64,
+              timeout_s: float = 600.0) -> dict[str, Any]:
+    """Time the real hf backend on one warm batch of demo prompts; returns the target_qps that keeps the run VALID.
+
+    A warm-up batch runs first (the first generate call pays for lazy initialisation), then one
+    timed batch of the size the run uses. The run then issues enough samples to last about
+    CALIBRATION_HEADROOM x 1.1 x min_duration at the measured rate.
+    """
+    import time
+
+    from repro.run.backends.base import Request
+    from repro.run.backends.hf import HFBackend
+
+    dataset = load_prepared(dataset_dir)
+    n = max(1, min(batch, len(dataset)))
+    backend = HFBackend(model_dir, batch_size=batch)
+    sink = _ProbeSink()
+    rates = []
+    try:
+        backend.start(sink)
+        for round_no, count in enumerate((min(8, n), n)):
+            sink.expect(count)
+            start = time.monotonic()
+            backend.submit([Request(round_no * n + i, i, dataset.prompt(i), max_tokens) for i in range(count)])
+            if not sink.finished.wait(timeout_s) or sink.error is not None:
+                raise sink.error or TimeoutError(f"the demo calibration did not finish in {timeout_s:g} s")
+            rates.append(count / max(time.monotonic() - start, 1e-6))
+    finally:
+        backend.close()
+    measured = rates[-1]
+    qps = max(1.0, round(measured * CALIBRATION_HEADROOM, 1))
+    return {"probe_samples": n, "probe_samples_per_s": round(measured, 2), "headroom": CALIBRATION_HEADROOM,
+            "target_qps": qps, "min_duration_ms": min_duration_ms,
+            "expected_run_s": round(1.1 * qps * min_duration_ms / 1000 / measured, 1)}
+
+
+def calibrate_settings(settings: dict[str, Any], paths: dict[str, Path], recipe: Any, backend: str, *, smoke: bool,
+                       accuracy: bool) -> dict[str, Any] | None:
+    """The demo's performance run only: the recipe's fixed target_qps becomes a measured one (kept in run.json)."""
+    if backend != "hf" or smoke or accuracy:
+        return None
+    result = calibrate(paths["model_dir"], paths["dataset"], max_tokens=recipe.loadgen.max_tokens,
+                       min_duration_ms=int(settings["min_duration"]))
+    result["recipe_target_qps"] = settings["target_qps"]
+    settings["target_qps"] = result["target_qps"]
+    return result

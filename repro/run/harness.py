@@ -22,6 +22,7 @@ import numpy as np
 
 from repro.run.backends.base import Backend, Request, make_backend, recipe_backend_name
 from repro.run.servers import ServerDied, ServerFleet, ServerOptions, dry_run_details, plan_servers
+from repro.run.progress import RunProgress, choose_mode
 from repro.setup.dataset import PreparedDataset, load_prepared
 from repro.core.errors import InputError, Interrupted, ReproError, StepFailed
 from repro.core.fsutil import atomic_write_json, atomic_write_text
@@ -283,37 +284,6 @@ class LoadGenSUT:
         self.lg.DestroySUT(self.sut)
 
 
-class Progress:
-    """Samples done, tokens/s so far and ETA on stderr; silent when stderr is not a terminal unless forced."""
-
-    def __init__(self, enabled: bool, total_hint: int) -> None:
-        self.enabled = enabled
-        self.total_hint = max(1, total_hint)
-        self._bar: Any = None
-
-    def __enter__(self) -> "Progress":
-        if self.enabled:
-            from rich.console import Console
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress as RichProgress, TextColumn, TimeRemainingColumn
-            self._bar = RichProgress(TextColumn("[bold]LoadGen"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[rate]}"),
-                                     TextColumn("ETA"), TimeRemainingColumn(), console=Console(stderr=True), transient=False)
-            self._bar.start()
-            self._task = self._bar.add_task("run", total=self.total_hint, rate="")
-        return self
-
-    def update(self, sut: LoadGenSUT) -> None:
-        if self._bar is None:
-            return
-        elapsed = time.monotonic() - sut.t0 if sut.t0 else 0.0
-        rate = f"{sut.tokens_done / elapsed:,.0f} tok/s" if elapsed > 0 else ""
-        total = max(self.total_hint, sut.issued)
-        self._bar.update(self._task, completed=sut.samples_done, total=total, rate=rate)
-
-    def __exit__(self, *exc: Any) -> None:
-        if self._bar is not None:
-            self._bar.stop()
-
-
 def expected_samples(settings: dict[str, Any], scenario: str) -> int:
     """LoadGen's own count: Offline issues max(min_query_count, 1.1 x qps x min_duration) in one query."""
     mq = int(settings.get("min_query_count", 1))
@@ -408,11 +378,14 @@ def run_benchmark(recipe: Recipe | str, ws: Workspace, *, scenario: str = "Offli
     ledger = Ledger.load(ws.ledger_path)
     inputs_hash = sha256_text(f"{recipe.hash()}|{scenario}|{mode}|{bname}|{duration_s}|{samples}")[:16]
     if recipe.demo:
-        from repro.run.demo import prepare_demo
+        from repro.run.demo import calibrate_settings, prepare_demo
         paths = prepare_demo(ws)
         data_dir, model_path = paths["dataset"], paths["model_dir"]
+        calibration = calibrate_settings(settings, paths, recipe, bname, accuracy=accuracy,
+                                         smoke=duration_s is not None or samples is not None)
     else:
         model_path = _resolve_model_dir(recipe, ws, model_dir)
+        calibration = None
     run_dir, paired = choose_run_dir(ws, recipe, scenario, kind, bname, into)
     log_dir = kind_dir(run_dir, kind)
     log_dir.mkdir(parents=True, exist_ok=True)
@@ -430,6 +403,8 @@ def run_benchmark(recipe: Recipe | str, ws: Workspace, *, scenario: str = "Offli
     if compliance:
         info["compliance"] = {"test": compliance, "audit_settings": compliance_settings(compliance)}
         atomic_write_text(log_dir / AUDIT_CONFIG, audit_config_text())
+    if calibration is not None:
+        info["demo_calibration"] = calibration
     atomic_write_text(log_dir / "user.conf", user_conf_text(settings, scenario))
     atomic_write_json(log_dir / "run.json", info)
     ledger.start(step, inputs_hash, run_dir=str(run_dir), label=label)
@@ -490,10 +465,10 @@ def run_benchmark(recipe: Recipe | str, ws: Workspace, *, scenario: str = "Offli
         # Only the run's own audit.config (TEST06) is ever applied: a stray one in the shell's folder is not.
         worker = threading.Thread(target=sut.start_test, args=(ts, log, str(log_dir / AUDIT_CONFIG)),
                                   name="repro-loadgen", daemon=True)
-        show = sys.stderr.isatty() if progress is None else progress
         planned = {**settings, **compliance_settings(compliance)}
         total = len(dataset) if accuracy else expected_samples(planned, scenario)
-        with Progress(show, total) as bar:
+        bar = RunProgress(choose_mode(progress), f"LoadGen {scenario}", total, fixed_total=scenario == "Offline")
+        with bar:
             worker.start()
             if on_started is not None:
                 on_started(sut)
@@ -505,8 +480,9 @@ def run_benchmark(recipe: Recipe | str, ws: Workspace, *, scenario: str = "Offli
                     if interrupted:
                         raise
                     interrupted = True
+                    bar.interrupted(sut)
                     sut.stop()
-            bar.update(sut)
+            bar.finish(sut)
     except KeyboardInterrupt:
         interrupted = True
         if sut is not None:

@@ -90,8 +90,11 @@ def _local_action(dest: Path, size: int | None) -> str:
 
 def _url_size(url: str) -> int | None:
     """Content-Length from a HEAD without credentials: the HF token is never sent off the hub."""
+    import os
     import urllib.error
     import urllib.request
+    if os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes"):
+        return None
     try:
         with urllib.request.urlopen(urllib.request.Request(url, method="HEAD"), timeout=10) as r:
             return int(r.headers["Content-Length"])
@@ -121,6 +124,45 @@ def plan_setup(recipe: Recipe, ws: Workspace, token: str | None, source: Dataset
     plan.rows.append(PlanRow("prepared arrays", "made locally from the sampled set", prepared_dir(ws, recipe), None,
                              "keep" if (prepared_dir(ws, recipe) / "manifest.json").exists() else "write"))
     return plan
+
+
+def recipe_plan(recipe: Recipe, ws: Workspace, source: DatasetSource, why: str) -> SetupPlan:
+    """A dry run's plan from the recipe alone, when the hub cannot be asked: sizes are the recipe's, not the hub's."""
+    plan = SetupPlan(recipe, ws, None)
+    size_gb = recipe.model.size_gb
+    size = int(float(size_gb) * 1e9) if isinstance(size_gb, (int, float)) else None
+    mdir = model_dir(ws, recipe)
+    plan.rows.append(PlanRow(f"model {recipe.model.repo_id} ({', '.join(recipe.model.allow_patterns)})",
+                             f"{hub.endpoint()}/{recipe.model.repo_id}/tree/{recipe.model.revision}", mdir, size,
+                             "keep or resume" if mdir.is_dir() else "download"))
+    if source in ("fetch", "both"):
+        for role, fname in recipe.dataset.files.items():
+            dest = data_dir(ws, recipe) / fname
+            plan.rows.append(PlanRow(f"dataset {role}", recipe.dataset.urls.get(role, "(no URL in the recipe)"), dest, None,
+                                     _local_action(dest, None)))
+    if source in ("rebuild", "both"):
+        dest = ws.data / "raw" / RAW_REPO.split("/")[-1] / RAW_FILE
+        plan.rows.append(PlanRow("raw OpenOrca parquet", f"{hub.endpoint()}/datasets/{RAW_REPO}/resolve/{RAW_REVISION}/{RAW_FILE}",
+                                 dest, None, _local_action(dest, None)))
+    plan.rows.append(PlanRow("prepared arrays", "made locally from the sampled set", prepared_dir(ws, recipe), None,
+                             "keep" if (prepared_dir(ws, recipe) / "manifest.json").exists() else "write"))
+    plan.notes.append(f"The hub was not asked ({why}): this plan comes from the recipe, so the sizes are the recipe's "
+                      f"(model.size_gb = {size_gb}), dataset sizes are unknown, and the exact file list and revision "
+                      "are checked when `repro setup` runs.")
+    return plan
+
+
+def checksum_policy(recipe: Recipe) -> list[str]:
+    """Which files are checked against a published digest, and which only against the one recorded at first download."""
+    lines = [f"model files: the size and SHA-256 the hub publishes for {recipe.model.repo_id} at the pinned revision"]
+    for role, fname in recipe.dataset.files.items():
+        pinned = recipe.dataset.sha256.get(role)
+        if pinned not in (None, "unknown"):
+            lines.append(f"dataset {role} ({fname}): SHA-256 pinned in the recipe ({str(pinned)[:12]}…), as MLCommons publishes it")
+        else:
+            lines.append(f"dataset {role} ({fname}): no published checksum; trust on first use (its SHA-256 is "
+                         "recorded at the first download and every later run is checked against it)")
+    return lines
 
 
 def check_disk(plan: SetupPlan) -> tuple[int, int]:
@@ -254,12 +296,14 @@ def _demo(recipe: Recipe, ws: Workspace, dry_run: bool) -> StepOutcome:
 def _dry_run_outcome(plan: SetupPlan, need: int, free: int) -> StepOutcome:
     rows = [r.to_json() for r in plan.rows]
     short = " NOT ENOUGH DISK SPACE." if free < need else ""
+    whose = "" if plan.model is not None else " (the recipe's size, the hub was not asked)"
     return StepOutcome(step=STEP, status="dry-run",
-                       summary=f"would fetch {plan.download_bytes / 1e9:,.2f} GB for {plan.recipe.name} into {plan.ws.root}; "
+                       summary=f"would fetch {plan.download_bytes / 1e9:,.2f} GB{whose} for {plan.recipe.name} into {plan.ws.root}; "
                                f"{free / 1e9:,.1f} GB free, {need / 1e9:,.1f} GB needed.{short}",
                        details={"recipe": plan.recipe.name, "workspace": str(plan.ws.root), "revision": plan.model.commit if plan.model else None,
                                 "download_bytes": plan.download_bytes, "free_bytes": free, "needed_bytes": need, "files": rows,
-                                "notes": plan.notes})
+                                "sizes_from": "hub" if plan.model is not None else "recipe",
+                                "notes": plan.notes, "checks": checksum_policy(plan.recipe)})
 
 
 def run_setup(recipe: Recipe, ws: Workspace, *, dry_run: bool = False, yes: bool = True, force: bool = False,
@@ -271,10 +315,15 @@ def run_setup(recipe: Recipe, ws: Workspace, *, dry_run: bool = False, yes: bool
         raise InputError(f"recipe {recipe.name} is reference-only (a published system nobody runs through repro).",
                          "`repro recipes list` and pick a runnable recipe")
     token = hub.get_token()
+    if dry_run:
+        try:
+            plan = plan_setup(recipe, ws, token, source)
+        except ReproError as exc:
+            plan = recipe_plan(recipe, ws, source, exc.message.rstrip("."))
+        need, free = check_disk(plan)
+        return _dry_run_outcome(plan, need, free)
     plan = plan_setup(recipe, ws, token, source)
     need, free = check_disk(plan)
-    if dry_run:
-        return _dry_run_outcome(plan, need, free)
     if free < need:
         raise ReproError(f"Not enough free disk space under {ws.root}: {free / 1e9:,.1f} GB free, {need / 1e9:,.1f} GB needed "
                          f"(recipe {recipe.name} disk_needed_gb={recipe.disk_needed_gb:g}, less what is already there).",
@@ -311,7 +360,8 @@ def run_setup(recipe: Recipe, ws: Workspace, *, dry_run: bool = False, yes: bool
                 else:
                     dataset_files = built
         arts += _prepare(recipe, ws, dataset_files["sampled"], dataset_files.get("calibration"))
-        details.update(prepared_dir=str(prepared_dir(ws, recipe)), files=files, fetched_at=times)
+        details.update(prepared_dir=str(prepared_dir(ws, recipe)), files=files, fetched_at=times,
+                       checks=checksum_policy(recipe))
         ledger.finish(STEP, arts, **details)
     except KeyboardInterrupt:
         _record_failure(ledger, "interrupted by the user; partial files are kept as *.incomplete", interrupted=True)

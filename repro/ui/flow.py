@@ -32,7 +32,8 @@ def doctor_report(r: DoctorReport) -> Group:
     style = _CHECK_STYLE["WARN" if r.verdict == "WARN" else r.verdict]
     summary = (f"[{style}]{r.verdict}[/]: {len(r.failed)} failed, "
                f"{sum(c.level == 'WARN' for c in r.checks)} warnings, "
-               f"{sum(c.level == 'PASS' for c in r.checks)} passed. "
+               f"{sum(c.level == 'PASS' for c in r.checks)} passed, "
+               f"{sum(c.level == 'SKIP' for c in r.checks)} skipped. "
                f"Recipe: {escape(r.recipe or '(none)')} ({escape(r.recipe_reason)}).")
     if r.failed:
         summary += " Fix the FAIL rows, then `repro doctor` again."

@@ -1,27 +1,85 @@
-"""The one output path: every command returns a result object, shown with Rich or as JSON."""
+"""The one output path: every command returns a result object, shown with Rich or as JSON.
+
+With --json, stdout carries exactly one JSON document (results and errors alike, each with
+`schema_version`); everything for people goes to stderr. When a stream is not a terminal, Rich
+gets a width no line reaches, so paths, commands and scripts are never wrapped in pipes and logs.
+"""
 
 from __future__ import annotations
 
 import json
+import math
 import sys
-from typing import Any, Protocol
+from typing import IO, Any, Protocol
 
 from rich.console import Console
 from rich.markup import escape
 
 from repro.core.secrets import redact
 
-console = Console(highlight=False, soft_wrap=False)
-err_console = Console(stderr=True, highlight=False, soft_wrap=True)
+SCHEMA_VERSION = 1
+# A pipe or a log file has no width; this one is wider than any path, command or script line.
+UNWRAPPED_WIDTH = 100_000
+
+
+def _width(stream: IO[str]) -> int | None:
+    """None (Rich measures the terminal) on a terminal; a width no line reaches anywhere else."""
+    try:
+        tty = stream.isatty()
+    except (AttributeError, ValueError):
+        tty = False
+    return None if tty else UNWRAPPED_WIDTH
+
+
+def make_console(stderr: bool = False) -> Console:
+    """An explicit width also keeps a COLUMNS variable from narrowing a pipe."""
+    width = _width(sys.stderr if stderr else sys.stdout)
+    return Console(stderr=stderr, highlight=False, soft_wrap=stderr or width is not None, width=width)
+
+
+console = make_console()
+err_console = make_console(stderr=True)
+
+
+def finite(value: Any) -> Any:
+    """NaN and infinities are not JSON: they become null, so the document always parses."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [finite(v) for v in value]
+    return value
 
 
 class Result(Protocol):
     def to_json(self) -> dict[str, Any]: ...
 
 
+def json_document(payload: dict[str, Any]) -> str:
+    """The one JSON shape every command prints: `schema_version` first, then the payload."""
+    body = {"schema_version": SCHEMA_VERSION, **{k: v for k, v in payload.items() if k != "schema_version"}}
+    body = finite(json.loads(json.dumps(body, default=str)))
+    return redact(json.dumps(body, indent=2, default=str, allow_nan=False))
+
+
+_json_written = {"count": 0}
+
+
+def _write_json(payload: dict[str, Any]) -> None:
+    sys.stdout.write(json_document(payload) + "\n")
+    sys.stdout.flush()
+    _json_written["count"] += 1
+
+
+def start_command() -> None:
+    """Each command prints its own one document (tests run many commands in one process)."""
+    _json_written["count"] = 0
+
+
 def emit(result: Result, as_json: bool) -> None:
     if as_json:
-        sys.stdout.write(redact(json.dumps(result.to_json(), indent=2, default=str)) + "\n")
+        _write_json(result.to_json())
     else:
         show(result)
 
@@ -32,16 +90,28 @@ def show(obj: Any) -> None:
     console.print(renderable(obj))
 
 
+def show_err(obj: Any) -> None:
+    """As show, on stderr: the narrative of a --json command, whose stdout holds only the JSON."""
+    from repro.ui.render import renderable
+    err_console.print(renderable(obj))
+
+
 def confirm(question: str) -> bool:
+    """Asked on stderr, so a --json run's stdout stays one document."""
     from rich.prompt import Confirm
-    return Confirm.ask(question, default=True, console=console)
+    return Confirm.ask(question, default=True, console=err_console)
 
 
-def error(message: str, next_command: str | None = None) -> None:
+def error(message: str, next_command: str | None = None, *, exit_code: int | None = None,
+          as_json: bool = False) -> None:
+    """One line on stderr for people; with --json also the same error as the one JSON document on stdout."""
     text = redact(message)
     if next_command:
         text += f" Next: {redact(next_command)}"
     err_console.print(f"[bold red]error:[/] {escape(text)}", markup=True, highlight=False)
+    if as_json and not _json_written["count"]:  # a result already printed is the one document; its error is on stderr
+        hint = redact(next_command) if next_command else None
+        _write_json({"ok": False, "error": {"message": redact(message), "next_command": hint, "exit_code": exit_code}})
 
 
 def info(message: str) -> None:

@@ -12,7 +12,8 @@ from rich.text import Text
 
 from repro.results.aggregate import RackReport
 from repro.results.verify import Verdict
-from repro.ui.views import fmt_num
+from repro.core.fmt import fmt_num
+from repro.ui.views import device_count, published_phrase
 
 _STYLE = {"PASS": "bold green", "FAIL": "bold red", "NOT A REPRODUCTION": "bold yellow", "NO REFERENCE": "bold yellow"}
 _ROW_STYLE = {"PASS": "green", "FAIL": "red", "INVALID": "red", "ERROR": "red"}
@@ -25,10 +26,10 @@ def render_verdict(v: Verdict) -> Group:
     table.add_column("check", no_wrap=True)
     table.add_column("result", no_wrap=True)
     table.add_column("detail")
-    table.add_row("tokens/s (VM)", fmt_num(v.run.tokens_per_s), escape(f"{v.gpus} GPUs ({v.gpus_source})"))
+    table.add_row("tokens/s (VM)", fmt_num(v.run.tokens_per_s),
+                  escape(f"{device_count(v.gpus, v.recipe)} ({v.gpus_source})"))
     if pub is not None:
-        where = (f"published {fmt_num(pub.tokens_per_s_per_gpu)} ({pub.status}, MLPerf {pub.mlperf_round}, "
-                 f"ID {pub.mlperf_id})")
+        where = published_phrase(pub, v.recipe.demo)
     else:
         where = f"no published {v.scenario} result in recipe {v.recipe.name}"
     table.add_row("tokens/s per GPU", fmt_num(v.per_gpu), escape(where))

@@ -13,13 +13,35 @@ from rich.text import Text
 
 from repro.core.errors import RecipeError
 from repro.core.fmt import fmt_num
-from repro.core.recipes import Recipe, load_recipe_file
+from repro.core.recipes import Published, Recipe, load_recipe_file
 
 
 def _result(r: Recipe) -> str:
     """The official ID where known, else the index key (`repro published show` takes either)."""
     pub = r.published
     return pub.mlperf_id if pub.mlperf_id != "unknown" else (pub.result_id or "unknown")
+
+
+def _known(value: Any) -> bool:
+    return value not in (None, "unknown", "")
+
+
+def device_count(n: int, recipe: Recipe) -> str:
+    """'1 GPU', '8 GPUs', or '1 CPU' for the demo: never '1 GPUs'."""
+    unit = "CPU" if recipe.system.gpu_arch == "cpu" else "GPU"
+    return f"{n} {unit}{'' if n == 1 else 's'}"
+
+
+def published_phrase(pub: Published, demo: bool = False) -> str:
+    """What the run is compared with, naming only what is known: no 'unknown (unknown, MLPerf unknown, ID unknown)'."""
+    if not _known(pub.tokens_per_s_per_gpu):
+        return "nothing published to compare with" + (" (demo)" if demo else "")
+    facts = [str(pub.status)] if _known(pub.status) else []
+    if _known(pub.mlperf_round):
+        facts.append(f"MLPerf {pub.mlperf_round}")
+    if _known(pub.mlperf_id):
+        facts.append(f"ID {pub.mlperf_id}")
+    return f"published {fmt_num(pub.tokens_per_s_per_gpu)}" + (f" ({', '.join(facts)})" if facts else "")
 
 
 @dataclass
@@ -38,8 +60,12 @@ class RecipeList:
 
     def __rich__(self) -> Table:
         t = Table(title="Recipes")
+        # name and VM size are what a user matches against their machine: never cut; the rest may fold.
+        keep = {"name": max((len(r.name) for r in self.recipes), default=4),
+                "VM size": max((len(r.system.vm_size or "-") for r in self.recipes), default=7)}
         for col in ("name", "VM size", "GPUs", "precision", "backend", "published tok/s/GPU", "result", "status"):
-            t.add_column(col, justify="right" if col in ("GPUs", "published tok/s/GPU") else "left")
+            t.add_column(col, justify="right" if col in ("GPUs", "published tok/s/GPU") else "left",
+                         no_wrap=col in keep, min_width=keep.get(col), overflow="fold")
         for r in self.recipes:
             status = "demo" if r.demo else ("reference only" if r.reference_only else r.published.status)
             t.add_row(r.name, r.system.vm_size or "-", f"{r.system.gpus_per_vm} x {r.system.gpu_name}",

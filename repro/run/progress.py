@@ -1,0 +1,162 @@
+"""What a long run shows while it runs: a bar in a terminal, heartbeat lines everywhere else.
+
+Under nohup, Slurm or `2>log` stderr is not a terminal, so a bar would either vanish or fill the log
+with carriage returns; instead one plain line is written every `interval_s` seconds (samples done,
+tokens/s so far, elapsed, ETA). The numbers are honest in both views: the total is LoadGen's own
+count once it has issued the query (never a guess that jumps later), the ETA is remaining samples
+at the rate measured so far ("estimating" before the first completion), and after Ctrl-C the
+count stays where the run stopped instead of showing the placeholders that end LoadGen as done.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from dataclasses import dataclass
+from typing import IO, Any, Literal, Protocol
+
+Mode = Literal["bar", "heartbeat", "off"]
+DEFAULT_INTERVAL_S = 60.0
+
+
+class Counts(Protocol):
+    """What the harness's LoadGenSUT exposes; read without its lock (a heartbeat may be one batch behind)."""
+
+    issued: int
+    samples_done: int
+    tokens_done: int
+    t0: float | None
+
+
+def fmt_duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "estimating"
+    s = int(round(max(0.0, seconds)))
+    return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
+
+
+@dataclass
+class Snapshot:
+    """One honest reading of the run: every field a view needs, computed once."""
+
+    done: int
+    total: int | None
+    tokens: int
+    elapsed_s: float
+    interrupted: bool = False
+
+    @property
+    def tokens_per_s(self) -> float | None:
+        return self.tokens / self.elapsed_s if self.elapsed_s > 0 and self.tokens else None
+
+    @property
+    def eta_s(self) -> float | None:
+        if self.interrupted or self.total is None or self.done <= 0 or self.elapsed_s <= 0:
+            return None
+        return max(0, self.total - self.done) / (self.done / self.elapsed_s)
+
+    def line(self, what: str) -> str:
+        total = f"{self.total:,}" if self.total is not None else "?"
+        pct = f" ({100 * self.done / self.total:.1f}%)" if self.total else ""
+        rate = f"{self.tokens_per_s:,.0f} tokens/s so far" if self.tokens_per_s else "no tokens yet"
+        tail = "interrupted" if self.interrupted else f"ETA {fmt_duration(self.eta_s)}"
+        return f"{what}: {self.done:,}/{total} samples{pct}, {rate}, elapsed {fmt_duration(self.elapsed_s)}, {tail}"
+
+
+def choose_mode(progress: bool | None, stream: IO[str] | None = None) -> Mode:
+    """None: a bar in a terminal, heartbeat lines otherwise; True forces the bar, False silences both."""
+    if progress is False:
+        return "off"
+    if progress is True:
+        return "bar"
+    stream = stream or sys.stderr
+    try:
+        return "bar" if stream.isatty() else "heartbeat"
+    except (AttributeError, ValueError):
+        return "heartbeat"
+
+
+def heartbeat_interval() -> float:
+    """REPRO_HEARTBEAT_S overrides the default minute (a Slurm log with one line a minute stays readable)."""
+    try:
+        return max(0.5, float(os.environ.get("REPRO_HEARTBEAT_S", DEFAULT_INTERVAL_S)))
+    except ValueError:
+        return DEFAULT_INTERVAL_S
+
+
+class RunProgress:
+    """Fed by the harness's wait loop; owns the total, the ETA and what the user sees."""
+
+    def __init__(self, mode: Mode, what: str, total_hint: int, *, fixed_total: bool, interval_s: float | None = None,
+                 stream: IO[str] | None = None, clock: Any = time.monotonic) -> None:
+        self.mode = mode
+        self.what = what
+        self.total_hint = max(1, total_hint)
+        # Offline issues one query holding every sample: its size is the exact total. Server issues over time.
+        self.fixed_total = fixed_total
+        self.interval_s = heartbeat_interval() if interval_s is None else interval_s
+        self.stream = stream
+        self.clock = clock
+        self.frozen: Snapshot | None = None
+        self._last_beat: float | None = None
+        self._bar: Any = None
+        self.lines: list[str] = []
+
+    def __enter__(self) -> RunProgress:
+        if self.mode == "bar":
+            from repro.ui.progress_bar import RunBar
+            self._bar = RunBar(self.what).start()
+        elif self.mode == "heartbeat":
+            every = fmt_duration(self.interval_s)
+            self._write(f"{self.what}: started; a progress line every {every} (REPRO_HEARTBEAT_S)")
+        return self
+
+    def snapshot(self, counts: Counts) -> Snapshot:
+        if self.frozen is not None:
+            return self.frozen
+        elapsed = self.clock() - counts.t0 if counts.t0 is not None else 0.0
+        total = (counts.issued or None) if self.fixed_total else max(self.total_hint, counts.issued)
+        return Snapshot(counts.samples_done, total, counts.tokens_done, elapsed)
+
+    def update(self, counts: Counts) -> None:
+        snap = self.snapshot(counts)
+        if self._bar is not None:
+            self._bar.show(snap)
+        elif self.mode == "heartbeat":
+            now = self.clock()
+            if self._last_beat is None:
+                self._last_beat = now
+            elif now - self._last_beat >= self.interval_s:
+                self._last_beat = now
+                self._write(snap.line(self.what))
+
+    def interrupted(self, counts: Counts) -> None:
+        """Freeze the count before the harness answers the outstanding samples with placeholders."""
+        if self.frozen is None:
+            snap = self.snapshot(counts)
+            snap.interrupted = True
+            self.frozen = snap
+            if self._bar is not None:
+                self._bar.show(snap)
+
+    def finish(self, counts: Counts) -> None:
+        snap = self.snapshot(counts)
+        if self._bar is not None:
+            self._bar.show(snap)
+        elif self.mode == "heartbeat":
+            line = snap.line(self.what)
+            self._write(line if snap.interrupted else line.replace(", ETA 0:00:00", ", done"))
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._bar is not None:
+            self._bar.stop()
+
+    def _write(self, line: str) -> None:
+        self.lines.append(line)
+        stream = self.stream or sys.stderr
+        try:
+            stream.write(f"[repro] {line}\n")
+            stream.flush()
+        except (OSError, ValueError):
+            pass
