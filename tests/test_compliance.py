@@ -228,7 +228,7 @@ def test_verify_shows_test06_and_a_failed_one_is_never_a_pass(real_runs: dict[st
     assert [c.ok for c in bad.checks if c.name == "TEST06"] == [False]
     assert bad.status != "PASS" and any(r.startswith("TEST06:") for r in bad.reasons)
     res = CliRunner().invoke(app, ["verify", str(bundle), "--json"])
-    doc = json.loads(res.output)
+    doc = json.loads(res.stdout)
     assert res.exit_code == 1 and doc["status"] != "PASS" and any(c["name"] == "TEST06" for c in doc["checks"])
 
 
@@ -289,7 +289,7 @@ def test_cli_demo_test06_on_the_hf_backend(scenario: str) -> None:
     """The issue's command on the demo's real model (hf backend): every sample's logged ids match what was reported."""
     res = CliRunner().invoke(app, ["run", scenario, "--recipe", "demo", "--compliance", "TEST06", "--json"])
     assert res.exit_code == 0, res.output
-    doc = json.loads(res.output)
+    doc = json.loads(res.stdout)
     assert doc["details"]["backend"] == "hf" and doc["details"]["compliance"]["passed"] is True
     text = (Path(doc["details"]["run_dir"]) / "TEST06" / "verify_accuracy.txt").read_text()
     assert text.splitlines()[-1] == COMPLETE

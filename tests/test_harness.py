@@ -236,7 +236,7 @@ def test_dry_run_prints_each_server_its_gpus_and_the_readiness_wait() -> None:
     for recipe, gpus in (("nd-gb300-v6", [["0"], ["1"], ["2"], ["3"]]), ("nd-h100-v5", [["0", "1"], ["2", "3"], ["4", "5"], ["6", "7"]])):
         res = runner.invoke(app, ["run", "offline", "--recipe", recipe, "--dry-run", "--json"])
         assert res.exit_code == 0, res.output
-        doc = json.loads(res.output)["details"]
+        doc = json.loads(res.stdout)["details"]
         assert [s["gpus"] for s in doc["servers"]] == gpus
         assert [s["port"] for s in doc["servers"]] == [30000, 30001, 30002, 30003]
         assert all(s["command"][:3] == ["exec", "--", "trtllm-serve"] for s in doc["servers"])
@@ -249,7 +249,7 @@ def test_endpoint_is_validated_and_skips_the_lifecycle() -> None:
     runner = CliRunner()
     res = runner.invoke(app, ["run", "offline", "--recipe", RECIPE, "--endpoint", "http://10.0.0.5:8000", "--endpoint",
                               "http://10.0.0.6:8000", "--dry-run", "--json"])
-    doc = json.loads(res.output)["details"]
+    doc = json.loads(res.stdout)["details"]
     assert doc["endpoints"] == ["http://10.0.0.5:8000", "http://10.0.0.6:8000"] and doc["servers"] == []
     res = runner.invoke(app, ["run", "offline", "--recipe", RECIPE, "--endpoint", "http://x:1", "--backend", "sim"])
     assert res.exit_code == 2 and "cannot be combined with --backend sim" in res.output
@@ -267,7 +267,7 @@ def test_endpoint_accuracy_run_logs_real_token_ids(ws: Workspace, tmp_path: Path
         srv.wait_bound()
         res = CliRunner().invoke(app, ["run", "offline", "--recipe", recipe.name, "--endpoint", srv.url, "--accuracy", "--json"])
     assert res.exit_code == 0, res.output
-    run_dir = Path(json.loads(res.output)["details"]["log_dir"])
+    run_dir = Path(json.loads(res.stdout)["details"]["log_dir"])
     logged = json.loads((run_dir / "mlperf_log_accuracy.json").read_text())
     ids = [np.frombuffer(bytes.fromhex(e["data"]), dtype=np.int32) for e in logged]
     assert len(ids) == 12 and all(len(a) and (a >= 3).all() for a in ids)

@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 from conftest import REPO, required
 from standin_util import STANDIN, prompts, write_tokenizer
-from test_container_base import base_dockerfile_dir, rootfs_key
+from container_base import base_dockerfile_dir, rootfs_key
 
 from repro.core.errors import InputError, StepFailed
 from repro.core.recipes import get_recipe

@@ -71,7 +71,7 @@ def test_dry_run_prints_the_script_and_submits_nothing(ws: Workspace) -> None:
     res = _cli("run", "offline", "--launcher", "slurm", "--nodes", "3", "--recipe", RECIPE, "--backend", "sim",
                "--duration", "2", "--samples", "700", "--partition", "gpu", "--dry-run", "--json")
     assert res.exit_code == 0, res.output
-    doc = json.loads(res.output)
+    doc = json.loads(res.stdout)
     script = doc["script"]
     for line in ("#SBATCH --array=0-2", "#SBATCH --exclusive", "#SBATCH --partition=gpu", "#SBATCH --nodes=1"):
         assert line in script
@@ -147,7 +147,7 @@ def test_array_with_a_failed_vm_then_rerun_only_it(slurm: None, ws: Workspace, m
     assert (rack.with_name(rack.name + ".work") / "attempts" / f"vm-01-{jobs[0]['job_id']}" / "task.json").is_file()
 
     res = _cli("aggregate", str(rack), "--json")
-    assert json.loads(res.output)["stats"]["vms"] == 3
+    assert json.loads(res.stdout)["stats"]["vms"] == 3
 
 
 def test_scancel_mid_run_leaves_a_clear_state(slurm: None, ws: Workspace) -> None:
@@ -204,5 +204,5 @@ def test_vm_slurm_forgot_is_missing_and_rerun_dry_run_names_it(slurm: None, ws: 
     result = rerun_failed(plan.rack_dir, dry_run=True, as_json=True)
     assert result.submit_command[2] == "--array=0,1" and result.exit_code == 0
     if res is not None:
-        assert res.exit_code == 0 and json.loads(res.output)["submit_command"][2] == "--array=0,1"
+        assert res.exit_code == 0 and json.loads(res.stdout)["submit_command"][2] == "--array=0,1"
     assert load_manifest(plan.rack_dir)["jobs"] == manifest["jobs"] and not (plan.rack_dir / "rack.sbatch").exists()
