@@ -16,6 +16,7 @@ from typing import Any, Optional
 from pydantic import BaseModel, Field, ValidationError
 
 from repro.core.errors import InputError
+from repro.core.safeio import loads_json, read_head
 
 SUMMARY = "mlperf_log_summary.txt"
 DETAIL = "mlperf_log_detail.txt"
@@ -65,8 +66,9 @@ class LoadGenRun(BaseModel):
 
 
 def _read_text(path: Path) -> str:
+    """Only the head that is parsed is read (a 200 MB log is not held whole); FIFOs and devices are refused."""
     try:
-        raw = path.read_bytes()[:_MAX_TEXT]
+        raw, _ = read_head(path, _MAX_TEXT)
     except OSError as exc:
         raise InputError(f"{path}: cannot be read ({exc.strerror}).", "check the path, then `repro verify` again") from None
     if b"\x00" in raw[:4096]:
@@ -205,7 +207,7 @@ def parse_accuracy_txt(path: Path) -> dict[str, float]:
 
 def _read_json(path: Path) -> dict[str, Any] | None:
     try:
-        doc = json.loads(_read_text(path))
+        doc = loads_json(_read_text(path))
     except (InputError, ValueError):
         return None
     return doc if isinstance(doc, dict) else None

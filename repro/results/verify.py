@@ -13,7 +13,7 @@ from rich.text import Text
 
 from repro.core.errors import InputError
 from repro.results.logs import LoadGenRun, find_runs
-from repro.core.recipes import Recipe, by_system_name, get_recipe
+from repro.core.recipes import Recipe, by_system_name, get_recipe, registry_recipe
 from repro.ui.views import fmt_num
 
 Status = Literal["PASS", "FAIL", "NOT A REPRODUCTION", "NO REFERENCE"]
@@ -108,7 +108,7 @@ def resolve_recipe(run: LoadGenRun, recipe: str | Recipe | None) -> Recipe:
     if recipe:
         return get_recipe(recipe)
     if run.run_info and run.run_info.get("recipe"):
-        return get_recipe(str(run.run_info["recipe"]))
+        return registry_recipe(str(run.run_info["recipe"]))  # a name from a result file, never a path (#16)
     names = [str(run.system.get("system_name", ""))] if run.system else []
     names += [run.system_path.stem] if run.system_path else []
     for name in filter(None, names):

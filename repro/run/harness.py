@@ -11,6 +11,7 @@ at once (one placeholder token), LoadGen finishes and writes its logs, and run.j
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import threading
 import time
@@ -307,8 +308,15 @@ def run_benchmark(recipe: Recipe | str, ws: Workspace, *, scenario: str = "Offli
         "model_path": str(model_path) if bname != "sim" else None, "dataset_sha256": None,
         "started": _now(), "finished": None, "settings": settings, "provenance": facts,
     }
-    atomic_write_text(run_dir / "user.conf", user_conf_text(settings, scenario))
-    atomic_write_json(run_dir / "run.json", info)
+    try:
+        atomic_write_text(run_dir / "user.conf", user_conf_text(settings, scenario))
+        atomic_write_json(run_dir / "run.json", info)
+    except OSError:
+        with contextlib.suppress(OSError):  # a full disk must not leave an empty, unmarked run folder behind
+            for p in run_dir.iterdir():
+                p.unlink()
+            run_dir.rmdir()
+        raise
     ledger.start(step, inputs_hash, run_dir=str(run_dir), label=label)
 
     def finish(status: str, error: str | None) -> None:
@@ -319,7 +327,7 @@ def run_benchmark(recipe: Recipe | str, ws: Workspace, *, scenario: str = "Offli
     be: Backend | None = None
     sampler = None
     worker: threading.Thread | None = None
-    interrupted = False
+    interrupted, stop_signal = False, "SIGINT"
     try:
         dataset = load_prepared(data_dir)
         info["dataset_sha256"] = dataset.sha256
@@ -364,25 +372,23 @@ def run_benchmark(recipe: Recipe | str, ws: Workspace, *, scenario: str = "Offli
                 try:
                     sut.finished.wait(0.25)
                     bar.update(sut)
-                except KeyboardInterrupt:
+                except KeyboardInterrupt as stop:
                     if interrupted:
                         raise
-                    interrupted = True
+                    interrupted, stop_signal = True, _signal_name(stop)
                     sut.stop()
             bar.update(sut)
-    except KeyboardInterrupt:
-        interrupted = True
+    except KeyboardInterrupt as stop:
+        interrupted, stop_signal = True, _signal_name(stop)
         if sut is not None:
             sut.stop()
     except ReproError as exc:
-        finish("failed", exc.message)
-        ledger.fail(step, exc.message)
+        _record_failure(run_dir, finish, ledger, step, exc.message)
         _cleanup(be, sut, sampler, info, worker)
         exc.message = f"{exc.message} (run folder: {run_dir})"
         raise
     except BaseException as exc:
-        finish("failed", f"{type(exc).__name__}: {exc}")
-        ledger.fail(step, f"{type(exc).__name__}: {exc}")
+        _record_failure(run_dir, finish, ledger, step, f"{type(exc).__name__}: {exc}")
         _cleanup(be, sut, sampler, info, worker)
         raise
     _cleanup(be, sut, sampler, info, worker)
@@ -394,10 +400,16 @@ def run_benchmark(recipe: Recipe | str, ws: Workspace, *, scenario: str = "Offli
         raise StepFailed(f"{msg}. Partial LoadGen logs are in {run_dir} (marked incomplete).",
                          f"fix the backend, then `repro run {scenario.lower()}`")
     if interrupted:
-        finish("interrupted", "interrupted by the user (Ctrl-C)")
-        ledger.fail(step, "interrupted by the user", interrupted=True)
-        raise Interrupted(f"Interrupted; LoadGen stopped cleanly and the partial logs in {run_dir} are marked incomplete.",
-                          f"`repro run {scenario.lower()}` to start again")
+        why = f"interrupted by {STOP_SIGNALS.get(stop_signal, stop_signal)}"
+        info["signal"] = stop_signal
+        _record_failure(run_dir, lambda st, err: finish("interrupted", err), ledger, step, why, signal=stop_signal)
+        raise Interrupted(f"Interrupted ({stop_signal}); LoadGen stopped cleanly and the partial logs in {run_dir} "
+                          "are marked incomplete.", f"`repro run {scenario.lower()}` to start again")
+    empty = _empty_logs(run_dir)
+    if empty:
+        msg = f"LoadGen wrote empty logs ({', '.join(empty)}); is the disk full?"
+        _record_failure(run_dir, finish, ledger, step, msg)
+        raise StepFailed(f"{msg} Run folder: {run_dir} (marked failed).", "free space (`df -h`), then `repro doctor`")
     finish("complete", None)
     summary = _summarise(run_dir)
     if accuracy:
@@ -412,6 +424,45 @@ def run_benchmark(recipe: Recipe | str, ws: Workspace, *, scenario: str = "Offli
                        summary=f"LoadGen {scenario} {mode}{tag} finished: "
                                f"{f'{tps:,.1f} tokens/s' if isinstance(tps, (int, float)) else 'see the summary'}; logs in {run_dir}",
                        details={"run_dir": str(run_dir), "label": label, "backend": bname, "scenario": scenario, "mode": mode, **summary})
+
+
+STOP_SIGNALS = {"SIGINT": "the user (Ctrl-C, SIGINT)", "SIGTERM": "SIGTERM (scancel, docker stop or kill)",
+                "SIGHUP": "SIGHUP (the terminal closed)"}
+
+
+def _signal_name(stop: KeyboardInterrupt) -> str:
+    """KeyboardInterrupt from Ctrl-C carries nothing; the SIGTERM handler in commands/run.py passes the signal name."""
+    name = stop.args[0] if stop.args and isinstance(stop.args[0], str) else "SIGINT"
+    return name if name.startswith("SIG") else "SIGINT"
+
+
+def _empty_logs(run_dir: Path) -> list[str]:
+    return [p.name for p in (run_dir / "mlperf_log_summary.txt", run_dir / "mlperf_log_detail.txt")
+            if not p.is_file() or p.stat().st_size == 0]
+
+
+def _record_failure(run_dir: Path, finish: Callable[[str, str | None], None], ledger: Any, step: str, msg: str,
+                    signal: str | None = None) -> None:
+    """Mark the run folder and the ledger; on a full disk neither write may succeed, so clean what is left instead.
+
+    0-byte files carry nothing and are removed; a run folder left empty is removed; a ledger entry that cannot be
+    written stays 'running' with this pid and host, which `repro status` reports as stale once the process is gone.
+    """
+    try:
+        finish("failed" if signal is None else "interrupted", msg)
+    except OSError:
+        pass
+    with contextlib.suppress(OSError):
+        for p in run_dir.iterdir():
+            if p.is_file() and p.stat().st_size == 0:
+                p.unlink()
+        if not any(run_dir.iterdir()):
+            run_dir.rmdir()
+    with contextlib.suppress(OSError):
+        if signal is None:
+            ledger.fail(step, msg)
+        else:
+            ledger.fail(step, msg, interrupted=True, signal=signal)
 
 
 def _cleanup(be: Backend | None, sut: LoadGenSUT | None, sampler: Any, info: dict[str, Any],

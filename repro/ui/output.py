@@ -10,9 +10,10 @@ from rich.console import Console
 from rich.markup import escape
 
 from repro.core.secrets import redact
+from repro.ui.safe import SafeConsole
 
-console = Console(highlight=False, soft_wrap=False)
-err_console = Console(stderr=True, highlight=False, soft_wrap=True)
+console: Console = SafeConsole(highlight=False, soft_wrap=False)  # issue #16: no raw escape sequences from data
+err_console: Console = SafeConsole(stderr=True, highlight=False, soft_wrap=True)
 
 
 class Result(Protocol):
