@@ -7,7 +7,7 @@ export DEBIAN_FRONTEND=noninteractive
 if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi
 $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends \
-  docker.io slurm-wlm munge tmux chromium busybox-static ca-certificates python3-venv >/dev/null
+  docker.io slurm-wlm munge tmux chromium busybox-static ca-certificates python3-venv shellcheck >/dev/null
 [ -x .venv/bin/python ] || python3 -m venv .venv
 .venv/bin/pip install -q --upgrade pip
 .venv/bin/pip install -q -e '.[test]'

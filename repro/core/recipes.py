@@ -192,13 +192,28 @@ def _format_validation(path: Path, exc: ValidationError) -> str:
 
 
 MAX_RECIPE_BYTES = 1 << 20
+MAX_FLOW_DEPTH = 64
+
+
+def _not_too_deep(text: str) -> str:
+    """Refuse `[[[[...` before PyYAML recurses into it (slow, then RecursionError); quotes are not parsed, so this
+    over-counts only brackets inside strings, which no recipe nests 64 deep."""
+    depth = 0
+    for ch in text:
+        if ch in "[{":
+            depth += 1
+            if depth > MAX_FLOW_DEPTH:
+                raise ValueError(f"nested more than {MAX_FLOW_DEPTH} levels deep")
+        elif ch in "]}" and depth:
+            depth -= 1
+    return text
 
 
 def load_recipe_file(path: Path) -> Recipe:
     """A recipe file: regular files only (a FIFO or /dev/zero is refused, not read), at most 1 MB."""
     path = Path(path)
     try:
-        raw = yaml.safe_load(read_text_bounded(path, MAX_RECIPE_BYTES, what="recipe"))
+        raw = yaml.safe_load(_not_too_deep(read_text_bounded(path, MAX_RECIPE_BYTES, what="recipe")))
     except FileNotFoundError:
         raise RecipeError(f"{path}: no such recipe file.", "`repro recipes list`") from None
     except OSError as exc:

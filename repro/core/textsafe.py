@@ -49,3 +49,11 @@ def sh_quote(value: str) -> str:
         else:
             out.append(ch)
     return "$'" + "".join(out) + "'"
+
+
+def md_code(text: object) -> str:
+    """A path as a Markdown code span when that is safe, else an escaped cell (a backtick would end the span)."""
+    s = str(text)
+    if _ANY_CONTROL.search(s) or any(c in s for c in "`<>&|"):
+        return md_cell(s)
+    return f"`{s}`"

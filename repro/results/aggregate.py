@@ -17,6 +17,7 @@ from rich.table import Table
 from rich.text import Text
 
 from repro.core.errors import InputError, ReproError
+from repro.core.textsafe import md_cell
 from repro.results.logs import find_runs
 from repro.core.recipes import Recipe, get_recipe
 from repro.results.verify import Verdict, pick_run, resolve_gpus, resolve_recipe, evaluate
@@ -136,11 +137,11 @@ class RackReport:
         for r in self.rows:
             v = r.verdict
             if v is None:
-                lines.append(f"| {r.name} | - | - | - | MISSING | {r.problem} |")
+                lines.append(f"| {md_cell(r.name)} | - | - | - | MISSING | {md_cell(r.problem)} |")
             else:
                 dev = f"{v.deviation_pct:+.1f}%" if v.deviation_pct is not None else "-"
-                lines.append(f"| {r.name} | {fmt_num(v.run.tokens_per_s)} | {fmt_num(v.per_gpu)} | {dev} | {v.status} | "
-                             f"{'; '.join(v.reasons)}{'' if r.counted else ' (excluded)'} |")
+                lines.append(f"| {md_cell(r.name)} | {fmt_num(v.run.tokens_per_s)} | {fmt_num(v.per_gpu)} | {dev} | {v.status} | "
+                             f"{md_cell('; '.join(v.reasons))}{'' if r.counted else ' (excluded)'} |")
         if self.missing_count:
             lines += ["", f"{self.missing_count} of {self.expect} expected VMs have no result folder."]
         return "\n".join(lines) + "\n"

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import ast
 import json
+import math
 import re
 from pathlib import Path
+from collections.abc import Iterator
 from typing import Any, Optional
 
 from pydantic import BaseModel, Field, ValidationError
@@ -82,9 +84,10 @@ def _num(text: str) -> float | int | None:
         return int(text)
     except ValueError:
         try:
-            return float(text)
+            value = float(text)
         except ValueError:
             return None
+        return value if math.isfinite(value) else None  # 'inf'/'nan' in a log is not a measurement
 
 
 def _yes(text: str) -> bool | None:
@@ -156,18 +159,40 @@ def parse_summary(path: Path) -> dict[str, Any]:
     return out
 
 
+def _iter_lines(path: Path) -> Iterator[str]:
+    """The first _MAX_TEXT bytes of a log, line by line: a 200 MB detail log is streamed, never held whole (#16)."""
+    _read_head_checked(path, 4096)
+    with open(path, "rb") as fh:
+        left = _MAX_TEXT
+        for raw in fh:
+            if left <= 0:
+                return
+            left -= len(raw)
+            yield raw.decode("utf-8", errors="replace").rstrip("\r\n")
+
+
+def _read_head_checked(path: Path, limit: int) -> bytes:
+    """The head of a log, with the same one-line errors as `_read_text` (unreadable, FIFO/device, binary)."""
+    try:
+        raw, _ = read_head(path, limit)
+    except OSError as exc:
+        raise InputError(f"{path}: cannot be read ({exc.strerror}).", "check the path, then `repro verify` again") from None
+    if b"\x00" in raw[:4096]:
+        raise InputError(f"{path}: is binary, not a LoadGen text log.", "point `repro verify` at the run folder")
+    return raw
+
+
 def parse_detail(path: Path) -> dict[str, Any]:
     """Last value of each MLLOG key, plus error/warning entries. Malformed lines are counted, not fatal."""
-    text = _read_text(path)
     values: dict[str, Any] = {}
     errors: list[str] = []
     warnings: list[str] = []
     bad = good = 0
-    for line in text.splitlines():
+    for line in _iter_lines(path):
         if not line.startswith(":::MLLOG"):
             continue
         try:
-            entry = json.loads(line[len(":::MLLOG"):].strip())
+            entry = loads_json(line[len(":::MLLOG"):].strip())
             key = entry["key"]
         except (ValueError, KeyError, TypeError):
             bad += 1

@@ -70,7 +70,7 @@ TEMPLATE = Path(__file__).with_name("templates") / "sbatch.sh"
 MAX_NODES = 4096
 RECIPE_DIR = "recipes"
 # Slurm partition names (a comma-separated list is allowed): no space, `=`, quote or newline can add an option.
-_PARTITION = re.compile(r"[A-Za-z0-9_.-]{1,64}(?:,[A-Za-z0-9_.-]{1,64}){0,15}")
+_PARTITION = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}(?:,[A-Za-z0-9][A-Za-z0-9_.-]{0,63}){0,15}")
 # What the job needs from the submitting shell; HF_TOKEN is not among them (runs read local weights only).
 EXPORT = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "TMPDIR", "REPRO_BIN", "REPRO_DEBUG",
           "REPRO_FAIL_TASKS", "CUDA_VISIBLE_DEVICES")

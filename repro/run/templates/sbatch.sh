@@ -39,11 +39,13 @@ state() {  # state NAME EXIT_CODE REASON
     "$VM" "$IDX" "$JOB" "$(hostname -s)" "$1" "$2" "$(clean "$3")" "$STARTED" "$(date -u +%FT%TZ)" "$LABEL" >"$tmp" \
     && mv -f "$tmp" "$OUT/task.json"
 }
-collect() {  # copy this task's newest run folder into OUT
-  local newest
-  newest=$(find "$TASK_HOME/runs/$RECIPE" -mindepth 2 -maxdepth 2 -type d -newer "$OUT/.started" 2>/dev/null | sort | tail -1)
+collect() {  # copy this task's newest run folder into OUT (a glob, not find | sort: paths may hold newlines)
+  local newest="" d
+  for d in "$TASK_HOME/runs/$RECIPE"/*/*/; do
+    if [ -d "$d" ] && [ "$d" -nt "$OUT/.started" ]; then newest=$d; fi
+  done
   [ -n "$newest" ] || return 1
-  cp -a "$newest"/. "$OUT"/
+  cp -a "$newest". "$OUT"/
 }
 finish() { if [ "$SIMULATED" = 1 ]; then rm -rf "$TASK_HOME"; fi; rm -f "$OUT/.started"; }
 
