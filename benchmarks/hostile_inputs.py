@@ -22,8 +22,9 @@ import subprocess
 import sys
 import tempfile
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 FIX = REPO / "tests" / "fixtures" / "published" / "azure-nd-gb300-v6-rack"
@@ -111,7 +112,7 @@ def _system_case(root: Path, rng: random.Random, m: Path) -> list[str]:
 def _accuracy_case(root: Path, rng: random.Random, m: Path) -> list[str]:
     vm = _vm(root)
     for p in vm.rglob("accuracy.txt"):
-        p.write_text("{'rouge1': %s, 'rouge2': %s}" % (atom(rng, m), atom(rng, m)))
+        p.write_text(f"{{'rouge1': {atom(rng, m)}, 'rouge2': {atom(rng, m)}}}")
     return ["verify", str(vm)]
 
 
@@ -155,7 +156,8 @@ def _recipe_case(root: Path, rng: random.Random, m: Path) -> list[str]:
         (root / "r.yaml").write_text("[" * 100_000)
         return ["recipes", "validate", str(root / "r.yaml")]
     if target == "text":
-        (root / f"{RECIPE}.yaml").write_text((REPO / "recipes" / f"{RECIPE}.yaml").read_text() + f"\nx: {atom(rng, m)}\n")
+        text = (REPO / "recipes" / f"{RECIPE}.yaml").read_text()
+        (root / f"{RECIPE}.yaml").write_text(text + f"\nx: {atom(rng, m)}\n")
         return ["recipes", "show", str(root / f"{RECIPE}.yaml")]
     return ["recipes", "show", "/dev/zero"]
 
@@ -265,7 +267,8 @@ def main() -> None:
     for kind, c in probe(a.per_kind, a.seed).items():
         total.update(c)
         print(f"{kind:24} tried {c['tried']:4}  tracebacks {c['traceback']:3}  hangs {c['hang']:3}  "
-              f"injections {c['injection']:3}  " + " ".join(f"{k}:{v}" for k, v in sorted(c.items()) if k.startswith("exit")))
+              f"injections {c['injection']:3}  "
+              + " ".join(f"{k}:{v}" for k, v in sorted(c.items()) if k.startswith("exit")))
     print(f"{'TOTAL':24} tried {total['tried']:4}  tracebacks {total['traceback']:3}  hangs {total['hang']:3}  "
           f"injections {total['injection']:3}")
     if a.ledger_trials:

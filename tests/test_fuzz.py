@@ -20,11 +20,11 @@ from pathlib import Path
 
 import pytest
 import yaml
+from conftest import FIXTURES
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from conftest import FIXTURES
 from repro.cli import app
 
 RECIPE = "nd-gb300-v6"
@@ -44,8 +44,9 @@ NASTY_TEXT = st.one_of(
                      "--privileged", "../../etc/passwd", "/dev/zero", "|", "%A", "\x00", "'\"", "nan", "inf", ""]),
 )
 SCALARS = st.one_of(st.none(), st.booleans(), NUMBERS, NASTY_TEXT)
-JSON_VALUES = st.recursive(SCALARS, lambda inner: st.one_of(st.lists(inner, max_size=4),
-                                                            st.dictionaries(NASTY_TEXT, inner, max_size=4)), max_leaves=12)
+JSON_VALUES = st.recursive(
+    SCALARS, lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(NASTY_TEXT, inner, max_size=4)),
+    max_leaves=12)
 
 
 def _dumps(value: object) -> str:
@@ -125,10 +126,12 @@ def test_summary_log(edits: list[tuple[str, str]], junk: bytes, drop: bool) -> N
         check(["verify", str(vm)], root, root / "in")
 
 
+MLLOG_ENTRY = st.dictionaries(st.sampled_from(["key", "value", "metadata"]), JSON_VALUES).map(_dumps)
+
+
 @FUZZ
-@given(entries=st.lists(st.one_of(JSON_VALUES.map(_dumps), st.dictionaries(st.sampled_from(["key", "value", "metadata"]),
-                                                                          JSON_VALUES).map(_dumps),
-                                   st.just("[" * 5000)), max_size=6), keep=st.booleans())
+@given(entries=st.lists(st.one_of(JSON_VALUES.map(_dumps), MLLOG_ENTRY, st.just("[" * 5000)), max_size=6),
+       keep=st.booleans())
 def test_detail_log(entries: list[str], keep: bool) -> None:
     with sandbox() as root:
         vm = _vm_copy(root)
@@ -151,9 +154,11 @@ def test_system_json(system: object, deep: int) -> None:
         check(["aggregate", str(root / "in"), "--json"], root, root / "in")
 
 
+ROUGE_KEYS = st.sampled_from(["rouge1", "rouge2", "rougeL", "gen_len", "tokens_per_sample"])
+
+
 @FUZZ
-@given(text=st.one_of(st.text(max_size=200), st.dictionaries(st.sampled_from(["rouge1", "rouge2", "rougeL", "gen_len",
-                                                                                "tokens_per_sample"]), NUMBERS).map(str)))
+@given(text=st.one_of(st.text(max_size=200), st.dictionaries(ROUGE_KEYS, NUMBERS).map(str)))
 def test_accuracy_file(text: str) -> None:
     with sandbox() as root:
         vm = _vm_copy(root)
@@ -274,7 +279,8 @@ def _lint(script: str) -> None:
 @given(home=NASTY_TEXT.filter(lambda s: "\x00" not in s and "/" not in s and s not in ("", ".", "..")),
        repro_bin=NASTY_TEXT.filter(lambda s: "\x00" not in s), nodes=st.integers(1, 64),
        samples=st.one_of(st.none(), st.integers(1, 10**9)))
-def test_generated_script_passes_bash_n_and_shellcheck(home: str, repro_bin: str, nodes: int, samples: int | None) -> None:
+def test_generated_script_passes_bash_n_and_shellcheck(home: str, repro_bin: str, nodes: int,
+                                                       samples: int | None) -> None:
     from repro.core.recipes import get_recipe
     from repro.run.rack import RackPlan, render_script
 

@@ -20,15 +20,19 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from conftest import REPO
 
 RECIPE = "nd-gb300-v6"
 CLI = [sys.executable, "-c", "from repro.cli import main; main()"]
 
 
+def _memory_cap() -> None:
+    """4 GB of address space: a CLI that reads /dev/zero whole fails fast instead of exhausting a shared machine."""
+    resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))
+
+
 def cli(*args: str, env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=timeout,
+    proc = subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=timeout, preexec_fn=_memory_cap,
                           env={**os.environ, "COLUMNS": "200", **(env or {})})
     assert "Traceback" not in proc.stderr + proc.stdout, proc.stderr[-3000:]
     return proc
@@ -470,7 +474,8 @@ def test_11_report_with_absurd_tokens_per_s(value: str, fixtures: Path, tmp_path
     summary = next(run.rglob("mlperf_log_summary.txt"))
     text = summary.read_text().replace("Tokens per second: 52061.6", f"Tokens per second: {value}")
     summary.write_text(text)
-    for args in (["report", str(run), "--html", str(tmp_path / "r.html")], ["verify", str(run)], ["aggregate", str(run)]):
+    html = str(tmp_path / "r.html")
+    for args in (["report", str(run), "--html", html], ["verify", str(run)], ["aggregate", str(run)]):
         assert cli(*args).returncode in (0, 1, 2)
 
 

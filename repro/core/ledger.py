@@ -80,7 +80,7 @@ class StepRecord(BaseModel):
     outputs: list[Artifact] = Field(default_factory=list)
     error: str | None = None
     details: dict[str, Any] = Field(default_factory=dict)
-    pid: int | None = Field(default=None, description="The process that wrote 'running', to tell a live step from a dead one")
+    pid: int | None = Field(default=None, description="The process that wrote 'running': live or dead")
     host: str | None = None
     signal: str | None = Field(default=None, description="SIGINT (Ctrl-C), SIGTERM (scancel, docker stop), ...")
 

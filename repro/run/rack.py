@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from contextlib import nullcontext
+from collections.abc import Mapping
 from typing import Any, Literal
 
 from rich.console import Group
@@ -229,9 +230,9 @@ def _slurm_path(path: Path) -> str:
     return str(path).replace("%", "%%")
 
 
-def export_list(env: dict[str, str] | None = None) -> str:
+def export_list(environ: Mapping[str, str] | None = None) -> str:
     """`--export` for sbatch: only the names the job needs, so HF_TOKEN and the rest of the shell stay behind."""
-    env = os.environ if env is None else env
+    env: Mapping[str, str] = os.environ if environ is None else environ
     extra = [n for n in env.get("REPRO_SLURM_EXPORT", "").split(",") if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", n)]
     names = [n for n in (*EXPORT, *extra) if n in env and "," not in env[n]]
     return ",".join(names) if names else "NONE"

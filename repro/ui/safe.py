@@ -9,6 +9,7 @@ control segments (cursor moves of a Live view) are untouched.
 from __future__ import annotations
 
 from collections.abc import Iterable
+
 from rich.console import Console, ConsoleOptions, RenderableType
 from rich.segment import Segment
 
