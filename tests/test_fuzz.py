@@ -31,7 +31,7 @@ RECIPE = "nd-gb300-v6"
 VM = FIXTURES / "azure-nd-gb300-v6-rack" / "ND_GB300_v6_1"
 SYSTEM = FIXTURES / "azure-nd-gb300-v6-rack" / "ND_GB300_v6.json"
 
-FUZZ = settings(max_examples=int(os.environ.get("REPRO_FUZZ_EXAMPLES", "25")), deadline=None, derandomize=True,
+FUZZ = settings(max_examples=int(os.environ.get("REPRO_FUZZ_EXAMPLES", "50")), deadline=None, derandomize=True,
                 database=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture,
                                                       HealthCheck.data_too_large])
 
@@ -275,7 +275,7 @@ def _lint(script: str) -> None:
 
 
 @pytest.mark.slow
-@settings(FUZZ, max_examples=int(os.environ.get("REPRO_FUZZ_SCRIPTS", "15")))
+@settings(FUZZ, max_examples=int(os.environ.get("REPRO_FUZZ_SCRIPTS", "25")))
 @given(home=NASTY_TEXT.filter(lambda s: "\x00" not in s and "/" not in s and s not in ("", ".", "..")),
        repro_bin=NASTY_TEXT.filter(lambda s: "\x00" not in s), nodes=st.integers(1, 64),
        samples=st.one_of(st.none(), st.integers(1, 10**9)))
