@@ -197,7 +197,7 @@ class Report:
         names += [f"{c.recipe} (published)" for c in self.comparisons]
         values += [c.published_per_gpu for c in self.comparisons]
         # A log can claim any number (inf, -1e308): only plottable ones are drawn, the tables still show them.
-        kept = [(n, float(v)) for n, v in zip(names, values) if 0 <= float(v) <= MAX_PLOTTED]
+        kept = [(n, float(v)) for n, v in zip(names, values, strict=True) if 0 <= float(v) <= MAX_PLOTTED]
         return [n for n, _ in kept], [v for _, v in kept]
 
     def __rich__(self) -> Group:
@@ -284,7 +284,8 @@ class Report:
                   "|---|---:|---:|---:|---|---:|---:|---|"]
         for row in self.vm_rows():
             dev = f"{row['deviation_pct']:+.1f}%" if row["deviation_pct"] is not None else "-"
-            lines.append(f"| {md_cell(row['vm'])} | {fmt_num(row['tokens_per_s'])} | {fmt_num(row['tokens_per_s_per_gpu'])} | {dev} | "
+            lines.append(f"| {md_cell(row['vm'])} | {fmt_num(row['tokens_per_s'])} | "
+                         f"{fmt_num(row['tokens_per_s_per_gpu'])} | {dev} | "
                          f"{row['status']}{'' if row['counted'] else ' (excluded)'} | "
                          f"{fmt_num(row['mean_watts'], 0) if row['mean_watts'] else '-'} | "
                          f"{fmt_num(row['tokens_per_joule'], 2) if row['tokens_per_joule'] else '-'} | "

@@ -8,11 +8,10 @@ Anything that cannot be read raises InputError naming the file; the parser never
 from __future__ import annotations
 
 import ast
-import json
 import math
 import re
-from pathlib import Path
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any, Optional
 
 from pydantic import BaseModel, Field, ValidationError
@@ -69,13 +68,7 @@ class LoadGenRun(BaseModel):
 
 def _read_text(path: Path) -> str:
     """Only the head that is parsed is read (a 200 MB log is not held whole); FIFOs and devices are refused."""
-    try:
-        raw, _ = read_head(path, _MAX_TEXT)
-    except OSError as exc:
-        raise InputError(f"{path}: cannot be read ({exc.strerror}).", "check the path, then `repro verify` again") from None
-    if b"\x00" in raw[:4096]:
-        raise InputError(f"{path}: is binary, not a LoadGen text log.", "point `repro verify` at the run folder")
-    return raw.decode("utf-8", errors="replace")
+    return _read_head_checked(path, _MAX_TEXT).decode("utf-8", errors="replace")
 
 
 def _num(text: str) -> float | int | None:
@@ -176,7 +169,8 @@ def _read_head_checked(path: Path, limit: int) -> bytes:
     try:
         raw, _ = read_head(path, limit)
     except OSError as exc:
-        raise InputError(f"{path}: cannot be read ({exc.strerror}).", "check the path, then `repro verify` again") from None
+        raise InputError(f"{path}: cannot be read ({exc.strerror}).",
+                         "check the path, then `repro verify` again") from None
     if b"\x00" in raw[:4096]:
         raise InputError(f"{path}: is binary, not a LoadGen text log.", "point `repro verify` at the run folder")
     return raw
