@@ -72,9 +72,10 @@ MAX_NODES = 4096
 RECIPE_DIR = "recipes"
 # Slurm partition names (a comma-separated list is allowed): no space, `=`, quote or newline can add an option.
 _PARTITION = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}(?:,[A-Za-z0-9][A-Za-z0-9_.-]{0,63}){0,15}")
-# What the job needs from the submitting shell; HF_TOKEN is not among them (runs read local weights only).
-EXPORT = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "TMPDIR", "REPRO_BIN", "REPRO_DEBUG",
-          "REPRO_FAIL_TASKS", "CUDA_VISIBLE_DEVICES")
+# What the job needs from the submitting shell (the same interpreter and code as the login node: PYTHONPATH,
+# VIRTUAL_ENV, LD_LIBRARY_PATH); HF_TOKEN is not among them (runs read local weights only).
+EXPORT = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "TMPDIR", "PYTHONPATH", "VIRTUAL_ENV",
+          "LD_LIBRARY_PATH", "REPRO_BIN", "REPRO_DEBUG", "REPRO_FAIL_TASKS", "CUDA_VISIBLE_DEVICES")
 
 
 def validate_partition(value: str, where: str = "--partition") -> str:
