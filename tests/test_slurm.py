@@ -90,7 +90,7 @@ def test_container_runs_name_the_image_in_the_script(ws: Workspace) -> None:
     plan = plan_rack(RECIPE, ws, 18, container_image="registry.example/repro:gb300")
     script = render_script(plan)
     assert "IMAGE=registry.example/repro:gb300" in script and "--container-image=\"$IMAGE\"" in script
-    assert "docker run --rm --name" in script and f"TASK_HOME={ws.root}" in script
+    assert "docker run --rm --name" in script and f"WORKSPACE={ws.root}" in script and '-- "$IMAGE" repro' in script
     assert "#SBATCH --array=0-17" in script and "-sim" not in script.splitlines()[1]
 
 
@@ -202,7 +202,7 @@ def test_vm_slurm_forgot_is_missing_and_rerun_dry_run_names_it(slurm: None, ws: 
     res = _cli("run", "offline", "--launcher", "slurm", "--rerun-failed", str(plan.rack_dir), "--dry-run", "--json") \
         if "--rerun-failed" in _cli("run", "offline", "--help").output else None
     result = rerun_failed(plan.rack_dir, dry_run=True, as_json=True)
-    assert result.submit_command[2] == "--array=0,1" and result.exit_code == 0
+    assert "--array=0,1" in result.submit_command and result.exit_code == 0
     if res is not None:
-        assert res.exit_code == 0 and json.loads(res.stdout)["submit_command"][2] == "--array=0,1"
+        assert res.exit_code == 0 and "--array=0,1" in json.loads(res.stdout)["submit_command"]
     assert load_manifest(plan.rack_dir)["jobs"] == manifest["jobs"] and not (plan.rack_dir / "rack.sbatch").exists()

@@ -46,7 +46,7 @@ RerunOpt = Annotated[Optional[Path], typer.Option("--rerun-failed", help="Re-run
 def _sigterm_as_interrupt() -> None:
     """Slurm's scancel and `docker stop` send SIGTERM: stop LoadGen cleanly and keep the partial logs, as for Ctrl-C."""
     def handler(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt
+        raise KeyboardInterrupt(signal.Signals(signum).name)  # the harness records which signal stopped the run
     signal.signal(signal.SIGTERM, handler)
 
 

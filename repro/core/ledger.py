@@ -7,17 +7,23 @@ aside (never overwritten) before a fresh one starts.
 
 from __future__ import annotations
 
-import json
+import contextlib
+import fcntl
 import os
+import socket
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Callable, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, PrivateAttr
 
 from repro.core.clock import now_iso
 from repro.core.errors import LedgerError
 from repro.core.fsutil import atomic_write_json, sha256_file
+from repro.core.safeio import loads_json, read_text_bounded
+
+MAX_LEDGER_BYTES = 64 << 20
 
 SCHEMA_VERSION = 2
 Status = Literal["done", "running", "failed", "interrupted"]
@@ -70,6 +76,46 @@ class StepRecord(BaseModel):
     outputs: list[Artifact] = Field(default_factory=list)
     error: str | None = None
     details: dict[str, Any] = Field(default_factory=dict)
+    pid: int | None = Field(default=None, description="The process that wrote 'running': live or dead")
+    host: str | None = None
+    signal: str | None = Field(default=None, description="SIGINT (Ctrl-C), SIGTERM (scancel, docker stop), ...")
+
+    def stale_reason(self) -> str | None:
+        """Why a 'running' record cannot be running any more, or None when it may be (or cannot be told)."""
+        if self.status != "running" or self.pid is None or self.host is None:
+            return None
+        if self.host != socket.gethostname():
+            return None
+        if _pid_alive(self.pid):
+            return None
+        return f"process {self.pid} on {self.host} is gone (killed, out of memory or the VM rebooted)"
+
+
+def _pid_alive(pid: int) -> bool:
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    except OverflowError:
+        return False
+    return True
+
+
+@contextlib.contextmanager
+def ledger_lock(path: Path) -> Iterator[None]:
+    """An exclusive lock on `<ledger>.lock` around load-modify-save, so two repro processes never lose a step."""
+    lock = path.with_name(path.name + ".lock")
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
 
 
 class Ledger(BaseModel):
@@ -77,15 +123,27 @@ class Ledger(BaseModel):
     steps: dict[str, StepRecord] = Field(default_factory=dict)
     facts: dict[str, Any] = Field(default_factory=dict, description="Detected once, reused: VM size, GPU names")
     path: Path | None = Field(default=None, exclude=True)
+    _base: dict[str, Any] = PrivateAttr(default_factory=dict)
+
+    def model_post_init(self, context: Any) -> None:
+        self._remember()
+
+    def _remember(self) -> None:
+        """What was on disk when this object last read or wrote it: the base of the three-way merge in `save`."""
+        dumped = self.model_dump(mode="json")
+        self._base = {"steps": dumped["steps"], "facts": dumped["facts"]}
 
     @staticmethod
     def _read(path: Path) -> tuple[dict[str, Any] | None, str | None]:
         """(data, why it is corrupt); never moves anything."""
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
+            data = loads_json(read_text_bounded(path, MAX_LEDGER_BYTES, what="ledger"))
             if not isinstance(data, dict):
                 raise ValueError("not a JSON object")
-            data["schema_version"] = int(data.get("schema_version", 1))
+            version = data.get("schema_version", 1)
+            if isinstance(version, bool) or not isinstance(version, int):
+                raise ValueError(f"schema_version {str(version)[:40]!r} is not a whole number")
+            data["schema_version"] = version
         except (ValueError, TypeError, UnicodeDecodeError) as exc:
             return None, str(exc).splitlines()[0] or type(exc).__name__
         return data, None
@@ -149,8 +207,35 @@ class Ledger(BaseModel):
             return aside
 
     def save(self) -> None:
+        """Lock, re-read, apply only what this process changed since it last read, write, unlock.
+
+        `run offline` and `run server` on one workspace each hold a Ledger for hours; writing the whole object
+        back would drop the other's steps, so steps and facts this process did not touch keep the disk's value.
+        """
         assert self.path is not None
-        atomic_write_json(self.path, self.model_dump(mode="json"))
+        with ledger_lock(self.path):
+            disk: Ledger | None = None
+            if self.path.exists():
+                data, _ = self._read(self.path)
+                if data is not None and data["schema_version"] == SCHEMA_VERSION:
+                    with contextlib.suppress(ValueError, TypeError, KeyError, AttributeError):
+                        disk = type(self).model_validate(data)
+            mine = self.model_dump(mode="json")
+            if disk is not None:
+                merged = disk.model_dump(mode="json")
+                for part in ("steps", "facts"):
+                    base = self._base.get(part, {})
+                    for key, value in mine[part].items():
+                        if base.get(key) != value:
+                            merged[part][key] = value
+                    for key in base:
+                        if key not in mine[part]:
+                            merged[part].pop(key, None)
+                mine = merged
+            atomic_write_json(self.path, mine)
+            fresh = type(self).model_validate(mine)
+            self.steps, self.facts = fresh.steps, fresh.facts
+            self._remember()
 
     def recipe_name(self) -> str | None:
         """The recipe this workspace was used with: the recorded fact, else the first step that names one."""
@@ -169,7 +254,8 @@ class Ledger(BaseModel):
         return all(a.verify() for a in rec.outputs) if verify_outputs else True
 
     def start(self, step: str, inputs_hash: str, **details: Any) -> None:
-        self.steps[step] = StepRecord(status="running", inputs_hash=inputs_hash, started=now_iso(), details=details)
+        self.steps[step] = StepRecord(status="running", inputs_hash=inputs_hash, started=now_iso(), details=details,
+                                      pid=os.getpid(), host=socket.gethostname())
         self.save()
 
     def finish(self, step: str, outputs: list[Artifact] | None = None, **details: Any) -> None:
@@ -179,11 +265,12 @@ class Ledger(BaseModel):
         rec.details.update(details)
         self.save()
 
-    def fail(self, step: str, error: str, *, interrupted: bool = False) -> None:
+    def fail(self, step: str, error: str, *, interrupted: bool = False, signal: str | None = None) -> None:
+        """Record a failure; `signal` names what stopped an interrupted step (SIGINT is Ctrl-C, SIGTERM is not)."""
         from repro.core.secrets import redact
         rec = self.steps.get(step)
         if rec is None:
             rec = self.steps[step] = StepRecord(status="failed", inputs_hash="", started=now_iso())
-        rec.status = "interrupted" if interrupted else "failed"
-        rec.finished, rec.error = now_iso(), redact(error)
+        rec.status = "interrupted" if interrupted or signal else "failed"
+        rec.finished, rec.error, rec.signal = now_iso(), redact(error), signal
         self.save()

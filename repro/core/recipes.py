@@ -18,6 +18,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from repro.core.errors import RecipeError
+from repro.core.safeio import read_text_bounded
 
 Unknown = Literal["unknown"]
 Precision = Literal["nvfp4", "fp4", "fp8", "bf16", "fp16", "fp32"]
@@ -242,14 +243,36 @@ def _format_validation(path: Path, exc: ValidationError) -> str:
     return f"{path}: field '{field}': {first['msg']}{more}"
 
 
+MAX_RECIPE_BYTES = 1 << 20
+MAX_FLOW_DEPTH = 64
+
+
+def _not_too_deep(text: str) -> str:
+    """Refuse `[[[[...` before PyYAML recurses into it (slow, then RecursionError); quotes are not parsed, so this
+    over-counts only brackets inside strings, which no recipe nests 64 deep."""
+    depth = 0
+    for ch in text:
+        if ch in "[{":
+            depth += 1
+            if depth > MAX_FLOW_DEPTH:
+                raise ValueError(f"nested more than {MAX_FLOW_DEPTH} levels deep")
+        elif ch in "]}" and depth:
+            depth -= 1
+    return text
+
+
 def load_recipe_file(path: Path) -> Recipe:
+    """A recipe file: regular files only (a FIFO or /dev/zero is refused, not read), at most 1 MB."""
     path = Path(path)
     try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+        raw = yaml.safe_load(_not_too_deep(read_text_bounded(path, MAX_RECIPE_BYTES, what="recipe")))
     except FileNotFoundError:
         raise RecipeError(f"{path}: no such recipe file.", "`repro recipes list`") from None
-    except (yaml.YAMLError, UnicodeDecodeError) as exc:
-        raise RecipeError(f"{path}: not valid YAML ({str(exc).splitlines()[0]}).", f"fix it, then `repro recipes validate {path}`") from None
+    except OSError as exc:
+        raise RecipeError(f"{path}: cannot be read as a recipe ({exc.strerror or exc}).", "`repro recipes list`") from None
+    except (yaml.YAMLError, ValueError, RecursionError) as exc:
+        why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise RecipeError(f"{path}: not valid YAML ({why}).", f"fix it, then `repro recipes validate {path}`") from None
     if not isinstance(raw, dict):
         raise RecipeError(f"{path}: a recipe must be a mapping of fields.", f"`repro recipes validate {path}`")
     try:
@@ -272,14 +295,25 @@ def all_recipes() -> tuple[Recipe, ...]:
 
 
 def get_recipe(name: str) -> Recipe:
-    """A recipe by name, or a path to a recipe file."""
+    """A recipe by name, or a path to a recipe file (for values the user typed, such as --recipe)."""
     if name.endswith((".yaml", ".yml")) or "/" in name:
         return load_recipe_file(Path(name))
+    return registry_recipe(name)
+
+
+def is_registry_recipe(recipe: Recipe) -> bool:
+    """Shipped with repro, unchanged: a node can load it by name."""
+    return any(r.name == recipe.name and r.hash() == recipe.hash() for r in all_recipes())
+
+
+def registry_recipe(name: str) -> Recipe:
+    """A recipe from the shipped registry by name; never a path. For names read from result or rack files."""
     for recipe in all_recipes():
         if recipe.name == name:
             return recipe
     names = ", ".join(r.name for r in all_recipes())
-    raise RecipeError(f"Unknown recipe '{name}'. Known recipes: {names}.", "`repro recipes list`")
+    shown = name if len(name) <= 80 and name.isprintable() else ascii(name[:80])
+    raise RecipeError(f"Unknown recipe '{shown}'. Known recipes: {names}.", "`repro recipes list`")
 
 
 def _norm(text: str) -> str:

@@ -19,7 +19,7 @@ from typing import Any, Callable, Iterator
 
 
 from repro import __version__
-from repro.core.errors import Interrupted, StepFailed
+from repro.core.errors import InputError, Interrupted, StepFailed
 from repro.core.recipes import Recipe
 
 LABEL = "org.repro.managed"
@@ -35,6 +35,20 @@ def containers_dir() -> Path:
         if (candidate / "Dockerfile").is_file():
             return candidate
     raise StepFailed("No containers/Dockerfile found next to the repro package.", "reinstall with `pip install -e .`")
+
+
+# A Docker reference (registry/path:tag@sha256:...), a pyxis/enroot `registry#path:tag`, or a squashfs file path.
+# It may not start with '-' (it would be read as a flag) and holds no space, quote, `$` or control character.
+_IMAGE_REF = re.compile(r"[A-Za-z0-9/][A-Za-z0-9._/:@#+-]{0,511}")
+
+
+def validate_image_ref(value: str, option: str = "--container-image") -> str:
+    """The image name, or one clear error: a value that could be read as a flag or shell text never reaches docker."""
+    if not isinstance(value, str) or not _IMAGE_REF.fullmatch(value):
+        shown = ascii(value) if isinstance(value, str) else type(value).__name__
+        raise InputError(f"{option} {shown}: not an image name (letters, digits and ._/:@#+- only; it may not "
+                         "start with '-' or '.').", f"{option} registry.example/repro:gb300")
+    return value
 
 
 def docker_client():
@@ -69,6 +83,8 @@ def image_spec_for(recipe: Recipe, *, base_image: str | None = None, install: st
     """The runtime image of a recipe; `base_image`/`install` let tests build the same Dockerfile on a tiny base."""
     if recipe.trtllm is None:
         raise StepFailed(f"Recipe '{recipe.name}' has no container (backend {recipe.backend}).", f"`repro recipes show {recipe.name}`")
+    if base_image is not None:
+        validate_image_ref(base_image, "--base-image")
     dockerfile = containers_dir() / "Dockerfile"
     args = {"BASE_IMAGE": base_image or recipe.trtllm.base_image, "REPRO_INSTALL": install}
     labels = {"org.repro.recipe": recipe.name, "org.repro.recipe-hash": recipe.hash(),
@@ -233,6 +249,9 @@ class RunSpec:
     network: str = "host"
     shm_size: str | None = None
     labels: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        validate_image_ref(self.image, "image")
 
     def docker_cli(self) -> str:
         argv = ["docker", "run", "--rm", f"--network={self.network}"]

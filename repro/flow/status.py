@@ -88,7 +88,13 @@ def step_state(step: str, ledger: Ledger, recipe: Recipe | None, upstream: list[
     if rec.status in ("failed", "interrupted"):
         return StepState(step, rec.status, rec.error or rec.status, rec.finished, rec.error)
     if rec.status == "running":
-        return StepState(step, "running", f"started {rec.started} and not finished (running, or killed)", None)
+        dead = rec.stale_reason()
+        if dead:  # issue #16: SIGKILL, OOM or a full disk left 'running' behind
+            return StepState(step, "stale", f"marked running since {rec.started}, but {dead}; run it again", None)
+        where = f" by process {rec.pid} on {rec.host}" if rec.pid and rec.host else ""
+        return StepState(step, "running", f"started {rec.started}{where} and not finished", None)
+    if rec.status == "interrupted" and rec.signal:
+        return StepState(step, "interrupted", f"{rec.error or 'interrupted'} ({rec.signal})", rec.finished, rec.error)
     if recipe is not None:
         recorded_name = rec.details.get("recipe")
         if recorded_name and recorded_name != recipe.name:

@@ -33,7 +33,7 @@ def _comparison_fig(report: Report) -> Figure:
     names, values = report.chart_bars()
     fig = Figure(figsize=(8, 0.45 * len(names) + 1.2))
     ax = fig.add_subplot()
-    colors = ["#1f77b4"] * len(report.used) + ["#999999"] * len(report.comparisons)
+    colors = ["#999999" if n.endswith("(published)") else "#1f77b4" for n in names]
     ax.barh(names, values, color=colors)
     own = next((c for c in report.comparisons if c.own), None)
     if own:

@@ -6,6 +6,7 @@ the business translation, measured and TDP-based efficiency, and the roofline fr
 
 from __future__ import annotations
 
+
 import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,6 +15,7 @@ from typing import Any, Optional
 import plotext
 
 from repro.results.aggregate import RackReport, VMRow, aggregate
+from repro.core.textsafe import md_cell, md_code
 from repro.core.errors import InputError
 from repro.run.power import PowerSummary, read_power
 from repro.core.published import Accelerator, PublishedResult, load_index
@@ -24,6 +26,8 @@ from repro.core.fmt import fmt_num
 PROFILES = (("Q&A", 650), ("RAG", 2500), ("summarisation", 2500), ("agentic", 10000))
 TDP_LABEL = "TDP-based (published report)"
 
+
+MAX_PLOTTED = 1e12  # tokens/s per GPU; more is not a measurement (issue #16)
 
 @dataclass
 class Comparison:
@@ -208,6 +212,8 @@ class Report:
     def terminal_chart(self, width: int = 100) -> str:
         """Per-GPU tokens/s of the runs and every published system, as plotext bars."""
         names, values = self.chart_bars()
+        if not values:
+            return "(no chart: no tokens/s value is a plottable number)"
         fig = plotext.figure
         fig.clear()
         fig.draw(fig.bar(names, values, orientation="horizontal", labeled=[f"{v:,.0f}" for v in values]))
@@ -224,7 +230,9 @@ class Report:
         values = [r.verdict.per_gpu for r in self.used]  # type: ignore[union-attr,misc]
         names += [f"{c.recipe} (published)" for c in self.comparisons]
         values += [c.published_per_gpu for c in self.comparisons]
-        return names, [float(v) for v in values]
+        # A log can claim any number (inf, -1e308): only plottable ones are drawn, the tables still show them.
+        kept = [(n, float(v)) for n, v in zip(names, values, strict=True) if 0 <= float(v) <= MAX_PLOTTED]
+        return [n for n, _ in kept], [v for _, v in kept]
 
     def to_markdown(self) -> str:
         lab = f" [{self.label}]" if self.label else ""
@@ -247,11 +255,12 @@ class Report:
                   "|---|---:|---:|---:|---|---:|---:|---|"]
         for row in self.vm_rows():
             dev = f"{row['deviation_pct']:+.1f}%" if row["deviation_pct"] is not None else "-"
-            lines.append(f"| {row['vm']} | {fmt_num(row['tokens_per_s'])} | {fmt_num(row['tokens_per_s_per_gpu'])} | {dev} | "
+            lines.append(f"| {md_cell(row['vm'])} | {fmt_num(row['tokens_per_s'])} | "
+                         f"{fmt_num(row['tokens_per_s_per_gpu'])} | {dev} | "
                          f"{row['status']}{'' if row['counted'] else ' (excluded)'} | "
                          f"{fmt_num(row['mean_watts'], 0) if row['mean_watts'] else '-'} | "
                          f"{fmt_num(row['tokens_per_joule'], 2) if row['tokens_per_joule'] else '-'} | "
-                         f"`{row['summary'] or row['folder']}` |")
+                         f"{md_code(row['summary'] or row['folder'])} |")
         if self.multi:
             lines += ["", self.rack.to_markdown().replace("# Rack result", "### Rack summary", 1)]
         lines += ["", f"## 3. Business translation{lab}", "",
@@ -261,7 +270,7 @@ class Report:
                   f"{fmt_num(b.total, 1)} |" for b in self.business]
         lines += ["", f"## 4. Efficiency{lab}", "", "| what | tokens/J (= tokens/s per W) | from |", "|---|---:|---|"]
         for m in self.measured:
-            lines.append(f"| measured (NVML), {m.vm} | {fmt_num(m.tokens_per_joule, 2)} | `{m.power.path}` "
+            lines.append(f"| measured (NVML), {md_cell(m.vm)} | {fmt_num(m.tokens_per_joule, 2)} | {md_code(m.power.path)} "
                          f"({m.power.gpus} GPUs, mean {m.power.mean_watts_total:,.0f} W) |")
         if not self.measured:
             lines.append("| measured (NVML) | not measured | no power.csv in the run folders |")
@@ -274,8 +283,8 @@ class Report:
         else:
             lines.append(f"Not computed ({self.recipe.name} has no memory bandwidth).")
         if self.notes:
-            lines += ["", "## Notes", ""] + [f"- {n}" for n in self.notes]
-        lines += ["", "## Sources", ""] + [f"- `{p}`" for p in self.sources]
+            lines += ["", "## Notes", ""] + [f"- {md_cell(n)}" for n in self.notes]
+        lines += ["", "## Sources", ""] + [f"- {md_code(p)}" for p in self.sources]
         return "\n".join(lines) + "\n"
 
 

@@ -13,6 +13,8 @@ x 2 (K and V) x KV-cache bytes. Prefill compute, activations and scheduling are 
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass
 from typing import Any, Optional
 
@@ -22,6 +24,7 @@ PARAMS = 70e9
 LAYERS, KV_HEADS, HEAD_DIM = 80, 8, 128
 MEAN_INPUT_TOKENS = 624.0
 MEAN_OUTPUT_TOKENS = 294.45
+MAX_OUTPUT_TOKENS = 1e6  # more per sample than any model emits: the log is wrong, use the mean
 FORMULA = "bound = BW / (W / B + C x KV)"
 
 BITS = {"nvfp4": 4.5, "fp4": 4.5, "fp8": 8, "bf16": 16, "fp16": 16, "fp32": 32}
@@ -49,9 +52,10 @@ class Roofline:
 
     @property
     def fraction(self) -> Optional[float]:
-        if self.measured_tokens_per_s is None:
+        if self.measured_tokens_per_s is None or not 0 < self.bound_tokens_per_s < math.inf:
             return None
-        return self.measured_tokens_per_s / self.bound_tokens_per_s
+        frac = self.measured_tokens_per_s / self.bound_tokens_per_s
+        return frac if math.isfinite(frac) else None  # tokens/s of inf or 1e308 from a hostile log (#16)
 
     def bound_at(self, batch: float) -> float:
         return self.bandwidth_bytes_s / (self.weight_bytes / batch + self.context_tokens * self.kv_bytes_per_token)
@@ -89,7 +93,8 @@ def roofline(recipe: Recipe, measured_per_gpu: Optional[float] = None,
             f"70e9 params x {bits:g} bits / 8 / {tp} GPU(s)"
     kv_dtype = recipe.quantization.kv_cache_dtype
     kv_bytes = 1.0 if kv_dtype in ("fp8", "int8") else float(_DTYPE_BYTES[recipe.quantization.dtype])
-    out = output_tokens if output_tokens and output_tokens > 0 else MEAN_OUTPUT_TOKENS
+    plausible = output_tokens is not None and 0 < output_tokens <= MAX_OUTPUT_TOKENS
+    out = output_tokens if plausible and output_tokens else MEAN_OUTPUT_TOKENS
     context = MEAN_INPUT_TOKENS + out / 2
     per_token = kv_bytes_per_token(kv_bytes)
     batch = recipe.trtllm.gpu_batch_size

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from repro.core.errors import InputError, ReproError
+from repro.core.textsafe import md_cell
 from repro.core.recipes import Recipe, get_recipe
 from repro.core.fmt import fmt_num
 from repro.results.hardware import count_gpus
@@ -146,11 +147,11 @@ class RackReport:
         for r in self.rows:
             v = r.verdict
             if v is None:
-                lines.append(f"| {r.name} | - | - | - | ERROR | {r.problem} |")
+                lines.append(f"| {md_cell(r.name)} | - | - | - | ERROR | {md_cell(r.problem)} |")
             else:
                 dev = f"{v.deviation_pct:+.1f}%" if v.deviation_pct is not None else "-"
-                lines.append(f"| {r.name} | {fmt_num(v.run.tokens_per_s)} | {fmt_num(v.per_gpu)} | {dev} | {r.status} | "
-                             f"{'; '.join(v.reasons)}{'' if r.counted else ' (excluded)'} |")
+                lines.append(f"| {md_cell(r.name)} | {fmt_num(v.run.tokens_per_s)} | {fmt_num(v.per_gpu)} | {dev} | "
+                             f"{r.status} | {md_cell('; '.join(v.reasons))}{'' if r.counted else ' (excluded)'} |")
         if self.missing_count:
             lines += ["", f"{self.missing_count} of {self.expect} expected VMs have no result folder."]
         if self.notes:

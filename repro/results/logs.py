@@ -9,15 +9,16 @@ Numbers are kept only when finite: a NaN, infinite or negative throughput is an 
 from __future__ import annotations
 
 import ast
-import json
 import math
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Optional
 
 from pydantic import BaseModel, Field, ValidationError
 
 from repro.core.errors import InputError
+from repro.core.safeio import loads_json, read_head
 
 SUMMARY = "mlperf_log_summary.txt"
 DETAIL = "mlperf_log_detail.txt"
@@ -74,13 +75,8 @@ class LoadGenRun(BaseModel):
 
 
 def _read_text(path: Path) -> str:
-    try:
-        raw = path.read_bytes()[:_MAX_TEXT]
-    except OSError as exc:
-        raise InputError(f"{path}: cannot be read ({exc.strerror}).", "check the path, then `repro verify` again") from None
-    if b"\x00" in raw[:4096]:
-        raise InputError(f"{path}: is binary, not a LoadGen text log.", "point `repro verify` at the run folder")
-    return raw.decode("utf-8", errors="replace")
+    """Only the head that is parsed is read (a 200 MB log is not held whole); FIFOs and devices are refused."""
+    return _read_head_checked(path, _MAX_TEXT).decode("utf-8", errors="replace")
 
 
 def _num(text: str) -> float | int | None:
@@ -89,9 +85,10 @@ def _num(text: str) -> float | int | None:
         return int(text)
     except ValueError:
         try:
-            return float(text)
+            value = float(text)
         except ValueError:
             return None
+        return value if math.isfinite(value) else None  # 'inf'/'nan' in a log is not a measurement
 
 
 def _finite(value: Any) -> bool:
@@ -182,18 +179,41 @@ def parse_summary(path: Path) -> dict[str, Any]:
     return out
 
 
+def _iter_lines(path: Path) -> Iterator[str]:
+    """The first _MAX_TEXT bytes of a log, line by line: a 200 MB detail log is streamed, never held whole (#16)."""
+    _read_head_checked(path, 4096)
+    with open(path, "rb") as fh:
+        left = _MAX_TEXT
+        for raw in fh:
+            if left <= 0:
+                return
+            left -= len(raw)
+            yield raw.decode("utf-8", errors="replace").rstrip("\r\n")
+
+
+def _read_head_checked(path: Path, limit: int) -> bytes:
+    """The head of a log, with the same one-line errors as `_read_text` (unreadable, FIFO/device, binary)."""
+    try:
+        raw, _ = read_head(path, limit)
+    except OSError as exc:
+        raise InputError(f"{path}: cannot be read ({exc.strerror}).",
+                         "check the path, then `repro verify` again") from None
+    if b"\x00" in raw[:4096]:
+        raise InputError(f"{path}: is binary, not a LoadGen text log.", "point `repro verify` at the run folder")
+    return raw
+
+
 def parse_detail(path: Path) -> dict[str, Any]:
     """Last value of each MLLOG key, plus error/warning entries. Malformed lines are counted, not fatal."""
-    text = _read_text(path)
     values: dict[str, Any] = {}
     errors: list[str] = []
     warnings: list[str] = []
     bad = good = 0
-    for line in text.splitlines():
+    for line in _iter_lines(path):
         if not line.startswith(":::MLLOG"):
             continue
         try:
-            entry = json.loads(line[len(":::MLLOG"):].strip())
+            entry = loads_json(line[len(":::MLLOG"):].strip())
             key = entry["key"]
         except (ValueError, KeyError, TypeError):
             bad += 1
@@ -257,7 +277,7 @@ def parse_accuracy_txt(path: Path) -> dict[str, float]:
 
 def _read_json(path: Path) -> dict[str, Any] | None:
     try:
-        doc = json.loads(_read_text(path))
+        doc = loads_json(_read_text(path))
     except (InputError, ValueError):
         return None
     return doc if isinstance(doc, dict) else None

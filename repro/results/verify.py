@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from repro.core.errors import InputError
-from repro.core.recipes import Published, Recipe, by_system_name, get_recipe
+from repro.core.recipes import Published, Recipe, by_system_name, get_recipe, registry_recipe
 from repro.results import rules
 from repro.results.hardware import GpuCount, Identity, count_gpus, identity
 from repro.results.logs import SUMMARY, LoadGenRun, find_runs
@@ -129,7 +129,7 @@ def resolve_recipe(run: LoadGenRun, recipe: str | Recipe | None) -> Recipe:
     if recipe:
         return get_recipe(recipe)
     if run.run_info and run.run_info.get("recipe"):
-        return get_recipe(str(run.run_info["recipe"]))
+        return registry_recipe(str(run.run_info["recipe"]))  # a name from a result file, never a path (#16)
     names = [str(run.system.get("system_name", ""))] if run.system else []
     names += [run.system_path.stem] if run.system_path else []
     for name in filter(None, names):

@@ -11,6 +11,7 @@ at once (one placeholder token), LoadGen finishes and writes its logs, and run.j
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import threading
 import time
@@ -402,11 +403,16 @@ def run_benchmark(recipe: Recipe | str, ws: Workspace, *, scenario: str = "Offli
     }
     if compliance:
         info["compliance"] = {"test": compliance, "audit_settings": compliance_settings(compliance)}
-        atomic_write_text(log_dir / AUDIT_CONFIG, audit_config_text())
     if calibration is not None:
         info["demo_calibration"] = calibration
-    atomic_write_text(log_dir / "user.conf", user_conf_text(settings, scenario))
-    atomic_write_json(log_dir / "run.json", info)
+    try:
+        if compliance:
+            atomic_write_text(log_dir / AUDIT_CONFIG, audit_config_text())
+        atomic_write_text(log_dir / "user.conf", user_conf_text(settings, scenario))
+        atomic_write_json(log_dir / "run.json", info)
+    except OSError:
+        _remove_empty(log_dir, run_dir, everything=True)  # a full disk must not leave an empty, unmarked folder
+        raise
     ledger.start(step, inputs_hash, run_dir=str(run_dir), label=label)
 
     def finish(status: str, error: str | None) -> None:
@@ -418,7 +424,7 @@ def run_benchmark(recipe: Recipe | str, ws: Workspace, *, scenario: str = "Offli
     fleet: ServerFleet | None = None
     sampler = None
     worker: threading.Thread | None = None
-    interrupted = False
+    interrupted, stop_signal = False, "SIGINT"
     try:
         dataset = load_prepared(data_dir)
         info["dataset_sha256"] = dataset.sha256
@@ -476,26 +482,24 @@ def run_benchmark(recipe: Recipe | str, ws: Workspace, *, scenario: str = "Offli
                 try:
                     sut.finished.wait(0.25)
                     bar.update(sut)
-                except KeyboardInterrupt:
+                except KeyboardInterrupt as stop:
                     if interrupted:
                         raise
-                    interrupted = True
+                    interrupted, stop_signal = True, _signal_name(stop)
                     bar.interrupted(sut)
                     sut.stop()
             bar.finish(sut)
-    except KeyboardInterrupt:
-        interrupted = True
+    except KeyboardInterrupt as stop:
+        interrupted, stop_signal = True, _signal_name(stop)
         if sut is not None:
             sut.stop()
     except ReproError as exc:
-        finish("failed", exc.message)
-        ledger.fail(step, exc.message)
+        _record_failure(log_dir, run_dir, finish, ledger, step, exc.message)
         _cleanup(be, sut, sampler, info, worker, fleet)
         exc.message = f"{exc.message} (run folder: {run_dir})"
         raise
     except BaseException as exc:
-        finish("failed", f"{type(exc).__name__}: {exc}")
-        ledger.fail(step, f"{type(exc).__name__}: {exc}")
+        _record_failure(log_dir, run_dir, finish, ledger, step, f"{type(exc).__name__}: {exc}")
         _cleanup(be, sut, sampler, info, worker, fleet)
         raise
     _cleanup(be, sut, sampler, info, worker, fleet)
@@ -507,11 +511,17 @@ def run_benchmark(recipe: Recipe | str, ws: Workspace, *, scenario: str = "Offli
         raise StepFailed(f"{msg.rstrip('.')}. Partial LoadGen logs are in {log_dir} (marked incomplete).",
                          f"fix the backend, then `repro run {scenario.lower()}`")
     if interrupted:
-        finish("interrupted", "interrupted by the user (Ctrl-C)")
-        ledger.fail(step, "interrupted by the user", interrupted=True)
-        raise Interrupted(f"Interrupted; LoadGen stopped cleanly and the partial logs in {log_dir} are marked "
-                          "incomplete.",
-                          f"`repro run {scenario.lower()}` to start again")
+        why = f"interrupted by {STOP_SIGNALS.get(stop_signal, stop_signal)}"
+        info["signal"] = stop_signal
+        _record_failure(log_dir, run_dir, lambda st, err: finish("interrupted", err), ledger, step, why,
+                        signal=stop_signal)
+        raise Interrupted(f"Interrupted ({stop_signal}); LoadGen stopped cleanly and the partial logs in {log_dir} "
+                          "are marked incomplete.", f"`repro run {scenario.lower()}` to start again")
+    empty = _empty_logs(log_dir)
+    if empty:
+        msg = f"LoadGen wrote empty logs ({', '.join(empty)}); is the disk full?"
+        _record_failure(log_dir, run_dir, finish, ledger, step, msg)
+        raise StepFailed(f"{msg} Run folder: {run_dir} (marked failed).", "free space (`df -h`), then `repro doctor`")
     finish("complete", None)
     summary = _summarise(log_dir)
     if accuracy:
@@ -533,6 +543,56 @@ def run_benchmark(recipe: Recipe | str, ws: Workspace, *, scenario: str = "Offli
                                f"logs in {log_dir}{pairing}",
                        details={"run_dir": str(run_dir), "log_dir": str(log_dir), "paired_with": paired, "kind": kind,
                                 "label": label, "backend": bname, "scenario": scenario, "mode": mode, **summary})
+
+
+STOP_SIGNALS = {"SIGINT": "the user (Ctrl-C, SIGINT)", "SIGTERM": "SIGTERM (scancel, docker stop or kill)",
+                "SIGHUP": "SIGHUP (the terminal closed)"}
+
+
+def _signal_name(stop: KeyboardInterrupt) -> str:
+    """KeyboardInterrupt from Ctrl-C carries nothing; the SIGTERM handler in commands/run.py passes the signal name."""
+    name = stop.args[0] if stop.args and isinstance(stop.args[0], str) else "SIGINT"
+    return name if name.startswith("SIG") else "SIGINT"
+
+
+def _empty_logs(run_dir: Path) -> list[str]:
+    return [p.name for p in (run_dir / "mlperf_log_summary.txt", run_dir / "mlperf_log_detail.txt")
+            if not p.is_file() or p.stat().st_size == 0]
+
+
+def _remove_empty(log_dir: Path, run_dir: Path, *, everything: bool = False) -> None:
+    """Remove 0-byte files (or, with everything, all files) from log_dir, then the folders up to run_dir left empty."""
+    with contextlib.suppress(OSError):
+        for p in log_dir.iterdir():
+            if p.is_file() and (everything or p.stat().st_size == 0):
+                p.unlink()
+    folder = log_dir
+    while True:
+        with contextlib.suppress(OSError):
+            if folder.is_dir() and not any(folder.iterdir()):
+                folder.rmdir()
+        if folder == run_dir or run_dir not in folder.parents:
+            return
+        folder = folder.parent
+
+
+def _record_failure(log_dir: Path, run_dir: Path, finish: Callable[[str, str | None], None], ledger: Any, step: str,
+                    msg: str, signal: str | None = None) -> None:
+    """Mark the logs and the ledger; on a full disk neither write may succeed, so clean what is left instead.
+
+    0-byte files carry nothing and are removed; folders left empty are removed; a ledger entry that cannot be
+    written stays 'running' with this pid and host, which `repro status` reports as stale once the process is gone.
+    """
+    try:
+        finish("failed" if signal is None else "interrupted", msg)
+    except OSError:
+        pass
+    _remove_empty(log_dir, run_dir)
+    with contextlib.suppress(OSError):
+        if signal is None:
+            ledger.fail(step, msg)
+        else:
+            ledger.fail(step, msg, interrupted=True, signal=signal)
 
 
 def _cleanup(be: Backend | None, sut: LoadGenSUT | None, sampler: Any, info: dict[str, Any],

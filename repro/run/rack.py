@@ -9,7 +9,6 @@ Slurm has forgotten the job; failed, cancelled or lost VMs are listed and never 
 
 from __future__ import annotations
 
-import json
 import re
 import shlex
 import shutil
@@ -20,21 +19,31 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from contextlib import nullcontext
+from collections.abc import Mapping
 from typing import Any, Literal
 
 from rich.console import Group
 from rich.live import Live
+from rich.markup import escape
 from rich.syntax import Syntax
 from rich.table import Table
 from rich.text import Text
+
+import os
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from repro import __version__
 from repro.core.errors import InputError, Interrupted, ReproError, StepFailed
 from repro.core.fsutil import atomic_write_json, atomic_write_text
 from repro.ui.output import console, emit, info
-from repro.core.recipes import Recipe, get_recipe
 from repro.core.fmt import fmt_num
+from repro.core.recipes import Recipe, get_recipe, is_registry_recipe, load_recipe_file, registry_recipe
+from repro.core.safeio import loads_json, read_text_bounded
+from repro.core.textsafe import sh_quote, terminal_safe
 from repro.core.workspace import Workspace
+from repro.engine.container import validate_image_ref
 
 TaskStateName = Literal["pending", "running", "done", "failed", "cancelled", "missing"]
 TERMINAL = ("done", "failed", "cancelled", "missing")
@@ -55,6 +64,31 @@ _STYLE = {"pending": "dim", "running": "cyan", "done": "green", "failed": "bold 
 
 class SlurmError(ReproError):
     """Slurm is not installed, not reachable, or refused the job."""
+
+
+TEMPLATE = Path(__file__).with_name("templates") / "sbatch.sh"
+MAX_NODES = 4096
+RECIPE_DIR = "recipes"
+# Slurm partition names (a comma-separated list is allowed): no space, `=`, quote or newline can add an option.
+_PARTITION = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}(?:,[A-Za-z0-9][A-Za-z0-9_.-]{0,63}){0,15}")
+# What the job needs from the submitting shell (the same interpreter and code as the login node: PYTHONPATH,
+# VIRTUAL_ENV, LD_LIBRARY_PATH); HF_TOKEN is not among them (runs read local weights only).
+EXPORT = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "TMPDIR", "PYTHONPATH", "VIRTUAL_ENV",
+          "LD_LIBRARY_PATH", "REPRO_BIN", "REPRO_DEBUG", "REPRO_FAIL_TASKS", "CUDA_VISIBLE_DEVICES")
+
+
+def validate_partition(value: str, where: str = "--partition") -> str:
+    if not isinstance(value, str) or not _PARTITION.fullmatch(value):
+        shown = ascii(value) if isinstance(value, str) else type(value).__name__
+        raise InputError(f"{where} {shown}: not a Slurm partition name (letters, digits, _ . - and commas only).",
+                         "`sinfo -h -o %P` lists the partitions")
+    return value
+
+
+def _check_path(value: str, what: str) -> str:
+    if "\x00" in value:
+        raise InputError(f"{what} {ascii(value)}: a path cannot hold a NUL byte.", "check $REPRO_HOME and the install path")
+    return value
 
 
 def vm_name(index: int) -> str:
@@ -88,6 +122,7 @@ class RackPlan:
     samples: int | None = None
     sim_rate: float | None = None
     repro_bin: str = field(default_factory=_repro_bin)
+    recipe_file: str | None = None
 
     @property
     def simulated(self) -> bool:
@@ -104,8 +139,22 @@ class RackPlan:
         """Outside the rack folder, so nothing in it is mistaken for a VM's result."""
         return self.rack_dir.with_name(self.rack_dir.name + ".work")
 
+    def validate(self) -> None:
+        """Every value that reaches the script or sbatch's argv, checked against its grammar (issue #16)."""
+        if isinstance(self.nodes, bool) or not isinstance(self.nodes, int) or not 1 <= self.nodes <= MAX_NODES:
+            raise InputError(f"--nodes must be a whole number from 1 to {MAX_NODES} (got {self.nodes!r}).",
+                             "`repro run offline --launcher slurm --nodes 18 ...`")
+        if self.partition is not None:
+            validate_partition(self.partition)
+        if self.container_image is not None:
+            validate_image_ref(self.container_image)
+        for value, what in ((str(self.rack_dir), "rack folder"), (str(self.workspace), "workspace"),
+                            (self.repro_bin, "repro install path")):
+            _check_path(value, what)
+
     def run_args(self) -> list[str]:
-        args = ["run", "offline", "--recipe", self.recipe.name]
+        recipe = str(self.rack_dir / self.recipe_file) if self.recipe_file else self.recipe.name
+        args = ["run", "offline", "--recipe", recipe]
         if self.backend:
             args += ["--backend", self.backend]
         if self.duration_s is not None:
@@ -118,130 +167,81 @@ class RackPlan:
 
     def manifest(self) -> dict[str, Any]:
         return {"kind": "repro-rack", "repro_version": __version__, "recipe": self.recipe.name,
-                "recipe_hash": self.recipe.hash(), "backend": self.backend or self.recipe.backend,
+                "recipe_hash": self.recipe.hash(), "recipe_file": self.recipe_file,
+                "backend": self.backend or self.recipe.backend,
                 "label": self.label, "nodes": self.nodes, "partition": self.partition,
                 "container_image": self.container_image, "duration_s": self.duration_s, "samples": self.samples,
-                "sim_rate": self.sim_rate, "workspace": str(self.workspace), "repro_bin": self.repro_bin, "script": SCRIPT,
-                "created": _now(), "jobs": []}
+                "sim_rate": self.sim_rate, "workspace": str(self.workspace), "repro_bin": self.repro_bin,
+                "script": SCRIPT, "created": _now(), "jobs": []}
 
     @classmethod
-    def from_manifest(cls, rack_dir: Path, m: dict[str, Any]) -> "RackPlan":
+    def from_manifest(cls, rack_dir: Path, m: dict[str, Any]) -> RackPlan:
+        """From a validated manifest (`load_manifest`); the recipe is a registry name or the file shipped in the rack."""
+        if m.get("recipe_file"):
+            recipe = load_recipe_file(rack_dir / m["recipe_file"])
+            if m.get("recipe_hash") and recipe.hash() != m["recipe_hash"]:
+                raise InputError(f"{rack_dir / m['recipe_file']}: changed since the rack was submitted "
+                                 f"(hash {recipe.hash()} != {m['recipe_hash']}).", "start a new rack run")
+        else:
+            recipe = registry_recipe(m["recipe"])
         backend = m.get("backend")
-        recipe = get_recipe(m["recipe"])
-        return cls(recipe=recipe, rack_dir=rack_dir, nodes=int(m["nodes"]), workspace=Path(m["workspace"]),
+        return cls(recipe=recipe, rack_dir=rack_dir, nodes=m["nodes"], workspace=Path(m["workspace"]),
                    backend=backend if backend != recipe.backend else None, partition=m.get("partition"),
                    container_image=m.get("container_image"), duration_s=m.get("duration_s"),
-                   samples=m.get("samples"), sim_rate=m.get("sim_rate"), repro_bin=m.get("repro_bin") or _repro_bin())
+                   samples=m.get("samples"), sim_rate=m.get("sim_rate"), repro_bin=m.get("repro_bin") or _repro_bin(),
+                   recipe_file=m.get("recipe_file"))
+
+
+def _header_safe(value: str) -> str:
+    """Values in `#SBATCH` and comment lines come from grammars; this is the last guard, not the validation."""
+    if not re.fullmatch(r"[A-Za-z0-9_.,:\[\] -]*", value):
+        raise InputError(f"{ascii(value)}: cannot go into a #SBATCH line.", "report this as a bug in repro")
+    return value
 
 
 def render_script(plan: RackPlan) -> str:
-    """The sbatch script: a job array, one exclusive node per task, each task one single-VM run."""
-    q = shlex.quote
-    head = [
-        "#!/bin/bash",
-        f"#SBATCH --job-name=repro-{plan.recipe.name}{'-sim' if plan.simulated else ''}",
-        "#SBATCH --nodes=1",
-        "#SBATCH --ntasks=1",
-        "#SBATCH --exclusive",
-        f"#SBATCH --array=0-{plan.nodes - 1}",
-        f"#SBATCH --output={plan.rack_dir}/slurm/%A_%a.out",
-    ]
-    if plan.partition:
-        head.append(f"#SBATCH --partition={plan.partition}")
+    """The sbatch script (templates/sbatch.sh) with every value validated and quoted for bash; no raw newline."""
+    plan.validate()
     label = f"[{plan.label}] " if plan.label else ""
-    head += [
-        f"# {label}repro {__version__} rack run of {plan.recipe.name}: {plan.nodes} VMs, one `repro run offline` each.",
-        "# Each task writes RACK_DIR/vm-NN/ (performance/run_1/ logs and run.json, task.json);",
-        "# `repro aggregate RACK_DIR` sums them.",
-        "# REPRO_FAIL_TASKS=1,3 makes those array tasks fail on purpose (to rehearse --rerun-failed).",
-    ]
-    task_home = '"$WORK_DIR/$VM"' if plan.simulated else q(str(plan.workspace))
-    args = " ".join(q(a) for a in plan.run_args())
-    body = f"""
-set -uo pipefail
-RACK_DIR={q(str(plan.rack_dir))}
-WORK_DIR={q(str(plan.work_dir))}
-RECIPE={q(plan.recipe.name)}
-IMAGE={q(plan.container_image or '')}
-REPRO_BIN="${{REPRO_BIN:-{plan.repro_bin}}}"
-SIMULATED={1 if plan.simulated else 0}
-IDX="${{SLURM_ARRAY_TASK_ID:?submit this script with sbatch}}"
-JOB="${{SLURM_ARRAY_JOB_ID:-${{SLURM_JOB_ID:-0}}}}"
-VM=$(printf 'vm-%02d' "$IDX")
-OUT="$RACK_DIR/$VM"
-TASK_HOME={task_home}
-STARTED=$(date -u +%FT%TZ)
-ARGS=({args} --workspace "$TASK_HOME")
-mkdir -p "$OUT" "$TASK_HOME"
-touch "$OUT/.started"
-[ "$SIMULATED" = 1 ] && ln -sfn {q(str(plan.workspace / "preprocessed"))} "$TASK_HOME/preprocessed"
+    values = {
+        "JOB_NAME": _header_safe(f"repro-{plan.recipe.name}{'-sim' if plan.simulated else ''}"),
+        "ARRAY": f"0-{plan.nodes - 1}",
+        "PARTITION_LINE": f"#SBATCH --partition={_header_safe(plan.partition)}" if plan.partition else "",
+        "COMMENT": _header_safe(f"{label}repro {__version__} rack run of {plan.recipe.name}: {plan.nodes} VMs, "
+                                "one repro run offline each."),
+        "RACK_DIR": sh_quote(str(plan.rack_dir)),
+        "WORK_DIR": sh_quote(str(plan.work_dir)),
+        "WORKSPACE": sh_quote(str(plan.workspace)),
+        "RECIPE": sh_quote(plan.recipe.name),
+        "IMAGE": sh_quote(plan.container_image or ""),
+        "LABEL": sh_quote(plan.label or ""),
+        "REPRO_BIN": sh_quote(plan.repro_bin),
+        "SIMULATED": "1" if plan.simulated else "0",
+        "ARGS": " ".join(sh_quote(a) for a in plan.run_args()),
+    }
+    text = TEMPLATE.read_text(encoding="utf-8")
+    if not plan.partition:
+        text = text.replace("@PARTITION_LINE@\n", "")
+    return re.sub(r"@([A-Z_]+)@", lambda m: values[m[1]], text)
 
-clean() {{ printf '%s' "$1" | tr -d '"\\\\' | tr '\\n\\t\\r' '   ' | cut -c1-300; }}
-state() {{  # state NAME EXIT_CODE REASON
-  local tmp="$OUT/.task.json.$$"
-  printf '{{"vm": "%s", "index": %s, "job_id": "%s", "host": "%s", "state": "%s", "exit_code": %s, "reason": "%s", "started": "%s", "finished": "%s", "label": "%s"}}\\n' \\
-    "$VM" "$IDX" "$JOB" "$(hostname -s)" "$1" "$2" "$(clean "$3")" "$STARTED" "$(date -u +%FT%TZ)" {q(plan.label or '')} >"$tmp" \\
-    && mv -f "$tmp" "$OUT/task.json"
-}}
-collect() {{  # copy this task's newest run folder into OUT
-  local newest
-  newest=$(find "$TASK_HOME/runs/$RECIPE" -mindepth 2 -maxdepth 2 -type d -newer "$OUT/.started" 2>/dev/null | sort | tail -1)
-  [ -n "$newest" ] || return 1
-  cp -a "$newest"/. "$OUT"/
-}}
-finish() {{ [ "$SIMULATED" = 1 ] && rm -rf "$TASK_HOME"; rm -f "$OUT/.started"; }}
 
-case ",${{REPRO_FAIL_TASKS:-}}," in
-  *",$IDX,"*) state failed 1 "failed on purpose (REPRO_FAIL_TASKS=${{REPRO_FAIL_TASKS}})"; finish; exit 1 ;;
-esac
+def _slurm_path(path: Path) -> str:
+    """sbatch expands %-patterns in --output; a literal % in the rack path is written %%."""
+    return str(path).replace("%", "%%")
 
-CONTAINER=""
-if [ -z "$IMAGE" ]; then
-  LAUNCH=("$REPRO_BIN" "${{ARGS[@]}}")
-elif srun --help 2>&1 | grep -q -- '--container-image'; then
-  LAUNCH=(srun --ntasks=1 --container-image="$IMAGE" --container-mounts="$TASK_HOME:$TASK_HOME" \\
-          --no-container-mount-home --container-workdir="$TASK_HOME" repro "${{ARGS[@]}}")
-else
-  CONTAINER="repro-$JOB-$IDX"
-  LAUNCH=(docker run --rm --name "$CONTAINER" --gpus all --ipc=host --ulimit memlock=-1 --ulimit stack=67108864 \\
-          -v "$TASK_HOME:$TASK_HOME" -e REPRO_HOME="$TASK_HOME" "$IMAGE" repro "${{ARGS[@]}}")
-fi
 
-child=""
-on_term() {{
-  trap - TERM INT
-  [ -n "$child" ] && kill -INT "$child" 2>/dev/null
-  [ -n "$CONTAINER" ] && docker stop -t 5 "$CONTAINER" >/dev/null 2>&1
-  for _ in 1 2 3 4 5 6; do {{ [ -n "$child" ] && kill -0 "$child" 2>/dev/null; }} || break; sleep 0.5; done
-  collect || true
-  finish
-  state cancelled 143 "cancelled by Slurm (scancel, time limit or preemption); partial run kept if any"
-  exit 143
-}}
-trap on_term TERM INT
+def export_list(environ: Mapping[str, str] | None = None) -> str:
+    """`--export` for sbatch: only the names the job needs, so HF_TOKEN and the rest of the shell stay behind."""
+    env: Mapping[str, str] = os.environ if environ is None else environ
+    extra = [n for n in env.get("REPRO_SLURM_EXPORT", "").split(",") if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", n)]
+    names = [n for n in (*EXPORT, *extra) if n in env and "," not in env[n]]
+    return ",".join(names) if names else "NONE"
 
-state running null ""
-echo "repro rack task $VM (array $JOB index $IDX) on $(hostname -s): ${{LAUNCH[*]}}"
-"${{LAUNCH[@]}}" >"$OUT/repro.log" 2>&1 &
-child=$!
-wait "$child"
-rc=$?
-child=""
-if [ "$rc" -ne 0 ]; then
-  collect || true
-  finish
-  state failed "$rc" "repro exited $rc: $(grep -v '^[[:space:]]*$' "$OUT/repro.log" | tail -1)"
-elif collect; then
-  finish
-  state done 0 ""
-else
-  finish
-  rc=1
-  state failed 1 "repro exited 0 but wrote no run folder under $TASK_HOME/runs/$RECIPE"
-fi
-exit "$rc"
-"""
-    return "\n".join(head) + "\n" + body
+
+def sbatch_argv(script: Path, rack_dir: Path, array: str | None = None) -> list[str]:
+    """The submit command as an argv list: values never pass through a shell on the submitting side either."""
+    return (["sbatch", "--parsable", f"--export={export_list()}", f"--output={_slurm_path(rack_dir / 'slurm')}/%A_%a.out"]
+            + ([f"--array={array}"] if array else []) + [str(script)])
 
 
 def _run(cmd: list[str], timeout: float = 30) -> subprocess.CompletedProcess[str]:
@@ -254,8 +254,8 @@ def _run(cmd: list[str], timeout: float = 30) -> subprocess.CompletedProcess[str
         raise SlurmError(f"`{' '.join(cmd)}` did not answer in {timeout:.0f} s; is slurmctld up?", "`sinfo`") from None
 
 
-def sbatch(script: Path, array: str | None = None) -> str:
-    cmd = ["sbatch", "--parsable"] + ([f"--array={array}"] if array else []) + [str(script)]
+def sbatch(script: Path, array: str | None = None, rack_dir: Path | None = None) -> str:
+    cmd = sbatch_argv(script, rack_dir or script.parent, array)
     proc = _run(cmd)
     if proc.returncode != 0:
         msg = (proc.stderr or proc.stdout).strip().splitlines()
@@ -310,18 +310,94 @@ class TaskRow:
 
 def _read_json(path: Path) -> dict[str, Any] | None:
     try:
-        data = json.loads(path.read_text())
+        data = loads_json(read_text_bounded(path, 1 << 20, what="task file"))
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None
 
 
+def _text(value: Any, limit: int = 300) -> str | None:
+    """A task.json string as display text (the rack folder is shared storage: any type, any bytes)."""
+    return None if value is None else terminal_safe(str(value))[:limit]
+
+
+class _Job(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    job_id: str = Field(pattern=r"^[0-9]{1,20}$")
+    tasks: list[int] = Field(max_length=MAX_NODES)
+
+    @field_validator("tasks")
+    @classmethod
+    def _in_range(cls, v: list[int]) -> list[int]:
+        if any(isinstance(i, bool) or not 0 <= i < MAX_NODES for i in v):
+            raise ValueError(f"task indices must be 0 to {MAX_NODES - 1}")
+        return v
+
+
+class RackManifest(BaseModel):
+    """rack.json as read back: the rack folder sits on shared storage, so every field is checked before use."""
+
+    model_config = ConfigDict(extra="allow", strict=True)
+    kind: str = Field(pattern=r"^repro-rack$")
+    recipe: str = Field(pattern=r"^[a-z0-9][a-z0-9-]{0,99}$")
+    recipe_hash: str | None = None
+    recipe_file: str | None = Field(default=None, pattern=rf"^{RECIPE_DIR}/[a-z0-9][a-z0-9-]{{0,99}}\.yaml$")
+    backend: str | None = Field(default=None, pattern=r"^[a-z0-9-]{1,40}$")
+    label: str | None = Field(default=None, pattern=r"^(simulated|demo)$")
+    nodes: int = Field(ge=1, le=MAX_NODES)
+    partition: str | None = None
+    container_image: str | None = None
+    duration_s: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    samples: int | None = Field(default=None, gt=0)
+    sim_rate: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    workspace: str = Field(min_length=1, max_length=4096)
+    repro_bin: str | None = Field(default=None, max_length=4096)
+    jobs: list[_Job] = Field(default_factory=list)
+
+    @field_validator("partition")
+    @classmethod
+    def _partition(cls, v: str | None) -> str | None:
+        if v is not None and not _PARTITION.fullmatch(v):
+            raise ValueError("not a Slurm partition name (letters, digits, _ . - and commas only)")
+        return v
+
+    @field_validator("container_image")
+    @classmethod
+    def _image(cls, v: str | None) -> str | None:
+        if v is not None:
+            try:
+                validate_image_ref(v)
+            except InputError:
+                raise ValueError("not an image name (it may not start with '-')") from None
+        return v
+
+    @field_validator("workspace", "repro_bin")
+    @classmethod
+    def _path(cls, v: str | None) -> str | None:
+        if v is not None and "\x00" in v:
+            raise ValueError("a path cannot hold a NUL byte")
+        return v
+
+
 def load_manifest(rack_dir: Path) -> dict[str, Any]:
+    """rack.json, validated field by field: a malformed one is one error naming the field (exit 2), never a traceback."""
     path = Path(rack_dir) / RACK_JSON
-    data = _read_json(path)
-    if data is None or data.get("kind") != "repro-rack":
-        raise InputError(f"{path}: not a repro rack folder (missing or unreadable {RACK_JSON}).",
-                         "pass the folder `repro run offline --launcher slurm` printed (under $REPRO_HOME/racks/)")
+    nxt = "pass the folder `repro run offline --launcher slurm` printed (under $REPRO_HOME/racks/)"
+    try:
+        data = loads_json(read_text_bounded(path, 16 << 20, what=RACK_JSON))
+    except (OSError, ValueError):
+        data = None
+    if not isinstance(data, dict) or data.get("kind") != "repro-rack":
+        raise InputError(f"{path}: not a repro rack folder (missing or unreadable {RACK_JSON}).", nxt)
+    try:
+        checked = RackManifest.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "(top level)"
+        raise InputError(f"{path}: field '{terminal_safe(where)}': {first['msg']}.",
+                         "restore rack.json from the rack's first submission, or start a new rack run") from None
+    data.update(checked.model_dump(exclude_unset=False, include=set(RackManifest.model_fields)))
+    data["jobs"] = [dict(j) for j in data["jobs"]]
     return data
 
 
@@ -354,7 +430,9 @@ def task_rows(rack_dir: Path, manifest: dict[str, Any] | None = None) -> list[Ta
             own = None
         slurm = live.get(job_id, {}).get(i) if job_id else None
         if own:
-            row.host, row.exit_code, row.reason = own.get("host"), own.get("exit_code"), own.get("reason") or ""
+            code = own.get("exit_code")
+            row.host, row.reason = _text(own.get("host"), 100), _text(own.get("reason")) or ""
+            row.exit_code = code if isinstance(code, int) and not isinstance(code, bool) else None
         if own and own.get("state") in TERMINAL:
             row.state = own["state"]
         elif slurm:
@@ -388,8 +466,8 @@ def _task_table(rows: list[TaskRow], title: str) -> Table:
 
 
 def _title(m: dict[str, Any], rack_dir: Path) -> str:
-    label = f" [{m['label'].upper()}]" if m.get("label") else ""
-    return f"Rack run{label}: {m['recipe']} x {m['nodes']} VMs ({rack_dir})"
+    label = f" \\[{m['label'].upper()}]" if m.get("label") else ""
+    return f"Rack run{label}: {m['recipe']} x {m['nodes']} VMs ({escape(str(rack_dir))})"
 
 
 def follow(rack_dir: Path, *, poll_s: float = 2.0, live: bool | None = None, timeout_s: float | None = None) -> list[TaskRow]:
@@ -513,7 +591,8 @@ def collect(rack_dir: Path, rows: list[TaskRow] | None = None) -> RackResult:
     vm_dirs = [rack_dir / r.vm for r in rows if (rack_dir / r.vm).is_dir()]
     if vm_dirs:
         try:
-            result.report = aggregate(vm_dirs, recipe=m["recipe"], expect=int(m["nodes"]))
+            recipe = RackPlan.from_manifest(rack_dir, m).recipe if m.get("recipe_file") else m["recipe"]
+            result.report = aggregate(vm_dirs, recipe=recipe, expect=int(m["nodes"]))
         except ReproError as exc:
             result.report_error = exc.message
     else:
@@ -543,13 +622,17 @@ def plan_rack(recipe: str | Recipe | None, ws: Workspace, nodes: int, *, partiti
         raise InputError("a rack run needs --recipe: the login node is not one of the VMs, so it cannot detect it.",
                          "`repro run offline --launcher slurm --nodes N --recipe nd-gb300-v6`")
     rec = get_recipe(recipe) if isinstance(recipe, str) else recipe
-    if nodes < 1:
-        raise InputError(f"--nodes must be at least 1 (got {nodes}).", "`repro run offline --launcher slurm --nodes 18 ...`")
+    if isinstance(nodes, bool) or not isinstance(nodes, int) or not 1 <= nodes <= MAX_NODES:
+        raise InputError(f"--nodes must be a whole number from 1 to {MAX_NODES} (got {nodes!r}).",
+                         "`repro run offline --launcher slurm --nodes 18 ...`")
     if rec.reference_only:
         raise InputError(f"recipe {rec.name} is reference-only: nobody runs it through repro.",
                          "pick a runnable recipe from `repro recipes list`")
     plan = RackPlan(rec, _new_rack_dir(ws, rec), nodes, ws.root, backend=backend, partition=partition,
                     container_image=container_image, duration_s=duration_s, samples=samples, sim_rate=sim_rate)
+    if not is_registry_recipe(rec):
+        plan.recipe_file = f"{RECIPE_DIR}/{rec.name}.yaml"  # shipped with the rack: the nodes cannot see the user's file
+    plan.validate()
     if plan.simulated:
         if plan.sim_rate is None and rec.published.tokens_per_s_per_vm != "unknown":
             plan.sim_rate = float(rec.published.tokens_per_s_per_vm)
@@ -569,12 +652,14 @@ def submit(plan: RackPlan, indices: list[int] | None = None) -> str:
     rack = plan.rack_dir
     (rack / "slurm").mkdir(parents=True, exist_ok=True)
     script = rack / SCRIPT
-    if not script.exists():
-        atomic_write_text(script, render_script(plan))
-        script.chmod(0o755)
-    m = _read_json(rack / RACK_JSON) or plan.manifest()
+    if plan.recipe_file and not (rack / plan.recipe_file).exists():
+        (rack / plan.recipe_file).parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(rack / plan.recipe_file, yaml.safe_dump(plan.recipe.model_dump(mode="json"), sort_keys=False))
+    atomic_write_text(script, render_script(plan))  # re-rendered from the validated plan, never reused from disk
+    script.chmod(0o755)
+    m = load_manifest(rack) if (rack / RACK_JSON).exists() else plan.manifest()
     tasks = sorted(indices) if indices is not None else list(range(plan.nodes))
-    job_id = sbatch(script, ",".join(map(str, tasks)) if indices is not None else None)
+    job_id = sbatch(script, ",".join(map(str, tasks)) if indices is not None else None, rack)
     m["jobs"].append({"job_id": job_id, "tasks": tasks, "submitted": _now()})
     m["status"] = "submitted"
     atomic_write_json(rack / RACK_JSON, m)
@@ -624,7 +709,7 @@ def launch_offline(recipe: str | None, workspace: Path | None, nodes: int, parti
                      duration_s=duration_s, samples=samples, sim_rate=sim_rate)
     if dry_run:
         result = RackResult(plan.rack_dir, plan.manifest(), script=render_script(plan), dry_run=True,
-                            submit_command=["sbatch", "--parsable", str(plan.rack_dir / SCRIPT)])
+                            submit_command=sbatch_argv(plan.rack_dir / SCRIPT, plan.rack_dir))
         emit(result, as_json)
         return result
     job_id = submit(plan)
@@ -645,12 +730,12 @@ def rerun_failed(rack_dir: Path, dry_run: bool = False, as_json: bool = False, *
     again = [r for r in rows if r.state in ("failed", "cancelled", "missing")]
     if dry_run:
         tasks = ",".join(str(r.index) for r in again)
-        result = RackResult(rack_dir, m, rows, script=(rack_dir / SCRIPT).read_text() if (rack_dir / SCRIPT).exists()
-                            else render_script(plan), dry_run=True,
-                            submit_command=["sbatch", "--parsable", f"--array={tasks}", str(rack_dir / SCRIPT)] if again else [])
+        result = RackResult(rack_dir, m, rows, script=render_script(plan), dry_run=True,
+                            submit_command=sbatch_argv(rack_dir / SCRIPT, rack_dir, tasks) if again else [])
         emit(result, as_json)
         return result
     if again:
+        render_script(plan)  # validates what rack.json says before anything is moved or submitted
         for r in again:
             _retire(rack_dir, r)
         job_id = submit(plan, [r.index for r in again])

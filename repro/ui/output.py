@@ -16,6 +16,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from repro.core.secrets import redact
+from repro.ui.safe import SafeConsole
 
 SCHEMA_VERSION = 1
 # A pipe or a log file has no width; this one is wider than any path, command or script line.
@@ -34,7 +35,7 @@ def _width(stream: IO[str]) -> int | None:
 def make_console(stderr: bool = False) -> Console:
     """An explicit width also keeps a COLUMNS variable from narrowing a pipe."""
     width = _width(sys.stderr if stderr else sys.stdout)
-    return Console(stderr=stderr, highlight=False, soft_wrap=stderr or width is not None, width=width)
+    return SafeConsole(stderr=stderr, highlight=False, soft_wrap=stderr or width is not None, width=width)
 
 
 console = make_console()

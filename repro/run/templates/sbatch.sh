@@ -1,0 +1,103 @@
+#!/bin/bash
+#SBATCH --job-name=@JOB_NAME@
+#SBATCH --nodes=1
+#SBATCH --ntasks=1
+#SBATCH --exclusive
+#SBATCH --array=@ARRAY@
+@PARTITION_LINE@
+# @COMMENT@
+# Each task writes RACK_DIR/vm-NN/ (performance/run_1/ logs and run.json, task.json); `repro aggregate RACK_DIR` sums them.
+# REPRO_FAIL_TASKS=1,3 makes those array tasks fail on purpose (to rehearse --rerun-failed).
+# Submitted by repro as: sbatch --parsable --export=... --output=RACK_DIR/slurm/%A_%a.out rack.sbatch
+# Every value below was quoted by repro (repro/run/rack.py: render_script); this file is a template in the package.
+set -uo pipefail
+RACK_DIR=@RACK_DIR@
+WORK_DIR=@WORK_DIR@
+WORKSPACE=@WORKSPACE@
+RECIPE=@RECIPE@
+IMAGE=@IMAGE@
+LABEL=@LABEL@
+DEFAULT_BIN=@REPRO_BIN@
+REPRO_BIN="${REPRO_BIN:-$DEFAULT_BIN}"
+SIMULATED=@SIMULATED@
+IDX="${SLURM_ARRAY_TASK_ID:?submit this script with sbatch}"
+JOB="${SLURM_ARRAY_JOB_ID:-${SLURM_JOB_ID:-0}}"
+VM=$(printf 'vm-%02d' "$IDX")
+OUT="$RACK_DIR/$VM"
+if [ "$SIMULATED" = 1 ]; then TASK_HOME="$WORK_DIR/$VM"; else TASK_HOME="$WORKSPACE"; fi
+STARTED=$(date -u +%FT%TZ)
+ARGS=(@ARGS@ --workspace "$TASK_HOME")
+mkdir -p "$OUT" "$TASK_HOME"
+touch "$OUT/.started"
+if [ "$SIMULATED" = 1 ]; then ln -sfn "$WORKSPACE/preprocessed" "$TASK_HOME/preprocessed"; fi
+
+# shellcheck disable=SC1003  # the set is a double quote and a backslash, not an escaped quote
+clean() { printf '%s' "$1" | tr -d '"\\' | tr '\n\t\r' '   ' | cut -c1-300; }
+state() {  # state NAME EXIT_CODE REASON
+  local tmp="$OUT/.task.json.$$"
+  printf '{"vm": "%s", "index": %s, "job_id": "%s", "host": "%s", "state": "%s", "exit_code": %s, "reason": "%s", "started": "%s", "finished": "%s", "label": "%s"}\n' \
+    "$VM" "$IDX" "$JOB" "$(hostname -s)" "$1" "$2" "$(clean "$3")" "$STARTED" "$(date -u +%FT%TZ)" "$LABEL" >"$tmp" \
+    && mv -f "$tmp" "$OUT/task.json"
+}
+collect() {  # copy this task's newest run folder into OUT (a glob, not find | sort: paths may hold newlines)
+  local newest="" d
+  for d in "$TASK_HOME/runs/$RECIPE"/*/*/; do
+    if [ -d "$d" ] && [ "$d" -nt "$OUT/.started" ]; then newest=$d; fi
+  done
+  [ -n "$newest" ] || return 1
+  cp -a "$newest". "$OUT"/
+}
+finish() { if [ "$SIMULATED" = 1 ]; then rm -rf "$TASK_HOME"; fi; rm -f "$OUT/.started"; }
+
+case ",${REPRO_FAIL_TASKS:-}," in
+  *",$IDX,"*) state failed 1 "failed on purpose (REPRO_FAIL_TASKS=${REPRO_FAIL_TASKS})"; finish; exit 1 ;;
+esac
+
+CONTAINER=""
+if [ -z "$IMAGE" ]; then
+  LAUNCH=("$REPRO_BIN" "${ARGS[@]}")
+elif srun --help 2>&1 | grep -q -- '--container-image'; then
+  LAUNCH=(srun --ntasks=1 --container-image="$IMAGE" --container-mounts="$TASK_HOME:$TASK_HOME" \
+          --no-container-mount-home --container-workdir="$TASK_HOME" repro "${ARGS[@]}")
+else
+  CONTAINER="repro-$JOB-$IDX"
+  LAUNCH=(docker run --rm --name "$CONTAINER" --gpus all --ipc=host --ulimit memlock=-1 --ulimit stack=67108864 \
+          -v "$TASK_HOME:$TASK_HOME" -e REPRO_HOME="$TASK_HOME" -- "$IMAGE" repro "${ARGS[@]}")
+fi
+
+child=""
+# shellcheck disable=SC2317  # called by the trap below
+on_term() {
+  trap - TERM INT
+  if [ -n "$child" ]; then kill -INT "$child" 2>/dev/null; fi
+  if [ -n "$CONTAINER" ]; then docker stop -t 5 "$CONTAINER" >/dev/null 2>&1; fi
+  for _ in 1 2 3 4 5 6; do { [ -n "$child" ] && kill -0 "$child" 2>/dev/null; } || break; sleep 0.5; done
+  collect || true
+  finish
+  state cancelled 143 "cancelled by Slurm (scancel, time limit or preemption); partial run kept if any"
+  exit 143
+}
+trap on_term TERM INT
+
+state running null ""
+printf 'repro rack task %s (array %s index %s) on %s:' "$VM" "$JOB" "$IDX" "$(hostname -s)"
+printf ' %q' "${LAUNCH[@]}"
+printf '\n'
+"${LAUNCH[@]}" >"$OUT/repro.log" 2>&1 &
+child=$!
+wait "$child"
+rc=$?
+child=""
+if [ "$rc" -ne 0 ]; then
+  collect || true
+  finish
+  state failed "$rc" "repro exited $rc: $(grep -v '^[[:space:]]*$' "$OUT/repro.log" | tail -1)"
+elif collect; then
+  finish
+  state "done" 0 ""
+else
+  finish
+  rc=1
+  state failed 1 "repro exited 0 but wrote no run folder under $TASK_HOME/runs/$RECIPE"
+fi
+exit "$rc"

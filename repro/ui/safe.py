@@ -1,0 +1,25 @@
+"""A Rich Console that never sends a control character from data to the terminal.
+
+Folder names, task reasons and log lines come from result folders and shared storage; an escape sequence in
+one could clear the screen or overwrite a verdict. Rich keeps ESC in plain text, so every text segment is
+passed through `terminal_safe` after rendering; Rich's own styling (applied later, from Style objects) and
+control segments (cursor moves of a Live view) are untouched.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from rich.console import Console, ConsoleOptions, RenderableType
+from rich.segment import Segment
+
+from repro.core.textsafe import terminal_safe
+
+
+class SafeConsole(Console):
+    def render(self, renderable: RenderableType, options: ConsoleOptions | None = None) -> Iterable[Segment]:
+        for seg in super().render(renderable, options):
+            if seg.control is None and seg.text:
+                yield Segment(terminal_safe(seg.text), seg.style, None)
+            else:
+                yield seg

@@ -1,0 +1,294 @@
+"""Fuzz and property suite (issue #16) over every input a user or a result folder can supply.
+
+Properties, for every generated input: the exit code is 0, 1 or 2; no traceback (no exception escapes the
+CLI's error edge); no file outside the output folder changes; generated scripts pass `bash -n` and shellcheck.
+Examples are bounded and derandomized so the suite runs in a few minutes on 2 cores; the Slurm script
+property (shellcheck per example) is marked slow.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import FIXTURES
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from typer.testing import CliRunner
+
+from repro.cli import app
+
+RECIPE = "nd-gb300-v6"
+VM = FIXTURES / "azure-nd-gb300-v6-rack" / "ND_GB300_v6_1"
+SYSTEM = FIXTURES / "azure-nd-gb300-v6-rack" / "ND_GB300_v6.json"
+
+FUZZ = settings(max_examples=int(os.environ.get("REPRO_FUZZ_EXAMPLES", "50")), deadline=None, derandomize=True,
+                database=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture,
+                                                      HealthCheck.data_too_large])
+
+# Hostile scalars: numbers at the edges, text with shell, terminal and Markdown metacharacters.
+NUMBERS = st.one_of(st.integers(-(10**30), 10**30), st.floats(allow_nan=True, allow_infinity=True),
+                    st.sampled_from([0, -1, 1e308, -1e308, 10**400]))
+NASTY_TEXT = st.one_of(
+    st.text(max_size=40),
+    st.sampled_from(["$(touch INJECTED)", "`touch INJECTED`", "a\nb", "\x1b[2J", "<img src=x onerror=alert(1)>",
+                     "--privileged", "../../etc/passwd", "/dev/zero", "|", "%A", "\x00", "'\"", "nan", "inf", ""]),
+)
+SCALARS = st.one_of(st.none(), st.booleans(), NUMBERS, NASTY_TEXT)
+JSON_VALUES = st.recursive(
+    SCALARS, lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(NASTY_TEXT, inner, max_size=4)),
+    max_leaves=12)
+
+
+def _dumps(value: object) -> str:
+    return json.dumps(value, allow_nan=True, default=str)
+
+
+def _tree_digest(root: Path) -> dict[str, str]:
+    out = {}
+    for p in sorted(root.rglob("*")):
+        if p.is_file() and not p.is_symlink():
+            out[str(p.relative_to(root))] = hashlib.sha256(p.read_bytes()).hexdigest()
+    return out
+
+
+@contextmanager
+def sandbox() -> Iterator[Path]:
+    """A fresh folder per example, used as the working directory and REPRO_HOME, removed afterwards."""
+    old_cwd, old_home = os.getcwd(), os.environ.get("REPRO_HOME")
+    root = Path(tempfile.mkdtemp(prefix="repro-fuzz-"))
+    (root / "cwd").mkdir()
+    os.chdir(root / "cwd")
+    os.environ["REPRO_HOME"] = str(root / "home")
+    try:
+        yield root
+    finally:
+        os.chdir(old_cwd)
+        if old_home is None:
+            os.environ.pop("REPRO_HOME", None)
+        else:
+            os.environ["REPRO_HOME"] = old_home
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def check(args: list[str], root: Path, inputs: Path, allowed: tuple[int, ...] = (0, 1, 2)) -> None:
+    """Run the CLI in-process; assert the exit code, no escaped exception, and inputs and cwd untouched."""
+    before = _tree_digest(inputs)
+    res = CliRunner().invoke(app, args)
+    exc = res.exception
+    assert exc is None or isinstance(exc, SystemExit), f"{args}: {type(exc).__name__}: {exc}"
+    assert res.exit_code in allowed, (args, res.exit_code, res.output[-1500:])
+    assert "Traceback" not in res.output
+    assert _tree_digest(inputs) == before, f"{args} changed its input folder"
+    assert not any((root / "cwd").iterdir()), f"{args} wrote into the working directory"
+    assert not (root / "cwd" / "INJECTED").exists() and not (inputs / "INJECTED").exists()
+
+
+def _vm_copy(root: Path) -> Path:
+    dest = root / "in" / "ND_GB300_v6_1"
+    shutil.copytree(VM, dest)
+    shutil.copy(SYSTEM, root / "in")
+    return dest
+
+
+def _summary(folder: Path) -> Path:
+    return next(folder.rglob("mlperf_log_summary.txt"))
+
+
+# Log files -------------------------------------------------------------------------------------------------------
+
+SUMMARY_KEYS = ["Tokens per second", "Samples per second", "Result is", "Scenario", "SUT name", "min_duration (ms)",
+                "Completed tokens per second", "Early stopping"]
+
+
+@FUZZ
+@given(edits=st.lists(st.tuples(st.sampled_from(SUMMARY_KEYS), st.one_of(NUMBERS.map(str), NASTY_TEXT)), max_size=5),
+       junk=st.binary(max_size=200), drop=st.booleans())
+def test_summary_log(edits: list[tuple[str, str]], junk: bytes, drop: bool) -> None:
+    with sandbox() as root:
+        vm = _vm_copy(root)
+        path = _summary(vm)
+        lines = path.read_text().splitlines()
+        for key, value in edits:
+            lines = [f"{key}: {value}" if ln.split(":")[0].strip() == key else ln for ln in lines]
+        if drop:
+            lines = lines[: len(lines) // 2]
+        path.write_bytes("\n".join(lines).encode("utf-8", "surrogatepass") + junk)
+        check(["verify", str(vm)], root, root / "in")
+
+
+MLLOG_ENTRY = st.dictionaries(st.sampled_from(["key", "value", "metadata"]), JSON_VALUES).map(_dumps)
+
+
+@FUZZ
+@given(entries=st.lists(st.one_of(JSON_VALUES.map(_dumps), MLLOG_ENTRY, st.just("[" * 5000)), max_size=6),
+       keep=st.booleans())
+def test_detail_log(entries: list[str], keep: bool) -> None:
+    with sandbox() as root:
+        vm = _vm_copy(root)
+        path = next(vm.rglob("mlperf_log_detail.txt"))
+        head = path.read_text().splitlines() if keep else []
+        path.write_text("\n".join(head + [f":::MLLOG {e}" for e in entries]) + "\n")
+        check(["verify", str(vm), "--json"], root, root / "in")
+
+
+@FUZZ
+@given(system=st.one_of(JSON_VALUES, st.dictionaries(st.sampled_from(["accelerators_per_node", "system_name",
+                                                                       "number_of_nodes"]), JSON_VALUES)),
+       deep=st.integers(0, 3))
+def test_system_json(system: object, deep: int) -> None:
+    with sandbox() as root:
+        vm = _vm_copy(root)
+        text = _dumps(system) if deep < 3 else '{"accelerators_per_node": ' + "[" * 100_000 + "]" * 100_000 + "}"
+        (root / "in" / "ND_GB300_v6.json").write_text(text)
+        check(["verify", str(vm)], root, root / "in")
+        check(["aggregate", str(root / "in"), "--json"], root, root / "in")
+
+
+ROUGE_KEYS = st.sampled_from(["rouge1", "rouge2", "rougeL", "gen_len", "tokens_per_sample"])
+
+
+@FUZZ
+@given(text=st.one_of(st.text(max_size=200), st.dictionaries(ROUGE_KEYS, NUMBERS).map(str)))
+def test_accuracy_file(text: str) -> None:
+    with sandbox() as root:
+        vm = _vm_copy(root)
+        for acc in vm.rglob("accuracy.txt"):
+            acc.write_text(text)
+        check(["verify", str(vm)], root, root / "in")
+
+
+@FUZZ
+@given(info=st.one_of(JSON_VALUES, st.fixed_dictionaries({"recipe": NASTY_TEXT}, optional={
+    "scenario": NASTY_TEXT, "label": SCALARS, "incomplete": SCALARS, "status": NASTY_TEXT, "gpus": JSON_VALUES})))
+def test_run_json(info: object) -> None:
+    with sandbox() as root:
+        vm = _vm_copy(root)
+        (_summary(vm).parent / "run.json").write_text(_dumps(info))
+        check(["verify", str(vm)], root, root / "in")
+
+
+# Workspace and rack state ----------------------------------------------------------------------------------------
+
+STEP = st.fixed_dictionaries({}, optional={"status": NASTY_TEXT | st.sampled_from(["done", "running", "failed"]),
+                                           "inputs_hash": SCALARS, "started": SCALARS, "pid": NUMBERS,
+                                           "host": SCALARS, "outputs": JSON_VALUES, "details": JSON_VALUES})
+
+
+@FUZZ
+@given(ledger=st.one_of(JSON_VALUES, st.fixed_dictionaries({"schema_version": SCALARS},
+                                                           optional={"steps": st.dictionaries(NASTY_TEXT, STEP,
+                                                                                              max_size=3),
+                                                                     "facts": JSON_VALUES})))
+def test_ledger(ledger: object) -> None:
+    with sandbox() as root:
+        home = root / "home"
+        home.mkdir()
+        (home / "ledger.json").write_text(_dumps(ledger))
+        inputs = root / "in"
+        inputs.mkdir()
+        check(["status", "--recipe", RECIPE, "--json"], root, inputs)
+        check(["status"], root, inputs)
+
+
+RACK_FIELDS = ["recipe", "recipe_file", "nodes", "partition", "container_image", "workspace", "repro_bin", "jobs",
+               "backend", "label", "samples", "duration_s", "sim_rate", "kind"]
+
+
+def _manifest(root: Path) -> dict[str, object]:
+    return {"kind": "repro-rack", "recipe": RECIPE, "backend": "sim", "label": "simulated", "nodes": 2,
+            "partition": None, "container_image": None, "duration_s": None, "samples": 16, "sim_rate": None,
+            "workspace": str(root / "home"), "repro_bin": "repro", "script": "rack.sbatch", "jobs": []}
+
+
+@FUZZ
+@given(changes=st.dictionaries(st.sampled_from(RACK_FIELDS), JSON_VALUES, min_size=1, max_size=3))
+def test_rack_json(changes: dict[str, object]) -> None:
+    with sandbox() as root:
+        rack = root / "in" / "rack"
+        rack.mkdir(parents=True)
+        (rack / "rack.json").write_text(_dumps(_manifest(root) | changes))
+        check(["run", "offline", "--launcher", "slurm", "--rerun-failed", str(rack), "--dry-run", "--json"], root,
+              root / "in")
+
+
+# Recipe files ----------------------------------------------------------------------------------------------------
+
+def _recipe_doc() -> dict[str, object]:
+    return yaml.safe_load((Path(__file__).resolve().parents[1] / "recipes" / f"{RECIPE}.yaml").read_text())
+
+
+@FUZZ
+@given(path=st.lists(st.sampled_from(["system", "model", "dataset", "trtllm", "loadgen", "published", "name",
+                                      "gpus_per_vm", "samples", "tp_size", "band_pct"]), min_size=1, max_size=2),
+       value=JSON_VALUES, raw=st.one_of(st.none(), st.text(max_size=100), st.just("[" * 10_000)))
+def test_recipe_file(path: list[str], value: object, raw: str | None) -> None:
+    with sandbox() as root:
+        inputs = root / "in"
+        inputs.mkdir()
+        target = inputs / f"{RECIPE}.yaml"
+        doc = _recipe_doc()
+        node = doc
+        for key in path[:-1]:
+            node = node.setdefault(key, {}) if isinstance(node, dict) else node
+        if isinstance(node, dict):
+            node[path[-1]] = value
+        target.write_text(raw if raw is not None else yaml.safe_dump(doc))
+        check(["recipes", "validate", str(target)], root, inputs)
+        check(["recipes", "show", str(target), "--json"], root, inputs)
+
+
+# CLI values that reach scripts -----------------------------------------------------------------------------------
+
+@FUZZ
+@given(partition=st.one_of(st.none(), NASTY_TEXT), image=st.one_of(st.none(), NASTY_TEXT))
+def test_cli_values_reach_no_script_unchecked(partition: str | None, image: str | None) -> None:
+    with sandbox() as root:
+        inputs = root / "in"
+        inputs.mkdir()
+        args = ["run", "offline", "--launcher", "slurm", "--nodes", "2", "--recipe", RECIPE, "--dry-run", "--json"]
+        args += ["--partition", partition] if partition is not None else []
+        args += ["--container-image", image] if image is not None else ["--backend", "sim"]
+        check(args, root, inputs)
+
+
+def _lint(script: str) -> None:
+    with tempfile.NamedTemporaryFile("w", suffix=".sh", delete=False) as fh:
+        fh.write(script)
+    try:
+        syntax = subprocess.run(["bash", "-n", fh.name], capture_output=True, text=True)
+        assert syntax.returncode == 0, syntax.stderr
+        if shutil.which("shellcheck"):
+            sc = subprocess.run(["shellcheck", "-S", "warning", fh.name], capture_output=True, text=True)
+            assert sc.returncode == 0, sc.stdout
+    finally:
+        os.unlink(fh.name)
+
+
+@pytest.mark.slow
+@settings(FUZZ, max_examples=int(os.environ.get("REPRO_FUZZ_SCRIPTS", "25")))
+@given(home=NASTY_TEXT.filter(lambda s: "\x00" not in s and "/" not in s and s not in ("", ".", "..")),
+       repro_bin=NASTY_TEXT.filter(lambda s: "\x00" not in s), nodes=st.integers(1, 64),
+       samples=st.one_of(st.none(), st.integers(1, 10**9)))
+def test_generated_script_passes_bash_n_and_shellcheck(home: str, repro_bin: str, nodes: int,
+                                                       samples: int | None) -> None:
+    from repro.core.recipes import get_recipe
+    from repro.run.rack import RackPlan, render_script
+
+    base = Path(tempfile.gettempdir()) / "repro-fuzz-home" / home
+    plan = RackPlan(get_recipe(RECIPE), base / "racks" / "r", nodes, base, backend="sim", samples=samples,
+                    repro_bin=repro_bin)
+    script = render_script(plan)
+    _lint(script)
+    benign = render_script(RackPlan(get_recipe(RECIPE), Path("/w/racks/r"), nodes, Path("/w"), backend="sim",
+                                    samples=samples, repro_bin="/usr/bin/repro"))
+    assert len(script.splitlines()) == len(benign.splitlines()), "a value added a line to the script"
