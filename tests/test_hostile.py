@@ -84,7 +84,10 @@ def test_1_partition_with_a_newline_or_options_is_refused(partition: str, _isola
     _prepared(_isolated_home)
     proc = cli("run", "offline", "--launcher", "slurm", "--nodes", "2", "--recipe", RECIPE, "--backend", "sim",
                "--partition", partition, "--dry-run", "--json")
-    assert "partition" in one_line_error(proc) and "INJECTED" not in proc.stdout
+    assert "partition" in one_line_error(proc)
+    doc = json.loads(proc.stdout)  # the one JSON error document; the value appears only inside its message string
+    assert doc["ok"] is False and "submit_command" not in doc and "script" not in doc
+    assert not any(line.strip() == "echo INJECTED" for line in proc.stdout.splitlines())
 
 
 # 2. install path with $(...), REPRO_HOME with a newline: rendered, linted, and run for real -----------------------

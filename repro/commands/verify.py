@@ -11,7 +11,7 @@ from repro.core.errors import InputError
 from repro.core.fsutil import atomic_write_text
 from repro.results.aggregate import aggregate as build_rack
 from repro.results.rules import SCENARIOS
-from repro.results.verify import verify_dir
+from repro.results.verify import NoRecipeFor, verify_dir
 from repro.ui.options import GpusOpt, JsonOpt, RecipeOpt, ResultDirArg
 from repro.ui.output import emit
 from repro.results.compare import Comparison, pick_perf_run, recognise, verify_against
@@ -47,7 +47,7 @@ def verify(result_dir: ResultDirArg, recipe: RecipeOpt = None, gpus: GpusOpt = N
         raise typer.Exit(result.exit_code)
     try:
         verdict = verify_dir(result_dir, recipe=recipe, gpus=gpus, scenario=_scenario(scenario))
-    except InputError:
+    except NoRecipeFor:
         own = None if recipe else _recognised(result_dir, gpus, _scenario(scenario))
         if own is None:
             raise

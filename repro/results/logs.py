@@ -79,6 +79,9 @@ def _read_text(path: Path) -> str:
     return _read_head_checked(path, _MAX_TEXT).decode("utf-8", errors="replace")
 
 
+LOADGEN_SCENARIOS = ("SingleStream", "MultiStream", "Server", "Offline")
+
+
 def _num(text: str) -> float | int | None:
     text = text.strip()
     try:
@@ -88,7 +91,7 @@ def _num(text: str) -> float | int | None:
             value = float(text)
         except ValueError:
             return None
-        return value if math.isfinite(value) else None  # 'inf'/'nan' in a log is not a measurement
+        return value  # a non-finite figure is refused where it is used, naming the field
 
 
 def _finite(value: Any) -> bool:
@@ -436,6 +439,13 @@ def parse_run(folder: Path) -> LoadGenRun:
         summary = {"validity": str(v["result_validity"]).upper(), "params": {}, "latency": {}, "ttft": {}, "tpot": {},
                    "satisfied": {}, "recommendations": [], "warnings": [], "errors": []}
     scenario = summary.get("scenario") or v.get("effective_scenario") or v.get("requested_scenario")
+    known = {s.lower(): s for s in LOADGEN_SCENARIOS}
+    if scenario is not None and str(scenario).replace(" ", "").lower() not in known:
+        raise InputError(f"{summary_path if summary_path.is_file() else detail_path}: scenario {str(scenario)[:40]!r} "
+                         f"is not a LoadGen scenario ({', '.join(LOADGEN_SCENARIOS)}); the log is corrupt.",
+                         f"restore the complete log from the run, then `repro verify {folder}`")
+    if scenario is not None:
+        scenario = known[str(scenario).replace(" ", "").lower()]
     mode = summary.get("mode") or v.get("effective_test_mode") or v.get("requested_test_mode")
     if "validity" not in summary:
         if mode != "AccuracyOnly":

@@ -123,6 +123,10 @@ def _within(per_gpu: float, band: tuple[float, float], centre: float) -> tuple[b
     return True, f"{dev:+.1f}% vs the published {centre:,.1f} per GPU, inside ±{(high / centre - 1) * 100:.0f}%"
 
 
+class NoRecipeFor(InputError):
+    """No recipe covers the run's system; the published index may still hold its own record."""
+
+
 def resolve_recipe(run: LoadGenRun, recipe: str | Recipe | None) -> Recipe:
     if isinstance(recipe, Recipe):
         return recipe
@@ -141,8 +145,8 @@ def resolve_recipe(run: LoadGenRun, recipe: str | Recipe | None) -> Recipe:
         why = f"its system {name!r}{f' ({acc})' if acc else ''} matches no recipe"
     else:
         why = "no run.json and no system JSON name its system"
-    raise InputError(f"{run.folder}: {why}, so there is no published result to compare it with.",
-                     f"`repro verify {run.folder} --recipe NAME` (see `repro recipes list`)")
+    raise NoRecipeFor(f"{run.folder}: {why}, so there is no published result to compare it with.",
+                      f"`repro verify {run.folder} --recipe NAME` (see `repro recipes list`)")
 
 
 def resolve_gpus(run: LoadGenRun, recipe: Recipe, flag: int | None) -> tuple[int, str]:
