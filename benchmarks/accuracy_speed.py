@@ -225,6 +225,24 @@ def agree4(a: dict, b: dict) -> bool:
 # ---------------------------------------------------------------- side by side
 
 
+def breakdown(preds: list[str], targets: list[str]) -> dict:
+    """Where each side's time goes: post-processing (NLTK Punkt on both) and ROUGE, timed apart, ms per sample."""
+    import nltk
+
+    n = len(preds)
+    t_ref_post, (ref_preds, ref_targets) = _timed(
+        lambda: (["\n".join(nltk.sent_tokenize(p.strip())) for p in preds],
+                 ["\n".join(nltk.sent_tokenize(t.strip())) for t in targets]))
+    t_ref_rouge, _ = _timed(reference_fmeasures, list(zip(ref_targets, ref_preds, strict=True)))
+    _fresh_repro()
+    t_post, texts = _timed(accuracy._postprocess_all, list(preds) + list(targets), 1)
+    t_rouge, _ = _timed(accuracy.score_pairs, texts[n:], texts[:n])
+    return {"samples": n, "reference_postprocess_ms": t_ref_post / n * 1000,
+            "reference_rouge_ms": t_ref_rouge / n * 1000, "repro_postprocess_ms": t_post / n * 1000,
+            "repro_rouge_ms": t_rouge / n * 1000, "rouge_ratio": t_ref_rouge / t_rouge,
+            "postprocess_ratio": t_ref_post / t_post}
+
+
 def _timed(fn, *args):
     gc.collect()
     t0 = time.perf_counter()
@@ -263,11 +281,13 @@ def side_by_side(base: int, repeats: int, scales=(1, 4, 16)) -> dict:
                      "scores_repro": mine, "scores_reference": ref, "agree_4_decimals": agree4(mine, ref),
                      "samples_differing": sum(d["differ"] for d in diff.values()),
                      "max_abs_difference": max(d["max_abs"] for d in diff.values())})
+    mid = base * scales[len(scales) // 2]
+    parts = breakdown(preds_all[:mid], refs[:mid])
     first = rows[0]
     for row in rows:
         row["repro_cost_growth"] = row["repro_ms_per_sample"] / first["repro_ms_per_sample"]
         row["reference_cost_growth"] = row["reference_ms_per_sample"] / first["reference_ms_per_sample"]
-    return {"base": base, "repeats": repeats, "rows": rows}
+    return {"base": base, "repeats": repeats, "rows": rows, "breakdown": parts}
 
 
 def print_side_by_side(res: dict) -> None:
@@ -281,6 +301,11 @@ def print_side_by_side(res: dict) -> None:
               f"{r['agree_4_decimals']!s:>12} {r['samples_differing']:>10}")
     last = res["rows"][-1]
     linear = all(0.8 < r["repro_cost_growth"] < 1.25 for r in res["rows"])
+    b = res["breakdown"]
+    print(f"where the time goes ({b['samples']} samples, ms/sample): post-processing (NLTK Punkt, both sides) "
+          f"repro {b['repro_postprocess_ms']:.3f} vs reference {b['reference_postprocess_ms']:.3f} "
+          f"({b['postprocess_ratio']:.1f}x); ROUGE repro {b['repro_rouge_ms']:.3f} vs reference "
+          f"{b['reference_rouge_ms']:.2f} ({b['rouge_ratio']:.0f}x)")
     print(f"repro cost per sample {'stays flat (linear)' if linear else 'changes with size'} from "
           f"{res['rows'][0]['samples']} to {last['samples']} samples; scores: {last['scores_repro']}")
 
@@ -289,7 +314,9 @@ def print_side_by_side(res: dict) -> None:
 
 
 def full_check(n: int, jobs: int, tmp: Path) -> dict:
-    """Whole pipeline on an n-sample LoadGen log: repro's evaluate_accuracy_log against decode + reference method."""
+    """An n-sample LoadGen log, read, decoded and scored: repro's evaluate_accuracy_log against the reference method.
+
+    Both sides decode with the same already-loaded tokenizer; loading it is start-up, timed by --startup."""
     outputs, refs = make_case(n, seed=0)
     words = sorted({w for o in outputs for w in o})
     tok = word_tokenizer(words, tmp / "tokenizer")
@@ -301,10 +328,12 @@ def full_check(n: int, jobs: int, tmp: Path) -> dict:
              "token_less_predictions": sum(bool(o) and all(w in NO_TOKENS for w in o) for o in outputs),
              "predictions_over_700_words": sum(len(o) >= 700 for o in outputs)}
     _fresh_repro()
-    t_mine, mine = _timed(accuracy.evaluate_accuracy_log, log, refs, tmp / "tokenizer")
+    loaded = accuracy.load_tokenizer(tmp / "tokenizer")
+    t_mine, mine = _timed(accuracy.evaluate_accuracy_log, log, refs, loaded)
+    gc.collect()
     t0 = time.perf_counter()
     samples = accuracy.read_accuracy_log(log, len(refs))
-    decoded = tok.batch_decode([ids for _, ids in samples], skip_special_tokens=True)
+    decoded = loaded.batch_decode([ids for _, ids in samples], skip_special_tokens=True)
     assert decoded == [" ".join(o) for o in outputs]
     targets = [refs[i] for i, _ in samples]
     if jobs <= 1:
@@ -407,7 +436,7 @@ def _run_all(args: argparse.Namespace, tmp: Path, result: dict) -> None:
     if args.full_check:
         result["full_check"] = fc = full_check(args.full_check, args.jobs, tmp)
         print(f"full log, {fc['samples']} samples ({fc['shape']}): repro {fc['repro_s']:.1f} s "
-              f"(decode included), reference {fc['reference_s']:.1f} s on {fc['reference_jobs']} process(es): "
+              f"(read + decode + score), reference {fc['reference_s']:.1f} s on {fc['reference_jobs']} process(es): "
               f"{fc['reference_s'] / fc['repro_s']:.1f}x; agree to 4 decimals: {fc['agree_4_decimals']}")
         print(f"scores: {fc['scores_repro']}")
         print("per-sample differences: " + ", ".join(f"{k} {v['differ']} (max {v['max_abs']:g})"
