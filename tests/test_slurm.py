@@ -109,7 +109,7 @@ def test_bad_input_is_one_clear_line(ws: Workspace, tmp_path: Path) -> None:
 
 def test_array_with_a_failed_vm_then_rerun_only_it(slurm: None, ws: Workspace, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("REPRO_FAIL_TASKS", "1")
-    first = launch_offline(RECIPE, None, 3, **SIM, as_json=True, poll_s=0.5, timeout_s=150, raise_on_failure=False)
+    first = launch_offline(RECIPE, None, 3, **SIM, poll_s=0.5, timeout_s=150)
     rack = first.rack_dir
     states = {r.vm: r.state for r in first.rows}
     assert states == {"vm-00": "done", "vm-01": "failed", "vm-02": "done"}
@@ -133,7 +133,7 @@ def test_array_with_a_failed_vm_then_rerun_only_it(slurm: None, ws: Workspace, m
 
     monkeypatch.delenv("REPRO_FAIL_TASKS")
     before = {vm: (rack / vm / "task.json").read_text() for vm in ("vm-00", "vm-02")}
-    second = rerun_failed(rack, as_json=True, poll_s=0.5, timeout_s=150)
+    second = check(rerun_failed(rack, poll_s=0.5, timeout_s=150))
     assert check(second) is second
     assert [r.state for r in second.rows] == ["done"] * 3
     jobs = load_manifest(rack)["jobs"]
@@ -162,7 +162,7 @@ def test_scancel_mid_run_leaves_a_clear_state(slurm: None, ws: Workspace) -> Non
         pytest.fail(f"tasks never started: {[r.to_json() for r in task_rows(plan.rack_dir)]}")
     time.sleep(3)
     subprocess.run(["scancel", job], check=True)
-    rows = follow(plan.rack_dir, poll_s=0.5, live=False, timeout_s=60)
+    rows = follow(plan.rack_dir, poll_s=0.5, timeout_s=60)
     assert [r.state for r in rows] == ["cancelled", "cancelled"]
     assert all("cancel" in r.reason.lower() for r in rows)
     for r in rows:
@@ -201,7 +201,7 @@ def test_vm_slurm_forgot_is_missing_and_rerun_dry_run_names_it(slurm: None, ws: 
     assert [r.state for r in rows] == ["missing", "missing"] and "no longer knows" in rows[0].reason
     res = _cli("run", "offline", "--launcher", "slurm", "--rerun-failed", str(plan.rack_dir), "--dry-run", "--json") \
         if "--rerun-failed" in _cli("run", "offline", "--help").output else None
-    result = rerun_failed(plan.rack_dir, dry_run=True, as_json=True)
+    result = rerun_failed(plan.rack_dir, dry_run=True)
     assert "--array=0,1" in result.submit_command and result.exit_code == 0
     if res is not None:
         assert res.exit_code == 0 and "--array=0,1" in json.loads(res.stdout)["submit_command"]

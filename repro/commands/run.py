@@ -131,6 +131,7 @@ def _run(scenario: str, recipe: Optional[str], workspace: Any, backend: Optional
          endpoint: Optional[list[str]] = None, keep_servers: bool = False,
          ready_timeout: Optional[float] = None, compliance: str | None = None, into: Path | None = None) -> None:
     from repro.core.systems import resolve_recipe
+    from repro.ui.progress_bar import RunBar
     from repro.run.harness import run_benchmark
     from repro.results.verify import verify_dir
     from repro.run.servers import ServerOptions
@@ -143,7 +144,7 @@ def _run(scenario: str, recipe: Optional[str], workspace: Any, backend: Optional
                             samples=samples, accuracy=accuracy, dry_run=dry_run, progress=None,
                             rate_tokens_per_s=sim_rate, argv=["repro", *sys.argv[1:]], endpoints=endpoint or None,
                             servers=ServerOptions(keep=keep_servers, ready_timeout_s=ready_timeout),
-                            compliance=compliance, into=into)
+                            compliance=compliance, into=into, bar=RunBar)
     verdict = None
     if outcome.status == "done" and not accuracy and not compliance:
         verdict = verify_dir(outcome.details["log_dir"], recipe=chosen, scenario=scenario)
@@ -153,6 +154,19 @@ def _run(scenario: str, recipe: Optional[str], workspace: Any, backend: Optional
         raise typer.Exit(1)
     if verdict is not None and not chosen.demo and outcome.details.get("label") is None and verdict.exit_code:
         raise typer.Exit(verdict.exit_code)
+
+
+def _rack_ui(json: bool) -> Any:
+    from repro.run.rack import QuietRack
+    from repro.ui.rack import ConsoleRack
+    return QuietRack() if json else ConsoleRack()
+
+
+def _show_rack(result: Any, json: bool) -> None:
+    """The rack result first, then its exit code (failed VMs, or a rack outside the band) through the error table."""
+    from repro.run.rack import check
+    emit(result, json)
+    check(result)
 
 
 def offline(recipe: RecipeOpt = None, workspace: WorkspaceOpt = None, backend: BackendOpt = None, duration: DurationOpt = None,
@@ -167,7 +181,7 @@ def offline(recipe: RecipeOpt = None, workspace: WorkspaceOpt = None, backend: B
         raise InputError(f"--launcher {launcher!r}: use local or slurm.", "`repro run offline --help`")
     if rerun_failed is not None:
         from repro.run.rack import rerun_failed as rerun
-        rerun(rerun_failed, dry_run=dry_run, as_json=json)
+        _show_rack(rerun(rerun_failed, dry_run=dry_run, ui=_rack_ui(json)), json)
         return
     if launcher == "slurm" and (compliance or into):
         from repro.core.errors import InputError
@@ -175,8 +189,9 @@ def offline(recipe: RecipeOpt = None, workspace: WorkspaceOpt = None, backend: B
                          "`repro run offline --compliance TEST06` on each VM")
     if launcher == "slurm":
         from repro.run.rack import launch_offline
-        launch_offline(recipe=recipe, workspace=workspace, nodes=nodes, partition=partition, container_image=container_image,
-                       backend=backend, duration_s=duration, samples=samples, dry_run=dry_run, as_json=json, sim_rate=sim_rate)
+        _show_rack(launch_offline(recipe=recipe, workspace=workspace, nodes=nodes, partition=partition,
+                                  container_image=container_image, backend=backend, duration_s=duration,
+                                  samples=samples, dry_run=dry_run, sim_rate=sim_rate, ui=_rack_ui(json)), json)
         return
     _run("Offline", recipe, workspace, backend, duration, samples, accuracy, sim_rate, dry_run, json,
          endpoint, keep_servers, ready_timeout, compliance, into)

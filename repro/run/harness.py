@@ -317,7 +317,7 @@ def run_benchmark(recipe: Recipe | str, ws: Workspace, *, scenario: str = "Offli
                   argv: list[str] | None = None, detect: bool = True, backend_factory: Callable[..., Backend] | None = None,
                   on_started: Callable[[LoadGenSUT], None] | None = None, endpoints: Sequence[str] | None = None,
                   servers: ServerOptions | None = None, compliance: str | None = None,
-                  into: Path | None = None) -> StepOutcome:
+                  into: Path | None = None, bar: Callable[[str], Any] | None = None) -> StepOutcome:
     """One LoadGen test end to end; returns details['run_dir'] (the run folder) and details['log_dir'] (its logs).
 
     Raises StepFailed/Interrupted after recording them. `compliance="TEST06"` runs MLPerf's TEST06 and checks it."""
@@ -473,22 +473,23 @@ def run_benchmark(recipe: Recipe | str, ws: Workspace, *, scenario: str = "Offli
                                   name="repro-loadgen", daemon=True)
         planned = {**settings, **compliance_settings(compliance)}
         total = len(dataset) if accuracy else expected_samples(planned, scenario)
-        bar = RunProgress(choose_mode(progress), f"LoadGen {scenario}", total, fixed_total=scenario == "Offline")
-        with bar:
+        progress_view = RunProgress(choose_mode(progress), f"LoadGen {scenario}", total,
+                                    fixed_total=scenario == "Offline", bar_factory=bar)
+        with progress_view:
             worker.start()
             if on_started is not None:
                 on_started(sut)
             while not sut.finished.is_set():
                 try:
                     sut.finished.wait(0.25)
-                    bar.update(sut)
+                    progress_view.update(sut)
                 except KeyboardInterrupt as stop:
                     if interrupted:
                         raise
                     interrupted, stop_signal = True, _signal_name(stop)
-                    bar.interrupted(sut)
+                    progress_view.interrupted(sut)
                     sut.stop()
-            bar.finish(sut)
+            progress_view.finish(sut)
     except KeyboardInterrupt as stop:
         interrupted, stop_signal = True, _signal_name(stop)
         if sut is not None:

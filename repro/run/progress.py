@@ -10,6 +10,8 @@ count stays where the run stopped instead of showing the placeholders that end L
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import os
 import sys
 import time
@@ -89,7 +91,10 @@ class RunProgress:
     """Fed by the harness's wait loop; owns the total, the ETA and what the user sees."""
 
     def __init__(self, mode: Mode, what: str, total_hint: int, *, fixed_total: bool, interval_s: float | None = None,
-                 stream: IO[str] | None = None, clock: Any = time.monotonic) -> None:
+                 stream: IO[str] | None = None, clock: Any = time.monotonic,
+                 bar_factory: Callable[[str], Any] | None = None) -> None:
+        """bar_factory makes the terminal bar (the CLI passes repro.ui.progress_bar.RunBar); without one a
+        terminal gets heartbeat lines too."""
         self.mode = mode
         self.what = what
         self.total_hint = max(1, total_hint)
@@ -101,13 +106,14 @@ class RunProgress:
         self.frozen: Snapshot | None = None
         self._last_beat: float | None = None
         self._bar: Any = None
+        self.bar_factory = bar_factory
         self.lines: list[str] = []
 
     def __enter__(self) -> RunProgress:
-        if self.mode == "bar":
-            from repro.ui.progress_bar import RunBar
-            self._bar = RunBar(self.what).start()
-        elif self.mode == "heartbeat":
+        if self.mode == "bar" and self.bar_factory is not None:
+            self._bar = self.bar_factory(self.what).start()
+        elif self.mode in ("bar", "heartbeat"):
+            self.mode = "heartbeat"
             every = fmt_duration(self.interval_s)
             self._write(f"{self.what}: started; a progress line every {every} (REPRO_HEARTBEAT_S)")
         return self

@@ -18,16 +18,9 @@ import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from contextlib import nullcontext
-from collections.abc import Mapping
-from typing import Any, Literal
-
-from rich.console import Group
-from rich.live import Live
-from rich.markup import escape
-from rich.syntax import Syntax
-from rich.table import Table
-from rich.text import Text
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import AbstractContextManager, contextmanager
+from typing import Any, Literal, Protocol
 
 import os
 
@@ -37,8 +30,6 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from repro import __version__
 from repro.core.errors import InputError, Interrupted, ReproError, StepFailed
 from repro.core.fsutil import atomic_write_json, atomic_write_text
-from repro.ui.output import console, emit, info
-from repro.core.fmt import fmt_num
 from repro.core.recipes import Recipe, get_recipe, is_registry_recipe, load_recipe_file, registry_recipe
 from repro.core.safeio import loads_json, read_text_bounded
 from repro.core.textsafe import sh_quote, terminal_safe
@@ -58,8 +49,6 @@ _SLURM_STATE = {
     "COMPLETED": "done",
     "CANCELLED": "cancelled", "PREEMPTED": "cancelled", "REVOKED": "cancelled",
 }
-_STYLE = {"pending": "dim", "running": "cyan", "done": "green", "failed": "bold red", "cancelled": "yellow",
-          "missing": "bold red"}
 
 
 class SlurmError(ReproError):
@@ -454,26 +443,35 @@ def task_rows(rack_dir: Path, manifest: dict[str, Any] | None = None) -> list[Ta
     return rows
 
 
-def _task_table(rows: list[TaskRow], title: str) -> Table:
-    t = Table(title=title)
-    for col in ("VM", "job", "state", "host", "tokens/s", "note"):
-        t.add_column(col, justify="right" if col == "tokens/s" else "left")
-    for r in rows:
-        t.add_row(r.vm, f"{r.job_id}_{r.index}" if r.job_id else "-", Text(r.state, style=_STYLE[r.state]),
-                  r.host or "", fmt_num(r.tokens_per_s) if r.tokens_per_s is not None else "",
-                  Text(r.reason or (f"exit {r.exit_code}" if r.exit_code else "")))
-    return t
+class RackUI(Protocol):
+    """How a rack run talks to a person while it follows Slurm (the CLI passes a Rich one; tests and --json none)."""
+
+    def note(self, text: str) -> None: ...
+    def change(self, row: TaskRow) -> None: ...
+    def watch(self, rows: list[TaskRow], manifest: dict[str, Any],
+              rack_dir: Path) -> AbstractContextManager[Callable[[list[TaskRow]], None]]: ...
 
 
-def _title(m: dict[str, Any], rack_dir: Path) -> str:
-    label = f" \\[{m['label'].upper()}]" if m.get("label") else ""
-    return f"Rack run{label}: {m['recipe']} x {m['nodes']} VMs ({escape(str(rack_dir))})"
+class QuietRack:
+    """Says nothing: for --json runs and tests."""
+
+    def note(self, text: str) -> None:
+        return None
+
+    def change(self, row: TaskRow) -> None:
+        return None
+
+    @contextmanager
+    def watch(self, rows: list[TaskRow], manifest: dict[str, Any],
+              rack_dir: Path) -> Iterator[Callable[[list[TaskRow]], None]]:
+        yield lambda _rows: None
 
 
-def follow(rack_dir: Path, *, poll_s: float = 2.0, live: bool | None = None, timeout_s: float | None = None) -> list[TaskRow]:
-    """Poll until every task is terminal, as a live table on a terminal and one line per change elsewhere."""
+def follow(rack_dir: Path, *, poll_s: float = 2.0, ui: RackUI | None = None,
+           timeout_s: float | None = None) -> list[TaskRow]:
+    """Poll until every task is terminal, telling `ui` of every state change and handing it each new table."""
+    ui = ui or QuietRack()
     m = load_manifest(rack_dir)
-    live = console.is_terminal if live is None else live
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
     seen: dict[str, str] = {}
     rows = task_rows(rack_dir, m)
@@ -482,12 +480,10 @@ def follow(rack_dir: Path, *, poll_s: float = 2.0, live: bool | None = None, tim
         for r in rows:
             if seen.get(r.vm) != r.state:
                 seen[r.vm] = r.state
-                if not live:
-                    info(f"{r.vm}: {r.state}" + (f" ({r.reason})" if r.reason and r.state != "done" else ""))
+                ui.change(r)
 
     try:
-        with Live(_task_table(rows, _title(m, rack_dir)), console=console, refresh_per_second=4,
-                  transient=True) if live else nullcontext() as view:
+        with ui.watch(rows, m, rack_dir) as update:
             tick()
             while not all(r.state in TERMINAL for r in rows):
                 if deadline is not None and time.monotonic() > deadline:
@@ -496,8 +492,7 @@ def follow(rack_dir: Path, *, poll_s: float = 2.0, live: bool | None = None, tim
                 time.sleep(poll_s)
                 rows = task_rows(rack_dir, m)
                 tick()
-                if view is not None:
-                    view.update(_task_table(rows, _title(m, rack_dir)))
+                update(rows)
     except KeyboardInterrupt:
         jobs = ", ".join(sorted({j["job_id"] for j in m["jobs"]}))
         raise Interrupted(f"Stopped following; Slurm job {jobs} keeps running (cancel with `scancel {jobs}`).",
@@ -547,26 +542,6 @@ class RackResult:
                 "aggregate": self.report.to_json() if self.report is not None else None,
                 "aggregate_error": self.report_error, "rerun_command": self.rerun_command}
         return out
-
-    def __rich__(self) -> Group:
-        m = self.manifest
-        if self.dry_run:
-            label = f" [{m['label']}]" if m.get("label") else ""
-            return Group(
-                Text(f"dry run{label}: would write {self.rack_dir / SCRIPT} and submit it with:", style="yellow"),
-                Text("  " + " ".join(shlex.quote(c) for c in self.submit_command)),
-                Syntax(self.script or "", "bash", theme="ansi_dark", word_wrap=True),
-                Text(f"Each VM's results would land in {self.rack_dir}/vm-NN/ (the folder must be on storage every node sees)."))
-        parts: list[Any] = [_task_table(self.rows, _title(m, self.rack_dir))]
-        if self.report is not None:
-            parts.append(self.report)
-        elif self.report_error:
-            parts.append(Text(f"No rack table: {self.report_error}", style="bold red"))
-        if self.failed:
-            names = ", ".join(r.vm for r in self.failed)
-            parts.append(Text(f"{len(self.failed)} VM(s) not summed ({names}). Re-run only those: {self.rerun_command}",
-                              style="bold red"))
-        return Group(*parts)
 
 
 def _rack_status(rows: list[TaskRow]) -> str:
@@ -693,36 +668,34 @@ def check(result: RackResult) -> RackResult:
     return result
 
 
-def _finish(rack_dir: Path, poll_s: float, live: bool | None, timeout_s: float | None) -> RackResult:
-    rows = follow(rack_dir, poll_s=poll_s, live=live, timeout_s=timeout_s)
+def _finish(rack_dir: Path, poll_s: float, ui: RackUI, timeout_s: float | None) -> RackResult:
+    rows = follow(rack_dir, poll_s=poll_s, ui=ui, timeout_s=timeout_s)
     return collect(rack_dir, rows)
 
 
 def launch_offline(recipe: str | None, workspace: Path | None, nodes: int, partition: str | None = None,
                    container_image: str | None = None, backend: str | None = None, duration_s: float | None = None,
-                   samples: int | None = None, dry_run: bool = False, as_json: bool = False, *,
-                   sim_rate: float | None = None, poll_s: float = 2.0, timeout_s: float | None = None,
-                   raise_on_failure: bool = True) -> RackResult:
-    """`repro run offline --launcher slurm`: submit the array, follow it, collect and aggregate; emits the result."""
+                   samples: int | None = None, dry_run: bool = False, *, ui: RackUI | None = None,
+                   sim_rate: float | None = None, poll_s: float = 2.0, timeout_s: float | None = None) -> RackResult:
+    """`repro run offline --launcher slurm`: submit the array, follow it, collect and aggregate.
+
+    The caller shows the result, then `check(result)` turns an incomplete or failing rack into its exit code."""
+    ui = ui or QuietRack()
     ws = Workspace.open(workspace)
     plan = plan_rack(recipe, ws, nodes, partition=partition, container_image=container_image, backend=backend,
                      duration_s=duration_s, samples=samples, sim_rate=sim_rate)
     if dry_run:
-        result = RackResult(plan.rack_dir, plan.manifest(), script=render_script(plan), dry_run=True,
-                            submit_command=sbatch_argv(plan.rack_dir / SCRIPT, plan.rack_dir))
-        emit(result, as_json)
-        return result
+        return RackResult(plan.rack_dir, plan.manifest(), script=render_script(plan), dry_run=True,
+                          submit_command=sbatch_argv(plan.rack_dir / SCRIPT, plan.rack_dir))
     job_id = submit(plan)
-    if not as_json:
-        info(f"submitted Slurm job {job_id} ({nodes} tasks); results go to {plan.rack_dir}")
-    result = _finish(plan.rack_dir, poll_s, None if not as_json else False, timeout_s)
-    emit(result, as_json)
-    return check(result) if raise_on_failure else result
+    ui.note(f"submitted Slurm job {job_id} ({nodes} tasks); results go to {plan.rack_dir}")
+    return _finish(plan.rack_dir, poll_s, ui, timeout_s)
 
 
-def rerun_failed(rack_dir: Path, dry_run: bool = False, as_json: bool = False, *, poll_s: float = 2.0,
-                 timeout_s: float | None = None, raise_on_failure: bool = True) -> RackResult:
+def rerun_failed(rack_dir: Path, dry_run: bool = False, *, ui: RackUI | None = None, poll_s: float = 2.0,
+                 timeout_s: float | None = None) -> RackResult:
     """Resubmit only the VMs that failed, were cancelled or got lost; follow anything still running; re-aggregate."""
+    ui = ui or QuietRack()
     rack_dir = Path(rack_dir).expanduser().resolve()
     m = load_manifest(rack_dir)
     plan = RackPlan.from_manifest(rack_dir, m)
@@ -730,19 +703,14 @@ def rerun_failed(rack_dir: Path, dry_run: bool = False, as_json: bool = False, *
     again = [r for r in rows if r.state in ("failed", "cancelled", "missing")]
     if dry_run:
         tasks = ",".join(str(r.index) for r in again)
-        result = RackResult(rack_dir, m, rows, script=render_script(plan), dry_run=True,
-                            submit_command=sbatch_argv(rack_dir / SCRIPT, rack_dir, tasks) if again else [])
-        emit(result, as_json)
-        return result
+        return RackResult(rack_dir, m, rows, script=render_script(plan), dry_run=True,
+                          submit_command=sbatch_argv(rack_dir / SCRIPT, rack_dir, tasks) if again else [])
     if again:
         render_script(plan)  # validates what rack.json says before anything is moved or submitted
         for r in again:
             _retire(rack_dir, r)
         job_id = submit(plan, [r.index for r in again])
-        if not as_json:
-            info(f"re-submitted {', '.join(r.vm for r in again)} as Slurm job {job_id}")
-    elif not as_json:
-        info("no failed VMs to re-run; following and collecting what is there")
-    result = _finish(rack_dir, poll_s, None if not as_json else False, timeout_s)
-    emit(result, as_json)
-    return check(result) if raise_on_failure else result
+        ui.note(f"re-submitted {', '.join(r.vm for r in again)} as Slurm job {job_id}")
+    else:
+        ui.note("no failed VMs to re-run; following and collecting what is there")
+    return _finish(rack_dir, poll_s, ui, timeout_s)

@@ -19,6 +19,7 @@ _VIEWS: dict[str, str] = {
     "repro.report.model.Report": "repro.ui.report:report",
     "repro.results.verify.Verdict": "repro.ui.results:render_verdict",
     "repro.results.aggregate.RackReport": "repro.ui.results:render_rack",
+    "repro.run.rack.RackResult": "repro.ui.rack:rack_result",
 }
 
 

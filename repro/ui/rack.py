@@ -1,0 +1,81 @@
+"""Rich views of a rack run: the live task table while Slurm runs, and the result with its rack table."""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from rich.console import Group
+from rich.live import Live
+from rich.markup import escape
+from rich.syntax import Syntax
+from rich.table import Table
+from rich.text import Text
+
+from repro.core.fmt import fmt_num
+from repro.run.rack import SCRIPT, RackResult, TaskRow
+from repro.ui.output import console, info
+from repro.ui.render import renderable
+
+_STYLE = {"pending": "dim", "running": "cyan", "done": "green", "failed": "bold red", "cancelled": "yellow",
+          "missing": "bold red"}
+
+
+def task_table(rows: list[TaskRow], manifest: dict[str, Any], rack_dir: Path) -> Table:
+    label = f" \\[{manifest['label'].upper()}]" if manifest.get("label") else ""
+    t = Table(title=f"Rack run{label}: {manifest['recipe']} x {manifest['nodes']} VMs ({escape(str(rack_dir))})")
+    for col in ("VM", "job", "state", "host", "tokens/s", "note"):
+        t.add_column(col, justify="right" if col == "tokens/s" else "left")
+    for r in rows:
+        t.add_row(r.vm, f"{r.job_id}_{r.index}" if r.job_id else "-", Text(r.state, style=_STYLE.get(r.state, "")),
+                  r.host or "", fmt_num(r.tokens_per_s) if r.tokens_per_s is not None else "",
+                  Text(r.reason or (f"exit {r.exit_code}" if r.exit_code else "")))
+    return t
+
+
+def rack_result(result: RackResult) -> Group:
+    m = result.manifest
+    if result.dry_run:
+        label = f" [{m['label']}]" if m.get("label") else ""
+        return Group(
+            Text(f"dry run{label}: would write {result.rack_dir / SCRIPT} and submit it with:", style="yellow"),
+            Text("  " + " ".join(shlex.quote(c) for c in result.submit_command)),
+            Syntax(result.script or "", "bash", theme="ansi_dark", word_wrap=False),
+            Text(f"Each VM's results would land in {result.rack_dir}/vm-NN/ "
+                 "(the folder must be on storage every node sees)."))
+    parts: list[Any] = [task_table(result.rows, m, result.rack_dir)]
+    if result.report is not None:
+        parts.append(renderable(result.report))
+    elif result.report_error:
+        parts.append(Text(f"No rack table: {result.report_error}", style="bold red"))
+    if result.failed:
+        names = ", ".join(r.vm for r in result.failed)
+        parts.append(Text(f"{len(result.failed)} VM(s) not summed ({names}). Re-run only those: "
+                          f"{result.rerun_command}", style="bold red"))
+    return Group(*parts)
+
+
+class ConsoleRack:
+    """A live table on a terminal; one line per task state change anywhere else (nohup, Slurm, pipes)."""
+
+    def __init__(self, live: bool | None = None) -> None:
+        self.live = console.is_terminal if live is None else live
+
+    def note(self, text: str) -> None:
+        info(text)
+
+    def change(self, row: TaskRow) -> None:
+        if not self.live:
+            info(f"{row.vm}: {row.state}" + (f" ({row.reason})" if row.reason and row.state != "done" else ""))
+
+    @contextmanager
+    def watch(self, rows: list[TaskRow], manifest: dict[str, Any],
+              rack_dir: Path) -> Iterator[Callable[[list[TaskRow]], None]]:
+        if not self.live:
+            yield lambda _rows: None
+            return
+        with Live(task_table(rows, manifest, rack_dir), console=console, refresh_per_second=4, transient=True) as view:
+            yield lambda new: view.update(task_table(new, manifest, rack_dir))
