@@ -28,6 +28,9 @@ PartitionOpt = Annotated[Optional[str], typer.Option("--partition", help="Slurm 
 ImageOpt = Annotated[Optional[str], typer.Option("--container-image", help="Container image for the Slurm job (with --launcher slurm).")]
 EndpointOpt = Annotated[Optional[list[str]], typer.Option(
     "--endpoint", help="URL of an OpenAI-compatible server you already run (repeatable); repro starts none.")]
+ServedModelOpt = Annotated[str | None, typer.Option(
+    "--served-model", help="Model name to put in every request to the server (default: the first id of its "
+                           "/v1/models, else the recipe's model).")]
 KeepServersOpt = Annotated[bool, typer.Option(
     "--keep-servers", help="Leave the trtllm-serve containers running; the next run reuses them.")]
 ReadyTimeoutOpt = Annotated[Optional[float], typer.Option(
@@ -87,7 +90,7 @@ def _server_lines(d: dict[str, Any]) -> list[Text]:
 def _run(scenario: str, recipe: Optional[str], workspace: Any, backend: Optional[str], duration: Optional[float],
          samples: Optional[int], accuracy: bool, sim_rate: Optional[float], dry_run: bool, json: bool,
          endpoint: Optional[list[str]] = None, keep_servers: bool = False,
-         ready_timeout: Optional[float] = None) -> None:
+         ready_timeout: Optional[float] = None, served_model: str | None = None) -> None:
     from repro.core.systems import resolve_recipe
     from repro.run.harness import run_benchmark
     from repro.results.verify import verify_dir
@@ -100,7 +103,8 @@ def _run(scenario: str, recipe: Optional[str], workspace: Any, backend: Optional
     outcome = run_benchmark(chosen, ws, scenario=scenario, backend=backend, duration_s=duration,
                             samples=samples, accuracy=accuracy, dry_run=dry_run, progress=False if json else None,
                             rate_tokens_per_s=sim_rate, argv=["repro", *sys.argv[1:]], endpoints=endpoint or None,
-                            servers=ServerOptions(keep=keep_servers, ready_timeout_s=ready_timeout))
+                            servers=ServerOptions(keep=keep_servers, ready_timeout_s=ready_timeout),
+                            served_model=served_model)
     verdict = None
     if outcome.status == "done" and not accuracy:
         verdict = verify_dir(outcome.details["run_dir"], recipe=chosen, scenario=scenario)
@@ -113,7 +117,8 @@ def offline(recipe: RecipeOpt = None, workspace: WorkspaceOpt = None, backend: B
             samples: SamplesOpt = None, accuracy: AccuracyOpt = False, sim_rate: RateOpt = None, nodes: NodesOpt = 1,
             launcher: LauncherOpt = "local", partition: PartitionOpt = None, container_image: ImageOpt = None,
             rerun_failed: RerunOpt = None, endpoint: EndpointOpt = None, keep_servers: KeepServersOpt = False,
-            ready_timeout: ReadyTimeoutOpt = None, dry_run: DryRunOpt = False, json: JsonOpt = False) -> None:
+            ready_timeout: ReadyTimeoutOpt = None, served_model: ServedModelOpt = None, dry_run: DryRunOpt = False,
+            json: JsonOpt = False) -> None:
     """Run the Offline scenario through MLCommons LoadGen and write MLPerf logs to a run folder."""
     if launcher not in ("local", "slurm"):
         from repro.core.errors import InputError
@@ -128,13 +133,13 @@ def offline(recipe: RecipeOpt = None, workspace: WorkspaceOpt = None, backend: B
                        backend=backend, duration_s=duration, samples=samples, dry_run=dry_run, as_json=json, sim_rate=sim_rate)
         return
     _run("Offline", recipe, workspace, backend, duration, samples, accuracy, sim_rate, dry_run, json,
-         endpoint, keep_servers, ready_timeout)
+         endpoint, keep_servers, ready_timeout, served_model)
 
 
 def server(recipe: RecipeOpt = None, workspace: WorkspaceOpt = None, backend: BackendOpt = None, duration: DurationOpt = None,
            samples: SamplesOpt = None, sim_rate: RateOpt = None, endpoint: EndpointOpt = None,
-           keep_servers: KeepServersOpt = False, ready_timeout: ReadyTimeoutOpt = None, dry_run: DryRunOpt = False,
-           json: JsonOpt = False) -> None:
+           keep_servers: KeepServersOpt = False, ready_timeout: ReadyTimeoutOpt = None,
+           served_model: ServedModelOpt = None, dry_run: DryRunOpt = False, json: JsonOpt = False) -> None:
     """Run the Server scenario through MLCommons LoadGen (streaming, so TTFT and TPOT are measured)."""
     _run("Server", recipe, workspace, backend, duration, samples, False, sim_rate, dry_run, json, endpoint,
-         keep_servers, ready_timeout)
+         keep_servers, ready_timeout, served_model)
