@@ -113,12 +113,18 @@ def test_offline_accuracy_through_endpoint_writes_real_token_ids(thirdparty_serv
         pytest.skip("`repro run offline --endpoint` does not exist yet (issue 12, server lifecycle helper)")
     ws = tmp_path / "ws"
     res = subprocess.run([*REPRO, "run", "offline", "--recipe", "demo", "--endpoint",
-                          thirdparty_server.base_url, "--accuracy", "--samples", "8", "--workspace", str(ws),
-                          "--json"], check=False, capture_output=True, text=True, timeout=600, env=_env())
+                          thirdparty_server.base_url, "--served-model", thirdparty_server.model, "--accuracy",
+                          "--samples", "8", "--workspace", str(ws), "--json"],
+                         check=False, capture_output=True, text=True, timeout=600, env=_env())
     assert res.returncode == 0, res.stdout + res.stderr
     run_dir = Path(json.loads(res.stdout)["details"]["log_dir"])
+    info = json.loads((run_dir / "run.json").read_text())
+    # transformers serve: 422 on TensorRT-LLM's fields, 400 "prompt must be a string." on a token-id prompt.
+    assert info["backend_details"]["request_form"] == "openai-completions-text"
+    assert set(info["backend_details"]["request_fallbacks"]) == {"trtllm", "openai-completions-token-ids"}
     log = json.loads((run_dir / "mlperf_log_accuracy.json").read_text())
     assert len(log) == 8
+    assert info["measured_by_harness"]["tokens"] == info["backend_stats"]["tokens"]["logged_tokens"]
     tok = _tokenizer(thirdparty_server)
     for entry in log:
         data = bytes.fromhex(entry["data"])

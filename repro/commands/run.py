@@ -36,6 +36,9 @@ PartitionOpt = Annotated[Optional[str], typer.Option("--partition", help="Slurm 
 ImageOpt = Annotated[Optional[str], typer.Option("--container-image", help="Container image for the Slurm job (with --launcher slurm).")]
 EndpointOpt = Annotated[Optional[list[str]], typer.Option(
     "--endpoint", help="URL of an OpenAI-compatible server you already run (repeatable); repro starts none.")]
+ServedModelOpt = Annotated[str | None, typer.Option(
+    "--served-model", help="Model name to put in every request to the server (default: the first id of its "
+                           "/v1/models, else the recipe's model).")]
 KeepServersOpt = Annotated[bool, typer.Option(
     "--keep-servers", help="Leave the trtllm-serve containers running; the next run reuses them.")]
 ReadyTimeoutOpt = Annotated[Optional[float], typer.Option(
@@ -129,7 +132,8 @@ def _compliance_text(doc: dict[str, Any]) -> Text:
 def _run(scenario: str, recipe: Optional[str], workspace: Any, backend: Optional[str], duration: Optional[float],
          samples: Optional[int], accuracy: bool, sim_rate: Optional[float], dry_run: bool, json: bool,
          endpoint: Optional[list[str]] = None, keep_servers: bool = False,
-         ready_timeout: Optional[float] = None, compliance: str | None = None, into: Path | None = None) -> None:
+         ready_timeout: Optional[float] = None, compliance: str | None = None, into: Path | None = None,
+         served_model: str | None = None) -> None:
     from repro.core.systems import resolve_recipe
     from repro.ui.progress_bar import RunBar
     from repro.run.harness import run_benchmark
@@ -144,7 +148,7 @@ def _run(scenario: str, recipe: Optional[str], workspace: Any, backend: Optional
                             samples=samples, accuracy=accuracy, dry_run=dry_run, progress=None,
                             rate_tokens_per_s=sim_rate, argv=["repro", *sys.argv[1:]], endpoints=endpoint or None,
                             servers=ServerOptions(keep=keep_servers, ready_timeout_s=ready_timeout),
-                            compliance=compliance, into=into, bar=RunBar)
+                            compliance=compliance, into=into, bar=RunBar, served_model=served_model)
     verdict = None
     if outcome.status == "done" and not accuracy and not compliance:
         verdict = verify_dir(outcome.details["log_dir"], recipe=chosen, scenario=scenario)
@@ -174,7 +178,8 @@ def offline(recipe: RecipeOpt = None, workspace: WorkspaceOpt = None, backend: B
             into: IntoOpt = None, sim_rate: RateOpt = None, nodes: NodesOpt = 1,
             launcher: LauncherOpt = "local", partition: PartitionOpt = None, container_image: ImageOpt = None,
             rerun_failed: RerunOpt = None, endpoint: EndpointOpt = None, keep_servers: KeepServersOpt = False,
-            ready_timeout: ReadyTimeoutOpt = None, dry_run: DryRunOpt = False, json: JsonOpt = False) -> None:
+            ready_timeout: ReadyTimeoutOpt = None, served_model: ServedModelOpt = None, dry_run: DryRunOpt = False,
+            json: JsonOpt = False) -> None:
     """Run the Offline scenario through MLCommons LoadGen and write MLPerf logs to a run folder."""
     if launcher not in ("local", "slurm"):
         from repro.core.errors import InputError
@@ -194,13 +199,13 @@ def offline(recipe: RecipeOpt = None, workspace: WorkspaceOpt = None, backend: B
                                   samples=samples, dry_run=dry_run, sim_rate=sim_rate, ui=_rack_ui(json)), json)
         return
     _run("Offline", recipe, workspace, backend, duration, samples, accuracy, sim_rate, dry_run, json,
-         endpoint, keep_servers, ready_timeout, compliance, into)
+         endpoint, keep_servers, ready_timeout, compliance, into, served_model)
 
 
 def server(recipe: RecipeOpt = None, workspace: WorkspaceOpt = None, backend: BackendOpt = None, duration: DurationOpt = None,
            samples: SamplesOpt = None, compliance: ComplianceOpt = None, into: IntoOpt = None, sim_rate: RateOpt = None,
            endpoint: EndpointOpt = None, keep_servers: KeepServersOpt = False, ready_timeout: ReadyTimeoutOpt = None,
-           dry_run: DryRunOpt = False, json: JsonOpt = False) -> None:
+           served_model: ServedModelOpt = None, dry_run: DryRunOpt = False, json: JsonOpt = False) -> None:
     """Run the Server scenario through MLCommons LoadGen (streaming, so TTFT and TPOT are measured)."""
     _run("Server", recipe, workspace, backend, duration, samples, False, sim_rate, dry_run, json, endpoint,
-         keep_servers, ready_timeout, compliance, into)
+         keep_servers, ready_timeout, compliance, into, served_model)

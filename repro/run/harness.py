@@ -190,7 +190,8 @@ def _now() -> str:
 class LoadGenSUT:
     """The SUT/QSL pair plus the bookkeeping that keeps LoadGen and the backend in step; it is the backend's sink."""
 
-    def __init__(self, backend: Backend, dataset: PreparedDataset, max_tokens: int, performance_sample_count: int) -> None:
+    def __init__(self, backend: Backend, dataset: PreparedDataset, max_tokens: int, performance_sample_count: int,
+                 total_samples: int | None = None) -> None:
         import mlperf_loadgen as lg
 
         self.lg = lg
@@ -208,8 +209,9 @@ class LoadGenSUT:
         self.stopping = False
         self.finished = threading.Event()
         self.sut = lg.ConstructSUT(self._issue, self._flush)
-        perf = max(1, min(performance_sample_count, len(dataset)))
-        self.qsl = lg.ConstructQSL(len(dataset), perf, lambda _: None, lambda _: None)
+        total = min(total_samples or len(dataset), len(dataset))
+        perf = max(1, min(performance_sample_count, total))
+        self.qsl = lg.ConstructQSL(total, perf, lambda _: None, lambda _: None)
 
     def _issue(self, query_samples: Sequence[Any]) -> None:
         reqs = [Request(q.id, q.index, self.dataset.prompt(q.index), self.max_tokens) for q in query_samples]
@@ -317,7 +319,8 @@ def run_benchmark(recipe: Recipe | str, ws: Workspace, *, scenario: str = "Offli
                   argv: list[str] | None = None, detect: bool = True, backend_factory: Callable[..., Backend] | None = None,
                   on_started: Callable[[LoadGenSUT], None] | None = None, endpoints: Sequence[str] | None = None,
                   servers: ServerOptions | None = None, compliance: str | None = None,
-                  into: Path | None = None, bar: Callable[[str], Any] | None = None) -> StepOutcome:
+                  into: Path | None = None, bar: Callable[[str], Any] | None = None,
+                  served_model: str | None = None) -> StepOutcome:
     """One LoadGen test end to end; returns details['run_dir'] (the run folder) and details['log_dir'] (its logs).
 
     Raises StepFailed/Interrupted after recording them. `compliance="TEST06"` runs MLPerf's TEST06 and checks it."""
@@ -331,6 +334,10 @@ def run_benchmark(recipe: Recipe | str, ws: Workspace, *, scenario: str = "Offli
                          f"`repro run {scenario.lower()} --endpoint URL` without --backend")
     if endpoints:
         bname = "trtllm"
+    if served_model and bname != "trtllm":
+        raise InputError(f"--served-model names the model of an OpenAI-compatible server; backend {bname} sends no "
+                         "requests to one.",
+                         f"`repro run {scenario.lower()} --endpoint URL --served-model {served_model}`")
     if bname not in ("sim", "hf", "trtllm"):
         raise InputError(f"Unknown backend '{bname}'; choose sim, hf or trtllm.", "`repro run offline --backend sim`")
     if samples is not None and samples <= 0:
@@ -441,6 +448,7 @@ def run_benchmark(recipe: Recipe | str, ws: Workspace, *, scenario: str = "Offli
                 fleet.start(run_dir / "servers")
                 info["servers"] = fleet.to_json()
             extra = _http_backend_kwargs(recipe, scenario, dataset, model_path, endpoints, fleet, servers)
+            extra.update(model=served_model, default_model=recipe.model.repo_id)
         be = factory(bname, recipe=recipe, dataset=dataset, model_dir=model_path, rate_tokens_per_s=rate, **extra)
         info["backend_details"] = be.describe()
         if bname == "trtllm":
@@ -448,7 +456,10 @@ def run_benchmark(recipe: Recipe | str, ws: Workspace, *, scenario: str = "Offli
         settings["performance_sample_count_override"] = min(int(settings["performance_sample_count_override"]), len(dataset))
         atomic_write_text(log_dir / "user.conf", user_conf_text(settings, scenario))
         import mlperf_loadgen as lg
-        sut = LoadGenSUT(be, dataset, recipe.loadgen.max_tokens, int(settings["performance_sample_count_override"]))
+        # AccuracyOnly issues the whole QSL: a smoke accuracy run (--samples N) gets a QSL of the first N samples.
+        accuracy_total = min(samples, len(dataset)) if accuracy and samples else len(dataset)
+        sut = LoadGenSUT(be, dataset, recipe.loadgen.max_tokens, int(settings["performance_sample_count_override"]),
+                         total_samples=accuracy_total)
         _start_backend(be, sut, fleet)
         info["backend_details"] = be.describe()
         ts = lg.TestSettings()
@@ -472,7 +483,7 @@ def run_benchmark(recipe: Recipe | str, ws: Workspace, *, scenario: str = "Offli
         worker = threading.Thread(target=sut.start_test, args=(ts, log, str(log_dir / AUDIT_CONFIG)),
                                   name="repro-loadgen", daemon=True)
         planned = {**settings, **compliance_settings(compliance)}
-        total = len(dataset) if accuracy else expected_samples(planned, scenario)
+        total = accuracy_total if accuracy else expected_samples(planned, scenario)
         progress_view = RunProgress(choose_mode(progress), f"LoadGen {scenario}", total,
                                     fixed_total=scenario == "Offline", bar_factory=bar)
         with progress_view:

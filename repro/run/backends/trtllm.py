@@ -9,6 +9,12 @@ Output tokens: trtllm-serve's chat choice carries text only (`ChatCompletionResp
 `tensorrt_llm/serve/openai_protocol.py` has no `token_ids`), so the text is re-tokenized with the model's
 own tokenizer, as NVIDIA's harness does. The ids logged and the count reported to LoadGen are the same
 array; the server's `usage.completion_tokens` is kept beside them and every disagreement is counted.
+
+Other OpenAI-compatible servers (`transformers serve`, strict OpenAI clones) refuse TensorRT-LLM's extensions
+with 400/422, so the request form is negotiated once at readiness, in this order: TensorRT-LLM's (unchanged);
+OpenAI completions with the prompt as token ids (the OpenAI API allows token arrays); OpenAI completions with the
+prompt decoded to text (the MLPerf prompt already carries Llama-2's template, so none is added). Each fallback is
+recorded with the server's answer.
 """
 
 from __future__ import annotations
@@ -38,17 +44,29 @@ DEFAULT_CONCURRENCY = 2048
 class BackendError(ReproError):
     """The inference server answered with an error, could not be reached, or went away mid-run.
 
-    `kind` says which: refused, timeout, reset, emfile, http, protocol, died.
+    `kind` says which: refused, timeout, reset, emfile, http, not-ready, protocol, died, refused-all;
+    `status` is the HTTP status when the server answered one.
     """
 
     exit_code = 1
 
-    def __init__(self, message: str, next_command: str | None = None, *, kind: str = "http") -> None:
+    def __init__(self, message: str, next_command: str | None = None, *, kind: str = "http",
+                 status: int | None = None) -> None:
         super().__init__(message, next_command)
         self.kind = kind
+        self.status = status
 
 
 RETRYABLE = ("refused", "reset", "timeout", "not-ready")
+CONNECTION_KINDS = ("refused", "reset", "timeout", "emfile")
+FORM_TRTLLM = "trtllm"
+FORM_OPENAI_IDS = "openai-completions-token-ids"
+FORM_OPENAI_TEXT = "openai-completions-text"
+FORMS = (FORM_TRTLLM, FORM_OPENAI_IDS, FORM_OPENAI_TEXT)
+FORM_TITLES = {FORM_TRTLLM: "TensorRT-LLM's form", FORM_OPENAI_IDS: "OpenAI completions with token ids",
+               FORM_OPENAI_TEXT: "OpenAI completions with text"}
+PROBE_IDS = (1, 2, 3)
+PROBE_TEXT = "Hello"
 
 
 def connect_error(url: str, exc: BaseException) -> BackendError:
@@ -96,6 +114,15 @@ def build_payload(api: str, prompt_ids: Sequence[int], max_tokens: int, *, strea
     return body
 
 
+def build_openai_payload(prompt: Sequence[int] | str, max_tokens: int, *, stream: bool, model: str) -> dict[str, Any]:
+    """The standard OpenAI completions body: greedy is temperature 0; nothing beyond the published API."""
+    body: dict[str, Any] = {"model": model, "prompt": prompt if isinstance(prompt, str) else [int(t) for t in prompt],
+                            "max_tokens": int(max_tokens), "temperature": 0, "stream": stream}
+    if stream:
+        body["stream_options"] = {"include_usage": True}
+    return body
+
+
 def token_ids_of(choice: dict[str, Any]) -> list[int] | None:
     """trtllm-serve and vLLM-style servers put generated ids in different places; take the first present."""
     for holder in (choice, choice.get("message") or {}, choice.get("delta") or {}):
@@ -120,6 +147,8 @@ class _Endpoint:
     port: int
     idle: list[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = field(default_factory=list)
     sem: asyncio.Semaphore | None = None
+    form: str = FORM_TRTLLM
+    model: str = ""
 
 
 class HttpClient:
@@ -165,7 +194,8 @@ class HttpClient:
             if status >= 300:
                 text = b"".join([p async for p in pieces]).decode("utf-8", "replace")[:300]
                 raise BackendError(f"{ep.url}{path} answered HTTP {status}: {text}", "check the server log",
-                                   kind="not-ready" if status in (408, 429, 500, 502, 503, 504) else "http")
+                                   kind="not-ready" if status in (408, 429, 500, 502, 503, 504) else "http",
+                                   status=status)
             async for piece in pieces:
                 yield piece
             reusable = headers.get("connection", "").lower() != "close" and (
@@ -273,7 +303,7 @@ class TrtllmBackend(Backend):
     name = "trtllm"
 
     def __init__(self, endpoints: Sequence[str], *, api: str = "chat", stream: bool = False, model: str | None = None,
-                 max_concurrency: int = DEFAULT_CONCURRENCY, tokenizer: Any = None,
+                 default_model: str = "llama2-70b", max_concurrency: int = DEFAULT_CONCURRENCY, tokenizer: Any = None,
                  health_timeout_s: float = HEALTH_TIMEOUT_S,
                  alive: Callable[[], None] | None = None, on_wait: Callable[[str, str], None] | None = None) -> None:
         super().__init__()
@@ -283,6 +313,8 @@ class TrtllmBackend(Backend):
         self.api = api
         self.stream = stream
         self.model = model
+        self.served_model = model
+        self.default_model = default_model
         self.max_concurrency = max_concurrency
         self.tokenizer = tokenizer
         self.health_timeout_s = health_timeout_s
@@ -300,6 +332,7 @@ class TrtllmBackend(Backend):
         self.server_returns_ids: bool | None = None
         self.ready_after_s: float | None = None
         self.ready_retries = 0
+        self.fallbacks: dict[str, str] = {}
 
     @property
     def path(self) -> str:
@@ -329,17 +362,74 @@ class TrtllmBackend(Backend):
             self._eps.append(_Endpoint(url, parts.hostname, parts.port or 80, sem=asyncio.Semaphore(self.max_concurrency)))
 
     async def _model_name(self, ep: _Endpoint) -> str | None:
-        """The served model's name from /v1/models (vLLM and SGLang check it); None without such a route."""
+        """The served model's name from /v1/models (vLLM and SGLang check it), or None when the route fails.
+
+        Any HTTP status or non-OpenAI body means "unknown" (`transformers serve` answers 500 there); only a
+        connection that cannot be made or is cut raises, for the readiness loop to retry.
+        """
         try:
             doc = await self.client.json(ep, "GET", "/v1/models")
         except BackendError as exc:
-            if exc.kind == "http":
-                return None
-            raise
+            if exc.kind in CONNECTION_KINDS:
+                raise
+            return None
         data = doc.get("data") if isinstance(doc, dict) else None
         if isinstance(data, list) and data and isinstance(data[0], dict) and isinstance(data[0].get("id"), str):
             return str(data[0]["id"])
         return None
+
+    def form_path(self, form: str) -> str:
+        return self.path if form == FORM_TRTLLM else "/v1/completions"
+
+    def _decode(self, ids: Sequence[int]) -> str:
+        return str(self.tokenizer.decode([int(t) for t in ids], skip_special_tokens=True))
+
+    def payload(self, form: str, ids: Sequence[int], max_tokens: int, *, model: str,
+                probe: bool = False) -> dict[str, Any]:
+        """The body of one request in the endpoint's negotiated form (the probe does not stream)."""
+        stream = self.stream and not probe
+        if form == FORM_TRTLLM:
+            return build_payload(self.api, ids, max_tokens, stream=stream, model=model)
+        if form == FORM_OPENAI_IDS:
+            return build_openai_payload(ids, max_tokens, stream=stream, model=model)
+        text = self._decode(ids)
+        return build_openai_payload(text or (PROBE_TEXT if probe else text), max_tokens, stream=stream, model=model)
+
+    async def _negotiate(self, ep: _Endpoint, model: str) -> None:
+        """Probe each form until one is answered: 400/422 moves on, anything else goes to the readiness loop."""
+        refusals: list[tuple[str, str]] = []
+        for form in FORMS:
+            if form == FORM_OPENAI_TEXT and self.tokenizer is None:
+                refusals.append((form, "not tried: no tokenizer to decode the prompt with"))
+                continue
+            path = self.form_path(form)
+            try:
+                doc = await self.client.json(ep, "POST", path,
+                                             self.payload(form, PROBE_IDS, 10, model=model, probe=True))
+            except BackendError as exc:
+                if exc.status not in (400, 422):
+                    raise
+                refusals.append((form, exc.message))
+                continue
+            choices = doc.get("choices") if isinstance(doc, dict) else None
+            if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+                raise BackendError(f"{ep.url}{path} answered without 'choices': {str(doc)[:160]}",
+                                   "point --endpoint at an OpenAI-compatible server", kind="protocol")
+            for refused, why in refusals:
+                if refused not in self.fallbacks:
+                    self.fallbacks[refused] = why
+                    self.warnings.append(f"{ep.url} refused {FORM_TITLES[refused]} ({why}); "
+                                         f"sending {FORM_TITLES[form]} instead")
+            ep.form, ep.model = form, model
+            has_ids = token_ids_of(choices[0]) is not None
+            known = self.server_returns_ids
+            self.server_returns_ids = has_ids if known is None else (known and has_ids)
+            return
+        said = "; ".join(f"{FORM_TITLES[f]}: {why}" for f, why in refusals)
+        scenario = "server" if self.stream else "offline"
+        raise BackendError(f"{ep.url} refused every request form repro sends, with model '{model}' ({said}).",
+                           f"`repro run {scenario} --endpoint {ep.url} --served-model NAME` with the name of the model "
+                           "that server loaded (see its log)", kind="refused-all")
 
     async def health(self) -> None:
         """Wait until every endpoint answers a 10-token request (NVIDIA's warm-up), retrying with backoff.
@@ -347,6 +437,7 @@ class TrtllmBackend(Backend):
         trtllm-serve binds its port before it loads the model and only listens once loading is done, so
         'connection refused', resets, timeouts and 5xx answers are retried until `health_timeout_s`; a 4xx
         or a non-OpenAI answer fails at once, and so does a server whose container has exited (`alive`).
+        The model name is asked again on every try and kept only once the probe was answered.
         """
         t0 = self.loop.time()
 
@@ -355,17 +446,10 @@ class TrtllmBackend(Backend):
             delay = BACKOFF_START_S
             while True:
                 try:
+                    model = self.served_model or await self._model_name(ep) or self.default_model
+                    await self._negotiate(ep, model)
                     if self.model is None:
-                        self.model = await self._model_name(ep) or "llama2-70b"
-                    doc = await self.client.json(ep, "POST", self.path,
-                                                 build_payload(self.api, [1, 2, 3], 10, stream=False, model=self.model))
-                    choices = doc.get("choices") if isinstance(doc, dict) else None
-                    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
-                        raise BackendError(f"{ep.url}{self.path} answered without 'choices': {str(doc)[:160]}",
-                                           "point --endpoint at an OpenAI-compatible server", kind="protocol")
-                    has_ids = token_ids_of(choices[0]) is not None
-                    known = self.server_returns_ids
-                    self.server_returns_ids = has_ids if known is None else (known and has_ids)
+                        self.model = model
                     return
                 except BackendError as exc:
                     if exc.kind == "http":
@@ -438,12 +522,12 @@ class TrtllmBackend(Backend):
             async with ep.sem:
                 if self._stopping.is_set():
                     return
-                body = build_payload(self.api, r.input_ids.tolist(), r.max_tokens, stream=self.stream,
-                                     model=self.model or "")
+                body = self.payload(ep.form, r.input_ids.tolist(), r.max_tokens, model=ep.model or self.model or "")
+                path = self.form_path(ep.form)
                 if self.stream:
                     ids: list[int] = []
                     text, count, first = "", None, None
-                    async for event in self.client.sse(ep, self.path, body):
+                    async for event in self.client.sse(ep, path, body):
                         choices = event.get("choices") or []
                         usage = event.get("usage") or {}
                         if usage.get("completion_tokens") is not None:
@@ -462,7 +546,7 @@ class TrtllmBackend(Backend):
                     if first is not None and (len(out) == 0 or int(out[0]) != first):
                         self.tokens.first_token_mismatches += 1
                 else:
-                    doc = await self.client.json(ep, "POST", self.path, body)
+                    doc = await self.client.json(ep, "POST", path, body)
                     choice = (doc.get("choices") or [{}])[0] if isinstance(doc, dict) else {}
                     usage = (doc.get("usage") or {}) if isinstance(doc, dict) else {}
                     count = usage.get("completion_tokens")
@@ -496,10 +580,15 @@ class TrtllmBackend(Backend):
             self._thread.join(timeout=5)
 
     def describe(self) -> dict[str, Any]:
+        forms = sorted({ep.form for ep in self._eps}) if self.ready_after_s is not None else []
         return {"backend": self.name, "endpoints": self.urls, "api": self.api, "stream": self.stream,
                 "max_concurrency_per_endpoint": self.max_concurrency, "model": self.model,
+                "served_model_given": self.served_model is not None,
+                "request_form": forms[0] if len(forms) == 1 else ({ep.url: ep.form for ep in self._eps} or None),
+                "request_fallbacks": dict(self.fallbacks),
                 "tokenizer": getattr(self.tokenizer, "name_or_path", None) if self.tokenizer is not None else None}
 
     def stats(self) -> dict[str, Any]:
         return {"tokens": self.tokens.to_json(), "server_returns_ids": self.server_returns_ids,
-                "ready_after_s": self.ready_after_s, "ready_retries": self.ready_retries}
+                "ready_after_s": self.ready_after_s, "ready_retries": self.ready_retries,
+                "request_fallbacks": dict(self.fallbacks), "warnings": list(self.warnings)}
