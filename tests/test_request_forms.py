@@ -295,7 +295,7 @@ def test_served_model_option_reaches_the_requests(tmp_path: Path, strict) -> Non
                                    "--served-model", PINNED, "--accuracy", "--samples", "4", "--workspace", str(ws),
                                    "--json"])
     assert res.exit_code == 0, res.output
-    run_dir = Path(json.loads(res.output)["details"]["run_dir"])
+    run_dir = Path(json.loads(res.stdout)["details"]["log_dir"])
     info = json.loads((run_dir / "run.json").read_text())
     assert info["backend_details"]["request_form"] == FORM_OPENAI_TEXT
     assert info["backend_details"]["model"] == PINNED
