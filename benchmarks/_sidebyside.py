@@ -31,9 +31,11 @@ class Pair:
 
     def line(self, unit: str = "s") -> str:
         lo, hi = self.spread
-        return (f"{self.name}: repro {statistics.median(self.repro_s):.3f} {unit}, reference "
-                f"{statistics.median(self.reference_s):.3f} {unit}, ratio {self.ratio:.2f}x "
-                f"(spread {lo:.2f}-{hi:.2f}, {len(self.repro_s)} pairs)")
+        return (
+            f"{self.name}: repro {statistics.median(self.repro_s):.3f} {unit}, reference "
+            f"{statistics.median(self.reference_s):.3f} {unit}, ratio {self.ratio:.2f}x "
+            f"(spread {lo:.2f}-{hi:.2f}, {len(self.repro_s)} pairs)"
+        )
 
 
 def alternate(name: str, repro: Callable[[], object], reference: Callable[[], object], pairs: int) -> Pair:

@@ -40,9 +40,37 @@ import numpy as np
 from repro.results import accuracy
 
 KEYS = accuracy.ROUGE_KEYS
-NON_ASCII = ("café", "naïve", "Straße", "İstanbul", "façade", "résumé", "Zürich", "São", "东京", "日本語", "Москва",
-             "Ελλάδα", "€5", "20°C", "—", "…", "“quoted”", "\u212aelvin", "ﬁnal", "😀", "مرحبا", "x²", "½", "①", "Ⅻ",
-             "ǅemal", "ＡＢＣ", "Ǆ", "ß")
+NON_ASCII = (
+    "café",
+    "naïve",
+    "Straße",
+    "İstanbul",
+    "façade",
+    "résumé",
+    "Zürich",
+    "São",
+    "东京",
+    "日本語",
+    "Москва",
+    "Ελλάδα",
+    "€5",
+    "20°C",
+    "—",
+    "…",
+    "“quoted”",
+    "\u212aelvin",
+    "ﬁnal",
+    "😀",
+    "مرحبا",
+    "x²",
+    "½",
+    "①",
+    "Ⅻ",
+    "ǅemal",
+    "ＡＢＣ",
+    "Ǆ",
+    "ß",
+)
 NO_TOKENS = ("…", "—", "东京。", "😀😀", "!!!", "?")
 
 
@@ -95,8 +123,8 @@ def make_case(n: int, seed: int = 0) -> tuple[list[list[str]], list[str]]:
         elif kind < 2 / 400:
             pred_words = [rng.choice(NO_TOKENS) for _ in range(rng.randint(1, 4))]
         elif kind < 4 / 400:
-            loop = pred_words[:rng.randint(20, 60)]
-            pred_words = (loop * 80)[:rng.randint(700, 1400)]
+            loop = pred_words[: rng.randint(20, 60)]
+            pred_words = (loop * 80)[: rng.randint(700, 1400)]
         if pred_words and rng.random() < 0.09:
             _sprinkle(rng, pred_words)
         if rng.random() < 0.05:
@@ -108,7 +136,7 @@ def make_case(n: int, seed: int = 0) -> tuple[list[list[str]], list[str]]:
 
 def pieces(word: str) -> list[str]:
     """A word as word-piece tokens: ~1.55 a word here, ~285 an output (Llama-2 in published runs: 273)."""
-    return [word[:4]] + ["##" + word[i:i + 5] for i in range(4, len(word), 5)]
+    return [word[:4]] + ["##" + word[i : i + 5] for i in range(4, len(word), 5)]
 
 
 def word_tokenizer(words: list[str], folder: Path):
@@ -133,8 +161,10 @@ def token_ids(tok, outputs: list[list[str]]) -> list[list[int]]:
 
 
 def write_log(path: Path, ids: list[list[int]]) -> None:
-    entries = [{"seq_id": i, "qsl_idx": i, "data": np.asarray(t, dtype="<i4").tobytes().hex().upper(),
-                "token_count": len(t)} for i, t in enumerate(ids)]
+    entries = [
+        {"seq_id": i, "qsl_idx": i, "data": np.asarray(t, dtype="<i4").tobytes().hex().upper(), "token_count": len(t)}
+        for i, t in enumerate(ids)
+    ]
     path.write_text(json.dumps(entries))
 
 
@@ -213,8 +243,11 @@ def compare(mine: list[tuple[float, ...]], ref: list[tuple[float, ...]]) -> dict
     out = {}
     for i, k in enumerate(KEYS):
         diffs = [(abs(a[i] - b[i]), n) for n, (a, b) in enumerate(zip(mine, ref, strict=True)) if a[i] != b[i]]
-        out[k] = {"differ": len(diffs), "max_abs": max((d for d, _ in diffs), default=0.0),
-                  "samples": [n for _, n in sorted(diffs, reverse=True)[:10]]}
+        out[k] = {
+            "differ": len(diffs),
+            "max_abs": max((d for d, _ in diffs), default=0.0),
+            "samples": [n for _, n in sorted(diffs, reverse=True)[:10]],
+        }
     return out
 
 
@@ -231,16 +264,24 @@ def breakdown(preds: list[str], targets: list[str]) -> dict:
 
     n = len(preds)
     t_ref_post, (ref_preds, ref_targets) = _timed(
-        lambda: (["\n".join(nltk.sent_tokenize(p.strip())) for p in preds],
-                 ["\n".join(nltk.sent_tokenize(t.strip())) for t in targets]))
+        lambda: (
+            ["\n".join(nltk.sent_tokenize(p.strip())) for p in preds],
+            ["\n".join(nltk.sent_tokenize(t.strip())) for t in targets],
+        )
+    )
     t_ref_rouge, _ = _timed(reference_fmeasures, list(zip(ref_targets, ref_preds, strict=True)))
     _fresh_repro()
     t_post, texts = _timed(accuracy._postprocess_all, list(preds) + list(targets), 1)
     t_rouge, _ = _timed(accuracy.score_pairs, texts[n:], texts[:n])
-    return {"samples": n, "reference_postprocess_ms": t_ref_post / n * 1000,
-            "reference_rouge_ms": t_ref_rouge / n * 1000, "repro_postprocess_ms": t_post / n * 1000,
-            "repro_rouge_ms": t_rouge / n * 1000, "rouge_ratio": t_ref_rouge / t_rouge,
-            "postprocess_ratio": t_ref_post / t_post}
+    return {
+        "samples": n,
+        "reference_postprocess_ms": t_ref_post / n * 1000,
+        "reference_rouge_ms": t_ref_rouge / n * 1000,
+        "repro_postprocess_ms": t_post / n * 1000,
+        "repro_rouge_ms": t_rouge / n * 1000,
+        "rouge_ratio": t_ref_rouge / t_rouge,
+        "postprocess_ratio": t_ref_post / t_post,
+    }
 
 
 def _timed(fn, *args):
@@ -273,14 +314,24 @@ def side_by_side(base: int, repeats: int, scales=(1, 4, 16)) -> dict:
             ratios.append(times["ref"] / times["repro"])
         _, per_mine = accuracy.sample_scores(preds, targets, workers=1)
         diff = compare(per_mine, ref_per)
-        rows.append({"scale": scale, "samples": n, "repro_s": statistics.median(mine_t),
-                     "reference_s": statistics.median(ref_t), "ratio": statistics.median(ratios),
-                     "ratio_min": min(ratios), "ratio_max": max(ratios),
-                     "repro_ms_per_sample": statistics.median(mine_t) / n * 1000,
-                     "reference_ms_per_sample": statistics.median(ref_t) / n * 1000,
-                     "scores_repro": mine, "scores_reference": ref, "agree_4_decimals": agree4(mine, ref),
-                     "samples_differing": sum(d["differ"] for d in diff.values()),
-                     "max_abs_difference": max(d["max_abs"] for d in diff.values())})
+        rows.append(
+            {
+                "scale": scale,
+                "samples": n,
+                "repro_s": statistics.median(mine_t),
+                "reference_s": statistics.median(ref_t),
+                "ratio": statistics.median(ratios),
+                "ratio_min": min(ratios),
+                "ratio_max": max(ratios),
+                "repro_ms_per_sample": statistics.median(mine_t) / n * 1000,
+                "reference_ms_per_sample": statistics.median(ref_t) / n * 1000,
+                "scores_repro": mine,
+                "scores_reference": ref,
+                "agree_4_decimals": agree4(mine, ref),
+                "samples_differing": sum(d["differ"] for d in diff.values()),
+                "max_abs_difference": max(d["max_abs"] for d in diff.values()),
+            }
+        )
     mid = base * scales[len(scales) // 2]
     parts = breakdown(preds_all[:mid], refs[:mid])
     first = rows[0]
@@ -291,23 +342,31 @@ def side_by_side(base: int, repeats: int, scales=(1, 4, 16)) -> dict:
 
 
 def print_side_by_side(res: dict) -> None:
-    print(f"{'samples':>8} {'repro s':>8} {'ref s':>8} {'ratio (min-max)':>20} {'repro ms/smp':>13} "
-          f"{'ref ms/smp':>11} {'growth repro/ref':>17} {'4-dec agree':>12} {'smp differ':>10}")
+    print(
+        f"{'samples':>8} {'repro s':>8} {'ref s':>8} {'ratio (min-max)':>20} {'repro ms/smp':>13} "
+        f"{'ref ms/smp':>11} {'growth repro/ref':>17} {'4-dec agree':>12} {'smp differ':>10}"
+    )
     for r in res["rows"]:
-        print(f"{r['samples']:>8} {r['repro_s']:>8.3f} {r['reference_s']:>8.2f} "
-              f"{r['ratio']:>8.1f}x ({r['ratio_min']:.1f}-{r['ratio_max']:.1f}) {r['repro_ms_per_sample']:>13.3f} "
-              f"{r['reference_ms_per_sample']:>11.2f} "
-              f"{r['repro_cost_growth']:>8.2f}/{r['reference_cost_growth']:<8.2f} "
-              f"{r['agree_4_decimals']!s:>12} {r['samples_differing']:>10}")
+        print(
+            f"{r['samples']:>8} {r['repro_s']:>8.3f} {r['reference_s']:>8.2f} "
+            f"{r['ratio']:>8.1f}x ({r['ratio_min']:.1f}-{r['ratio_max']:.1f}) {r['repro_ms_per_sample']:>13.3f} "
+            f"{r['reference_ms_per_sample']:>11.2f} "
+            f"{r['repro_cost_growth']:>8.2f}/{r['reference_cost_growth']:<8.2f} "
+            f"{r['agree_4_decimals']!s:>12} {r['samples_differing']:>10}"
+        )
     last = res["rows"][-1]
     linear = all(0.8 < r["repro_cost_growth"] < 1.25 for r in res["rows"])
     b = res["breakdown"]
-    print(f"where the time goes ({b['samples']} samples, ms/sample): post-processing (NLTK Punkt, both sides) "
-          f"repro {b['repro_postprocess_ms']:.3f} vs reference {b['reference_postprocess_ms']:.3f} "
-          f"({b['postprocess_ratio']:.1f}x); ROUGE repro {b['repro_rouge_ms']:.3f} vs reference "
-          f"{b['reference_rouge_ms']:.2f} ({b['rouge_ratio']:.0f}x)")
-    print(f"repro cost per sample {'stays flat (linear)' if linear else 'changes with size'} from "
-          f"{res['rows'][0]['samples']} to {last['samples']} samples; scores: {last['scores_repro']}")
+    print(
+        f"where the time goes ({b['samples']} samples, ms/sample): post-processing (NLTK Punkt, both sides) "
+        f"repro {b['repro_postprocess_ms']:.3f} vs reference {b['reference_postprocess_ms']:.3f} "
+        f"({b['postprocess_ratio']:.1f}x); ROUGE repro {b['repro_rouge_ms']:.3f} vs reference "
+        f"{b['reference_rouge_ms']:.2f} ({b['rouge_ratio']:.0f}x)"
+    )
+    print(
+        f"repro cost per sample {'stays flat (linear)' if linear else 'changes with size'} from "
+        f"{res['rows'][0]['samples']} to {last['samples']} samples; scores: {last['scores_repro']}"
+    )
 
 
 # ---------------------------------------------------------------- every sample of a full log
@@ -322,11 +381,13 @@ def full_check(n: int, jobs: int, tmp: Path) -> dict:
     tok = word_tokenizer(words, tmp / "tokenizer")
     log = tmp / accuracy.ACCURACY_JSON
     write_log(log, token_ids(tok, outputs))
-    shape = {"non_ascii_predictions": sum(any(not w.isascii() for w in o) for o in outputs),
-             "non_ascii_references": sum(not r.isascii() for r in refs),
-             "empty_predictions": sum(not o for o in outputs),
-             "token_less_predictions": sum(bool(o) and all(w in NO_TOKENS for w in o) for o in outputs),
-             "predictions_over_700_words": sum(len(o) >= 700 for o in outputs)}
+    shape = {
+        "non_ascii_predictions": sum(any(not w.isascii() for w in o) for o in outputs),
+        "non_ascii_references": sum(not r.isascii() for r in refs),
+        "empty_predictions": sum(not o for o in outputs),
+        "token_less_predictions": sum(bool(o) and all(w in NO_TOKENS for w in o) for o in outputs),
+        "predictions_over_700_words": sum(len(o) >= 700 for o in outputs),
+    }
     _fresh_repro()
     loaded = accuracy.load_tokenizer(tmp / "tokenizer")
     t_mine, mine = _timed(accuracy.evaluate_accuracy_log, log, refs, loaded)
@@ -342,7 +403,7 @@ def full_check(n: int, jobs: int, tmp: Path) -> dict:
         import multiprocessing as mp
 
         step = -(-n // (jobs * 8))
-        chunks = [(decoded[i:i + step], targets[i:i + step]) for i in range(0, n, step)]
+        chunks = [(decoded[i : i + step], targets[i : i + step]) for i in range(0, n, step)]
         with mp.get_context("fork").Pool(jobs) as pool:
             parts = pool.starmap(_reference_parts, chunks)
         ref_per = [x for per, _ in parts for x in per]
@@ -350,10 +411,17 @@ def full_check(n: int, jobs: int, tmp: Path) -> dict:
     t_ref = time.perf_counter() - t0
     _, mine_per = accuracy.sample_scores(decoded, targets)
     diff = compare(mine_per, ref_per)
-    return {"samples": n, "shape": shape, "repro_s": t_mine, "reference_s": t_ref, "reference_jobs": jobs,
-            "scores_repro": mine, "scores_reference": ref,
-            "agree_4_decimals": all(f"{mine[k]:.4f}" == f"{ref[k]:.4f}" for k in KEYS),
-            "per_sample": diff}
+    return {
+        "samples": n,
+        "shape": shape,
+        "repro_s": t_mine,
+        "reference_s": t_ref,
+        "reference_jobs": jobs,
+        "scores_repro": mine,
+        "scores_reference": ref,
+        "agree_4_decimals": all(f"{mine[k]:.4f}" == f"{ref[k]:.4f}" for k in KEYS),
+        "per_sample": diff,
+    }
 
 
 # ---------------------------------------------------------------- fixed start-up cost
@@ -397,15 +465,21 @@ def startup(tmp: Path, repeats: int) -> dict:
     log.parent.mkdir()
     write_log(log, token_ids(tok, outputs))
     nltk_dir = nltk_punkt_tab(tmp / "nltk_data")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(Path(__file__).resolve().parents[1]),
-                                                                       os.environ.get("PYTHONPATH")]))}
-    cmds = {"python -c pass": [sys.executable, "-c", "pass"],
-            "repro": [sys.executable, "-c", _REPRO_START, str(tmp / "tok1"), str(log), refs[0]],
-            "reference": [sys.executable, "-c", _REFERENCE_START, str(tmp / "tok1"), str(log), refs[0], str(nltk_dir)]}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(
+            filter(None, [str(Path(__file__).resolve().parents[1]), os.environ.get("PYTHONPATH")])
+        ),
+    }
+    cmds = {
+        "python -c pass": [sys.executable, "-c", "pass"],
+        "repro": [sys.executable, "-c", _REPRO_START, str(tmp / "tok1"), str(log), refs[0]],
+        "reference": [sys.executable, "-c", _REFERENCE_START, str(tmp / "tok1"), str(log), refs[0], str(nltk_dir)],
+    }
     times: dict[str, list[float]] = {k: [] for k in cmds}
     phases: dict[str, list[float]] = {}
     for r in range(repeats):
-        for name in (list(cmds) if r % 2 == 0 else list(cmds)[::-1]):
+        for name in list(cmds) if r % 2 == 0 else list(cmds)[::-1]:
             t0 = time.perf_counter()
             proc = subprocess.run(cmds[name], env=env, capture_output=True, text=True, check=True)
             times[name].append(time.perf_counter() - t0)
@@ -414,16 +488,21 @@ def startup(tmp: Path, repeats: int) -> dict:
                     k, v = line.split("\t")
                     phases.setdefault(k, []).append(float(v))
     med = {k: statistics.median(v) for k, v in times.items()}
-    return {"repeats": repeats, "median_s": med, "min_s": {k: min(v) for k, v in times.items()},
-            "max_s": {k: max(v) for k, v in times.items()},
-            "repro_phases_median_s": {k: statistics.median(v) for k, v in phases.items()},
-            "ratio_reference_over_repro": med["reference"] / med["repro"]}
+    return {
+        "repeats": repeats,
+        "median_s": med,
+        "min_s": {k: min(v) for k, v in times.items()},
+        "max_s": {k: max(v) for k, v in times.items()},
+        "repro_phases_median_s": {k: statistics.median(v) for k, v in phases.items()},
+        "ratio_reference_over_repro": med["reference"] / med["repro"],
+    }
 
 
 def print_startup(res: dict) -> None:
     for k, v in res["median_s"].items():
-        print(f"start-up {k:>16}: {v:.3f} s median ({res['min_s'][k]:.3f}-{res['max_s'][k]:.3f}, "
-              f"{res['repeats']} runs)")
+        print(
+            f"start-up {k:>16}: {v:.3f} s median ({res['min_s'][k]:.3f}-{res['max_s'][k]:.3f}, {res['repeats']} runs)"
+        )
     print("repro phases: " + ", ".join(f"{k} {v:.3f} s" for k, v in res["repro_phases_median_s"].items()))
 
 
@@ -435,12 +514,16 @@ def _run_all(args: argparse.Namespace, tmp: Path, result: dict) -> None:
     print_side_by_side(sbs)
     if args.full_check:
         result["full_check"] = fc = full_check(args.full_check, args.jobs, tmp)
-        print(f"full log, {fc['samples']} samples ({fc['shape']}): repro {fc['repro_s']:.1f} s "
-              f"(read + decode + score), reference {fc['reference_s']:.1f} s on {fc['reference_jobs']} process(es): "
-              f"{fc['reference_s'] / fc['repro_s']:.1f}x; agree to 4 decimals: {fc['agree_4_decimals']}")
+        print(
+            f"full log, {fc['samples']} samples ({fc['shape']}): repro {fc['repro_s']:.1f} s "
+            f"(read + decode + score), reference {fc['reference_s']:.1f} s on {fc['reference_jobs']} process(es): "
+            f"{fc['reference_s'] / fc['repro_s']:.1f}x; agree to 4 decimals: {fc['agree_4_decimals']}"
+        )
         print(f"scores: {fc['scores_repro']}")
-        print("per-sample differences: " + ", ".join(f"{k} {v['differ']} (max {v['max_abs']:g})"
-                                                    for k, v in fc["per_sample"].items()))
+        print(
+            "per-sample differences: "
+            + ", ".join(f"{k} {v['differ']} (max {v['max_abs']:g})" for k, v in fc["per_sample"].items())
+        )
     if args.startup:
         result["startup"] = st = startup(tmp, max(3, args.repeats))
         print_startup(st)
@@ -458,8 +541,11 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if not args.all_cores and hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
-    result: dict = {"cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
-                    "python": sys.version.split()[0], "loadavg_start": os.getloadavg()}
+    result: dict = {
+        "cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
+        "python": sys.version.split()[0],
+        "loadavg_start": os.getloadavg(),
+    }
     with tempfile.TemporaryDirectory(prefix="repro-acc-bench-") as tmp_name:
         tmp = Path(tmp_name)
         import nltk
@@ -470,8 +556,10 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             nltk.data.path.remove(nltk_dir)
     result["loadavg_end"] = os.getloadavg()
-    print(f"load average (1 min) at start {result['loadavg_start'][0]:.1f}, at end {result['loadavg_end'][0]:.1f} "
-          f"on {os.cpu_count()} cores: other work on the machine widens the spread")
+    print(
+        f"load average (1 min) at start {result['loadavg_start'][0]:.1f}, at end {result['loadavg_end'][0]:.1f} "
+        f"on {os.cpu_count()} cores: other work on the machine widens the spread"
+    )
     if args.out:
         args.out.write_text(json.dumps(result, indent=1, default=str))
     return 0

@@ -46,7 +46,9 @@ def make_rack(dest: Path, vms: int) -> Path:
         shutil.copy2(SOURCE / "ND_GB300_v6.json", vm / "ND_GB300_v6.json")
         for log in vm.rglob("mlperf_log_*.txt"):
             text = log.read_text()
-            text = re.sub(r"(Tokens per second\s*:\s*)([0-9.]+)", lambda m: f"{m.group(1)}{float(m.group(2)) + i / 10:.1f}", text)
+            text = re.sub(
+                r"(Tokens per second\s*:\s*)([0-9.]+)", lambda m: f"{m.group(1)}{float(m.group(2)) + i / 10:.1f}", text
+            )
             log.write_text(text)
     return rack
 
@@ -61,17 +63,25 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="repro-agg-bench-") as tmp:
         for vms in (int(s) for s in args.sizes.split(",")):
             rack = make_rack(Path(tmp), vms)
-            agg = alternate(f"aggregate {vms} VMs", lambda r=rack: subprocess.run([*repro, "aggregate", str(r), "--json"],
-                                                                                 capture_output=True, check=False),
-                            lambda r=rack: subprocess.run([sys.executable, "-c", PLAIN, str(r)], capture_output=True, check=True),
-                            args.pairs)
+            agg = alternate(
+                f"aggregate {vms} VMs",
+                lambda r=rack: subprocess.run(
+                    [*repro, "aggregate", str(r), "--json"], capture_output=True, check=False
+                ),
+                lambda r=rack: subprocess.run([sys.executable, "-c", PLAIN, str(r)], capture_output=True, check=True),
+                args.pairs,
+            )
             slower = 1 / agg.ratio
-            print(agg.line() + f"; repro is {slower:.2f}x the plain-parse floor (goal <= {GOAL}x: "
-                  f"{'reached' if slower <= GOAL else 'not reached'})")
+            print(
+                agg.line() + f"; repro is {slower:.2f}x the plain-parse floor (goal <= {GOAL}x: "
+                f"{'reached' if slower <= GOAL else 'not reached'})"
+            )
             medians.append((vms, sorted(agg.repro_s)[len(agg.repro_s) // 2]))
         if len(medians) > 1:
             (n0, t0), (n1, t1) = medians[0], medians[-1]
-            print(f"growth: {n1 / n0:.0f}x the VMs took {t1 / t0:.2f}x the time (linear would be at most {n1 / n0:.0f}x)")
+            print(
+                f"growth: {n1 / n0:.0f}x the VMs took {t1 / t0:.2f}x the time (linear would be at most {n1 / n0:.0f}x)"
+            )
     return 0
 
 

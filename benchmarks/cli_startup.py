@@ -31,11 +31,19 @@ def main() -> int:
     args = ap.parse_args()
     bare = [sys.executable, "-c", "pass"]
     for label, argv in (("repro --help", _cmd("--help")), ("repro verify GB200", _cmd("verify", str(FIXTURE)))):
-        pair = alternate(label, lambda a=argv: subprocess.run(a, capture_output=True, check=False),
-                         lambda: subprocess.run(bare, capture_output=True, check=True), args.pairs)
+        pair = alternate(
+            label,
+            lambda a=argv: subprocess.run(a, capture_output=True, check=False),
+            lambda: subprocess.run(bare, capture_output=True, check=True),
+            args.pairs,
+        )
         import statistics
+
         med = statistics.median(pair.repro_s)
-        print(pair.line() + f"; python -c pass = reference; goal <= {GOAL_S} s: {'reached' if med <= GOAL_S else 'not reached'}")
+        print(
+            pair.line()
+            + f"; python -c pass = reference; goal <= {GOAL_S} s: {'reached' if med <= GOAL_S else 'not reached'}"
+        )
     return 0
 
 

@@ -18,11 +18,11 @@ from pathlib import Path
 
 import numpy as np
 
-from repro.setup.dataset import save_prepared
-from repro.run.harness import run_benchmark
-from repro.results.logs import parse_run
 from repro.core.recipes import get_recipe
 from repro.core.workspace import Workspace
+from repro.results.logs import parse_run
+from repro.run.harness import run_benchmark
+from repro.setup.dataset import save_prepared
 
 BEST_PUBLISHED_TOKENS_PER_S = 62_804
 BEST_PUBLISHED_SAMPLES_PER_S = 230
@@ -32,7 +32,9 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--samples", type=int, default=24576)
     ap.add_argument("--scenario", choices=["Offline", "Server"], default="Offline")
-    ap.add_argument("--mean-output", type=int, default=273, help="mean output tokens per sample (published runs: ~272.7)")
+    ap.add_argument(
+        "--mean-output", type=int, default=273, help="mean output tokens per sample (published runs: ~272.7)"
+    )
     ap.add_argument("--recipe", default="nd-gb300-v6")
     ap.add_argument("--out", type=Path, default=Path("harness_overhead.json"))
     ap.add_argument("--all-cores", action="store_true", help="do not pin to one core")
@@ -46,26 +48,43 @@ def main() -> int:
         ws = Workspace.open(Path(tmp)).ensure()
         prompts = [rng.integers(3, 32000, size=int(k)).tolist() for k in rng.integers(16, 128, size=n)]
         olens = np.clip(rng.normal(args.mean_output, 120, size=n), 1, 1024).astype(int).tolist()
-        save_prepared(ws.preprocessed / recipe.dataset.name, recipe.dataset.name, prompts, olens, [""] * n, source="synthetic")
+        save_prepared(
+            ws.preprocessed / recipe.dataset.name, recipe.dataset.name, prompts, olens, [""] * n, source="synthetic"
+        )
         t0 = time.perf_counter()
-        out = run_benchmark(recipe, ws, scenario=args.scenario, backend="sim", samples=n, detect=False, progress=False,
-                            argv=[sys.executable, *sys.argv])
+        out = run_benchmark(
+            recipe,
+            ws,
+            scenario=args.scenario,
+            backend="sim",
+            samples=n,
+            detect=False,
+            progress=False,
+            argv=[sys.executable, *sys.argv],
+        )
         wall = time.perf_counter() - t0
         run = parse_run(Path(out.details["run_dir"]))
         info = json.loads((Path(out.details["run_dir"]) / "run.json").read_text())
     result = {
         "what": "repro LoadGen harness + sim backend at unlimited rate",
-        "scenario": args.scenario, "samples": n, "cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
-        "tokens_per_s": run.tokens_per_s, "samples_per_s": run.samples_per_s,
-        "tokens": info["measured_by_harness"]["tokens"], "wall_s_including_setup": round(wall, 2),
+        "scenario": args.scenario,
+        "samples": n,
+        "cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
+        "tokens_per_s": run.tokens_per_s,
+        "samples_per_s": run.samples_per_s,
+        "tokens": info["measured_by_harness"]["tokens"],
+        "wall_s_including_setup": round(wall, 2),
         "x_best_published_tokens_per_s": round(run.tokens_per_s / BEST_PUBLISHED_TOKENS_PER_S, 1),
         "x_best_published_samples_per_s": round(run.samples_per_s / BEST_PUBLISHED_SAMPLES_PER_S, 1),
-        "loadgen_version": info["loadgen_version"], "python": sys.version.split()[0],
+        "loadgen_version": info["loadgen_version"],
+        "python": sys.version.split()[0],
     }
     args.out.write_text(json.dumps(result, indent=2) + "\n")
-    print(f"{args.scenario}: {run.tokens_per_s:,.0f} tokens/s, {run.samples_per_s:,.0f} samples/s on {result['cores']} core(s) "
-          f"({result['x_best_published_tokens_per_s']}x / {result['x_best_published_samples_per_s']}x the best published VM); "
-          f"wrote {args.out}")
+    print(
+        f"{args.scenario}: {run.tokens_per_s:,.0f} tokens/s, {run.samples_per_s:,.0f} samples/s on {result['cores']} core(s) "
+        f"({result['x_best_published_tokens_per_s']}x / {result['x_best_published_samples_per_s']}x the best published VM); "
+        f"wrote {args.out}"
+    )
     return 0
 
 

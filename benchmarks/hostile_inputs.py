@@ -29,9 +29,34 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 FIX = REPO / "tests" / "fixtures" / "published" / "azure-nd-gb300-v6-rack"
 RECIPE = "nd-gb300-v6"
-ATOMS = ["$(touch {m})", "`touch {m}`", "x\ntouch {m}", "gpu --account=x", "--privileged", "\x1b[2J", "inf", "nan",
-         "1e308", "-1e308", "1e400", "-3", "0", "", "<img src=x onerror=alert(1)>", "/etc/passwd", "/dev/zero",
-         "../../x", "'\"", ";touch {m};", "%A", "[" * 100_000, "null", "{}", "[]", "true"]
+ATOMS = [
+    "$(touch {m})",
+    "`touch {m}`",
+    "x\ntouch {m}",
+    "gpu --account=x",
+    "--privileged",
+    "\x1b[2J",
+    "inf",
+    "nan",
+    "1e308",
+    "-1e308",
+    "1e400",
+    "-3",
+    "0",
+    "",
+    "<img src=x onerror=alert(1)>",
+    "/etc/passwd",
+    "/dev/zero",
+    "../../x",
+    "'\"",
+    ";touch {m};",
+    "%A",
+    "[" * 100_000,
+    "null",
+    "{}",
+    "[]",
+    "true",
+]
 
 
 class Hang(Exception):
@@ -104,8 +129,10 @@ def _detail_case(root: Path, rng: random.Random, m: Path) -> list[str]:
 def _system_case(root: Path, rng: random.Random, m: Path) -> list[str]:
     vm = _vm(root)
     (root / "ND_GB300_v6.json").write_text(
-        '{"accelerators_per_node": ' + ("[" * 100_000 + "]" * 100_000 if rng.random() < 0.3 else
-                                        json.dumps(value(rng, m))) + "}")
+        '{"accelerators_per_node": '
+        + ("[" * 100_000 + "]" * 100_000 if rng.random() < 0.3 else json.dumps(value(rng, m)))
+        + "}"
+    )
     return ["verify", str(vm)]
 
 
@@ -128,9 +155,13 @@ def _run_json_case(root: Path, rng: random.Random, m: Path) -> list[str]:
 def _ledger_case(root: Path, rng: random.Random, m: Path) -> list[str]:
     home = Path(os.environ["REPRO_HOME"])
     home.mkdir(parents=True, exist_ok=True)
-    doc = rng.choice([{"schema_version": value(rng, m), "steps": {}},
-                      {"schema_version": 2, "steps": {atom(rng, m): {"status": atom(rng, m), "pid": value(rng, m)}}},
-                      value(rng, m)])
+    doc = rng.choice(
+        [
+            {"schema_version": value(rng, m), "steps": {}},
+            {"schema_version": 2, "steps": {atom(rng, m): {"status": atom(rng, m), "pid": value(rng, m)}}},
+            value(rng, m),
+        ]
+    )
     (home / "ledger.json").write_text(json.dumps(doc))
     return ["status", "--recipe", RECIPE]
 
@@ -138,11 +169,21 @@ def _ledger_case(root: Path, rng: random.Random, m: Path) -> list[str]:
 def _rack_case(root: Path, rng: random.Random, m: Path) -> list[str]:
     rack = root / "rack"
     rack.mkdir()
-    doc: dict[str, Any] = {"kind": "repro-rack", "recipe": RECIPE, "backend": "sim", "label": "simulated", "nodes": 2,
-                           "workspace": str(root / "home"), "repro_bin": "repro", "jobs": [], "samples": 16}
+    doc: dict[str, Any] = {
+        "kind": "repro-rack",
+        "recipe": RECIPE,
+        "backend": "sim",
+        "label": "simulated",
+        "nodes": 2,
+        "workspace": str(root / "home"),
+        "repro_bin": "repro",
+        "jobs": [],
+        "samples": 16,
+    }
     for _ in range(rng.randrange(1, 3)):
-        doc[rng.choice(["recipe", "nodes", "partition", "container_image", "workspace", "repro_bin", "jobs"])] = \
-            value(rng, m)
+        doc[rng.choice(["recipe", "nodes", "partition", "container_image", "workspace", "repro_bin", "jobs"])] = value(
+            rng, m
+        )
     (rack / "rack.json").write_text(json.dumps(doc))
     return ["run", "offline", "--launcher", "slurm", "--rerun-failed", str(rack), "--dry-run", "--json"]
 
@@ -171,22 +212,33 @@ def _cli_values_case(root: Path, rng: random.Random, m: Path) -> list[str]:
 
 
 KINDS: dict[str, Callable[[Path, random.Random, Path], list[str]]] = {
-    "summary log": _summary_case, "detail log": _detail_case, "system JSON": _system_case,
-    "accuracy file": _accuracy_case, "run.json": _run_json_case, "ledger": _ledger_case, "rack.json": _rack_case,
-    "recipe file": _recipe_case, "CLI values to scripts": _cli_values_case,
+    "summary log": _summary_case,
+    "detail log": _detail_case,
+    "system JSON": _system_case,
+    "accuracy file": _accuracy_case,
+    "run.json": _run_json_case,
+    "ledger": _ledger_case,
+    "rack.json": _rack_case,
+    "recipe file": _recipe_case,
+    "CLI values to scripts": _cli_values_case,
 }
 
 
 def _injected(output: str, root: Path, marker: Path) -> bool:
     """Run the dry run's script under bash as a job would (REPRO_BIN=true) and see whether the marker appeared."""
     try:
-        script = json.loads(output[output.index("{"):])["script"]
+        script = json.loads(output[output.index("{") :])["script"]
     except (ValueError, KeyError, TypeError):
         return marker.exists()
     path = root / "job.sh"
     path.write_text(script)
-    env = {"PATH": os.environ["PATH"], "SLURM_ARRAY_TASK_ID": "0", "SLURM_ARRAY_JOB_ID": "1", "REPRO_BIN": "true",
-           "HOME": str(root)}
+    env = {
+        "PATH": os.environ["PATH"],
+        "SLURM_ARRAY_TASK_ID": "0",
+        "SLURM_ARRAY_JOB_ID": "1",
+        "REPRO_BIN": "true",
+        "HOME": str(root),
+    }
     subprocess.run(["bash", str(path)], cwd=root, env=env, capture_output=True, timeout=30)
     return marker.exists()
 
@@ -205,14 +257,20 @@ def probe(per_kind: int, seed: int) -> dict[str, Counter[str]]:
             if kind == "CLI values to scripts":
                 from repro.core.recipes import get_recipe
                 from repro.setup.dataset import save_prepared
+
                 ds = get_recipe(RECIPE).dataset.name
                 save_prepared(Workspace.open(None).preprocessed / ds, ds, [[1, 2, 3]] * 4, [5] * 4, source="probe")
             try:
                 args = make(root, rng, marker)
                 code, out = invoke(args)
                 counts["tried"] += 1
-                counts["hang" if code == -1 else "traceback" if code == -2 or code not in (0, 1, 2, 130) else
-                       f"exit {code}"] += 1
+                counts[
+                    "hang"
+                    if code == -1
+                    else "traceback"
+                    if code == -2 or code not in (0, 1, 2, 130)
+                    else f"exit {code}"
+                ] += 1
                 if kind == "CLI values to scripts" and code == 0 and _injected(out, root, marker):
                     counts["injection"] += 1
             finally:
@@ -238,14 +296,22 @@ def ledger_trials(trials: int) -> tuple[int, int]:
     ws = Workspace.open(None).ensure()
     ds = get_recipe(RECIPE).dataset.name
     rng = np.random.default_rng(1)
-    save_prepared(ws.preprocessed / ds, ds, [rng.integers(3, 32000, 50).tolist() for _ in range(16)], [20] * 16,
-                  source="probe")
+    save_prepared(
+        ws.preprocessed / ds, ds, [rng.integers(3, 32000, 50).tolist() for _ in range(16)], [20] * 16, source="probe"
+    )
     lost = 0
     cli = [sys.executable, "-c", "from repro.cli import main; main()"]
     for _ in range(trials):
         ws.ledger_path.unlink(missing_ok=True)
-        procs = [subprocess.Popen([*cli, "run", s, *_LEDGER_TRIAL[1:]], stdout=subprocess.DEVNULL,
-                                  stderr=subprocess.DEVNULL, env=os.environ) for s in ("offline", "server")]
+        procs = [
+            subprocess.Popen(
+                [*cli, "run", s, *_LEDGER_TRIAL[1:]],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                env=os.environ,
+            )
+            for s in ("offline", "server")
+        ]
         for p in procs:
             p.wait(timeout=300)
         steps = Ledger.load(ws.ledger_path).steps
@@ -266,11 +332,15 @@ def main() -> None:
     total: Counter[str] = Counter()
     for kind, c in probe(a.per_kind, a.seed).items():
         total.update(c)
-        print(f"{kind:24} tried {c['tried']:4}  tracebacks {c['traceback']:3}  hangs {c['hang']:3}  "
-              f"injections {c['injection']:3}  "
-              + " ".join(f"{k}:{v}" for k, v in sorted(c.items()) if k.startswith("exit")))
-    print(f"{'TOTAL':24} tried {total['tried']:4}  tracebacks {total['traceback']:3}  hangs {total['hang']:3}  "
-          f"injections {total['injection']:3}")
+        print(
+            f"{kind:24} tried {c['tried']:4}  tracebacks {c['traceback']:3}  hangs {c['hang']:3}  "
+            f"injections {c['injection']:3}  "
+            + " ".join(f"{k}:{v}" for k, v in sorted(c.items()) if k.startswith("exit"))
+        )
+    print(
+        f"{'TOTAL':24} tried {total['tried']:4}  tracebacks {total['traceback']:3}  hangs {total['hang']:3}  "
+        f"injections {total['injection']:3}"
+    )
     if a.ledger_trials:
         trials, lost = ledger_trials(a.ledger_trials)
         print(f"ledger: {trials} trials of run offline + run server together, {lost} entries lost")

@@ -23,8 +23,12 @@ from repro.ui.options import DryRunOpt, JsonOpt, RecipeOpt, WorkspaceOpt, YesOpt
 from repro.ui.output import error, start_command
 
 # Root options that act as defaults for the subcommand (`repro --json status`, `repro --recipe demo`).
-_state: dict[str, Any] = {"debug": bool(os.environ.get("REPRO_DEBUG")), "json": False, "recipe": None,
-                          "workspace": None}
+_state: dict[str, Any] = {
+    "debug": bool(os.environ.get("REPRO_DEBUG")),
+    "json": False,
+    "recipe": None,
+    "workspace": None,
+}
 
 
 def _guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -50,8 +54,12 @@ def _guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
                 raise
             if _state["debug"]:
                 traceback.print_exc(file=sys.stderr)
-            error(explained.message, explained.next_command, exit_code=explained.exit_code,
-                  as_json=bool(kwargs.get("json")))
+            error(
+                explained.message,
+                explained.next_command,
+                exit_code=explained.exit_code,
+                as_json=bool(kwargs.get("json")),
+            )
             raise typer.Exit(explained.exit_code) from None
 
     return wrapper
@@ -62,12 +70,16 @@ def _app(help_text: str, **kw: Any) -> typer.Typer:
     return typer.Typer(help=help_text, pretty_exceptions_enable=False, rich_markup_mode=None, **kw)
 
 
-app = _app("Reproduce the published MLPerf Inference Llama-2-70B Offline results and check your number against them.",
-           invoke_without_command=True, add_completion=True)
+app = _app(
+    "Reproduce the published MLPerf Inference Llama-2-70B Offline results and check your number against them.",
+    invoke_without_command=True,
+    add_completion=True,
+)
 run_app = _app("Run the benchmark through MLCommons LoadGen.", no_args_is_help=True)
 recipes_app = _app("List, show and validate recipes.", no_args_is_help=True)
-published_app = _app("Every published MLPerf Llama-2-70B result (shipped index): list, filter, show one.",
-                     invoke_without_command=True)
+published_app = _app(
+    "Every published MLPerf Llama-2-70B result (shipped index): list, filter, show one.", invoke_without_command=True
+)
 
 
 def _add(target: typer.Typer, fn: Callable[..., Any], name: str | None = None) -> None:
@@ -98,6 +110,7 @@ def _version(value: bool) -> None:
     if value:
         if "--json" in sys.argv[1:]:
             from repro.ui.output import json_document
+
             typer.echo(json_document({"version": __version__}))
         else:
             typer.echo(f"repro {__version__}")
@@ -112,10 +125,12 @@ def _root(
     yes: YesOpt = False,
     dry_run: DryRunOpt = False,
     json: JsonOpt = False,
-    debug: Annotated[bool, typer.Option(
-        "--debug", help="Also show the traceback of an expected error (exit codes stay the same).")] = False,
-    version: Annotated[bool | None, typer.Option("--version", callback=_version, is_eager=True,
-                                                 help="Print the version.")] = None,
+    debug: Annotated[
+        bool, typer.Option("--debug", help="Also show the traceback of an expected error (exit codes stay the same).")
+    ] = False,
+    version: Annotated[
+        bool | None, typer.Option("--version", callback=_version, is_eager=True, help="Print the version.")
+    ] = None,
 ) -> None:
     """With no command, walk through doctor -> setup -> build-engine -> run offline -> verify (`repro guide`).
 
@@ -126,10 +141,25 @@ def _root(
         _guarded(doctor.guide)(recipe=recipe, workspace=workspace, yes=yes, dry_run=dry_run, json=json)
 
 
-_METAVARS = {"recipe": "NAME", "workspace": "DIR", "gpus": "N", "nodes": "N", "expect": "N", "samples": "N",
-             "duration": "SECONDS", "sim_rate": "TOKENS_PER_S", "html": "FILE", "markdown": "FILE",
-             "rerun_failed": "RACK_DIR", "base_image": "IMAGE", "container_image": "IMAGE", "backend": "sim|hf|trtllm",
-             "launcher": "local|slurm", "dataset_source": "fetch|rebuild|both", "partition": "PARTITION"}
+_METAVARS = {
+    "recipe": "NAME",
+    "workspace": "DIR",
+    "gpus": "N",
+    "nodes": "N",
+    "expect": "N",
+    "samples": "N",
+    "duration": "SECONDS",
+    "sim_rate": "TOKENS_PER_S",
+    "html": "FILE",
+    "markdown": "FILE",
+    "rerun_failed": "RACK_DIR",
+    "base_image": "IMAGE",
+    "container_image": "IMAGE",
+    "backend": "sim|hf|trtllm",
+    "launcher": "local|slurm",
+    "dataset_source": "fetch|rebuild|both",
+    "partition": "PARTITION",
+}
 
 
 def _plain_metavars(cmd: Any) -> None:
@@ -164,9 +194,20 @@ def main(args: list[str] | None = None) -> None:
             error(exc.format_message())
         if _json_requested(argv):
             from repro.ui.output import json_document
-            sys.stdout.write(json_document({"ok": False, "error": {"message": exc.format_message(),
-                                                                   "next_command": f"`{where} --help`",
-                                                                   "exit_code": exc.exit_code}}) + "\n")
+
+            sys.stdout.write(
+                json_document(
+                    {
+                        "ok": False,
+                        "error": {
+                            "message": exc.format_message(),
+                            "next_command": f"`{where} --help`",
+                            "exit_code": exc.exit_code,
+                        },
+                    }
+                )
+                + "\n"
+            )
         sys.exit(exc.exit_code)
     except typer.Abort:
         error("Aborted.", "`repro status`", exit_code=1, as_json=_json_requested(argv))

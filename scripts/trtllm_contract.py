@@ -31,15 +31,42 @@ LLM_ARGS = "tensorrt_llm/llmapi/llm_args.py"
 PROTOCOL = "tensorrt_llm/serve/openai_protocol.py"
 QUANTIZE = "examples/quantization/quantize.py"
 
-LLM_ARGS_CLASSES = ("BaseLlmArgs", "TrtLlmArgs", "TorchLlmArgs", "LlmArgs", "KvCacheConfig", "SchedulerConfig",
-                    "DynamicBatchConfig", "CudaGraphConfig", "PeftCacheConfig", "ExtendedRuntimePerfKnobConfig",
-                    "CacheTransceiverConfig", "TorchCompileConfig", "MoeConfig", "AttentionDpConfig", "CalibConfig")
+LLM_ARGS_CLASSES = (
+    "BaseLlmArgs",
+    "TrtLlmArgs",
+    "TorchLlmArgs",
+    "LlmArgs",
+    "KvCacheConfig",
+    "SchedulerConfig",
+    "DynamicBatchConfig",
+    "CudaGraphConfig",
+    "PeftCacheConfig",
+    "ExtendedRuntimePerfKnobConfig",
+    "CacheTransceiverConfig",
+    "TorchCompileConfig",
+    "MoeConfig",
+    "AttentionDpConfig",
+    "CalibConfig",
+)
 LLM_ARGS_ENUMS = ("CapacitySchedulerPolicy", "ContextChunkingPolicy", "BatchingType")
-OPENAI_CLASSES = ("ChatCompletionRequest", "ChatCompletionResponse", "ChatCompletionResponseChoice", "ChatMessage",
-                  "UsageInfo", "PromptTokensDetails", "ChatCompletionStreamResponse",
-                  "ChatCompletionResponseStreamChoice", "DeltaMessage", "StreamOptions", "CompletionRequest",
-                  "CompletionResponse", "CompletionResponseChoice", "CompletionStreamResponse",
-                  "CompletionResponseStreamChoice", "ErrorResponse")
+OPENAI_CLASSES = (
+    "ChatCompletionRequest",
+    "ChatCompletionResponse",
+    "ChatCompletionResponseChoice",
+    "ChatMessage",
+    "UsageInfo",
+    "PromptTokensDetails",
+    "ChatCompletionStreamResponse",
+    "ChatCompletionResponseStreamChoice",
+    "DeltaMessage",
+    "StreamOptions",
+    "CompletionRequest",
+    "CompletionResponse",
+    "CompletionResponseChoice",
+    "CompletionStreamResponse",
+    "CompletionResponseStreamChoice",
+    "ErrorResponse",
+)
 
 
 class Source:
@@ -69,8 +96,9 @@ class Source:
             return {"kind": "wheel", "name": self.path.name, "sha256": _sha256(self.path)}
         out: dict[str, Any] = {"kind": "directory", "name": self.path.name, "sha256": None}
         try:
-            commit = subprocess.run(["git", "-C", str(self.path), "rev-parse", "HEAD"], capture_output=True,
-                                    text=True, check=True).stdout.strip()
+            commit = subprocess.run(
+                ["git", "-C", str(self.path), "rev-parse", "HEAD"], capture_output=True, text=True, check=True
+            ).stdout.strip()
             out["git_commit"] = commit
         except (OSError, subprocess.CalledProcessError):
             pass
@@ -118,8 +146,11 @@ def _is_flag(call: ast.Call) -> bool:
 
 
 def _option_entry(call: ast.Call) -> tuple[list[str], dict[str, Any]]:
-    names = [a.value for a in call.args if isinstance(a, ast.Constant) and isinstance(a.value, str)
-             and a.value.startswith("-")]
+    names = [
+        a.value
+        for a in call.args
+        if isinstance(a, ast.Constant) and isinstance(a.value, str) and a.value.startswith("-")
+    ]
     return names, {"choices": _choices(call), "is_flag": _is_flag(call)}
 
 
@@ -163,8 +194,9 @@ def plugin_options(text: str) -> dict[str, Any]:
     tree = ast.parse(text)
     listed: list[str] = []
     for node in tree.body:
-        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "cli_plugin_args"
-                                                for t in node.targets):
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == "cli_plugin_args" for t in node.targets
+        ):
             listed = [str(v) for v in _literal(node.value) or []]
     fields = class_fields(tree).get("PluginConfig", {})
     out: dict[str, Any] = {}
@@ -176,10 +208,11 @@ def plugin_options(text: str) -> dict[str, Any]:
         if ann == "bool":
             choices = ["enable", "disable"]
         elif "Literal[" in ann:
-            lit = ann[ann.index("Literal[") + len("Literal["):ann.rindex("]")].rstrip("]")
+            lit = ann[ann.index("Literal[") + len("Literal[") : ann.rindex("]")].rstrip("]")
             values = _literal(ast.parse(f"[{lit}]", mode="eval").body) or []
-            choices = [v if v else "disable" for v in values] + (["disable"] if "None" in ann.split("Literal")[0]
-                                                                 or "Optional" in ann else [])
+            choices = [v if v else "disable" for v in values] + (
+                ["disable"] if "None" in ann.split("Literal")[0] or "Optional" in ann else []
+            )
             choices = sorted(set(choices), key=choices.index)
         out[f"--{name}"] = {"choices": choices, "is_flag": False, "aliases": []}
     return out
@@ -216,8 +249,12 @@ def _aliases(tree: ast.Module) -> dict[str, str]:
     """Module-level `LlmArgs = TrtLlmArgs` style names."""
     out = {}
     for node in tree.body:
-        if (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
-                and isinstance(node.value, ast.Name)):
+        if (
+            isinstance(node, ast.Assign)
+            and len(node.targets) == 1
+            and isinstance(node.targets[0], ast.Name)
+            and isinstance(node.value, ast.Name)
+        ):
             out[node.targets[0].id] = node.value.id
     return out
 
@@ -242,9 +279,12 @@ def model_fields(text: str, wanted: tuple[str, ...]) -> dict[str, Any]:
         target = aliases.get(cls, cls)
         if target in own:
             fields = resolve(cls)
-            out[cls] = {"defined_as": target, "bases": bases.get(target, []),
-                        "extra_forbid": _forbids_extra(tree, target, bases),
-                        "fields": {k: fields[k] for k in sorted(fields)}}
+            out[cls] = {
+                "defined_as": target,
+                "bases": bases.get(target, []),
+                "extra_forbid": _forbids_extra(tree, target, bases),
+                "fields": {k: fields[k] for k in sorted(fields)},
+            }
     return out
 
 
@@ -305,11 +345,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--version", required=True, help="the release this describes, e.g. 1.1.0")
     ap.add_argument("--quantize-py", type=Path, default=None, help="examples/quantization/quantize.py of that release")
     ap.add_argument("--source-note", default=None, help="where the source came from, stored in the JSON")
-    ap.add_argument("--override-choices", action="append", default=[], metavar="SECTION:FLAG=A,B",
-                    help="replace one flag's choices, when the source is not the release itself (recorded with "
-                         "--source-note in the JSON), e.g. trtllm_serve:--backend=pytorch,trt,_autodeploy")
-    ap.add_argument("-o", "--output", type=Path, default=None,
-                    help="default: tests/data/trtllm_contract_<version>.json")
+    ap.add_argument(
+        "--override-choices",
+        action="append",
+        default=[],
+        metavar="SECTION:FLAG=A,B",
+        help="replace one flag's choices, when the source is not the release itself (recorded with "
+        "--source-note in the JSON), e.g. trtllm_serve:--backend=pytorch,trt,_autodeploy",
+    )
+    ap.add_argument(
+        "-o", "--output", type=Path, default=None, help="default: tests/data/trtllm_contract_<version>.json"
+    )
     args = ap.parse_args(argv)
     contract = build_contract(Source(args.source, args.quantize_py), args.version, args.source_note)
     for spec in args.override_choices:

@@ -14,8 +14,20 @@ import sys
 import tarfile
 from pathlib import Path
 
-SKIP_DIRS = {"test", "tests", "idlelib", "tkinter", "turtledemo", "ensurepip", "lib2to3", "pydoc_data",
-             "site-packages", "dist-packages", "__pycache__", "config-3.11-x86_64-linux-gnu"}
+SKIP_DIRS = {
+    "test",
+    "tests",
+    "idlelib",
+    "tkinter",
+    "turtledemo",
+    "ensurepip",
+    "lib2to3",
+    "pydoc_data",
+    "site-packages",
+    "dist-packages",
+    "__pycache__",
+    "config-3.11-x86_64-linux-gnu",
+}
 
 
 def _python() -> Path:
@@ -37,8 +49,12 @@ def _libs(binary: Path) -> set[Path]:
 
 
 def _stdlib(python: Path) -> Path:
-    out = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['stdlib'])"],
-                         capture_output=True, text=True, check=True).stdout.strip()
+    out = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['stdlib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     return Path(out)
 
 
@@ -96,8 +112,9 @@ def base_dockerfile_dir(dest: Path) -> Path:
     """A context with `FROM scratch` + `ADD rootfs.tar /`, built through repro.container.build_image."""
     dest.mkdir(parents=True, exist_ok=True)
     write_rootfs(dest / "rootfs.tar")
-    (dest / "Dockerfile").write_text("FROM scratch\nADD rootfs.tar /\nENV PATH=/usr/local/bin:/usr/bin:/bin\n"
-                                     "CMD [\"python3\"]\n", encoding="utf-8")
+    (dest / "Dockerfile").write_text(
+        'FROM scratch\nADD rootfs.tar /\nENV PATH=/usr/local/bin:/usr/bin:/bin\nCMD ["python3"]\n', encoding="utf-8"
+    )
     return dest
 
 

@@ -55,10 +55,10 @@ class Repo:
 
 @dataclass
 class Faults:
-    drop_after: dict[str, int] = field(default_factory=dict)   # path -> bytes sent before the connection drops (once)
-    corrupt: dict[str, int] = field(default_factory=dict)      # path -> how many more downloads serve flipped bytes
-    slow: dict[str, float] = field(default_factory=dict)       # path -> seconds to sleep per 4 KiB chunk
-    token: str | None = None                                   # when set, every request must carry this bearer token
+    drop_after: dict[str, int] = field(default_factory=dict)  # path -> bytes sent before the connection drops (once)
+    corrupt: dict[str, int] = field(default_factory=dict)  # path -> how many more downloads serve flipped bytes
+    slow: dict[str, float] = field(default_factory=dict)  # path -> seconds to sleep per 4 KiB chunk
+    token: str | None = None  # when set, every request must carry this bearer token
 
 
 class HubServer:
@@ -81,7 +81,7 @@ class HubServer:
         self.repos[(repo.repo_type, repo.repo_id)] = repo
         return repo
 
-    def start(self) -> "HubServer":
+    def start(self) -> HubServer:
         self._thread.start()
         return self
 
@@ -97,7 +97,7 @@ class HubServer:
     def requests_for(self, path_suffix: str, method: str = "GET") -> list[dict]:
         return [r for r in self.log if r["path"].endswith(path_suffix) and r["method"] == method]
 
-    def __enter__(self) -> "HubServer":
+    def __enter__(self) -> HubServer:
         return self.start()
 
     def __exit__(self, *exc) -> None:
@@ -125,7 +125,9 @@ def _make_handler(hub: HubServer):
                 self.wfile.write(body)
 
         def _json(self, code: int, obj, headers: dict | None = None, head: bool = False) -> None:
-            self._send(code, json.dumps(obj).encode(), {"Content-Type": "application/json", **(headers or {})}, head=head)
+            self._send(
+                code, json.dumps(obj).encode(), {"Content-Type": "application/json", **(headers or {})}, head=head
+            )
 
         def _error(self, code: int, error_code: str | None, message: str, head: bool = False) -> None:
             headers = {"X-Error-Message": message}
@@ -154,10 +156,14 @@ def _make_handler(hub: HubServer):
         def _handle(self, head: bool) -> None:
             parsed = urlparse(self.path)
             path = unquote(parsed.path)
-            hub.record(method=self.command, path=path, range=self.headers.get("Range"),
-                       auth=bool(self.headers.get("Authorization")))
+            hub.record(
+                method=self.command,
+                path=path,
+                range=self.headers.get("Range"),
+                auth=bool(self.headers.get("Authorization")),
+            )
             if path.startswith("/static/"):
-                return self._serve_bytes(path, hub.static.get(path[len("/static/"):]), {}, head)
+                return self._serve_bytes(path, hub.static.get(path[len("/static/") :]), {}, head)
             if not self._authorized(head):
                 return
             if m := _API.match(path):
@@ -172,8 +178,13 @@ def _make_handler(hub: HubServer):
                 self._error(404, "RepoNotFound", "Repository not found", head)
                 return None
             if repo.gated:
-                self._error(403, "GatedRepo", f"Access to model {repo_id} is restricted. You must have access to it "
-                            "and be authenticated to access it. Please log in.", head)
+                self._error(
+                    403,
+                    "GatedRepo",
+                    f"Access to model {repo_id} is restricted. You must have access to it "
+                    "and be authenticated to access it. Please log in.",
+                    head,
+                )
                 return None
             if rev not in (None, "main", repo.commit):
                 self._error(404, "RevisionNotFound", f"Invalid rev id: {rev}", head)
@@ -197,9 +208,18 @@ def _make_handler(hub: HubServer):
                     if "lfs" in e:
                         row["lfs"] = {"sha256": e["lfs"]["oid"], "size": e["size"], "pointerSize": 134}
                 siblings.append(row)
-            info = {"_id": repo.commit[:24], "id": repo.repo_id, "modelId": repo.repo_id, "sha": repo.commit,
-                    "private": False, "gated": "manual" if repo.gated else False, "disabled": False,
-                    "tags": [], "siblings": siblings, "lastModified": "2024-01-01T00:00:00.000Z"}
+            info = {
+                "_id": repo.commit[:24],
+                "id": repo.repo_id,
+                "modelId": repo.repo_id,
+                "sha": repo.commit,
+                "private": False,
+                "gated": "manual" if repo.gated else False,
+                "disabled": False,
+                "tags": [],
+                "siblings": siblings,
+                "lastModified": "2024-01-01T00:00:00.000Z",
+            }
             self._json(200, info, head=head)
 
         def _resolve(self, m: re.Match, head: bool) -> None:
@@ -230,7 +250,7 @@ def _make_handler(hub: HubServer):
                 if start >= len(data):
                     return self._send(416, b"", {"Content-Range": f"bytes */{len(data)}"}, head=head)
                 headers = {**headers, "Content-Range": f"bytes {start}-{end}/{len(data)}"}
-                data, code = data[start:end + 1], 206
+                data, code = data[start : end + 1], 206
             self.send_response(code)
             for k, v in {**headers, "Accept-Ranges": "bytes", "Content-Type": "application/octet-stream"}.items():
                 self.send_header(k, str(v))
@@ -242,9 +262,9 @@ def _make_handler(hub: HubServer):
             delay = hub.faults.slow.get(key, 0.0)
             sent = 0
             for i in range(0, len(data), 4096):
-                chunk = data[i:i + 4096]
+                chunk = data[i : i + 4096]
                 if drop is not None and sent + len(chunk) > drop:
-                    self.wfile.write(chunk[:drop - sent])
+                    self.wfile.write(chunk[: drop - sent])
                     self.wfile.flush()
                     self.close_connection = True
                     return

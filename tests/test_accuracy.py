@@ -20,14 +20,59 @@ from repro.core.recipes import get_recipe
 from repro.results import accuracy as A
 from repro.results.logs import parse_accuracy_txt
 
-WORDS = ["the", "cat", "cats", "running", "runs", "ran", "quickly", "quick", "jumped", "over", "lazy", "dog", "fox",
-         "apple", "Apple's", "12", "3.5", "and", "or", "but", "however,", "Mr.", "Dr.", "e.g.", "i.e.", "U.S.",
-         "because", "caring", "cared", "cares", "universal", "university", "generously", "généreux", "naïve", "CAFÉ",
-         "x-ray", "it's", "1990s", "\u212aelvin", "İstanbul", "ß", "東京", "😀", "Ελλάδα", "ﬁnal"]
+WORDS = [
+    "the",
+    "cat",
+    "cats",
+    "running",
+    "runs",
+    "ran",
+    "quickly",
+    "quick",
+    "jumped",
+    "over",
+    "lazy",
+    "dog",
+    "fox",
+    "apple",
+    "Apple's",
+    "12",
+    "3.5",
+    "and",
+    "or",
+    "but",
+    "however,",
+    "Mr.",
+    "Dr.",
+    "e.g.",
+    "i.e.",
+    "U.S.",
+    "because",
+    "caring",
+    "cared",
+    "cares",
+    "universal",
+    "university",
+    "generously",
+    "généreux",
+    "naïve",
+    "CAFÉ",
+    "x-ray",
+    "it's",
+    "1990s",
+    "\u212aelvin",
+    "İstanbul",
+    "ß",
+    "東京",
+    "😀",
+    "Ελλάδα",
+    "ﬁnal",
+]
 SEPS = (" ", " ", " ", ". ", "? ", "! ", "\n", ", ", "  ", ".\n", "\r\n")
 
 texts = st.lists(st.tuples(st.sampled_from(WORDS), st.sampled_from(SEPS)), max_size=60).map(
-    lambda parts: "".join(w + s for w, s in parts))
+    lambda parts: "".join(w + s for w, s in parts)
+)
 
 
 def _bench():
@@ -61,11 +106,13 @@ def test_rouge_identical_on_a_sample_of_the_benchmark_set():
     both ways, sample by sample and bit for bit."""
     b = _bench()
     outputs, refs = b.make_case(300, seed=3)
-    kinds = {"empty": [i for i, o in enumerate(outputs) if not o],
-             "token-less": [i for i, o in enumerate(outputs) if o and all(w in b.NO_TOKENS for w in o)],
-             "runaway": [i for i, o in enumerate(outputs) if len(o) >= 700],
-             "non-ASCII": [i for i, o in enumerate(outputs) if not all(w.isascii() for w in o)][:12],
-             "ordinary": list(range(12))}
+    kinds = {
+        "empty": [i for i, o in enumerate(outputs) if not o],
+        "token-less": [i for i, o in enumerate(outputs) if o and all(w in b.NO_TOKENS for w in o)],
+        "runaway": [i for i, o in enumerate(outputs) if len(o) >= 700],
+        "non-ASCII": [i for i, o in enumerate(outputs) if not all(w.isascii() for w in o)][:12],
+        "ordinary": list(range(12)),
+    }
     assert all(kinds.values()), {k: len(v) for k, v in kinds.items()}
     picked = sorted({i for v in kinds.values() for i in v})
     preds, mine = A.sample_scores([" ".join(outputs[i]) for i in picked], [refs[i] for i in picked], workers=1)
@@ -77,19 +124,37 @@ def test_rouge_identical_on_a_sample_of_the_benchmark_set():
 
 
 def test_edge_cases_identical():
-    cases = [("", ""), ("a", ""), ("", "b"), ("...\n\n!", "the\n\n"), ("x y z", "z y x"), ("a b\nb a", "b a\na b"),
-             ("The the THE", "the"), ("ÉCOLE école", "ecole"), ("\u212aelvin kelvin", "kelvin"),
-             ("İstanbul is big", "i stanbul"), ("東京 tokyo\r\nosaka", "tokyo\n東京 osaka"), ("x\ud800y", "x y"),
-             ("runs " * 600, "running " * 400 + "\nran")]
+    cases = [
+        ("", ""),
+        ("a", ""),
+        ("", "b"),
+        ("...\n\n!", "the\n\n"),
+        ("x y z", "z y x"),
+        ("a b\nb a", "b a\na b"),
+        ("The the THE", "the"),
+        ("ÉCOLE école", "ecole"),
+        ("\u212aelvin kelvin", "kelvin"),
+        ("İstanbul is big", "i stanbul"),
+        ("東京 tokyo\r\nosaka", "tokyo\n東京 osaka"),
+        ("x\ud800y", "x y"),
+        ("runs " * 600, "running " * 400 + "\nran"),
+    ]
     assert [A.rouge_fmeasures(t, p) for t, p in cases] == _reference_scores(cases)
 
 
 def test_scoring_needs_no_compiler():
     """The scorer no longer pulls numba/LLVM in (nor writes a kernel cache anywhere)."""
-    code = ("import sys; from repro.results import accuracy as A; A.score_texts(['A b. C d.'], ['a b c.'], workers=1);"
-            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('numba', 'llvmlite', 'rouge_score')))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                         env={**os.environ, "PYTHONPATH": str(Path(A.__file__).resolve().parents[2])})
+    code = (
+        "import sys; from repro.results import accuracy as A; A.score_texts(['A b. C d.'], ['a b c.'], workers=1);"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('numba', 'llvmlite', 'rouge_score')))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "PYTHONPATH": str(Path(A.__file__).resolve().parents[2])},
+    )
     assert out.stdout.strip() == "[]"
 
 
@@ -124,8 +189,10 @@ def small_case(tmp_path):
     tok = _word_tokenizer(words, tmp_path / "tok")
     ids = [[tok.convert_tokens_to_ids(w) for w in o] for o in outputs]
     order = list(range(40))[::-1]
-    entries = [{"seq_id": n, "qsl_idx": i, "data": _hex([1] + ids[i] + [2]), "token_count": len(ids[i]) + 2}
-               for n, i in enumerate(order)]
+    entries = [
+        {"seq_id": n, "qsl_idx": i, "data": _hex([1] + ids[i] + [2]), "token_count": len(ids[i]) + 2}
+        for n, i in enumerate(order)
+    ]
     entries.insert(5, {"seq_id": 99, "qsl_idx": order[0], "data": _hex(ids[3]), "token_count": len(ids[3])})
     run = tmp_path / "run"
     run.mkdir()
@@ -144,6 +211,7 @@ def test_evaluate_matches_the_reference_script_path(small_case, tmp_path, monkey
 
     monkeypatch.setattr(nltk.data, "path", [str(_bench().nltk_punkt_tab(tmp_path / "nltk_data"))])
     from nltk.tokenize import _get_punkt_tokenizer
+
     _get_punkt_tokenizer.cache_clear()
     results = json.loads((run / A.ACCURACY_JSON).read_text())
     seen, targets, preds_ids, gen_tok_len = set(), [], [], 0
@@ -163,8 +231,12 @@ def test_evaluate_matches_the_reference_script_path(small_case, tmp_path, monkey
     scorer = rouge_scorer.RougeScorer(["rouge1", "rouge2", "rougeL", "rougeLsum"], use_stemmer=True)
     per = [scorer.score(t, p) for t, p in zip(targets, preds, strict=True)]
     want = {k: round(np.mean([s[k].fmeasure for s in per]) * 100, 4) for k in A.ROUGE_KEYS}
-    want.update(gen_len=int(np.sum([len(p) for p in preds])), gen_num=len(preds), gen_tok_len=gen_tok_len,
-                tokens_per_sample=round(gen_tok_len / len(preds), 1))
+    want.update(
+        gen_len=int(np.sum([len(p) for p in preds])),
+        gen_num=len(preds),
+        gen_tok_len=gen_tok_len,
+        tokens_per_sample=round(gen_tok_len / len(preds), 1),
+    )
 
     assert got == want
     assert got["gen_num"] == 40
@@ -206,8 +278,16 @@ def test_accuracy_txt_has_mlperf_layout(tmp_path, fixtures):
     run = tmp_path / "run"
     run.mkdir()
     (run / A.ACCURACY_JSON).write_text("[]\n")
-    scores = {"rouge1": 44.7494, "rouge2": 22.3586, "rougeL": 29.1373, "rougeLsum": 42.2591,
-              "gen_len": np.int64(26551226), "gen_num": 24576, "gen_tok_len": 6718594, "tokens_per_sample": 273.4}
+    scores = {
+        "rouge1": 44.7494,
+        "rouge2": 22.3586,
+        "rougeL": 29.1373,
+        "rougeLsum": 42.2591,
+        "gen_len": np.int64(26551226),
+        "gen_num": 24576,
+        "gen_tok_len": 6718594,
+        "tokens_per_sample": 273.4,
+    }
     out = A.write_accuracy_txt(run, scores)
     ours = out.read_text().splitlines()
     theirs = (fixtures / "azure-nd-gb200-v6-v5.1/llama2-70b-99/Offline/accuracy/accuracy.txt").read_text().splitlines()
@@ -227,16 +307,19 @@ def test_accuracy_txt_needs_the_log(tmp_path):
 # ---------------------------------------------------------------- bad input
 
 
-@pytest.mark.parametrize("content,problem", [
-    ('[{"qsl_idx": 0, "data": "0100', "not valid JSON"),
-    ('{"qsl_idx": 0}', "expected a JSON list"),
-    ('[{"qsl_idx": 0, "data": "zz000000"}]', "not a hex string"),
-    ('[{"qsl_idx": 0, "data": "010000"}]', "not a hex string"),
-    ('[{"qsl_idx": 7, "data": "01000000"}]', "out of range for a dataset of 3 samples"),
-    ('[{"qsl_idx": -1, "data": "01000000"}]', "not a non-negative integer"),
-    ('[{"data": "01000000"}]', "lacks 'qsl_idx'"),
-    (b'\xff\xfe[', "not valid JSON"),
-])
+@pytest.mark.parametrize(
+    "content,problem",
+    [
+        ('[{"qsl_idx": 0, "data": "0100', "not valid JSON"),
+        ('{"qsl_idx": 0}', "expected a JSON list"),
+        ('[{"qsl_idx": 0, "data": "zz000000"}]', "not a hex string"),
+        ('[{"qsl_idx": 0, "data": "010000"}]', "not a hex string"),
+        ('[{"qsl_idx": 7, "data": "01000000"}]', "out of range for a dataset of 3 samples"),
+        ('[{"qsl_idx": -1, "data": "01000000"}]', "not a non-negative integer"),
+        ('[{"data": "01000000"}]', "lacks 'qsl_idx'"),
+        (b"\xff\xfe[", "not valid JSON"),
+    ],
+)
 def test_bad_logs_name_the_file(tmp_path, content, problem):
     log = tmp_path / A.ACCURACY_JSON
     log.write_bytes(content if isinstance(content, bytes) else content.encode())

@@ -47,8 +47,9 @@ def test_only_the_edge_imports_rich_typer_or_the_ui() -> None:
 
 def test_no_import_cycle_at_module_level() -> None:
     mods = _modules()
-    graph = {name: {i for i in _imports(path, top_level_only=True) if i in mods and i != name}
-             for name, path in mods.items()}
+    graph = {
+        name: {i for i in _imports(path, top_level_only=True) if i in mods and i != name} for name, path in mods.items()
+    }
     state: dict[str, int] = {}
     cycle: list[str] = []
 
@@ -56,7 +57,7 @@ def test_no_import_cycle_at_module_level() -> None:
         state[node] = 1
         for nxt in sorted(graph[node]):
             if state.get(nxt) == 1:
-                cycle.extend(stack[stack.index(nxt):] + [node, nxt] if nxt in stack else [node, nxt])
+                cycle.extend(stack[stack.index(nxt) :] + [node, nxt] if nxt in stack else [node, nxt])
                 return True
             if state.get(nxt) is None and visit(nxt, [*stack, node]):
                 return True

@@ -18,18 +18,18 @@ from typing import Any
 
 import numpy as np
 import pytest
+from standin_util import VOCAB, LocalStandin, write_tokenizer
 
+from repro.core.errors import InputError
+from repro.core.recipes import get_recipe
+from repro.core.workspace import Workspace
+from repro.results.logs import parse_run
 from repro.run.backends.base import Request
 from repro.run.backends.sim import SimBackend
 from repro.run.backends.trtllm import BackendError, TrtllmBackend, build_payload, endpoints_for
-from repro.run.tokens import load_tokenizer
-from repro.core.errors import InputError
-from standin_util import LocalStandin, VOCAB, write_tokenizer
-from repro.setup.dataset import save_prepared
 from repro.run.harness import run_benchmark
-from repro.results.logs import parse_run
-from repro.core.recipes import get_recipe
-from repro.core.workspace import Workspace
+from repro.run.tokens import load_tokenizer
+from repro.setup.dataset import save_prepared
 
 
 def reply_ids(prompt: list[int], max_tokens: int) -> list[int]:
@@ -86,18 +86,26 @@ class FakeServe(BaseHTTPRequestHandler):
         ids = reply_ids(prompt, body["max_tokens"])
         if not body.get("stream"):
             choice: dict[str, Any] = {"index": 0, "finish_reason": "stop"}
-            choice.update({"message": {"role": "assistant", "content": words(ids)}} if "chat" in self.path else {"text": words(ids)})
+            choice.update(
+                {"message": {"role": "assistant", "content": words(ids)}}
+                if "chat" in self.path
+                else {"text": words(ids)}
+            )
             self._send(200, {"id": "cmpl", "choices": [choice], "usage": {"completion_tokens": len(ids)}})
             return
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
-        self._chunk(b"data: " + json.dumps({"choices": [{"index": 0, "delta": {"role": "assistant"}}]}).encode() + b" \n\n")
+        self._chunk(
+            b"data: " + json.dumps({"choices": [{"index": 0, "delta": {"role": "assistant"}}]}).encode() + b" \n\n"
+        )
         for k, t in enumerate(ids):
             delta = {"index": 0, "delta": {"content": ("" if k == 0 else " ") + f"w{t}"}}
             self._chunk(b"data: " + json.dumps({"choices": [delta]}).encode() + b"\n\n")
-        self._chunk(b"data: " + json.dumps({"choices": [], "usage": {"completion_tokens": len(ids)}}).encode() + b"\n\n")
+        self._chunk(
+            b"data: " + json.dumps({"choices": [], "usage": {"completion_tokens": len(ids)}}).encode() + b"\n\n"
+        )
         self._chunk(b"data: [DONE]\n\n")
         self._chunk(b"")
 
@@ -153,7 +161,10 @@ class Collect:
 
 def _requests(n: int, max_tokens: int = 16) -> list[Request]:
     rng = np.random.default_rng(1)
-    return [Request(i, i, rng.integers(3, 1000, size=int(rng.integers(2, 40))).astype(np.int32), max_tokens) for i in range(n)]
+    return [
+        Request(i, i, rng.integers(3, 1000, size=int(rng.integers(2, 40))).astype(np.int32), max_tokens)
+        for i in range(n)
+    ]
 
 
 @pytest.mark.parametrize("api,stream", [("chat", False), ("completions", False), ("chat", True)])
@@ -225,7 +236,9 @@ def test_trtllm_port_not_listening_is_a_clear_error() -> None:
         port = s.getsockname()[1]
     waits: list[str] = []
     be = TrtllmBackend([f"http://127.0.0.1:{port}"], health_timeout_s=1, on_wait=lambda url, kind: waits.append(kind))
-    with pytest.raises(BackendError, match=f"did not become ready within 1 s .*Connection refused at http://127.0.0.1:{port}"):
+    with pytest.raises(
+        BackendError, match=f"did not become ready within 1 s .*Connection refused at http://127.0.0.1:{port}"
+    ):
         be.start(Collect(1))
     be.close()
     assert waits and set(waits) == {"refused"}
@@ -236,7 +249,9 @@ def test_readiness_waits_for_a_server_that_binds_before_loading(tokenizer_dir, t
     with LocalStandin(tokenizer_dir, env={"STANDIN_LOAD_S": "2"}) as srv:
         srv.wait_bound()
         waits: list[str] = []
-        be = TrtllmBackend([srv.url], tokenizer=tokenizer, health_timeout_s=30, on_wait=lambda url, kind: waits.append(kind))
+        be = TrtllmBackend(
+            [srv.url], tokenizer=tokenizer, health_timeout_s=30, on_wait=lambda url, kind: waits.append(kind)
+        )
         try:
             be.start(Collect(1))
         finally:
@@ -248,7 +263,8 @@ def test_readiness_waits_for_a_server_that_binds_before_loading(tokenizer_dir, t
 def test_too_many_open_files_is_named(tokenizer_dir, tmp_path: Path) -> None:
     """EMFILE reads as 'Too many open files' with `ulimit -n`, not as 'nothing is listening'."""
     script = tmp_path / "emfile.py"
-    script.write_text(textwrap.dedent(f"""
+    script.write_text(
+        textwrap.dedent(f"""
         import resource, socket, sys
         sys.path[:0] = {[str(Path(__file__).resolve().parents[1])]!r}
         from repro.run.backends.trtllm import BackendError, connect_error
@@ -260,7 +276,8 @@ def test_too_many_open_files_is_named(tokenizer_dir, tmp_path: Path) -> None:
         except OSError as exc:
             err = connect_error("http://127.0.0.1:30000", exc)
             print(err.kind, "|", err.message, "|", err.next_command)
-    """))
+    """)
+    )
     out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60)
     kind, message, fix = (p.strip() for p in out.stdout.split("|"))
     assert kind == "emfile" and "Too many open files" in message and "limit is 64" in message and "ulimit -n" in fix
@@ -268,7 +285,8 @@ def test_too_many_open_files_is_named(tokenizer_dir, tmp_path: Path) -> None:
 
 def test_open_file_limit_is_raised_or_refused_with_ulimit(tmp_path: Path) -> None:
     script = tmp_path / "nofile.py"
-    script.write_text(textwrap.dedent(f"""
+    script.write_text(
+        textwrap.dedent(f"""
         import resource, sys
         sys.path[:0] = {[str(Path(__file__).resolve().parents[1])]!r}
         from repro.run.limits import ensure_open_files
@@ -279,7 +297,8 @@ def test_open_file_limit_is_raised_or_refused_with_ulimit(tmp_path: Path) -> Non
             ensure_open_files(8704)
         except InputError as exc:
             print(exc.next_command)
-    """))
+    """)
+    )
     out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60)
     raised, refused = out.stdout.strip().splitlines()
     assert raised == "1000 1000" and "ulimit -n 8704" in refused
@@ -287,6 +306,7 @@ def test_open_file_limit_is_raised_or_refused_with_ulimit(tmp_path: Path) -> Non
 
 def test_trtllm_port_held_by_another_program() -> None:
     """A program answering 404 on the port is not a loading server: fail at once, do not wait out the timeout."""
+
     class NotServe(BaseHTTPRequestHandler):
         def do_POST(self) -> None:
             self.send_error(404)
@@ -368,13 +388,17 @@ def test_sim_replays_reference_lengths_capped_by_max_tokens() -> None:
 @pytest.fixture(scope="module")
 def demo_paths(tmp_path_factory) -> dict[str, Path]:
     from repro.run.demo import prepare_demo
+
     return prepare_demo(Workspace.open(tmp_path_factory.mktemp("demo")))
 
 
 def test_demo_is_deterministic(demo_paths, tmp_path: Path) -> None:
     from repro.run.demo import prepare_demo
+
     again = prepare_demo(Workspace.open(tmp_path / "again"))
-    assert (again["model_dir"] / "model.safetensors").read_bytes() == (demo_paths["model_dir"] / "model.safetensors").read_bytes()
+    assert (again["model_dir"] / "model.safetensors").read_bytes() == (
+        demo_paths["model_dir"] / "model.safetensors"
+    ).read_bytes()
     first, second = (json.loads((p["dataset"] / "manifest.json").read_text()) for p in (demo_paths, again))
     assert first["files"] == second["files"] and first["dataset_sha256"] == second["dataset_sha256"]
 
@@ -403,8 +427,8 @@ def test_hf_backend_generates_greedy_tokens(demo_paths) -> None:
 
 
 def test_hf_backend_refuses_folder_without_weights(tmp_path: Path) -> None:
-    from repro.run.backends.hf import HFBackend
     from repro.core.errors import InputError
+    from repro.run.backends.hf import HFBackend
 
     (tmp_path / "config.json").write_text("{}")
     with pytest.raises(InputError, match="no weights"):

@@ -9,18 +9,17 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import GOLDEN
 from typer.testing import CliRunner
 
-from repro.engine import quantize as q
-from repro.engine.plan import check_gpu, plan_build, run_build
 from repro.cli import app
-from repro.engine.container import dockerfile_instructions
-from repro.core.systems import GPU, SystemInfo
 from repro.core.errors import InputError, SystemMismatch
 from repro.core.recipes import all_recipes, get_recipe
+from repro.core.systems import GPU, SystemInfo
 from repro.core.workspace import Workspace
-
-from conftest import GOLDEN
+from repro.engine import quantize as q
+from repro.engine.container import dockerfile_instructions
+from repro.engine.plan import check_gpu, plan_build, run_build
 
 ENTRY = Path(__file__).resolve().parents[1] / "repro" / "engine" / "container_entry.py"
 TRT_RECIPES = [r.name for r in all_recipes() if r.trtllm is not None]
@@ -45,9 +44,11 @@ def test_gb200_engine_flags_match_the_reference() -> None:
     """Reference 1.3: the GB200 trtllm-build flags, in the harness's order, with fp4 spelled nvfp4."""
     r = get_recipe("nd-gb200-v6")
     argv = q.build_command(r, q.paths_for(r))
-    expected = ("--max_beam_width=1 --kv_cache_type=paged --remove_input_padding=enable --multiple_profiles=enable "
-                "--use_fused_mlp=enable --context_fmha=enable --max_num_tokens=4096 --max_input_len=1024 --max_seq_len=2048 "
-                "--use_fp8_context_fmha=enable --use_paged_context_fmha=enable --tokens_per_block=32 --norm_quant_fusion=enable")
+    expected = (
+        "--max_beam_width=1 --kv_cache_type=paged --remove_input_padding=enable --multiple_profiles=enable "
+        "--use_fused_mlp=enable --context_fmha=enable --max_num_tokens=4096 --max_input_len=1024 --max_seq_len=2048 "
+        "--use_fp8_context_fmha=enable --use_paged_context_fmha=enable --tokens_per_block=32 --norm_quant_fusion=enable"
+    )
     assert argv[0] == "trtllm-build"
     assert " ".join(argv[4:]) == expected
     assert "--max_batch_size=2048" in argv and not any(a.startswith("--workers") for a in argv)
@@ -139,6 +140,7 @@ def test_missing_model_names_the_path_and_setup(tmp_path: Path) -> None:
 
 def test_model_outside_the_workspace_is_mounted_read_only(tmp_path: Path) -> None:
     from repro.core.ledger import Ledger
+
     ws = Workspace.open(tmp_path / "ws").ensure()
     led = Ledger.load(ws.ledger_path)
     led.start("setup", "x", model_dir=str(tmp_path / "nvme" / "llama"))
@@ -175,6 +177,7 @@ def test_entry_exec_returns_the_step_exit_code(entry: Path) -> None:
 
 def test_entry_prepare_calib_writes_the_text_column(entry: Path, tmp_path: Path) -> None:
     import pandas as pd
+
     pkl = tmp_path / "calib.pkl"
     pd.DataFrame({"input": ["a b", "c d e"], "tok_input": [[1], [2]]}).to_pickle(pkl)
     out = tmp_path / "calib_1k"

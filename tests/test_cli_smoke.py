@@ -23,7 +23,17 @@ ALL = _commands(app)
 
 def test_the_expected_commands_are_registered():
     names = {" ".join(c) for c in ALL}
-    assert {"doctor", "status", "guide", "setup", "build-engine", "verify", "run", "run offline", "recipes list"} <= names
+    assert {
+        "doctor",
+        "status",
+        "guide",
+        "setup",
+        "build-engine",
+        "verify",
+        "run",
+        "run offline",
+        "recipes list",
+    } <= names
 
 
 @pytest.mark.parametrize("argv", ALL, ids=[" ".join(c) for c in ALL])

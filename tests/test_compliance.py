@@ -44,8 +44,14 @@ def _prepare(ws: Workspace, n: int = 64) -> None:
     rng = np.random.default_rng(6)
     prompts = [rng.integers(3, 32000, size=int(rng.integers(8, 48))).tolist() for _ in range(n)]
     olens = rng.integers(5, 60, size=n).tolist()
-    save_prepared(ws.preprocessed / get_recipe(RECIPE).dataset.name, "mlperf-openorca", prompts, olens,
-                  [f"reference {i}" for i in range(n)], source="test")
+    save_prepared(
+        ws.preprocessed / get_recipe(RECIPE).dataset.name,
+        "mlperf-openorca",
+        prompts,
+        olens,
+        [f"reference {i}" for i in range(n)],
+        source="test",
+    )
 
 
 @pytest.fixture(scope="module")
@@ -59,8 +65,15 @@ def real_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         out: dict[str, Path] = {}
         for scenario in ("Offline", "Server"):
             perf = run_benchmark(RECIPE, ws, scenario=scenario, backend="sim", samples=64, detect=False)
-            test = run_benchmark(RECIPE, ws, scenario=scenario, backend="sim", compliance="TEST06", detect=False,
-                                 rate_tokens_per_s=None if scenario == "Offline" else 1_000_000)
+            test = run_benchmark(
+                RECIPE,
+                ws,
+                scenario=scenario,
+                backend="sim",
+                compliance="TEST06",
+                detect=False,
+                rate_tokens_per_s=None if scenario == "Offline" else 1_000_000,
+            )
             assert test.details["run_dir"] == perf.details["run_dir"], "TEST06 joins the latest performance run"
             assert test.details["paired_with"] == perf.details["log_dir"]
             out[scenario] = Path(test.details["run_dir"])
@@ -96,8 +109,9 @@ def test_test06_run_writes_the_published_layout_and_passes(real_runs: dict[str, 
     run = real_runs[scenario]
     text = (run / "TEST06" / "verify_accuracy.txt").read_text()
     first = "Skipped" if scenario == "Offline" else "True"
-    assert text == (f"First token check pass: {first}\nEOS check pass: True\nSample length check pass: True\n"
-                    f"{COMPLETE}\n")
+    assert text == (
+        f"First token check pass: {first}\nEOS check pass: True\nSample length check pass: True\n{COMPLETE}\n"
+    )
     acc = run / "TEST06" / "accuracy"
     assert (acc / "audit.config").read_text() == audit_config_text()
     assert AUDIT_FOUND in (acc / "mlperf_log_detail.txt").read_text()
@@ -137,8 +151,9 @@ def test_one_trailing_eos_passes_and_only_two_eos_fail(real_runs: dict[str, Path
 
 
 @pytest.mark.parametrize("scenario", ["Offline", "Server"])
-def test_a_count_that_differs_from_the_data_fails_the_length_check(real_runs: dict[str, Path], tmp_path: Path,
-                                                                   scenario: str) -> None:
+def test_a_count_that_differs_from_the_data_fails_the_length_check(
+    real_runs: dict[str, Path], tmp_path: Path, scenario: str
+) -> None:
     def edit(entries: list[dict]) -> None:
         entries[7]["token_count"] += 1
 
@@ -174,10 +189,16 @@ def test_an_empty_log_and_a_missing_audit_config_fail(real_runs: dict[str, Path]
 
 
 def test_published_verify_text_is_read_and_checked_against_the_scenario(tmp_path: Path) -> None:
-    published = "First token check pass: Skipped                \nEOS check pass: True             \n" \
-                "Sample length check pass: True  \nTEST06 verification complete     \n"
-    assert parse_verify_text(published) == {"first_token": "Skipped", "eos": "True", "sample_length": "True",
-                                            "complete": "True"}
+    published = (
+        "First token check pass: Skipped                \nEOS check pass: True             \n"
+        "Sample length check pass: True  \nTEST06 verification complete     \n"
+    )
+    assert parse_verify_text(published) == {
+        "first_token": "Skipped",
+        "eos": "True",
+        "sample_length": "True",
+        "complete": "True",
+    }
     folder = tmp_path / "compliance" / "SYS" / "llama2-70b-99" / "Offline" / "TEST06"
     folder.mkdir(parents=True)
     (folder / "verify_accuracy.txt").write_text(published)
@@ -207,8 +228,9 @@ def test_verify_text_that_disagrees_with_the_log_fails(real_runs: dict[str, Path
     assert not read_test06(folder).passed
 
 
-def test_verify_shows_test06_and_a_failed_one_is_never_a_pass(real_runs: dict[str, Path], fixtures: Path,
-                                                              tmp_path: Path) -> None:
+def test_verify_shows_test06_and_a_failed_one_is_never_a_pass(
+    real_runs: dict[str, Path], fixtures: Path, tmp_path: Path
+) -> None:
     own = verify_dir(real_runs["Offline"]).to_json()
     assert [c for c in own["checks"] if c["name"] == "TEST06"][0]["ok"] is True
     bundle = tmp_path / "bundle"
@@ -261,8 +283,9 @@ def test_accuracy_run_joins_the_latest_performance_run(tmp_path: Path) -> None:
         run_benchmark(RECIPE, ws, backend="sim", compliance="TEST01", detect=False)
 
 
-def test_a_stray_audit_config_in_the_shell_folder_changes_nothing(tmp_path: Path,
-                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_stray_audit_config_in_the_shell_folder_changes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     ws = Workspace.open().ensure()
     _prepare(ws, n=16)
     (tmp_path / "audit.config").write_text(audit_config_text())
@@ -275,8 +298,16 @@ def test_a_stray_audit_config_in_the_shell_folder_changes_nothing(tmp_path: Path
 
 def test_cli_accuracy_prints_scores_and_no_worker_traceback(tmp_path: Path) -> None:
     """The user's command in a real process: SIGTERM handler installed, scoring pool forked (issue 15 item 4)."""
-    argv = [sys.executable, "-c", "from repro.cli import main; main()", "run", "offline", "--recipe", "demo",
-            "--accuracy"]
+    argv = [
+        sys.executable,
+        "-c",
+        "from repro.cli import main; main()",
+        "run",
+        "offline",
+        "--recipe",
+        "demo",
+        "--accuracy",
+    ]
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert "Traceback" not in proc.stderr and "KeyboardInterrupt" not in proc.stderr, proc.stderr

@@ -15,17 +15,24 @@ import uuid
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO, required
 from container_base import base_dockerfile_dir, rootfs_key
-from repro.engine.plan import run_build
-from repro.engine.container import (ImageSpec, Mount, RunSpec, build_image, image_spec_for, managed_containers,
-                             run_container)
-from repro.core.systems import GPU, SystemInfo
+
 from repro.core.errors import StepFailed
 from repro.core.ledger import Ledger
 from repro.core.recipes import get_recipe
+from repro.core.systems import GPU, SystemInfo
 from repro.core.workspace import Workspace
+from repro.engine.container import (
+    ImageSpec,
+    Mount,
+    RunSpec,
+    build_image,
+    image_spec_for,
+    managed_containers,
+    run_container,
+)
+from repro.engine.plan import run_build
 
 pytestmark = pytest.mark.docker
 
@@ -34,6 +41,7 @@ pytestmark = pytest.mark.docker
 def client():
     try:
         import docker
+
         c = docker.from_env(timeout=300)
         c.ping()
     except Exception as exc:  # noqa: BLE001
@@ -47,8 +55,9 @@ def client():
 def base_image(client, tmp_path_factory) -> str:
     """FROM scratch + the host's Python and /bin/sh, built through the same build_image as the recipe image."""
     ctx = base_dockerfile_dir(tmp_path_factory.mktemp("testbase"))
-    ref = build_image(ImageSpec(ctx / "Dockerfile", f"repro-testbase:{rootfs_key()}", {}, with_repro_source=False),
-                      client=client)
+    ref = build_image(
+        ImageSpec(ctx / "Dockerfile", f"repro-testbase:{rootfs_key()}", {}, with_repro_source=False), client=client
+    )
     return ref.tag
 
 
@@ -81,9 +90,18 @@ def test_container_runs_the_entrypoint_with_the_workspace_mounted(client, runtim
     ws = tmp_path / "ws"
     ws.mkdir()
     lines: list[str] = []
-    code = run_container(RunSpec(runtime_image, ["selftest", "--write", "/workspace/out/self.json"],
-                                 [Mount(ws, "/workspace")], env={"REPRO_HOME": "/workspace"}),
-                         step="selftest", on_line=lines.append, log_path=tmp_path / "run.log", client=client)
+    code = run_container(
+        RunSpec(
+            runtime_image,
+            ["selftest", "--write", "/workspace/out/self.json"],
+            [Mount(ws, "/workspace")],
+            env={"REPRO_HOME": "/workspace"},
+        ),
+        step="selftest",
+        on_line=lines.append,
+        log_path=tmp_path / "run.log",
+        client=client,
+    )
     assert code == 0
     info = json.loads((ws / "out" / "self.json").read_text())
     assert info["repro_home"] == "/workspace" and info["pid"] == 1
@@ -96,11 +114,17 @@ def test_failing_build_names_the_dockerfile_line(client, base_image, tmp_path: P
     ctx = tmp_path / "ctx"
     ctx.mkdir()
     df = ctx / "Dockerfile"
-    df.write_text(f"FROM {base_image}\n# a comment\nENV A=1\nRUN python3 -c \"import sys; print('about to fail'); sys.exit(3)\"\n"
-                  "CMD [\"python3\"]\n", encoding="utf-8")
+    df.write_text(
+        f"FROM {base_image}\n# a comment\nENV A=1\nRUN python3 -c \"import sys; print('about to fail'); sys.exit(3)\"\n"
+        'CMD ["python3"]\n',
+        encoding="utf-8",
+    )
     with pytest.raises(StepFailed) as exc:
-        build_image(ImageSpec(df, f"repro-test-broken:{uuid.uuid4().hex[:8]}", {}, with_repro_source=False),
-                    log_path=tmp_path / "b.log", client=client)
+        build_image(
+            ImageSpec(df, f"repro-test-broken:{uuid.uuid4().hex[:8]}", {}, with_repro_source=False),
+            log_path=tmp_path / "b.log",
+            client=client,
+        )
     msg = exc.value.message
     assert f"{df}:4" in msg and "RUN python3" in msg and "non-zero code: 3" in msg
     assert "about to fail" in msg
@@ -111,8 +135,12 @@ def test_container_exiting_non_zero_is_a_step_failure(client, runtime_image, tmp
     argv = ["exec", "--", "python3", "-c", "import sys; print('quantize blew up'); sys.exit(3)"]
     tag = uuid.uuid4().hex[:8]
     with pytest.raises(StepFailed) as exc:
-        run_container(RunSpec(runtime_image, argv, labels={"org.repro.test": tag}), step="quantize",
-                      log_path=tmp_path / "q.log", client=client)
+        run_container(
+            RunSpec(runtime_image, argv, labels={"org.repro.test": tag}),
+            step="quantize",
+            log_path=tmp_path / "q.log",
+            client=client,
+        )
     assert "exited with code 3" in exc.value.message and "quantize blew up" in exc.value.message
     assert str(tmp_path / "q.log") in exc.value.next_command
     assert managed_containers(f"org.repro.test={tag}", client=client) == []
@@ -121,7 +149,8 @@ def test_container_exiting_non_zero_is_a_step_failure(client, runtime_image, tmp
 def test_ctrl_c_removes_the_running_container(client, runtime_image, tmp_path: Path) -> None:
     tag = uuid.uuid4().hex[:8]
     script = tmp_path / "runner.py"
-    script.write_text(textwrap.dedent(f"""
+    script.write_text(
+        textwrap.dedent(f"""
         import sys
         from repro.engine.container import RunSpec, run_container
         from repro.core.errors import Interrupted
@@ -131,9 +160,12 @@ def test_ctrl_c_removes_the_running_container(client, runtime_image, tmp_path: P
         except Interrupted as exc:
             print("INTERRUPTED:", exc.message, flush=True)
             sys.exit(130)
-    """), encoding="utf-8")
-    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            cwd=REPO)
+    """),
+        encoding="utf-8",
+    )
+    proc = subprocess.Popen(
+        [sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=REPO
+    )
     try:
         for line in proc.stdout:
             if "started" in line:
@@ -183,16 +215,16 @@ def test_run_build_records_steps_and_skips_what_is_done(client, base_image, tmp_
     assert managed_containers("org.repro.step=quantize", client=client) == []
 
 
-STUB_QUANTIZE = '''
+STUB_QUANTIZE = """
 import json, sys, pathlib
 args = dict(a[2:].split("=", 1) for a in sys.argv[1:] if a.startswith("--") and "=" in a)
 out = pathlib.Path(args["output_dir"]); out.mkdir(parents=True, exist_ok=True)
 (out / "config.json").write_text(json.dumps({"stub": "quantize", "argv": sys.argv[1:]}))
 (out / "rank0.safetensors").write_bytes(b"weights")
 print("stub quantize wrote", out)
-'''
+"""
 
-STUB_BUILD = '''#!/usr/bin/python3
+STUB_BUILD = """#!/usr/bin/python3
 import json, sys, pathlib
 args = dict(a[2:].split("=", 1) for a in sys.argv[1:] if a.startswith("--") and "=" in a)
 assert pathlib.Path(args["checkpoint_dir"], "rank0.safetensors").exists(), "no checkpoint"
@@ -200,7 +232,7 @@ out = pathlib.Path(args["output_dir"]); out.mkdir(parents=True, exist_ok=True)
 (out / "config.json").write_text(json.dumps({"stub": "trtllm-build", "argv": sys.argv[1:]}))
 (out / "rank0.engine").write_bytes(b"engine")
 print("stub trtllm-build wrote", out)
-'''
+"""
 
 
 @pytest.fixture(scope="session")
@@ -211,10 +243,14 @@ def stub_trtllm_base(client, base_image, tmp_path_factory) -> str:
     (ctx / "quantize.py").write_text(STUB_QUANTIZE, encoding="utf-8")
     (ctx / "trtllm-build").write_text(STUB_BUILD, encoding="utf-8")
     (ctx / "trtllm-build").chmod(0o755)
-    (ctx / "Dockerfile").write_text(f"FROM {base_image}\nCOPY quantize.py /app/tensorrt_llm/examples/quantization/quantize.py\n"
-                                    "COPY trtllm-build /usr/local/bin/trtllm-build\n", encoding="utf-8")
-    return build_image(ImageSpec(ctx / "Dockerfile", f"repro-teststub:{rootfs_key()}", {}, with_repro_source=False),
-                       client=client).tag
+    (ctx / "Dockerfile").write_text(
+        f"FROM {base_image}\nCOPY quantize.py /app/tensorrt_llm/examples/quantization/quantize.py\n"
+        "COPY trtllm-build /usr/local/bin/trtllm-build\n",
+        encoding="utf-8",
+    )
+    return build_image(
+        ImageSpec(ctx / "Dockerfile", f"repro-teststub:{rootfs_key()}", {}, with_repro_source=False), client=client
+    ).tag
 
 
 def test_run_build_completes_then_is_skipped(client, stub_trtllm_base, tmp_path: Path) -> None:

@@ -10,8 +10,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from repro.core.systems import GPU, SystemInfo, detect_system, imds_vm_size, match_recipe, nvml_gpus, select_recipe
 from repro.core.errors import RecipeError
+from repro.core.systems import GPU, SystemInfo, detect_system, imds_vm_size, match_recipe, nvml_gpus, select_recipe
 
 
 class _IMDS(BaseHTTPRequestHandler):

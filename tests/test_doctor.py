@@ -9,15 +9,14 @@ from pathlib import Path
 
 import pytest
 import yaml
+from conftest import required
 from typer.testing import CliRunner
 
 from repro.cli import app
-from repro.core.systems import GPU, SystemInfo
-from repro.flow.doctor import check_docker, check_hf, check_nvme, nvme_mounts, run_doctor
 from repro.core.recipes import get_recipe, recipes_dir
+from repro.core.systems import GPU, SystemInfo
 from repro.core.workspace import Workspace
-
-from conftest import required
+from repro.flow.doctor import check_docker, check_hf, check_nvme, nvme_mounts, run_doctor
 
 runner = CliRunner()
 TOKEN = "hf_doctorTestToken1234567890"
@@ -73,8 +72,12 @@ def test_undetectable_system_is_a_fail_row_pointing_to_recipe_option():
 
 
 def _hopper(n: int = 8) -> SystemInfo:
-    return SystemInfo("Standard_ND96isr_H100_v5", [GPU(i, "NVIDIA H100 80GB HBM3", f"GPU-{i}", 81559, "9.0") for i in range(n)],
-                      driver="550.90.07", cuda_driver="12.4")
+    return SystemInfo(
+        "Standard_ND96isr_H100_v5",
+        [GPU(i, "NVIDIA H100 80GB HBM3", f"GPU-{i}", 81559, "9.0") for i in range(n)],
+        driver="550.90.07",
+        cuda_driver="12.4",
+    )
 
 
 def test_nvfp4_recipe_on_hopper_fails_and_names_fp8_recipe(tmp_path):
@@ -97,7 +100,7 @@ def test_matching_hopper_system_passes_gpu_checks_and_warns_on_count(tmp_path):
 
 def test_disk_smaller_than_recipe_needs_fails(tmp_path):
     raw = yaml.safe_load((recipes_dir() / "demo.yaml").read_text())
-    raw["name"], raw["disk_needed_gb"] = "huge-demo", 10 ** 9
+    raw["name"], raw["disk_needed_gb"] = "huge-demo", 10**9
     path = tmp_path / "huge-demo.yaml"
     path.write_text(yaml.safe_dump(raw))
     res = runner.invoke(app, ["doctor", "--recipe", str(path), "--json"])
@@ -108,8 +111,10 @@ def test_disk_smaller_than_recipe_needs_fails(tmp_path):
 
 def test_nvme_mount_detected_from_mounts_never_assumed(tmp_path):
     mounts = tmp_path / "mounts"
-    mounts.write_text("/dev/nvme0n1p1 / ext4 rw 0 0\n/dev/sda1 /mnt ext4 rw 0 0\n"
-                      "/dev/md127 /mnt/nvme xfs rw 0 0\n/dev/nvme0n1p15 /boot/efi vfat rw 0 0\n")
+    mounts.write_text(
+        "/dev/nvme0n1p1 / ext4 rw 0 0\n/dev/sda1 /mnt ext4 rw 0 0\n"
+        "/dev/md127 /mnt/nvme xfs rw 0 0\n/dev/nvme0n1p15 /boot/efi vfat rw 0 0\n"
+    )
     assert nvme_mounts(mounts) == [("/dev/md127", "/mnt/nvme")]
     gpu = get_recipe("nd-gb300-v6")
     off = check_nvme(gpu, Workspace(tmp_path / "ws"), mounts)
@@ -146,8 +151,10 @@ class _Hub(BaseHTTPRequestHandler):
         pass
 
 
-@pytest.mark.parametrize("mode,level,needle", [("ok", "PASS", "readable"), ("gated", "FAIL", "request access"),
-                                               ("missing", "FAIL", "hf auth whoami")])
+@pytest.mark.parametrize(
+    "mode,level,needle",
+    [("ok", "PASS", "readable"), ("gated", "FAIL", "request access"), ("missing", "FAIL", "hf auth whoami")],
+)
 def test_hf_token_and_model_access_against_local_hub(monkeypatch, mode, level, needle):
     handler = type("H", (_Hub,), {"mode": mode, "auth": []})
     srv = ThreadingHTTPServer(("127.0.0.1", 0), handler)

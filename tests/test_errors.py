@@ -27,12 +27,14 @@ def test_table_names_the_next_command():
 
 def test_docker_exception_is_explained():
     from docker.errors import DockerException
+
     e = explain(DockerException("Error while fetching server API version"))
     assert "not reachable" in e.message and "repro doctor" in e.next_command
 
 
 def test_debug_shows_the_traceback_for_expected_errors(monkeypatch):
     from repro import cli
+
     monkeypatch.setitem(cli._state, "debug", False)
     plain = runner.invoke(app, ["doctor", "--recipe", "no-such"])
     assert plain.exit_code == 2 and "Next:" in plain.output and plain.exception is not None
@@ -45,16 +47,25 @@ def test_json_error_is_one_document_on_stdout_and_a_line_on_stderr():
     """Through a real pipe: the exit code, stdout's one JSON object and stderr's line agree, with or without --debug."""
     import subprocess
     import sys
+
     for extra in ([], ["--debug"]):
-        proc = subprocess.run([sys.executable, "-c", "from repro.cli import main; main()", *extra, "verify",
-                               "/no/such/run", "--json"], capture_output=True, text=True, timeout=120)
+        proc = subprocess.run(
+            [sys.executable, "-c", "from repro.cli import main; main()", *extra, "verify", "/no/such/run", "--json"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         doc = json.loads(proc.stdout)
         assert proc.returncode == 2 == doc["error"]["exit_code"]
         assert doc["schema_version"] == 1 and doc["ok"] is False
         assert "/no/such/run" in doc["error"]["message"] and "repro verify" in doc["error"]["next_command"]
         assert "error: /no/such/run" in proc.stderr
-    usage = subprocess.run([sys.executable, "-c", "from repro.cli import main; main()", "status", "--bogus", "--json"],
-                           capture_output=True, text=True, timeout=120)
+    usage = subprocess.run(
+        [sys.executable, "-c", "from repro.cli import main; main()", "status", "--bogus", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     doc = json.loads(usage.stdout)
     assert usage.returncode == 2 == doc["error"]["exit_code"] and "--bogus" in doc["error"]["message"]
     assert doc["error"]["next_command"] == "`repro status --help`"
@@ -62,16 +73,26 @@ def test_json_error_is_one_document_on_stdout_and_a_line_on_stderr():
 
 def test_v1_ledger_is_migrated(tmp_path):
     path = tmp_path / "ledger.json"
-    path.write_text(json.dumps({"schema_version": 1, "steps": [
-        {"name": "setup", "status": "done", "inputs_hash": "abc", "started": "2026-01-01T00:00:00+00:00"}]}))
+    path.write_text(
+        json.dumps(
+            {
+                "schema_version": 1,
+                "steps": [
+                    {"name": "setup", "status": "done", "inputs_hash": "abc", "started": "2026-01-01T00:00:00+00:00"}
+                ],
+            }
+        )
+    )
     led = Ledger.load(path)
     assert led.schema_version == SCHEMA_VERSION and led.steps["setup"].outputs == []
     led.save()
     assert json.loads(path.read_text())["schema_version"] == SCHEMA_VERSION
 
 
-@pytest.mark.parametrize("content", ["{broken", "[]", '{"schema_version": "x"}',
-                                     '{"schema_version": 2, "steps": {"setup": {"status": "exploded"}}}'])
+@pytest.mark.parametrize(
+    "content",
+    ["{broken", "[]", '{"schema_version": "x"}', '{"schema_version": 2, "steps": {"setup": {"status": "exploded"}}}'],
+)
 def test_corrupt_ledger_is_kept_aside_never_overwritten(tmp_path, content):
     path = tmp_path / "ledger.json"
     path.write_text(content)

@@ -29,13 +29,19 @@ CLI = [sys.executable, "-c", "from repro.cli import main; main()"]
 REPO = Path(__file__).resolve().parents[1]
 
 
-def repro(*args: str, env: dict[str, str] | None = None, timeout: float = 300, stderr_path: Path | None = None,
-          stdin: int | None = subprocess.DEVNULL) -> subprocess.CompletedProcess[str]:
+def repro(
+    *args: str,
+    env: dict[str, str] | None = None,
+    timeout: float = 300,
+    stderr_path: Path | None = None,
+    stdin: int | None = subprocess.DEVNULL,
+) -> subprocess.CompletedProcess[str]:
     full_env = {**os.environ, **(env or {})}
     if stderr_path is not None:
         with open(stderr_path, "w") as err:
-            proc = subprocess.run([*CLI, *args], stdout=subprocess.PIPE, stderr=err, stdin=stdin, text=True,
-                                  env=full_env, timeout=timeout)
+            proc = subprocess.run(
+                [*CLI, *args], stdout=subprocess.PIPE, stderr=err, stdin=stdin, text=True, env=full_env, timeout=timeout
+            )
         proc.stderr = stderr_path.read_text()
         return proc
     return subprocess.run([*CLI, *args], capture_output=True, text=True, env=full_env, timeout=timeout, stdin=stdin)
@@ -51,8 +57,17 @@ def _sim_dataset(recipe: str) -> None:
 
 # --- help and completion -----------------------------------------------------------------------
 
-HELP = [["--help"], ["setup", "--help"], ["build-engine", "--help"], ["verify", "--help"], ["aggregate", "--help"],
-        ["report", "--help"], ["run", "offline", "--help"], ["recipes", "validate", "--help"], ["status", "--help"]]
+HELP = [
+    ["--help"],
+    ["setup", "--help"],
+    ["build-engine", "--help"],
+    ["verify", "--help"],
+    ["aggregate", "--help"],
+    ["report", "--help"],
+    ["run", "offline", "--help"],
+    ["recipes", "validate", "--help"],
+    ["status", "--help"],
+]
 
 
 @pytest.mark.parametrize("argv", HELP, ids=[" ".join(a) for a in HELP])
@@ -70,16 +85,40 @@ def test_shell_completion_is_on():
 
 # --- --json: exactly one document, schema_version, never consent ---------------------------------
 
+
 def _json_commands(fixtures: Path) -> list[list[str]]:
     run = str(fixtures / "azure-nd-gb200-v6-v5.1")
-    return [["recipes", "list"], ["recipes", "show", "demo"], ["recipes", "validate"], ["doctor", "--recipe", "demo"],
-            ["status"], ["guide", "--recipe", "demo", "--dry-run"], ["setup", "--recipe", "demo", "--dry-run"],
-            ["build-engine", "--recipe", "nd-gb300-v6", "--dry-run"],
-            ["run", "offline", "--recipe", "demo", "--dry-run"],
-            ["run", "server", "--recipe", "demo", "--dry-run"], ["verify", run], ["aggregate", run], ["report", run],
-            ["--version"], ["verify", "/no/such/folder"], ["run", "offline", "--bogus-option"],
-            ["run", "offline", "--launcher", "slurm", "--nodes", "2", "--recipe", "nd-gb300-v6", "--backend", "sim",
-             "--dry-run"]]
+    return [
+        ["recipes", "list"],
+        ["recipes", "show", "demo"],
+        ["recipes", "validate"],
+        ["doctor", "--recipe", "demo"],
+        ["status"],
+        ["guide", "--recipe", "demo", "--dry-run"],
+        ["setup", "--recipe", "demo", "--dry-run"],
+        ["build-engine", "--recipe", "nd-gb300-v6", "--dry-run"],
+        ["run", "offline", "--recipe", "demo", "--dry-run"],
+        ["run", "server", "--recipe", "demo", "--dry-run"],
+        ["verify", run],
+        ["aggregate", run],
+        ["report", run],
+        ["--version"],
+        ["verify", "/no/such/folder"],
+        ["run", "offline", "--bogus-option"],
+        [
+            "run",
+            "offline",
+            "--launcher",
+            "slurm",
+            "--nodes",
+            "2",
+            "--recipe",
+            "nd-gb300-v6",
+            "--backend",
+            "sim",
+            "--dry-run",
+        ],
+    ]
 
 
 def test_every_command_prints_exactly_one_json_document(fixtures):
@@ -99,9 +138,16 @@ def test_every_command_prints_exactly_one_json_document(fixtures):
 def test_guide_json_asks_before_expensive_steps_and_prints_only_json(tmp_path):
     """--json is about the output format, never consent: in a terminal the question still comes (on stderr)."""
     import pty
+
     master, slave = pty.openpty()
-    proc = subprocess.Popen([*CLI, "guide", "--recipe", "demo", "--json"], stdin=slave, stdout=subprocess.PIPE,
-                            stderr=slave, env={**os.environ, "TERM": "xterm"}, close_fds=True)
+    proc = subprocess.Popen(
+        [*CLI, "guide", "--recipe", "demo", "--json"],
+        stdin=slave,
+        stdout=subprocess.PIPE,
+        stderr=slave,
+        env={**os.environ, "TERM": "xterm"},
+        close_fds=True,
+    )
     os.close(slave)
     seen = ""
     deadline = time.monotonic() + 120
@@ -125,6 +171,7 @@ def test_guide_json_asks_before_expensive_steps_and_prints_only_json(tmp_path):
 
 # --- pipes never wrap paths, commands or scripts -------------------------------------------------
 
+
 def test_long_paths_survive_a_pipe_whole(tmp_path):
     deep = tmp_path / ("a-very-long-folder-name-" * 6) / "workspace"
     proc = repro("run", "offline", "--recipe", "demo", "--dry-run", env={"REPRO_HOME": str(deep), "COLUMNS": "40"})
@@ -134,15 +181,41 @@ def test_long_paths_survive_a_pipe_whole(tmp_path):
 
 def test_slurm_dry_run_script_can_be_copied_from_a_pipe():
     _sim_dataset("nd-gb300-v6")
-    proc = repro("run", "offline", "--launcher", "slurm", "--nodes", "2", "--recipe", "nd-gb300-v6", "--backend", "sim",
-                 "--dry-run", env={"COLUMNS": "40"})
+    proc = repro(
+        "run",
+        "offline",
+        "--launcher",
+        "slurm",
+        "--nodes",
+        "2",
+        "--recipe",
+        "nd-gb300-v6",
+        "--backend",
+        "sim",
+        "--dry-run",
+        env={"COLUMNS": "40"},
+    )
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     start = next(i for i, ln in enumerate(lines) if ln.startswith("#!"))
     end = next(i for i, ln in enumerate(lines) if ln.startswith("Each VM's results would land in"))
     script = "\n".join(lines[start:end]).rstrip("\n") + "\n"
-    as_json = json.loads(repro("run", "offline", "--launcher", "slurm", "--nodes", "2", "--recipe", "nd-gb300-v6",
-                               "--backend", "sim", "--dry-run", "--json").stdout)["script"]
+    as_json = json.loads(
+        repro(
+            "run",
+            "offline",
+            "--launcher",
+            "slurm",
+            "--nodes",
+            "2",
+            "--recipe",
+            "nd-gb300-v6",
+            "--backend",
+            "sim",
+            "--dry-run",
+            "--json",
+        ).stdout
+    )["script"]
     stamp = re.compile(r"\d{8}-\d{6}")  # the rack folder's timestamp differs between the two runs
     submitted = as_json.rstrip("\n") + "\n"
     assert stamp.sub("T", script) == stamp.sub("T", submitted), "the printed script differs from the submitted one"
@@ -150,16 +223,24 @@ def test_slurm_dry_run_script_can_be_copied_from_a_pipe():
     assert syntax.returncode == 0, syntax.stderr
     if shutil.which("shellcheck"):
         # Errors only until the script template of the rack helper lands (its warnings are fixed there).
-        check = subprocess.run(["shellcheck", "-S", "error", "-s", "bash", "-"], input=script, text=True,
-                               capture_output=True)
+        check = subprocess.run(
+            ["shellcheck", "-S", "error", "-s", "bash", "-"], input=script, text=True, capture_output=True
+        )
         assert check.returncode == 0, check.stdout
 
 
 def test_recipes_list_keeps_the_vm_size_whole_in_an_80_column_terminal():
     import pty
+
     master, slave = pty.openpty()
-    proc = subprocess.Popen([*CLI, "recipes", "list"], stdin=slave, stdout=slave, stderr=slave,
-                            env={**os.environ, "COLUMNS": "80", "TERM": "xterm"}, close_fds=True)
+    proc = subprocess.Popen(
+        [*CLI, "recipes", "list"],
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+        env={**os.environ, "COLUMNS": "80", "TERM": "xterm"},
+        close_fds=True,
+    )
     os.close(slave)
     out = b""
     while True:
@@ -180,12 +261,23 @@ def test_recipes_list_keeps_the_vm_size_whole_in_an_80_column_terminal():
 
 # --- optional packages, setup offline, wording ---------------------------------------------------
 
+
 def test_a_missing_optional_package_is_one_line_naming_the_extra(fixtures):
     block = "import sys; sys.modules['plotext'] = None; sys.modules['matplotlib'] = None; "
     for extra in ([], ["--json"]):
-        proc = subprocess.run([sys.executable, "-c", block + "from repro.cli import main; main()", "report",
-                               str(fixtures / "azure-nd-gb200-v6-v5.1"), *extra],
-                              capture_output=True, text=True, timeout=120)
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                block + "from repro.cli import main; main()",
+                "report",
+                str(fixtures / "azure-nd-gb200-v6-v5.1"),
+                *extra,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
         assert "repro[report]" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
         if extra:
@@ -193,8 +285,14 @@ def test_a_missing_optional_package_is_one_line_naming_the_extra(fixtures):
 
 
 def test_setup_dry_run_without_network_plans_from_the_recipe():
-    proc = repro("setup", "--recipe", "nd-h100-v5", "--dry-run", "--json",
-                 env={"HF_HUB_OFFLINE": "1", "HF_ENDPOINT": "http://127.0.0.1:9"})
+    proc = repro(
+        "setup",
+        "--recipe",
+        "nd-h100-v5",
+        "--dry-run",
+        "--json",
+        env={"HF_HUB_OFFLINE": "1", "HF_ENDPOINT": "http://127.0.0.1:9"},
+    )
     assert proc.returncode == 0, proc.stderr
     d = json.loads(proc.stdout)["details"]
     assert d["sizes_from"] == "recipe" and d["download_bytes"] == 138_000_000_000
@@ -213,6 +311,7 @@ def test_recipes_pin_the_published_validation_checksum():
 
 
 # --- progress: honest totals, ETA and interrupts; heartbeat without a terminal --------------------
+
 
 class _Counts:
     def __init__(self) -> None:
@@ -249,9 +348,16 @@ def test_heartbeat_mode_when_stderr_is_not_a_terminal(tmp_path):
 @pytest.mark.slow
 def test_demo_in_a_terminal_ctrl_c_keeps_the_count_honest():
     import pty
+
     master, slave = pty.openpty()
-    proc = subprocess.Popen([*CLI, "run", "offline", "--recipe", "demo"], stdin=slave, stdout=slave, stderr=slave,
-                            env={**os.environ, "COLUMNS": "120", "TERM": "xterm"}, close_fds=True)
+    proc = subprocess.Popen(
+        [*CLI, "run", "offline", "--recipe", "demo"],
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+        env={**os.environ, "COLUMNS": "120", "TERM": "xterm"},
+        close_fds=True,
+    )
     os.close(slave)
     buf = ""
     deadline = time.monotonic() + 300
@@ -285,8 +391,9 @@ def test_demo_is_valid_three_times_in_a_row_with_heartbeats_and_whole_paths(tmp_
     """The flagship command, as a user pipes it: VALID every time (calibrated), heartbeat lines in the log."""
     for i in range(3):
         log = tmp_path / f"stderr-{i}.log"
-        proc = repro("run", "offline", "--recipe", "demo", "--json", env={"REPRO_HEARTBEAT_S": "1"},
-                     stderr_path=log, timeout=600)
+        proc = repro(
+            "run", "offline", "--recipe", "demo", "--json", env={"REPRO_HEARTBEAT_S": "1"}, stderr_path=log, timeout=600
+        )
         doc = json.loads(proc.stdout)
         assert proc.returncode == 0, proc.stderr[-2000:]
         assert doc["details"]["validity"] == "VALID", (i, doc["verdict"])
@@ -298,6 +405,7 @@ def test_demo_is_valid_three_times_in_a_row_with_heartbeats_and_whole_paths(tmp_
 
 
 # --- every hint printed along the README flow works when pasted ----------------------------------
+
 
 def _hints(text: str) -> list[str]:
     """Commands after 'Next:' (backticked, or the whole hint when it is a bare `repro ...` command)."""
@@ -316,8 +424,15 @@ def test_every_next_hint_along_the_readme_flow_works_when_pasted(tmp_path):
     assert first.returncode == 0, first.stderr[-2000:]
     run_dir = json.loads(repro("status", "--json").stdout)["run_dir"]
     outputs = [first.stdout + first.stderr]
-    for argv in (["status"], ["status", "--json"], [], ["verify", run_dir], ["report", run_dir],
-                 ["--recipe", "demo", "--dry-run"], ["doctor", "--recipe", "demo"]):
+    for argv in (
+        ["status"],
+        ["status", "--json"],
+        [],
+        ["verify", run_dir],
+        ["report", run_dir],
+        ["--recipe", "demo", "--dry-run"],
+        ["doctor", "--recipe", "demo"],
+    ):
         proc = repro(*argv, timeout=600)
         outputs.append(proc.stdout + proc.stderr)
     hints = sorted(set(h for out in outputs for h in _hints(out)))

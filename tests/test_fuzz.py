@@ -31,22 +31,48 @@ RECIPE = "nd-gb300-v6"
 VM = FIXTURES / "azure-nd-gb300-v6-rack" / "ND_GB300_v6_1"
 SYSTEM = FIXTURES / "azure-nd-gb300-v6-rack" / "ND_GB300_v6.json"
 
-FUZZ = settings(max_examples=int(os.environ.get("REPRO_FUZZ_EXAMPLES", "50")), deadline=None, derandomize=True,
-                database=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture,
-                                                      HealthCheck.data_too_large])
+FUZZ = settings(
+    max_examples=int(os.environ.get("REPRO_FUZZ_EXAMPLES", "50")),
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture, HealthCheck.data_too_large],
+)
 
 # Hostile scalars: numbers at the edges, text with shell, terminal and Markdown metacharacters.
-NUMBERS = st.one_of(st.integers(-(10**30), 10**30), st.floats(allow_nan=True, allow_infinity=True),
-                    st.sampled_from([0, -1, 1e308, -1e308, 10**400]))
+NUMBERS = st.one_of(
+    st.integers(-(10**30), 10**30),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.sampled_from([0, -1, 1e308, -1e308, 10**400]),
+)
 NASTY_TEXT = st.one_of(
     st.text(max_size=40),
-    st.sampled_from(["$(touch INJECTED)", "`touch INJECTED`", "a\nb", "\x1b[2J", "<img src=x onerror=alert(1)>",
-                     "--privileged", "../../etc/passwd", "/dev/zero", "|", "%A", "\x00", "'\"", "nan", "inf", ""]),
+    st.sampled_from(
+        [
+            "$(touch INJECTED)",
+            "`touch INJECTED`",
+            "a\nb",
+            "\x1b[2J",
+            "<img src=x onerror=alert(1)>",
+            "--privileged",
+            "../../etc/passwd",
+            "/dev/zero",
+            "|",
+            "%A",
+            "\x00",
+            "'\"",
+            "nan",
+            "inf",
+            "",
+        ]
+    ),
 )
 SCALARS = st.one_of(st.none(), st.booleans(), NUMBERS, NASTY_TEXT)
 JSON_VALUES = st.recursive(
-    SCALARS, lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(NASTY_TEXT, inner, max_size=4)),
-    max_leaves=12)
+    SCALARS,
+    lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(NASTY_TEXT, inner, max_size=4)),
+    max_leaves=12,
+)
 
 
 def _dumps(value: object) -> str:
@@ -106,13 +132,24 @@ def _summary(folder: Path) -> Path:
 
 # Log files -------------------------------------------------------------------------------------------------------
 
-SUMMARY_KEYS = ["Tokens per second", "Samples per second", "Result is", "Scenario", "SUT name", "min_duration (ms)",
-                "Completed tokens per second", "Early stopping"]
+SUMMARY_KEYS = [
+    "Tokens per second",
+    "Samples per second",
+    "Result is",
+    "Scenario",
+    "SUT name",
+    "min_duration (ms)",
+    "Completed tokens per second",
+    "Early stopping",
+]
 
 
 @FUZZ
-@given(edits=st.lists(st.tuples(st.sampled_from(SUMMARY_KEYS), st.one_of(NUMBERS.map(str), NASTY_TEXT)), max_size=5),
-       junk=st.binary(max_size=200), drop=st.booleans())
+@given(
+    edits=st.lists(st.tuples(st.sampled_from(SUMMARY_KEYS), st.one_of(NUMBERS.map(str), NASTY_TEXT)), max_size=5),
+    junk=st.binary(max_size=200),
+    drop=st.booleans(),
+)
 def test_summary_log(edits: list[tuple[str, str]], junk: bytes, drop: bool) -> None:
     with sandbox() as root:
         vm = _vm_copy(root)
@@ -130,8 +167,10 @@ MLLOG_ENTRY = st.dictionaries(st.sampled_from(["key", "value", "metadata"]), JSO
 
 
 @FUZZ
-@given(entries=st.lists(st.one_of(JSON_VALUES.map(_dumps), MLLOG_ENTRY, st.just("[" * 5000)), max_size=6),
-       keep=st.booleans())
+@given(
+    entries=st.lists(st.one_of(JSON_VALUES.map(_dumps), MLLOG_ENTRY, st.just("[" * 5000)), max_size=6),
+    keep=st.booleans(),
+)
 def test_detail_log(entries: list[str], keep: bool) -> None:
     with sandbox() as root:
         vm = _vm_copy(root)
@@ -142,9 +181,13 @@ def test_detail_log(entries: list[str], keep: bool) -> None:
 
 
 @FUZZ
-@given(system=st.one_of(JSON_VALUES, st.dictionaries(st.sampled_from(["accelerators_per_node", "system_name",
-                                                                       "number_of_nodes"]), JSON_VALUES)),
-       deep=st.integers(0, 3))
+@given(
+    system=st.one_of(
+        JSON_VALUES,
+        st.dictionaries(st.sampled_from(["accelerators_per_node", "system_name", "number_of_nodes"]), JSON_VALUES),
+    ),
+    deep=st.integers(0, 3),
+)
 def test_system_json(system: object, deep: int) -> None:
     with sandbox() as root:
         vm = _vm_copy(root)
@@ -168,8 +211,21 @@ def test_accuracy_file(text: str) -> None:
 
 
 @FUZZ
-@given(info=st.one_of(JSON_VALUES, st.fixed_dictionaries({"recipe": NASTY_TEXT}, optional={
-    "scenario": NASTY_TEXT, "label": SCALARS, "incomplete": SCALARS, "status": NASTY_TEXT, "gpus": JSON_VALUES})))
+@given(
+    info=st.one_of(
+        JSON_VALUES,
+        st.fixed_dictionaries(
+            {"recipe": NASTY_TEXT},
+            optional={
+                "scenario": NASTY_TEXT,
+                "label": SCALARS,
+                "incomplete": SCALARS,
+                "status": NASTY_TEXT,
+                "gpus": JSON_VALUES,
+            },
+        ),
+    )
+)
 def test_run_json(info: object) -> None:
     with sandbox() as root:
         vm = _vm_copy(root)
@@ -179,16 +235,30 @@ def test_run_json(info: object) -> None:
 
 # Workspace and rack state ----------------------------------------------------------------------------------------
 
-STEP = st.fixed_dictionaries({}, optional={"status": NASTY_TEXT | st.sampled_from(["done", "running", "failed"]),
-                                           "inputs_hash": SCALARS, "started": SCALARS, "pid": NUMBERS,
-                                           "host": SCALARS, "outputs": JSON_VALUES, "details": JSON_VALUES})
+STEP = st.fixed_dictionaries(
+    {},
+    optional={
+        "status": NASTY_TEXT | st.sampled_from(["done", "running", "failed"]),
+        "inputs_hash": SCALARS,
+        "started": SCALARS,
+        "pid": NUMBERS,
+        "host": SCALARS,
+        "outputs": JSON_VALUES,
+        "details": JSON_VALUES,
+    },
+)
 
 
 @FUZZ
-@given(ledger=st.one_of(JSON_VALUES, st.fixed_dictionaries({"schema_version": SCALARS},
-                                                           optional={"steps": st.dictionaries(NASTY_TEXT, STEP,
-                                                                                              max_size=3),
-                                                                     "facts": JSON_VALUES})))
+@given(
+    ledger=st.one_of(
+        JSON_VALUES,
+        st.fixed_dictionaries(
+            {"schema_version": SCALARS},
+            optional={"steps": st.dictionaries(NASTY_TEXT, STEP, max_size=3), "facts": JSON_VALUES},
+        ),
+    )
+)
 def test_ledger(ledger: object) -> None:
     with sandbox() as root:
         home = root / "home"
@@ -200,14 +270,41 @@ def test_ledger(ledger: object) -> None:
         check(["status"], root, inputs)
 
 
-RACK_FIELDS = ["recipe", "recipe_file", "nodes", "partition", "container_image", "workspace", "repro_bin", "jobs",
-               "backend", "label", "samples", "duration_s", "sim_rate", "kind"]
+RACK_FIELDS = [
+    "recipe",
+    "recipe_file",
+    "nodes",
+    "partition",
+    "container_image",
+    "workspace",
+    "repro_bin",
+    "jobs",
+    "backend",
+    "label",
+    "samples",
+    "duration_s",
+    "sim_rate",
+    "kind",
+]
 
 
 def _manifest(root: Path) -> dict[str, object]:
-    return {"kind": "repro-rack", "recipe": RECIPE, "backend": "sim", "label": "simulated", "nodes": 2,
-            "partition": None, "container_image": None, "duration_s": None, "samples": 16, "sim_rate": None,
-            "workspace": str(root / "home"), "repro_bin": "repro", "script": "rack.sbatch", "jobs": []}
+    return {
+        "kind": "repro-rack",
+        "recipe": RECIPE,
+        "backend": "sim",
+        "label": "simulated",
+        "nodes": 2,
+        "partition": None,
+        "container_image": None,
+        "duration_s": None,
+        "samples": 16,
+        "sim_rate": None,
+        "workspace": str(root / "home"),
+        "repro_bin": "repro",
+        "script": "rack.sbatch",
+        "jobs": [],
+    }
 
 
 @FUZZ
@@ -217,20 +314,44 @@ def test_rack_json(changes: dict[str, object]) -> None:
         rack = root / "in" / "rack"
         rack.mkdir(parents=True)
         (rack / "rack.json").write_text(_dumps(_manifest(root) | changes))
-        check(["run", "offline", "--launcher", "slurm", "--rerun-failed", str(rack), "--dry-run", "--json"], root,
-              root / "in")
+        check(
+            ["run", "offline", "--launcher", "slurm", "--rerun-failed", str(rack), "--dry-run", "--json"],
+            root,
+            root / "in",
+        )
 
 
 # Recipe files ----------------------------------------------------------------------------------------------------
+
 
 def _recipe_doc() -> dict[str, object]:
     return yaml.safe_load((Path(__file__).resolve().parents[1] / "recipes" / f"{RECIPE}.yaml").read_text())
 
 
 @FUZZ
-@given(path=st.lists(st.sampled_from(["system", "model", "dataset", "trtllm", "loadgen", "published", "name",
-                                      "gpus_per_vm", "samples", "tp_size", "band_pct"]), min_size=1, max_size=2),
-       value=JSON_VALUES, raw=st.one_of(st.none(), st.text(max_size=100), st.just("[" * 10_000)))
+@given(
+    path=st.lists(
+        st.sampled_from(
+            [
+                "system",
+                "model",
+                "dataset",
+                "trtllm",
+                "loadgen",
+                "published",
+                "name",
+                "gpus_per_vm",
+                "samples",
+                "tp_size",
+                "band_pct",
+            ]
+        ),
+        min_size=1,
+        max_size=2,
+    ),
+    value=JSON_VALUES,
+    raw=st.one_of(st.none(), st.text(max_size=100), st.just("[" * 10_000)),
+)
 def test_recipe_file(path: list[str], value: object, raw: str | None) -> None:
     with sandbox() as root:
         inputs = root / "in"
@@ -248,6 +369,7 @@ def test_recipe_file(path: list[str], value: object, raw: str | None) -> None:
 
 
 # CLI values that reach scripts -----------------------------------------------------------------------------------
+
 
 @FUZZ
 @given(partition=st.one_of(st.none(), NASTY_TEXT), image=st.one_of(st.none(), NASTY_TEXT))
@@ -276,19 +398,33 @@ def _lint(script: str) -> None:
 
 @pytest.mark.slow
 @settings(FUZZ, max_examples=int(os.environ.get("REPRO_FUZZ_SCRIPTS", "25")))
-@given(home=NASTY_TEXT.filter(lambda s: "\x00" not in s and "/" not in s and s not in ("", ".", "..")),
-       repro_bin=NASTY_TEXT.filter(lambda s: "\x00" not in s), nodes=st.integers(1, 64),
-       samples=st.one_of(st.none(), st.integers(1, 10**9)))
-def test_generated_script_passes_bash_n_and_shellcheck(home: str, repro_bin: str, nodes: int,
-                                                       samples: int | None) -> None:
+@given(
+    home=NASTY_TEXT.filter(lambda s: "\x00" not in s and "/" not in s and s not in ("", ".", "..")),
+    repro_bin=NASTY_TEXT.filter(lambda s: "\x00" not in s),
+    nodes=st.integers(1, 64),
+    samples=st.one_of(st.none(), st.integers(1, 10**9)),
+)
+def test_generated_script_passes_bash_n_and_shellcheck(
+    home: str, repro_bin: str, nodes: int, samples: int | None
+) -> None:
     from repro.core.recipes import get_recipe
     from repro.run.rack import RackPlan, render_script
 
     base = Path(tempfile.gettempdir()) / "repro-fuzz-home" / home
-    plan = RackPlan(get_recipe(RECIPE), base / "racks" / "r", nodes, base, backend="sim", samples=samples,
-                    repro_bin=repro_bin)
+    plan = RackPlan(
+        get_recipe(RECIPE), base / "racks" / "r", nodes, base, backend="sim", samples=samples, repro_bin=repro_bin
+    )
     script = render_script(plan)
     _lint(script)
-    benign = render_script(RackPlan(get_recipe(RECIPE), Path("/w/racks/r"), nodes, Path("/w"), backend="sim",
-                                    samples=samples, repro_bin="/usr/bin/repro"))
+    benign = render_script(
+        RackPlan(
+            get_recipe(RECIPE),
+            Path("/w/racks/r"),
+            nodes,
+            Path("/w"),
+            backend="sim",
+            samples=samples,
+            repro_bin="/usr/bin/repro",
+        )
+    )
     assert len(script.splitlines()) == len(benign.splitlines()), "a value added a line to the script"

@@ -20,12 +20,12 @@ from typer.testing import CliRunner
 
 from repro.cli import app
 from repro.core.errors import Interrupted
-from repro.flow.guide import run_guide
-from repro.ui.render import renderable
 from repro.core.ledger import Ledger
 from repro.core.recipes import get_recipe
 from repro.core.steps import StepOutcome
 from repro.core.workspace import Workspace
+from repro.flow.guide import run_guide
+from repro.ui.render import renderable
 
 runner = CliRunner()
 DEMO = get_recipe("demo")
@@ -67,8 +67,15 @@ def _guide(steps: _Steps, answers=None, **kw):
         return answers.pop(0)
 
     out = io.StringIO()
-    result = run_guide(DEMO, "test", Workspace.open(), steps=steps.table(), ask=ask if answers is not None else None,
-                       show=lambda obj: Console(file=out, width=120).print(renderable(obj)), **kw)
+    result = run_guide(
+        DEMO,
+        "test",
+        Workspace.open(),
+        steps=steps.table(),
+        ask=ask if answers is not None else None,
+        show=lambda obj: Console(file=out, width=120).print(renderable(obj)),
+        **kw,
+    )
     return result, asked, out.getvalue()
 
 
@@ -133,6 +140,7 @@ def test_unknown_system_without_recipe_points_to_recipe_option():
 
 # --- real steps in a pseudo-terminal -------------------------------------------------------------
 
+
 class _Term:
     def __init__(self, args: list[str], env: dict[str, str]):
         self.master, slave = pty.openpty()
@@ -165,7 +173,9 @@ class _Term:
             ready, _, _ = select.select([self.master], [], [], 0.5)
             if ready:
                 try:
-                    self.buf += re.sub(r"\x1b\[[0-9;?]*[a-zA-Z]", "", os.read(self.master, 65536).decode(errors="replace"))
+                    self.buf += re.sub(
+                        r"\x1b\[[0-9;?]*[a-zA-Z]", "", os.read(self.master, 65536).decode(errors="replace")
+                    )
                 except OSError:
                     break
         rc = self.proc.wait(timeout=max(1, deadline - time.monotonic()))
@@ -185,7 +195,9 @@ def test_guided_demo_in_a_terminal_interrupt_and_resume(tmp_path):
         term.send("y\r")
         ledger_path = Workspace.open().ledger_path
         deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and '"run-offline"' not in (ledger_path.read_text() if ledger_path.exists() else ""):
+        while time.monotonic() < deadline and '"run-offline"' not in (
+            ledger_path.read_text() if ledger_path.exists() else ""
+        ):
             time.sleep(0.02)
         term.proc.send_signal(signal.SIGINT)
         rc = term.finish()

@@ -12,15 +12,15 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from repro.run.backends.sim import SimBackend
 from repro.cli import app
-from repro.setup.dataset import load_prepared, save_prepared
 from repro.core.errors import InputError, Interrupted, StepFailed
-from repro.run.harness import expected_samples, loadgen_settings, run_benchmark, user_conf_text
 from repro.core.ledger import Ledger
-from repro.results.logs import parse_run
 from repro.core.recipes import get_recipe
 from repro.core.workspace import Workspace
+from repro.results.logs import parse_run
+from repro.run.backends.sim import SimBackend
+from repro.run.harness import expected_samples, loadgen_settings, run_benchmark, user_conf_text
+from repro.setup.dataset import load_prepared, save_prepared
 
 RECIPE = "nd-h100-v5"
 
@@ -49,7 +49,7 @@ def test_prepared_dataset_roundtrip_and_damage(ws: Workspace) -> None:
     folder = _prepare(ws, n=10)
     data = load_prepared(folder)
     assert len(data) == 10 and data.sha256
-    assert data.prompt(3).tolist() == np.load(folder / "input_ids.npy")[data.offsets[3]:data.offsets[4]].tolist()
+    assert data.prompt(3).tolist() == np.load(folder / "input_ids.npy")[data.offsets[3] : data.offsets[4]].tolist()
     with pytest.raises(InputError, match="does not match"):
         load_prepared(folder, expected_sha256="0" * 64)
     ids = folder / "input_lens.npy"
@@ -99,12 +99,15 @@ def test_sim_offline_run_writes_logs_and_provenance(ws: Workspace) -> None:
 
 def test_sim_server_run_reports_token_latencies(ws: Workspace) -> None:
     _prepare(ws, n=40)
-    outcome = run_benchmark(RECIPE, ws, scenario="Server", backend="sim", samples=40, detect=False,
-                            rate_tokens_per_s=2_000_000)
+    outcome = run_benchmark(
+        RECIPE, ws, scenario="Server", backend="sim", samples=40, detect=False, rate_tokens_per_s=2_000_000
+    )
     run = parse_run(Path(outcome.details["log_dir"]))
     assert run.scenario == "Server" and run.label == "simulated"
     assert run.ttft_ns["p99"] > 0 and run.tpot_ns["p99"] > 0
-    assert json.loads((Path(outcome.details["log_dir"]) / "run.json").read_text())["measured_by_harness"]["samples"] == 40
+    assert (
+        json.loads((Path(outcome.details["log_dir"]) / "run.json").read_text())["measured_by_harness"]["samples"] == 40
+    )
 
 
 def _detail_keys(run_dir: Path) -> dict[str, object]:
@@ -112,7 +115,7 @@ def _detail_keys(run_dir: Path) -> dict[str, object]:
     out: dict[str, object] = {}
     for line in (run_dir / "mlperf_log_detail.txt").read_text().splitlines():
         if line.startswith(":::MLLOG "):
-            doc = json.loads(line[len(":::MLLOG "):])
+            doc = json.loads(line[len(":::MLLOG ") :])
             out[doc["key"]] = doc["value"]
     return out
 
@@ -121,8 +124,9 @@ def test_server_latency_limits_reach_loadgen_in_its_units(ws: Workspace) -> None
     """The recipe's 2,000 ms TTFT / 200 ms TPOT must read 2e9 / 2e8 ns in LoadGen's detail log (issue 12 item 5)."""
     _prepare(ws, n=16)
     recipe = get_recipe(RECIPE)
-    outcome = run_benchmark(RECIPE, ws, scenario="Server", backend="sim", samples=16, detect=False,
-                            rate_tokens_per_s=2_000_000)
+    outcome = run_benchmark(
+        RECIPE, ws, scenario="Server", backend="sim", samples=16, detect=False, rate_tokens_per_s=2_000_000
+    )
     keys = _detail_keys(Path(outcome.details["log_dir"]))
     assert keys["requested_server_ttft_latency"] == recipe.loadgen.ttft_latency_ms * 1_000_000 == 2_000_000_000
     assert keys["requested_server_tpot_latency"] == recipe.loadgen.tpot_latency_ms * 1_000_000 == 200_000_000
@@ -154,10 +158,13 @@ def test_ctrl_c_stops_loadgen_cleanly(ws: Workspace) -> None:
             while sut.samples_done < 5:
                 threading.Event().wait(0.01)
             os.kill(os.getpid(), signal.SIGINT)
+
         threading.Thread(target=fire, daemon=True).start()
 
     with pytest.raises(Interrupted) as err:
-        run_benchmark(RECIPE, ws, backend="sim", samples=96, detect=False, rate_tokens_per_s=2000, on_started=interrupt_soon)
+        run_benchmark(
+            RECIPE, ws, backend="sim", samples=96, detect=False, rate_tokens_per_s=2000, on_started=interrupt_soon
+        )
     assert err.value.exit_code == 130
     run_dir = _only_run(ws) / "performance" / "run_1"
     info = json.loads((run_dir / "run.json").read_text())
@@ -195,7 +202,9 @@ def test_cli_bad_input_is_one_line(ws: Workspace) -> None:
 
 
 def test_cli_dry_run_changes_nothing(ws: Workspace) -> None:
-    result = CliRunner().invoke(app, ["run", "offline", "--recipe", RECIPE, "--backend", "sim", "--duration", "30", "--dry-run", "--json"])
+    result = CliRunner().invoke(
+        app, ["run", "offline", "--recipe", RECIPE, "--backend", "sim", "--duration", "30", "--dry-run", "--json"]
+    )
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
     assert doc["status"] == "dry-run" and doc["details"]["label"] == "simulated"
@@ -233,7 +242,10 @@ def test_demo_accuracy_mode_writes_accuracy_txt(ws: Workspace) -> None:
 def test_dry_run_prints_each_server_its_gpus_and_the_readiness_wait() -> None:
     """GB300: 4 servers x 1 GPU; H100 (TP2): 4 servers x 2 GPUs; each with its container, port and command."""
     runner = CliRunner()
-    for recipe, gpus in (("nd-gb300-v6", [["0"], ["1"], ["2"], ["3"]]), ("nd-h100-v5", [["0", "1"], ["2", "3"], ["4", "5"], ["6", "7"]])):
+    for recipe, gpus in (
+        ("nd-gb300-v6", [["0"], ["1"], ["2"], ["3"]]),
+        ("nd-h100-v5", [["0", "1"], ["2", "3"], ["4", "5"], ["6", "7"]]),
+    ):
         res = runner.invoke(app, ["run", "offline", "--recipe", recipe, "--dry-run", "--json"])
         assert res.exit_code == 0, res.output
         doc = json.loads(res.stdout)["details"]
@@ -247,8 +259,21 @@ def test_dry_run_prints_each_server_its_gpus_and_the_readiness_wait() -> None:
 
 def test_endpoint_is_validated_and_skips_the_lifecycle() -> None:
     runner = CliRunner()
-    res = runner.invoke(app, ["run", "offline", "--recipe", RECIPE, "--endpoint", "http://10.0.0.5:8000", "--endpoint",
-                              "http://10.0.0.6:8000", "--dry-run", "--json"])
+    res = runner.invoke(
+        app,
+        [
+            "run",
+            "offline",
+            "--recipe",
+            RECIPE,
+            "--endpoint",
+            "http://10.0.0.5:8000",
+            "--endpoint",
+            "http://10.0.0.6:8000",
+            "--dry-run",
+            "--json",
+        ],
+    )
     doc = json.loads(res.stdout)["details"]
     assert doc["endpoints"] == ["http://10.0.0.5:8000", "http://10.0.0.6:8000"] and doc["servers"] == []
     res = runner.invoke(app, ["run", "offline", "--recipe", RECIPE, "--endpoint", "http://x:1", "--backend", "sim"])
@@ -265,7 +290,9 @@ def test_endpoint_accuracy_run_logs_real_token_ids(ws: Workspace, tmp_path: Path
     save_prepared(ws.preprocessed / recipe.dataset.name, "x", ps, [10] * len(ps), [f"w{p[0]} w{p[1]}" for p in ps])
     with LocalStandin(tok) as srv:
         srv.wait_bound()
-        res = CliRunner().invoke(app, ["run", "offline", "--recipe", recipe.name, "--endpoint", srv.url, "--accuracy", "--json"])
+        res = CliRunner().invoke(
+            app, ["run", "offline", "--recipe", recipe.name, "--endpoint", srv.url, "--accuracy", "--json"]
+        )
     assert res.exit_code == 0, res.output
     run_dir = Path(json.loads(res.stdout)["details"]["log_dir"])
     logged = json.loads((run_dir / "mlperf_log_accuracy.json").read_text())

@@ -32,8 +32,14 @@ def _memory_cap() -> None:
 
 
 def cli(*args: str, env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=timeout, preexec_fn=_memory_cap,
-                          env={**os.environ, "COLUMNS": "200", **(env or {})})
+    proc = subprocess.run(
+        [*CLI, *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        preexec_fn=_memory_cap,
+        env={**os.environ, "COLUMNS": "200", **(env or {})},
+    )
     assert "Traceback" not in proc.stderr + proc.stdout, proc.stderr[-3000:]
     return proc
 
@@ -79,11 +85,26 @@ def _wait_job(job: str, timeout: float = 120) -> None:
 
 # 1. --partition with a newline or extra options ------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("partition", ["gpu\necho INJECTED", "gpu --account=x", "-p", "gpu;id", "$(id)"])
 def test_1_partition_with_a_newline_or_options_is_refused(partition: str, _isolated_home: Path) -> None:
     _prepared(_isolated_home)
-    proc = cli("run", "offline", "--launcher", "slurm", "--nodes", "2", "--recipe", RECIPE, "--backend", "sim",
-               "--partition", partition, "--dry-run", "--json")
+    proc = cli(
+        "run",
+        "offline",
+        "--launcher",
+        "slurm",
+        "--nodes",
+        "2",
+        "--recipe",
+        RECIPE,
+        "--backend",
+        "sim",
+        "--partition",
+        partition,
+        "--dry-run",
+        "--json",
+    )
     assert "partition" in one_line_error(proc)
     doc = json.loads(proc.stdout)  # the one JSON error document; the value appears only inside its message string
     assert doc["ok"] is False and "submit_command" not in doc and "script" not in doc
@@ -91,6 +112,7 @@ def test_1_partition_with_a_newline_or_options_is_refused(partition: str, _isola
 
 
 # 2. install path with $(...), REPRO_HOME with a newline: rendered, linted, and run for real -----------------------
+
 
 def _hostile_plan(tmp_path: Path, marker: Path, home_name: str) -> object:
     from repro.core.workspace import Workspace
@@ -162,8 +184,11 @@ def test_2_rerun_failed_validates_rack_json_before_anything_runs(tmp_path: Path,
     plan = plan_rack(RECIPE, Workspace.open(None), 2, backend="sim", samples=16)
     plan.rack_dir.mkdir(parents=True)
     marker = tmp_path / "INJECTED"
-    for field, value in (("partition", f"gpu\ntouch {marker}"), ("repro_bin", f"/x\x00$(touch {marker})"),
-                         ("container_image", "--privileged")):
+    for field, value in (
+        ("partition", f"gpu\ntouch {marker}"),
+        ("repro_bin", f"/x\x00$(touch {marker})"),
+        ("container_image", "--privileged"),
+    ):
         (plan.rack_dir / RACK_JSON).write_text(json.dumps(plan.manifest() | {field: value}))
         proc = cli("run", "offline", "--launcher", "slurm", "--rerun-failed", str(plan.rack_dir), "--dry-run")
         assert field in one_line_error(proc)
@@ -172,10 +197,23 @@ def test_2_rerun_failed_validates_rack_json_before_anything_runs(tmp_path: Path,
 
 # 3. --container-image never reaches docker as a flag ------------------------------------------------------------
 
+
 @pytest.mark.parametrize("image", ["--privileged", "-v/:/host", "img $(id)", "img\nid", ""])
 def test_3_container_image_is_never_a_flag(image: str, _isolated_home: Path) -> None:
-    proc = cli("run", "offline", "--launcher", "slurm", "--nodes", "1", "--recipe", RECIPE, "--container-image", image,
-               "--dry-run", "--json")
+    proc = cli(
+        "run",
+        "offline",
+        "--launcher",
+        "slurm",
+        "--nodes",
+        "1",
+        "--recipe",
+        RECIPE,
+        "--container-image",
+        image,
+        "--dry-run",
+        "--json",
+    )
     assert "--container-image" in one_line_error(proc) and "--privileged\n" not in proc.stdout
 
 
@@ -190,6 +228,7 @@ def test_3_step_containers_and_base_images_are_checked_too() -> None:
 
 
 # 4. sbatch gets an explicit --export: HF_TOKEN stays on the login node --------------------------------------------
+
 
 @slurm
 @pytest.mark.slurm
@@ -209,13 +248,18 @@ def test_4_hf_token_is_not_exported_to_the_job(tmp_path: Path, monkeypatch: pyte
 
 # 5. escape sequences and HTML from folder names ------------------------------------------------------------------
 
+
 def test_5_escape_sequences_in_folder_names_never_reach_the_terminal(fixtures: Path, tmp_path: Path) -> None:
     evil = tmp_path / "vm\x1b[2J\x1b]0;pwned\x07 <img src=x onerror=alert(1)>"
     shutil.copytree(fixtures / "azure-nd-gb300-v6-rack" / "ND_GB300_v6_1", evil)
     shutil.copy(fixtures / "azure-nd-gb300-v6-rack" / "ND_GB300_v6.json", tmp_path)
     md = tmp_path / "out.md"
-    for args in (["verify", str(evil)], ["aggregate", str(tmp_path)], ["report", str(tmp_path), "--markdown", str(md)],
-                 ["verify", str(evil / "nothing-here")]):
+    for args in (
+        ["verify", str(evil)],
+        ["aggregate", str(tmp_path)],
+        ["report", str(tmp_path), "--markdown", str(md)],
+        ["verify", str(evil / "nothing-here")],
+    ):
         proc = cli(*args, env={"TERM": "xterm", "FORCE_COLOR": "1"})
         assert proc.returncode in (0, 1, 2)
         assert "\x1b[2J" not in proc.stdout + proc.stderr and "\x1b]0;" not in proc.stdout + proc.stderr
@@ -258,8 +302,10 @@ def test_6_run_offline_and_server_together_keep_both_entries(_isolated_home: Pat
     for _ in range(trials):
         Workspace.open(None).ledger_path.unlink(missing_ok=True)
         args = ["--recipe", RECIPE, "--backend", "sim", "--samples", "8", "--json"]
-        procs = [subprocess.Popen([*CLI, "run", scenario, *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-                 for scenario in ("offline", "server")]
+        procs = [
+            subprocess.Popen([*CLI, "run", scenario, *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            for scenario in ("offline", "server")
+        ]
         for p in procs:
             p.wait(timeout=120)
         steps = Ledger.load(Workspace.open(None).ledger_path).steps
@@ -269,6 +315,7 @@ def test_6_run_offline_and_server_together_keep_both_entries(_isolated_home: Pat
 
 # 7. stale 'running', the signal that stopped a run, a full disk ---------------------------------------------------
 
+
 def test_7_stale_running_entry_is_shown_in_status(_isolated_home: Path) -> None:
     import socket
 
@@ -277,9 +324,23 @@ def test_7_stale_running_entry_is_shown_in_status(_isolated_home: Path) -> None:
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
     ws = Workspace.open(None).ensure()
-    ws.ledger_path.write_text(json.dumps({"schema_version": 2, "facts": {}, "steps": {"setup": {
-        "status": "running", "inputs_hash": "x", "started": "2026-01-01T00:00:00+00:00", "pid": dead.pid,
-        "host": socket.gethostname()}}}))
+    ws.ledger_path.write_text(
+        json.dumps(
+            {
+                "schema_version": 2,
+                "facts": {},
+                "steps": {
+                    "setup": {
+                        "status": "running",
+                        "inputs_hash": "x",
+                        "started": "2026-01-01T00:00:00+00:00",
+                        "pid": dead.pid,
+                        "host": socket.gethostname(),
+                    }
+                },
+            }
+        )
+    )
     proc = cli("status", "--recipe", RECIPE, "--json")
     setup = json.loads(proc.stdout)["steps"][0]
     assert setup["state"] == "stale" and str(dead.pid) in setup["why"] and "gone" in setup["why"]
@@ -300,8 +361,25 @@ def test_7_sigterm_is_recorded_as_sigterm_not_ctrl_c(_isolated_home: Path) -> No
     from repro.core.workspace import Workspace
 
     _prepared(_isolated_home)
-    proc = subprocess.Popen([*CLI, "run", "offline", "--recipe", RECIPE, "--backend", "sim", "--duration", "60",
-                             "--sim-rate", "200", "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            *CLI,
+            "run",
+            "offline",
+            "--recipe",
+            RECIPE,
+            "--backend",
+            "sim",
+            "--duration",
+            "60",
+            "--sim-rate",
+            "200",
+            "--json",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     ledger_path = Workspace.open(None).ledger_path
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and not (ledger_path.exists() and "running" in ledger_path.read_text()):
@@ -320,8 +398,11 @@ def test_7_sigterm_is_recorded_as_sigterm_not_ctrl_c(_isolated_home: Path) -> No
 def tiny_disk(tmp_path: Path):
     mnt = tmp_path / "tiny"
     mnt.mkdir()
-    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mnt)],
-                                           capture_output=True).returncode != 0:
+    if (
+        os.geteuid() != 0
+        or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mnt)], capture_output=True).returncode
+        != 0
+    ):
         pytest.skip("needs root to mount a 1 MB tmpfs")
     try:
         yield mnt
@@ -353,6 +434,7 @@ def test_7_full_disk_leaves_no_empty_logs_or_unmarked_folder(_isolated_home: Pat
 
 # 8. a custom recipe file travels with the rack --------------------------------------------------------------------
 
+
 def _custom_recipe(tmp_path: Path) -> Path:
     import yaml
 
@@ -368,8 +450,20 @@ def _custom_recipe(tmp_path: Path) -> Path:
 def test_8_custom_recipe_is_shipped_in_the_rack_dry_run(tmp_path: Path, _isolated_home: Path) -> None:
     _prepared(_isolated_home)
     recipe = _custom_recipe(tmp_path)
-    proc = cli("run", "offline", "--launcher", "slurm", "--nodes", "1", "--recipe", str(recipe), "--backend", "sim",
-               "--dry-run", "--json")
+    proc = cli(
+        "run",
+        "offline",
+        "--launcher",
+        "slurm",
+        "--nodes",
+        "1",
+        "--recipe",
+        str(recipe),
+        "--backend",
+        "sim",
+        "--dry-run",
+        "--json",
+    )
     script = json.loads(proc.stdout)["script"]
     assert "recipes/my-gb300.yaml" in script and str(recipe) not in script
 
@@ -380,8 +474,24 @@ def test_8_custom_recipe_is_shipped_in_the_rack_dry_run(tmp_path: Path, _isolate
 def test_8_custom_recipe_runs_on_the_nodes(tmp_path: Path, _isolated_home: Path) -> None:
     _prepared(_isolated_home)
     recipe = _custom_recipe(tmp_path)
-    proc = cli("run", "offline", "--launcher", "slurm", "--nodes", "1", "--recipe", str(recipe), "--backend", "sim",
-               "--samples", "16", "--duration", "1", "--json", timeout=170)
+    proc = cli(
+        "run",
+        "offline",
+        "--launcher",
+        "slurm",
+        "--nodes",
+        "1",
+        "--recipe",
+        str(recipe),
+        "--backend",
+        "sim",
+        "--samples",
+        "16",
+        "--duration",
+        "1",
+        "--json",
+        timeout=170,
+    )
     doc = json.loads(proc.stdout)
     assert doc["done"] == 1 and doc["failed"] == [], doc["tasks"]
     rack = Path(doc["rack_dir"])
@@ -427,6 +537,7 @@ def test_9_deeply_nested_rack_json_is_one_line(_isolated_home: Path, tmp_path: P
 
 # 10. deep JSON, huge numbers, /dev/zero and FIFOs ------------------------------------------------------------------
 
+
 def test_10_system_json_nested_100k_levels(fixtures: Path, tmp_path: Path) -> None:
     run = tmp_path / "run"
     shutil.copytree(fixtures / "azure-nd-gb300-v6-rack" / "ND_GB300_v6_1", run)
@@ -470,6 +581,7 @@ def test_10_logs_that_are_fifos_do_not_hang(fixtures: Path, tmp_path: Path) -> N
 
 # 11. report with inf / 1e308 tokens/s ------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("value", ["inf", "1e308", "nan", "-1e308"])
 def test_11_report_with_absurd_tokens_per_s(value: str, fixtures: Path, tmp_path: Path) -> None:
     run = tmp_path / "run"
@@ -503,8 +615,7 @@ def test_12_a_200_mb_log_is_not_held_whole(fixtures: Path, tmp_path: Path) -> No
         for _ in range((200 << 20) // (len(filler) * 4096)):
             fh.write(filler * 4096)
     assert big.stat().st_size > 190 << 20
-    out = subprocess.run([sys.executable, "-c", _PEAK, str(big)], capture_output=True, text=True, timeout=300,
-                         cwd=REPO)
+    out = subprocess.run([sys.executable, "-c", _PEAK, str(big)], capture_output=True, text=True, timeout=300, cwd=REPO)
     before, after = map(int, out.stdout.split())
     grown_mb = (after - before) / 1024  # ru_maxrss is in KiB on Linux
     assert grown_mb < 100, f"parsing a 200 MB log raised peak memory by {grown_mb:.0f} MB"
@@ -512,6 +623,7 @@ def test_12_a_200_mb_log_is_not_held_whole(fixtures: Path, tmp_path: Path) -> No
 
 
 # 13. a run.json whose recipe is a path is not opened ---------------------------------------------------------------
+
 
 def test_13_recipe_named_by_a_result_file_is_never_a_path(fixtures: Path, tmp_path: Path) -> None:
     run = tmp_path / "run"

@@ -5,10 +5,10 @@ from __future__ import annotations
 import hashlib
 
 import pytest
-
 from hubserver import HubServer, Repo, git_blob_sha1
-from repro.setup import hub
+
 from repro.core.errors import ReproError
+from repro.setup import hub
 
 
 @pytest.fixture

@@ -6,13 +6,12 @@ import shutil
 from pathlib import Path
 
 import pytest
+from golden_util import check_golden, stable_json
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from repro.core.errors import InputError
 from repro.results.logs import find_runs, parse_run
-
-from golden_util import check_golden, stable_json
 
 GB200 = "azure-nd-gb200-v6-v5.1/llama2-70b-99/Offline/performance/run_1"
 DGX_OFF = "nvidia-dgx-h100-v4.1/llama2-70b-99.9/Offline/performance/run_1"
@@ -63,15 +62,23 @@ def _copy(fixtures: Path, rel: str, tmp_path: Path) -> Path:
 def test_missing_tokens_line_falls_back_to_detail(fixtures: Path, tmp_path: Path) -> None:
     run_dir = _copy(fixtures, GB300_16, tmp_path)
     summary = run_dir / "mlperf_log_summary.txt"
-    summary.write_text("".join(l for l in summary.read_text().splitlines(True) if not l.startswith("Tokens per second")))
+    summary.write_text(
+        "".join(l for l in summary.read_text().splitlines(True) if not l.startswith("Tokens per second"))
+    )
     assert parse_run(run_dir).tokens_per_s == 57599.1
 
 
 def test_invalid_run_reasons(fixtures: Path, tmp_path: Path) -> None:
     run_dir = _copy(fixtures, GB200, tmp_path)
     summary = run_dir / "mlperf_log_summary.txt"
-    text = summary.read_text().replace("Result is : VALID", "Result is : INVALID").replace(
-        "Min duration satisfied : Yes", "Min duration satisfied : NO\nRecommendations:\n * Increase expected QPS so the loadgen pre-generates a larger (coalesced) query.")
+    text = (
+        summary.read_text()
+        .replace("Result is : VALID", "Result is : INVALID")
+        .replace(
+            "Min duration satisfied : Yes",
+            "Min duration satisfied : NO\nRecommendations:\n * Increase expected QPS so the loadgen pre-generates a larger (coalesced) query.",
+        )
+    )
     summary.write_text(text)
     run = parse_run(run_dir)
     assert not run.valid
@@ -79,11 +86,17 @@ def test_invalid_run_reasons(fixtures: Path, tmp_path: Path) -> None:
     assert "Increase expected QPS" in run.invalid_reasons[1]
 
 
-@pytest.mark.parametrize("content,needle", [
-    (b"", "no 'Result is' line"),
-    (b"================\nMLPerf Results Summary\n================\nSUT name : PySUT\nScenario : Offline\n", "truncated"),
-    (b"\x00\x01\x02binary\xff" * 50, "is binary"),
-])
+@pytest.mark.parametrize(
+    "content,needle",
+    [
+        (b"", "no 'Result is' line"),
+        (
+            b"================\nMLPerf Results Summary\n================\nSUT name : PySUT\nScenario : Offline\n",
+            "truncated",
+        ),
+        (b"\x00\x01\x02binary\xff" * 50, "is binary"),
+    ],
+)
 def test_broken_summary_names_file(tmp_path: Path, content: bytes, needle: str) -> None:
     (tmp_path / "mlperf_log_summary.txt").write_bytes(content)
     with pytest.raises(InputError) as err:
@@ -92,7 +105,9 @@ def test_broken_summary_names_file(tmp_path: Path, content: bytes, needle: str) 
 
 
 def test_detail_with_only_malformed_lines(tmp_path: Path) -> None:
-    (tmp_path / "mlperf_log_detail.txt").write_text(':::MLLOG {"key": "result_validity", "value": \n:::MLLOG not json\n')
+    (tmp_path / "mlperf_log_detail.txt").write_text(
+        ':::MLLOG {"key": "result_validity", "value": \n:::MLLOG not json\n'
+    )
     with pytest.raises(InputError, match="no readable ':::MLLOG' lines"):
         parse_run(tmp_path)
 
@@ -114,10 +129,20 @@ SEEDS = [GB200, DGX_SRV, GB300_16]
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(which=st.sampled_from(SEEDS), cut=st.floats(0, 1), flips=st.lists(st.tuples(st.floats(0, 1), st.binary(min_size=1, max_size=8)), max_size=6),
-       target=st.sampled_from(["mlperf_log_summary.txt", "mlperf_log_detail.txt"]))
-def test_mutated_real_logs_never_crash(fixtures: Path, tmp_path_factory: pytest.TempPathFactory, which: str, cut: float,
-                                       flips: list[tuple[float, bytes]], target: str) -> None:
+@given(
+    which=st.sampled_from(SEEDS),
+    cut=st.floats(0, 1),
+    flips=st.lists(st.tuples(st.floats(0, 1), st.binary(min_size=1, max_size=8)), max_size=6),
+    target=st.sampled_from(["mlperf_log_summary.txt", "mlperf_log_detail.txt"]),
+)
+def test_mutated_real_logs_never_crash(
+    fixtures: Path,
+    tmp_path_factory: pytest.TempPathFactory,
+    which: str,
+    cut: float,
+    flips: list[tuple[float, bytes]],
+    target: str,
+) -> None:
     run_dir = tmp_path_factory.mktemp("mut") / "run"
     shutil.copytree(fixtures / which, run_dir)
     path = run_dir / target
@@ -127,7 +152,7 @@ def test_mutated_real_logs_never_crash(fixtures: Path, tmp_path_factory: pytest.
     data = data[: max(1, int(len(data) * cut))] if cut < 0.98 else data
     for pos, blob in flips:
         i = int(pos * (len(data) - 1))
-        data[i:i + len(blob)] = blob
+        data[i : i + len(blob)] = blob
     path.write_bytes(bytes(data))
     try:
         run = parse_run(run_dir)

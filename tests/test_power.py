@@ -8,8 +8,8 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import required
+
 from repro.core.errors import InputError
 from repro.run.power import PowerSampler, read_power, tokens_per_joule
 
@@ -55,8 +55,14 @@ def test_no_power_file_means_none(tmp_path: Path) -> None:
     assert read_power(tmp_path) is None and tokens_per_joule(tmp_path, 5.0) is None
 
 
-@pytest.mark.parametrize("body,problem", [("a,b,c\n1,0,5\n", "header"), ("time_s,gpu_index,watts\n0,0,5\n", "fewer than two"),
-                                          ("time_s,gpu_index,watts\n0,0,-5\n1,0,5\n", "negative")])
+@pytest.mark.parametrize(
+    "body,problem",
+    [
+        ("a,b,c\n1,0,5\n", "header"),
+        ("time_s,gpu_index,watts\n0,0,5\n", "fewer than two"),
+        ("time_s,gpu_index,watts\n0,0,-5\n1,0,5\n", "negative"),
+    ],
+)
 def test_bad_power_file_names_file_and_problem(tmp_path: Path, body: str, problem: str) -> None:
     (tmp_path / "power.csv").write_text(body)
     with pytest.raises(InputError) as exc:
@@ -67,6 +73,7 @@ def test_bad_power_file_names_file_and_problem(tmp_path: Path, body: str, proble
 def _nvml_works() -> bool:
     try:
         import pynvml
+
         pynvml.nvmlInit()
         pynvml.nvmlShutdown()
         return True

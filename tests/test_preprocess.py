@@ -4,11 +4,18 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
-
 from setup_helpers import ORIGINS, build_tokenizer_dir, write_parquet
+
 from repro.core.errors import InputError
 from repro.core.fsutil import sha256_file
-from repro.setup.preprocess import RESPONSE_INIT_TOKEN, build_from_parquet, content_sha256, filtered_frame, load_tokenizer, read_raw
+from repro.setup.preprocess import (
+    RESPONSE_INIT_TOKEN,
+    build_from_parquet,
+    content_sha256,
+    filtered_frame,
+    load_tokenizer,
+    read_raw,
+)
 
 
 @pytest.fixture(scope="module")
@@ -40,8 +47,11 @@ def test_rebuild_is_deterministic_and_samples_equally_per_origin(tok, tmp_path):
 
 def test_other_seed_data_changes_the_checksum(tok, tmp_path):
     from setup_helpers import raw_rows
+
     a = build_from_parquet(write_parquet(tmp_path / "a.parquet"), tok, tmp_path / "a", n_samples=8, calib_size=4)
-    b = build_from_parquet(write_parquet(tmp_path / "b.parquet", raw_rows(seed=8)), tok, tmp_path / "b", n_samples=8, calib_size=4)
+    b = build_from_parquet(
+        write_parquet(tmp_path / "b.parquet", raw_rows(seed=8)), tok, tmp_path / "b", n_samples=8, calib_size=4
+    )
     assert content_sha256(a["sampled"]) != content_sha256(b["sampled"])
 
 

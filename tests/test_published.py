@@ -43,8 +43,11 @@ def test_index_loads_with_counts_converted_and_figures_recomputed() -> None:
     assert by_round == {"v4.0": 2, "v4.1": 160, "v5.1": 237, "v6.0": 179}
     with INDEX_CSV.open(newline="") as fh:
         raw = list(csv.DictReader(fh))
-    strings = [(x, r) for x, r in zip(raw, idx.rows, strict=True) if not x["accelerators_per_node"].isdigit()
-               or x["number_of_nodes"] != str(r.number_of_nodes)]
+    strings = [
+        (x, r)
+        for x, r in zip(raw, idx.rows, strict=True)
+        if not x["accelerators_per_node"].isdigit() or x["number_of_nodes"] != str(r.number_of_nodes)
+    ]
     assert not strings  # the CSV keeps digits; the JSON strings ("8") were already read as such
     amd87 = next(r for r in idx.rows if r.system_folder.startswith("87xMI355X") and r.scenario == "Offline")
     assert (amd87.total_accelerators, amd87.tokens_per_second) == (88, 1042110.0)  # JSON 8 x 11, not the folder's 87
@@ -56,11 +59,14 @@ def test_index_loads_with_counts_converted_and_figures_recomputed() -> None:
     assert v51[0] == "965182b03376a00fcae415c54e560e1c83937932"
 
 
-@pytest.mark.parametrize(("column", "value", "message"), [
-    ("tokens_per_second_per_accelerator", "999.0", "tokens_per_second_per_accelerator"),
-    ("accelerators_per_node", "eight", "accelerators_per_node"),
-    ("result_id", "5.1-8", "result_id"),
-])
+@pytest.mark.parametrize(
+    ("column", "value", "message"),
+    [
+        ("tokens_per_second_per_accelerator", "999.0", "tokens_per_second_per_accelerator"),
+        ("accelerators_per_node", "eight", "accelerators_per_node"),
+        ("result_id", "5.1-8", "result_id"),
+    ],
+)
 def test_a_bad_row_is_named(tmp_path: Path, column: str, value: str, message: str) -> None:
     with INDEX_CSV.open(newline="") as fh:
         reader = csv.DictReader(fh)
@@ -117,8 +123,20 @@ def test_published_list_gb200_offline_golden() -> None:
 
 
 def test_published_filters_and_json() -> None:
-    res = _cli("published", "--accelerator", "H100", "--division", "closed", "--min-nodes", "2", "--round", "5.1",
-               "--benchmark", "llama2-70b-99", "--json")
+    res = _cli(
+        "published",
+        "--accelerator",
+        "H100",
+        "--division",
+        "closed",
+        "--min-nodes",
+        "2",
+        "--round",
+        "5.1",
+        "--benchmark",
+        "llama2-70b-99",
+        "--json",
+    )
     assert res.exit_code == 0, res.output
     doc = json.loads(res.stdout)
     assert doc["index"]["rows"] == 578 and doc["index"]["sources"][0]["commit"].startswith("3c4a1cf1")
@@ -131,8 +149,9 @@ def test_published_filters_and_json() -> None:
 
 def test_published_show_golden() -> None:
     idx = load_index()
-    check_golden("published_show_5.1-0008.txt", render(PublishedShow(idx, "5.1-0008", idx.resolve("5.1-0008")),
-                                                        width=140))
+    check_golden(
+        "published_show_5.1-0008.txt", render(PublishedShow(idx, "5.1-0008", idx.resolve("5.1-0008")), width=140)
+    )
     res = _cli("published", "show", "v4.0/closed/Azure/NC_H100_v5_TRT/99.9/Server", "--json")
     doc = json.loads(res.stdout)
     assert res.exit_code == 0 and doc["results"][0]["tokens_per_second"] == 3458.96
@@ -228,13 +247,22 @@ def test_against_offline_ranks_among_several(fixtures: Path) -> None:
 
 def test_against_server_and_interactive(fixtures: Path) -> None:
     server = fixtures / "nvidia-dgx-h100-v4.1" / "llama2-70b-99.9" / "Server"
-    res = _cli("verify", str(server), "--against", "v4.1/closed/NVIDIA/DGX-H100_H100-SXM-80GBx8_TRT",
-               "--against", "5.1-0015", "--json")
+    res = _cli(
+        "verify",
+        str(server),
+        "--against",
+        "v4.1/closed/NVIDIA/DGX-H100_H100-SXM-80GBx8_TRT",
+        "--against",
+        "5.1-0015",
+        "--json",
+    )
     doc = json.loads(res.stdout)
     assert res.exit_code == 1 and doc["run"]["scenario"] == "Server" and doc["run"]["benchmark"] == "99.9"
     got = {a["ref"]: a["deviation_pct"] for a in doc["against"]}
-    assert got == {"v4.1/closed/NVIDIA/DGX-H100_H100-SXM-80GBx8_TRT/99.9/Server": 0.0,
-                   "5.1-0015/99.9/Server": round((2700.72375 / 3818.8325 - 1) * 100, 3)}
+    assert got == {
+        "v4.1/closed/NVIDIA/DGX-H100_H100-SXM-80GBx8_TRT/99.9/Server": 0.0,
+        "5.1-0015/99.9/Server": round((2700.72375 / 3818.8325 - 1) * 100, 3),
+    }
     assert doc["rank"] == {"position": 2, "of": 3}
     inter = fixtures / "v5.1_NVIDIA_B200-SXM-180GBx8_TRT_llama2-70b-99_Interactive"
     ok = _cli("verify", str(inter), "--against", "5.1-0069")

@@ -10,7 +10,15 @@ from typer.testing import CliRunner
 
 from repro.cli import app
 from repro.core.errors import RecipeError
-from repro.core.recipes import all_recipes, by_gpu_name, by_system_name, by_vm_size, get_recipe, load_recipe_file, recipes_dir
+from repro.core.recipes import (
+    all_recipes,
+    by_gpu_name,
+    by_system_name,
+    by_vm_size,
+    get_recipe,
+    load_recipe_file,
+    recipes_dir,
+)
 
 runner = CliRunner()
 
@@ -23,7 +31,11 @@ def test_every_shipped_recipe_validates() -> None:
 
 def test_published_numbers() -> None:
     gb200, gb300, dgx = get_recipe("nd-gb200-v6"), get_recipe("nd-gb300-v6"), get_recipe("dgx-h100")
-    assert (gb200.published.tokens_per_s_per_vm, gb200.published.tokens_per_s_per_gpu, gb200.published.mlperf_id) == (52061.6, 13015.4, "5.1-0008")
+    assert (gb200.published.tokens_per_s_per_vm, gb200.published.tokens_per_s_per_gpu, gb200.published.mlperf_id) == (
+        52061.6,
+        13015.4,
+        "5.1-0008",
+    )
     assert gb300.published.band() == pytest.approx((14440.0, 15960.0))
     assert gb300.published.rack.total_tokens_per_s == 1100948.3 and gb300.published.mlperf_id == "unknown"
     assert dgx.reference_only and dgx.published.mlperf_id == "4.1-0043"

@@ -10,8 +10,8 @@ import pytest
 from typer.testing import CliRunner
 
 from repro.cli import app
-from repro.report.model import build_report
 from repro.report.html import render_html
+from repro.report.model import build_report
 
 runner = CliRunner()
 
@@ -20,8 +20,11 @@ def _sim_run(fixtures: Path, dest: Path, label: str | None = "simulated", watts:
     src = fixtures / "azure-nd-gb200-v6-v5.1" / "llama2-70b-99" / "Offline" / "performance" / "run_1"
     dest.mkdir(parents=True)
     shutil.copy(src / "mlperf_log_summary.txt", dest)
-    (dest / "run.json").write_text(json.dumps({"recipe": "nd-gb200-v6", "label": label, "incomplete": False,
-                                               "status": "complete", "gpus": {"count": 4}}))
+    (dest / "run.json").write_text(
+        json.dumps(
+            {"recipe": "nd-gb200-v6", "label": label, "incomplete": False, "status": "complete", "gpus": {"count": 4}}
+        )
+    )
     if watts is not None:
         rows = ["time_s,gpu_index,watts"] + [f"{t},{g},{watts}" for t in range(0, 11) for g in range(4)]
         (dest / "power.csv").write_text("\n".join(rows) + "\n")
@@ -34,17 +37,34 @@ def test_gb300_rack_golden(fixtures: Path) -> None:
     assert doc["recipe"] == "nd-gb300-v6" and doc["label"] is None
     assert doc["measured"]["tokens_per_s_total"] == pytest.approx(62690.8 + 59043.8 + 57599.1)
     assert doc["measured"]["tokens_per_s_per_gpu"] == pytest.approx((62690.8 + 59043.8 + 57599.1) / 12)
-    assert {v["vm"]: v["status"] for v in doc["vms"]} == {"ND_GB300_v6_1": "PASS", "ND_GB300_v6_4": "PASS",
-                                                           "ND_GB300_v6_16": "FAIL"}
+    assert {v["vm"]: v["status"] for v in doc["vms"]} == {
+        "ND_GB300_v6_1": "PASS",
+        "ND_GB300_v6_4": "PASS",
+        "ND_GB300_v6_16": "FAIL",
+    }
     own = next(c for c in doc["comparisons"] if c["own"])
     assert own["recipe"] == "nd-gb300-v6" and own["in_band"] and own["deviation_pct"] == pytest.approx(-1.68, abs=0.01)
-    assert {c["recipe"] for c in doc["comparisons"]} == {"nd-gb300-v6", "nd-gb200-v6", "nd-h100-v5", "nd-h200-v5", "dgx-h100", "nc-h100-v5"}
+    assert {c["recipe"] for c in doc["comparisons"]} == {
+        "nd-gb300-v6",
+        "nd-gb200-v6",
+        "nd-h100-v5",
+        "nd-h200-v5",
+        "dgx-h100",
+        "nc-h100-v5",
+    }
     qa = next(b for b in doc["business"] if b["profile"] == "Q&A")
     assert qa["interactions_per_s_total"] == pytest.approx(179333.7 / 650)
     agentic = next(b for b in doc["business"] if b["profile"] == "agentic")
     assert agentic["interactions_per_s_per_gpu"] == pytest.approx(179333.7 / 12 / 10000)
-    assert doc["efficiency"]["measured"] == [] and doc["efficiency"]["tdp_based"]["label"] == "TDP-based (published report)"
-    assert doc["efficiency"]["tdp_based"]["values"][0] == {"recipe": "nd-gb300-v6", "gpu": "NVIDIA GB300", "tokens_per_watt": 10.92}
+    assert (
+        doc["efficiency"]["measured"] == []
+        and doc["efficiency"]["tdp_based"]["label"] == "TDP-based (published report)"
+    )
+    assert doc["efficiency"]["tdp_based"]["values"][0] == {
+        "recipe": "nd-gb300-v6",
+        "gpu": "NVIDIA GB300",
+        "tokens_per_watt": 10.92,
+    }
     assert {v["tokens_per_watt"] for v in doc["efficiency"]["tdp_based"]["values"]} == {10.92, 10.01, 4.39}
     assert 0.1 < doc["roofline"]["fraction"] < 1
     assert doc["rack"]["published_rack"]["total_tokens_per_s"] == 1100948.3
@@ -89,8 +109,18 @@ def test_labelled_run_is_labelled_everywhere_with_measured_power(fixtures: Path,
 
 def test_cli_writes_html_and_markdown_atomically(fixtures: Path, tmp_path: Path) -> None:
     out_html, out_md = tmp_path / "o" / "r.html", tmp_path / "o" / "r.md"
-    res = runner.invoke(app, ["report", str(fixtures / "azure-nd-gb300-v6-rack"), "--html", str(out_html),
-                              "--markdown", str(out_md), "--json"])
+    res = runner.invoke(
+        app,
+        [
+            "report",
+            str(fixtures / "azure-nd-gb300-v6-rack"),
+            "--html",
+            str(out_html),
+            "--markdown",
+            str(out_md),
+            "--json",
+        ],
+    )
     assert res.exit_code == 0, res.output
     doc = json.loads(res.stdout)
     assert doc["outputs"]["html"] == f"wrote {out_html}"

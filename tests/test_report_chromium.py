@@ -15,16 +15,20 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from conftest import required
-from repro.report.model import build_report
+
 from repro.report.html import render_html
+from repro.report.model import build_report
 
 CHROMIUM = next((shutil.which(n) for n in ("chromium", "chromium-browser", "google-chrome") if shutil.which(n)), None)
 
-pytestmark = [pytest.mark.chromium,
-              pytest.mark.skipif(CHROMIUM is None and not required("REPRO_REQUIRE_CHROMIUM"),
-                                 reason="chromium not installed (CI sets REPRO_REQUIRE_CHROMIUM=1)")]
+pytestmark = [
+    pytest.mark.chromium,
+    pytest.mark.skipif(
+        CHROMIUM is None and not required("REPRO_REQUIRE_CHROMIUM"),
+        reason="chromium not installed (CI sets REPRO_REQUIRE_CHROMIUM=1)",
+    ),
+]
 
 
 class Browser:
@@ -40,19 +44,34 @@ class Browser:
             os.dup2(high_w, 4, inheritable=True)
 
         self.proc = subprocess.Popen(
-            [CHROMIUM or "chromium", "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-             "--disable-component-update", "--no-first-run", "--enable-logging=stderr", "--v=0",
-             f"--user-data-dir={profile}", "--remote-debugging-pipe", "about:blank"],
-            pass_fds=(3, 4), preexec_fn=wire,
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            [
+                CHROMIUM or "chromium",
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--no-first-run",
+                "--enable-logging=stderr",
+                "--v=0",
+                f"--user-data-dir={profile}",
+                "--remote-debugging-pipe",
+                "about:blank",
+            ],
+            pass_fds=(3, 4),
+            preexec_fn=wire,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
         os.close(to_chrome_r)
         os.close(from_chrome_w)
         self._buf = b""
         self._id = 0
         self.events: list[dict[str, Any]] = []
 
-    def send(self, method: str, params: dict[str, Any] | None = None, session: str | None = None,
-             timeout: float = 30) -> dict[str, Any]:
+    def send(
+        self, method: str, params: dict[str, Any] | None = None, session: str | None = None, timeout: float = 30
+    ) -> dict[str, Any]:
         self._id += 1
         msg: dict[str, Any] = {"id": self._id, "method": method, "params": params or {}}
         if session:
@@ -117,21 +136,34 @@ def check_page(path: Path, profile: Path) -> dict[str, Any]:
             browser.send(f"{domain}.enable", session=session)
         browser.send("Page.navigate", {"url": path.resolve().as_uri()}, session=session)
         browser.wait_event("Page.loadEventFired")
-        images = browser.send("Runtime.evaluate", {
-            "expression": "JSON.stringify([...document.images].map(i => [i.complete, i.naturalWidth, i.alt]))",
-            "returnByValue": True}, session=session)["result"]["value"]
-        title = browser.send("Runtime.evaluate", {"expression": "document.title", "returnByValue": True},
-                             session=session)["result"]["value"]
-        text = browser.send("Runtime.evaluate", {"expression": "document.body.innerText", "returnByValue": True},
-                            session=session)["result"]["value"]
+        images = browser.send(
+            "Runtime.evaluate",
+            {
+                "expression": "JSON.stringify([...document.images].map(i => [i.complete, i.naturalWidth, i.alt]))",
+                "returnByValue": True,
+            },
+            session=session,
+        )["result"]["value"]
+        title = browser.send(
+            "Runtime.evaluate", {"expression": "document.title", "returnByValue": True}, session=session
+        )["result"]["value"]
+        text = browser.send(
+            "Runtime.evaluate", {"expression": "document.body.innerText", "returnByValue": True}, session=session
+        )["result"]["value"]
         time.sleep(0.5)
         browser.send("Runtime.evaluate", {"expression": "1"}, session=session)
     finally:
         stderr = browser.close()
-    errors = [e["params"]["entry"]["text"] for e in browser.events
-              if e["method"] == "Log.entryAdded" and e["params"]["entry"]["level"] == "error"]
-    errors += [str(e["params"].get("args")) for e in browser.events
-               if e["method"] == "Runtime.consoleAPICalled" and e["params"]["type"] in ("error", "assert")]
+    errors = [
+        e["params"]["entry"]["text"]
+        for e in browser.events
+        if e["method"] == "Log.entryAdded" and e["params"]["entry"]["level"] == "error"
+    ]
+    errors += [
+        str(e["params"].get("args"))
+        for e in browser.events
+        if e["method"] == "Runtime.consoleAPICalled" and e["params"]["type"] in ("error", "assert")
+    ]
     errors += [str(e["params"]["exceptionDetails"]) for e in browser.events if e["method"] == "Runtime.exceptionThrown"]
     errors += [line for line in stderr.splitlines() if "CONSOLE" in line and ("rror" in line or "Refused" in line)]
     return {"images": json.loads(images), "title": title, "text": text, "errors": errors}
@@ -157,7 +189,7 @@ def test_checker_catches_broken_images_and_external_resources(fixtures: Path, tm
     page = tmp_path / "broken.html"
     good = render_html(build_report([fixtures / "azure-nd-gb200-v6-v5.1"]))
     broken = good.replace("data:image/png;base64,iVBOR", "data:image/png;base64,AAAA", 1)
-    broken = broken.replace("</body>", "<img alt=\"ext\" src=\"https://example.invalid/x.png\"></body>")
+    broken = broken.replace("</body>", '<img alt="ext" src="https://example.invalid/x.png"></body>')
     page.write_text(broken)
     result = check_page(page, profile)
     widths = [w for _, w, _ in result["images"]]

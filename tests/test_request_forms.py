@@ -37,16 +37,66 @@ from repro.run.tokens import load_tokenizer
 
 PINNED = "/models/tiny-llama-chat"
 CHAT_FIELDS = {
-    "audio", "chat_template_kwargs", "frequency_penalty", "function_call", "functions", "generation_config",
-    "logit_bias", "logprobs", "max_completion_tokens", "max_tokens", "messages", "metadata", "modalities", "model",
-    "moderation", "n", "parallel_tool_calls", "prediction", "presence_penalty", "prompt_cache_key",
-    "prompt_cache_options", "prompt_cache_retention", "reasoning_effort", "response_format", "safety_identifier",
-    "seed", "service_tier", "stop", "store", "stream", "stream_options", "temperature", "tool_choice", "tools",
-    "top_logprobs", "top_p", "user", "verbosity", "web_search_options",
+    "audio",
+    "chat_template_kwargs",
+    "frequency_penalty",
+    "function_call",
+    "functions",
+    "generation_config",
+    "logit_bias",
+    "logprobs",
+    "max_completion_tokens",
+    "max_tokens",
+    "messages",
+    "metadata",
+    "modalities",
+    "model",
+    "moderation",
+    "n",
+    "parallel_tool_calls",
+    "prediction",
+    "presence_penalty",
+    "prompt_cache_key",
+    "prompt_cache_options",
+    "prompt_cache_retention",
+    "reasoning_effort",
+    "response_format",
+    "safety_identifier",
+    "seed",
+    "service_tier",
+    "stop",
+    "store",
+    "stream",
+    "stream_options",
+    "temperature",
+    "tool_choice",
+    "tools",
+    "top_logprobs",
+    "top_p",
+    "user",
+    "verbosity",
+    "web_search_options",
 }
 COMPLETION_FIELDS = {
-    "best_of", "echo", "frequency_penalty", "generation_config", "logit_bias", "logprobs", "max_tokens", "model", "n",
-    "presence_penalty", "prompt", "seed", "stop", "stream", "stream_options", "suffix", "temperature", "top_p", "user",
+    "best_of",
+    "echo",
+    "frequency_penalty",
+    "generation_config",
+    "logit_bias",
+    "logprobs",
+    "max_tokens",
+    "model",
+    "n",
+    "presence_penalty",
+    "prompt",
+    "seed",
+    "stop",
+    "stream",
+    "stream_options",
+    "suffix",
+    "temperature",
+    "top_p",
+    "user",
 }
 
 
@@ -188,8 +238,13 @@ def _drive(be: TrtllmBackend, n: int = 6) -> Sink:
 def test_models_500_is_unknown_not_not_ready(strict, tokenizer) -> None:
     """A 500 on /v1/models means "name unknown": readiness goes on at once with the recipe's name, no retry."""
     waits: list[str] = []
-    be = TrtllmBackend([_url(strict[0])], default_model=PINNED, tokenizer=tokenizer, health_timeout_s=20,
-                       on_wait=lambda url, kind: waits.append(kind))
+    be = TrtllmBackend(
+        [_url(strict[0])],
+        default_model=PINNED,
+        tokenizer=tokenizer,
+        health_timeout_s=20,
+        on_wait=lambda url, kind: waits.append(kind),
+    )
     _drive(be, 2)
     assert waits == [] and be.ready_retries == 0
     assert [p for p, _ in strict[0].requests].count("/v1/models") == 1
@@ -197,8 +252,9 @@ def test_models_500_is_unknown_not_not_ready(strict, tokenizer) -> None:
 
 
 def test_served_model_is_sent_in_every_request_without_asking(strict, tokenizer) -> None:
-    be = TrtllmBackend([_url(strict[0])], model=PINNED, default_model="unused", tokenizer=tokenizer,
-                       health_timeout_s=20)
+    be = TrtllmBackend(
+        [_url(strict[0])], model=PINNED, default_model="unused", tokenizer=tokenizer, health_timeout_s=20
+    )
     _drive(be, 2)
     assert "/v1/models" not in [p for p, _ in strict[0].requests]
     posted = [b for _, b in strict[0].requests if b is not None]
@@ -208,8 +264,9 @@ def test_served_model_is_sent_in_every_request_without_asking(strict, tokenizer)
 def test_first_id_of_v1_models_names_the_model(tokenizer) -> None:
     srv = _start(models_ok=True)
     try:
-        be = TrtllmBackend([_url(srv)], default_model="repro-local/tiny-llama", tokenizer=tokenizer,
-                           health_timeout_s=20)
+        be = TrtllmBackend(
+            [_url(srv)], default_model="repro-local/tiny-llama", tokenizer=tokenizer, health_timeout_s=20
+        )
         _drive(be, 2)
         assert be.model == PINNED and be.describe()["request_form"] == FORM_OPENAI_TEXT
     finally:
@@ -234,8 +291,13 @@ def test_strict_server_falls_back_to_text_completions(strict, tokenizer) -> None
     runs = [b for s in strict for p, b in s.requests if b is not None and "w20" in str(b.get("prompt"))]
     assert len(runs) == 1
     body = runs[0]
-    assert body == {"model": PINNED, "prompt": tokenizer.decode([1, 20, 30, 40], skip_special_tokens=True),
-                    "max_tokens": 8, "temperature": 0, "stream": False}
+    assert body == {
+        "model": PINNED,
+        "prompt": tokenizer.decode([1, 20, 30, 40], skip_special_tokens=True),
+        "max_tokens": 8,
+        "temperature": 0,
+        "stream": False,
+    }
     assert "<s>" not in body["prompt"], "BOS is the server's to add; no template is added either"
     for out in sink.done.values():
         assert out.tolist() == list(range(10, 15)), "the returned text re-tokenized with the model's tokenizer"
@@ -270,8 +332,9 @@ def test_streaming_uses_the_negotiated_form(strict, tokenizer) -> None:
 
 def test_refused_every_form_names_what_it_said_and_served_model(strict, tokenizer) -> None:
     """No --served-model and a broken /v1/models: the recipe's name is sent, the pinned server refuses it."""
-    be = TrtllmBackend([_url(strict[0])], default_model="repro-local/tiny-llama", tokenizer=tokenizer,
-                       health_timeout_s=20)
+    be = TrtllmBackend(
+        [_url(strict[0])], default_model="repro-local/tiny-llama", tokenizer=tokenizer, health_timeout_s=20
+    )
     try:
         with pytest.raises(BackendError) as info:
             be.start(Sink(1))
@@ -291,9 +354,25 @@ def test_served_model_option_reaches_the_requests(tmp_path: Path, strict) -> Non
     from repro.cli import app
 
     ws = tmp_path / "ws"
-    res = CliRunner().invoke(app, ["run", "offline", "--recipe", "demo", "--endpoint", _url(strict[0]),
-                                   "--served-model", PINNED, "--accuracy", "--samples", "4", "--workspace", str(ws),
-                                   "--json"])
+    res = CliRunner().invoke(
+        app,
+        [
+            "run",
+            "offline",
+            "--recipe",
+            "demo",
+            "--endpoint",
+            _url(strict[0]),
+            "--served-model",
+            PINNED,
+            "--accuracy",
+            "--samples",
+            "4",
+            "--workspace",
+            str(ws),
+            "--json",
+        ],
+    )
     assert res.exit_code == 0, res.output
     run_dir = Path(json.loads(res.stdout)["details"]["log_dir"])
     info = json.loads((run_dir / "run.json").read_text())

@@ -27,7 +27,11 @@ def test_gb300_bound_by_hand() -> None:
 def test_fp16_kv_cache_doubles_kv_bytes_and_bound_grows_with_batch() -> None:
     gb200 = roofline(get_recipe("nd-gb200-v6"))
     assert gb200 is not None and gb200.kv_bytes == 2.0 and gb200.fraction is None
-    assert gb200.bound_at(64) < gb200.bound_at(2048) < gb200.bandwidth_bytes_s / (gb200.context_tokens * gb200.kv_bytes_per_token)
+    assert (
+        gb200.bound_at(64)
+        < gb200.bound_at(2048)
+        < gb200.bandwidth_bytes_s / (gb200.context_tokens * gb200.kv_bytes_per_token)
+    )
 
 
 def test_h100_fp8_tensor_parallel_splits_weights() -> None:

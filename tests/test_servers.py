@@ -23,8 +23,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import REPO, required
-from standin_util import STANDIN, prompts, write_tokenizer
 from container_base import base_dockerfile_dir, rootfs_key
+from standin_util import STANDIN, prompts, write_tokenizer
 
 from repro.core.errors import InputError, StepFailed
 from repro.core.recipes import get_recipe

@@ -11,14 +11,14 @@ import time
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
-
 from hubserver import HubServer, Repo
 from setup_helpers import MODEL_REPO, N_CALIB, N_SAMPLES, build_tokenizer_dir, model_files, write_parquet, write_recipe
+from typer.testing import CliRunner
+
 from repro.cli import app
 from repro.core.ledger import Ledger
-from repro.setup.preprocess import build_from_parquet
 from repro.setup.download import RAW_FILE, RAW_REPO
+from repro.setup.preprocess import build_from_parquet
 
 SHARD = "model-00001-of-00002.safetensors"
 TOKEN = "hf_goodtokenAAAAAAAAAAAA"
@@ -70,7 +70,9 @@ def test_dry_run_lists_files_sizes_sources_and_changes_nothing(hub, _isolated_ho
     assert rows[SHARD]["size"] == 2_500_000 and rows[SHARD]["action"] == "download"
     assert rows[SHARD]["source"].startswith(f"{hub.url}/{MODEL_REPO}/resolve/{hub.model.commit}/")
     assert "README.md" not in rows and "pytorch_model.bin" not in rows
-    assert rows[f"open_orca_gpt4_tokenized_llama.sampled_{N_SAMPLES}.pkl"]["size"] == len(hub.static[f"open_orca_gpt4_tokenized_llama.sampled_{N_SAMPLES}.pkl"])
+    assert rows[f"open_orca_gpt4_tokenized_llama.sampled_{N_SAMPLES}.pkl"]["size"] == len(
+        hub.static[f"open_orca_gpt4_tokenized_llama.sampled_{N_SAMPLES}.pkl"]
+    )
     assert out["details"]["revision"] == hub.model.commit
     assert not _isolated_home.exists()
     assert not hub.requests_for(SHARD, "GET")
@@ -92,9 +94,13 @@ def test_setup_downloads_verifies_records_and_skips_on_rerun(hub, _isolated_home
     assert str(shard) in rec.details["fetched_at"]
     assert (_isolated_home / "preprocessed" / "mlperf-openorca" / "manifest.json").exists()
     import pandas as pd
-    calib = pd.read_parquet(_isolated_home / "preprocessed" / "mlperf-openorca" / "mlperf_llama2_openorca_calibration_1k" / "data.parquet")
+
+    calib = pd.read_parquet(
+        _isolated_home / "preprocessed" / "mlperf-openorca" / "mlperf_llama2_openorca_calibration_1k" / "data.parquet"
+    )
     assert list(calib.columns) == ["text"] and len(calib) == N_CALIB
     from repro.setup.dataset import load_prepared
+
     assert len(load_prepared(_isolated_home / "preprocessed" / "mlperf-openorca")) == N_SAMPLES
 
     gets = len(hub.requests_for(SHARD, "GET"))
@@ -157,8 +163,13 @@ def test_gated_repo_says_where_to_request_access(hub, _isolated_home):
 
 
 def test_wrong_model_id(hub, tmp_path, _isolated_home):
-    recipe = write_recipe(tmp_path / "r", name="wrong-id", repo_id="meta-test/does-not-exist", revision="main", base_url=hub.url) \
-        if (tmp_path / "r").mkdir() is None else None
+    recipe = (
+        write_recipe(
+            tmp_path / "r", name="wrong-id", repo_id="meta-test/does-not-exist", revision="main", base_url=hub.url
+        )
+        if (tmp_path / "r").mkdir() is None
+        else None
+    )
     res = cli("setup", "--recipe", str(recipe))
     assert res.exit_code == 2
     assert "meta-test/does-not-exist" in res.stderr and "not found" in res.stderr and "model.repo_id" in res.stderr
@@ -184,7 +195,9 @@ def test_revoked_token_is_refused_and_never_printed_or_stored(hub, monkeypatch, 
 
 def test_not_enough_disk_space_stops_before_downloading(hub, tmp_path, _isolated_home):
     (tmp_path / "big").mkdir()
-    recipe = write_recipe(tmp_path / "big", name="huge", revision=hub.model.commit, base_url=hub.url, disk_needed_gb=10_000_000)
+    recipe = write_recipe(
+        tmp_path / "big", name="huge", revision=hub.model.commit, base_url=hub.url, disk_needed_gb=10_000_000
+    )
     res = cli("setup", "--recipe", str(recipe))
     assert res.exit_code == 2
     assert "Not enough free disk space" in res.stderr and "--workspace" in res.stderr
@@ -209,6 +222,7 @@ def _fill_when_download_starts(part: Path, filler: Path) -> None:
 
 def test_disk_full_during_download(hub, tmp_path, monkeypatch):
     import threading
+
     mnt = tmp_path / "tiny"
     mnt.mkdir()
     if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(mnt)], capture_output=True).returncode:
@@ -217,8 +231,9 @@ def test_disk_full_during_download(hub, tmp_path, monkeypatch):
         home = mnt / "home"
         monkeypatch.setenv("REPRO_HOME", str(home))
         hub.faults.slow[SHARD] = 0.002
-        filler = threading.Thread(target=_fill_when_download_starts,
-                                  args=(Path(f"{model_path(home, SHARD)}.incomplete"), mnt / "filler"))
+        filler = threading.Thread(
+            target=_fill_when_download_starts, args=(Path(f"{model_path(home, SHARD)}.incomplete"), mnt / "filler")
+        )
         filler.start()
         res = cli("setup", "--recipe", str(hub.recipe))
         filler.join(timeout=30)
@@ -237,11 +252,18 @@ def test_disk_full_during_download(hub, tmp_path, monkeypatch):
 def test_ctrl_c_keeps_partial_and_restart_resumes(hub, _isolated_home):
     hub.faults.slow[SHARD] = 0.01
     env = {**os.environ, "REPRO_HOME": str(_isolated_home)}
-    proc = subprocess.Popen([sys.executable, "-c", "from repro.cli import main; main()", "setup", "--recipe", str(hub.recipe)],
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "from repro.cli import main; main()", "setup", "--recipe", str(hub.recipe)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     part = Path(f"{model_path(_isolated_home, SHARD)}.incomplete")
     deadline = time.monotonic() + 60
-    while not (part.exists() and part.stat().st_size >= 1 << 20) and time.monotonic() < deadline and proc.poll() is None:
+    while (
+        not (part.exists() and part.stat().st_size >= 1 << 20) and time.monotonic() < deadline and proc.poll() is None
+    ):
         time.sleep(0.05)
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=60)

@@ -4,24 +4,36 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import shutil
 import subprocess
+import sys
 import time
 from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import required
 from typer.testing import CliRunner
 
-from conftest import required
 from repro.cli import app
-from repro.setup.dataset import save_prepared
 from repro.core.errors import InputError, StepFailed
 from repro.core.recipes import get_recipe
-from repro.run.rack import (RACK_JSON, _indices, launch_offline, load_manifest, plan_rack, render_script, rerun_failed,
-                         submit, follow, collect, task_rows, check)
 from repro.core.workspace import Workspace
+from repro.run.rack import (
+    RACK_JSON,
+    _indices,
+    check,
+    collect,
+    follow,
+    launch_offline,
+    load_manifest,
+    plan_rack,
+    render_script,
+    rerun_failed,
+    submit,
+    task_rows,
+)
+from repro.setup.dataset import save_prepared
 
 RECIPE = "nd-gb300-v6"
 SIM = dict(backend="sim", duration_s=2, samples=700)
@@ -68,8 +80,26 @@ def test_array_notation() -> None:
 
 
 def test_dry_run_prints_the_script_and_submits_nothing(ws: Workspace) -> None:
-    res = _cli("run", "offline", "--launcher", "slurm", "--nodes", "3", "--recipe", RECIPE, "--backend", "sim",
-               "--duration", "2", "--samples", "700", "--partition", "gpu", "--dry-run", "--json")
+    res = _cli(
+        "run",
+        "offline",
+        "--launcher",
+        "slurm",
+        "--nodes",
+        "3",
+        "--recipe",
+        RECIPE,
+        "--backend",
+        "sim",
+        "--duration",
+        "2",
+        "--samples",
+        "700",
+        "--partition",
+        "gpu",
+        "--dry-run",
+        "--json",
+    )
     assert res.exit_code == 0, res.output
     doc = json.loads(res.stdout)
     script = doc["script"]
@@ -81,7 +111,9 @@ def test_dry_run_prints_the_script_and_submits_nothing(ws: Workspace) -> None:
     assert not (ws.root / "racks").exists()
     syntax = subprocess.run(["bash", "-n"], input=script, text=True, capture_output=True)
     assert syntax.returncode == 0, syntax.stderr
-    rich = _cli("run", "offline", "--launcher", "slurm", "--nodes", "2", "--recipe", RECIPE, "--backend", "sim", "--dry-run")
+    rich = _cli(
+        "run", "offline", "--launcher", "slurm", "--nodes", "2", "--recipe", RECIPE, "--backend", "sim", "--dry-run"
+    )
     assert rich.exit_code == 0 and "#SBATCH --array=0-1" in rich.output and "dry run [simulated]" in rich.output
     assert not (ws.root / "racks").exists()
 
@@ -89,7 +121,7 @@ def test_dry_run_prints_the_script_and_submits_nothing(ws: Workspace) -> None:
 def test_container_runs_name_the_image_in_the_script(ws: Workspace) -> None:
     plan = plan_rack(RECIPE, ws, 18, container_image="registry.example/repro:gb300")
     script = render_script(plan)
-    assert "IMAGE=registry.example/repro:gb300" in script and "--container-image=\"$IMAGE\"" in script
+    assert "IMAGE=registry.example/repro:gb300" in script and '--container-image="$IMAGE"' in script
     assert "docker run --rm --name" in script and f"WORKSPACE={ws.root}" in script and '-- "$IMAGE" repro' in script
     assert "#SBATCH --array=0-17" in script and "-sim" not in script.splitlines()[1]
 
@@ -155,7 +187,9 @@ def test_scancel_mid_run_leaves_a_clear_state(slurm: None, ws: Workspace) -> Non
     job = submit(plan)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
-        if all(r.state == "running" and (plan.rack_dir / r.vm / "repro.log").exists() for r in task_rows(plan.rack_dir)):
+        if all(
+            r.state == "running" and (plan.rack_dir / r.vm / "repro.log").exists() for r in task_rows(plan.rack_dir)
+        ):
             break
         time.sleep(0.5)
     else:
@@ -182,9 +216,32 @@ def test_scancel_mid_run_leaves_a_clear_state(slurm: None, ws: Workspace) -> Non
 
 def test_cli_rack_run_exits_non_zero_and_names_the_rerun(slurm: None, ws: Workspace) -> None:
     env = {**os.environ, "REPRO_FAIL_TASKS": "0"}
-    proc = subprocess.run([sys.executable, "-c", "from repro.cli import main; main()", "run", "offline", "--launcher", "slurm",
-                           "--nodes", "2", "--recipe", RECIPE, "--backend", "sim", "--duration", "2", "--samples", "700",
-                           "--json"], capture_output=True, text=True, env=env, timeout=170)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from repro.cli import main; main()",
+            "run",
+            "offline",
+            "--launcher",
+            "slurm",
+            "--nodes",
+            "2",
+            "--recipe",
+            RECIPE,
+            "--backend",
+            "sim",
+            "--duration",
+            "2",
+            "--samples",
+            "700",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=170,
+    )
     assert proc.returncode == 1, proc.stderr
     doc = json.loads(proc.stdout)
     assert doc["failed"] == ["vm-00"] and doc["done"] == 1 and doc["label"] == "simulated"
@@ -199,8 +256,11 @@ def test_vm_slurm_forgot_is_missing_and_rerun_dry_run_names_it(slurm: None, ws: 
     (plan.rack_dir / RACK_JSON).write_text(json.dumps(manifest))
     rows = task_rows(plan.rack_dir)
     assert [r.state for r in rows] == ["missing", "missing"] and "no longer knows" in rows[0].reason
-    res = _cli("run", "offline", "--launcher", "slurm", "--rerun-failed", str(plan.rack_dir), "--dry-run", "--json") \
-        if "--rerun-failed" in _cli("run", "offline", "--help").output else None
+    res = (
+        _cli("run", "offline", "--launcher", "slurm", "--rerun-failed", str(plan.rack_dir), "--dry-run", "--json")
+        if "--rerun-failed" in _cli("run", "offline", "--help").output
+        else None
+    )
     result = rerun_failed(plan.rack_dir, dry_run=True)
     assert "--array=0,1" in result.submit_command and result.exit_code == 0
     if res is not None:

@@ -10,8 +10,8 @@ from typer.testing import CliRunner
 from repro.cli import app
 from repro.core.ledger import Artifact, Ledger
 from repro.core.recipes import get_recipe, recipes_dir
-from repro.flow.status import build_status
 from repro.core.workspace import Workspace
+from repro.flow.status import build_status
 
 runner = CliRunner()
 
@@ -56,6 +56,7 @@ def test_changed_recipe_makes_step_stale(tmp_path):
     path = tmp_path / "mydemo.yaml"
     path.write_text(yaml.safe_dump(raw))
     from repro.core.recipes import load_recipe_file
+
     before = load_recipe_file(path)
     ws = Workspace.open()
     led = _ledger(ws)

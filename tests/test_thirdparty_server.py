@@ -36,6 +36,7 @@ def _post(url: str, body: dict[str, Any], timeout: float = 120) -> tuple[int, by
 
 def _tokenizer(server: ThirdPartyServer):
     from transformers import AutoTokenizer
+
     return AutoTokenizer.from_pretrained(server.model_dir)
 
 
@@ -60,8 +61,10 @@ def test_chat_completion_fields_and_retokenized_text(thirdparty_server: ThirdPar
     tok = _tokenizer(thirdparty_server)
     ids = tok(PROMPT)["input_ids"]
     payload = build_payload("chat", ids, 16, stream=False, model=thirdparty_server.model)
-    status, raw = _post(f"{thirdparty_server.base_url}/v1/chat/completions",
-                        _openai_form(payload, tok.decode(ids, skip_special_tokens=True)))
+    status, raw = _post(
+        f"{thirdparty_server.base_url}/v1/chat/completions",
+        _openai_form(payload, tok.decode(ids, skip_special_tokens=True)),
+    )
     assert status == 200, raw
     doc = json.loads(raw)
     assert {"id", "object", "created", "model", "choices", "usage"} <= set(doc)
@@ -69,7 +72,9 @@ def test_chat_completion_fields_and_retokenized_text(thirdparty_server: ThirdPar
     assert {"index", "message", "finish_reason"} <= set(choice)
     assert token_ids_of(choice) is None, "no token ids in a chat choice, as with trtllm-serve"
     usage = doc["usage"]
-    assert usage["completion_tokens"] > 0 and usage["total_tokens"] == usage["prompt_tokens"] + usage["completion_tokens"]
+    assert (
+        usage["completion_tokens"] > 0 and usage["total_tokens"] == usage["prompt_tokens"] + usage["completion_tokens"]
+    )
     text = text_of(choice)
     assert text
     again = tok(text, add_special_tokens=False)["input_ids"]
@@ -85,7 +90,7 @@ def test_streamed_completion_sse_framing(thirdparty_server: ThirdPartyServer) ->
     body["prompt"] = tok.decode(ids, skip_special_tokens=True)
     status, raw = _post(f"{thirdparty_server.base_url}/v1/completions", body)
     assert status == 200, raw
-    events = [line[len("data: "):] for line in raw.decode().split("\n") if line.startswith("data: ")]
+    events = [line[len("data: ") :] for line in raw.decode().split("\n") if line.startswith("data: ")]
     chunks = [json.loads(e) for e in events if e != "[DONE]"]
     assert chunks and all(c["object"] == "text_completion" for c in chunks)
     text = "".join(text_of(c["choices"][0]) for c in chunks if c.get("choices"))
@@ -95,27 +100,54 @@ def test_streamed_completion_sse_framing(thirdparty_server: ThirdPartyServer) ->
 
 
 def _endpoint_flag_exists() -> bool:
-    out = subprocess.run([*REPRO, "run", "offline", "--help"], check=False, capture_output=True,
-                         text=True, env={"COLUMNS": "200", **_env()})
+    out = subprocess.run(
+        [*REPRO, "run", "offline", "--help"],
+        check=False,
+        capture_output=True,
+        text=True,
+        env={"COLUMNS": "200", **_env()},
+    )
     assert out.returncode == 0 and "--accuracy" in out.stdout, out.stdout + out.stderr
     return "--endpoint" in out.stdout
 
 
 def _env() -> dict[str, str]:
     import os
+
     return {k: v for k, v in os.environ.items() if k != "COLUMNS"}
 
 
-def test_offline_accuracy_through_endpoint_writes_real_token_ids(thirdparty_server: ThirdPartyServer,
-                                                                  tmp_path: Path) -> None:
+def test_offline_accuracy_through_endpoint_writes_real_token_ids(
+    thirdparty_server: ThirdPartyServer, tmp_path: Path
+) -> None:
     """`repro run offline --recipe demo --endpoint URL --accuracy --samples 8` against the third-party server."""
     if not _endpoint_flag_exists():
         pytest.skip("`repro run offline --endpoint` does not exist yet (issue 12, server lifecycle helper)")
     ws = tmp_path / "ws"
-    res = subprocess.run([*REPRO, "run", "offline", "--recipe", "demo", "--endpoint",
-                          thirdparty_server.base_url, "--served-model", thirdparty_server.model, "--accuracy",
-                          "--samples", "8", "--workspace", str(ws), "--json"],
-                         check=False, capture_output=True, text=True, timeout=600, env=_env())
+    res = subprocess.run(
+        [
+            *REPRO,
+            "run",
+            "offline",
+            "--recipe",
+            "demo",
+            "--endpoint",
+            thirdparty_server.base_url,
+            "--served-model",
+            thirdparty_server.model,
+            "--accuracy",
+            "--samples",
+            "8",
+            "--workspace",
+            str(ws),
+            "--json",
+        ],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=_env(),
+    )
     assert res.returncode == 0, res.stdout + res.stderr
     run_dir = Path(json.loads(res.stdout)["details"]["log_dir"])
     info = json.loads((run_dir / "run.json").read_text())
@@ -128,6 +160,6 @@ def test_offline_accuracy_through_endpoint_writes_real_token_ids(thirdparty_serv
     tok = _tokenizer(thirdparty_server)
     for entry in log:
         data = bytes.fromhex(entry["data"])
-        ids = [int.from_bytes(data[i:i + 4], "little", signed=True) for i in range(0, len(data), 4)]
+        ids = [int.from_bytes(data[i : i + 4], "little", signed=True) for i in range(0, len(data), 4)]
         assert ids and any(ids), f"sample {entry['qsl_idx']}: placeholder zeros instead of token ids"
         assert all(0 <= t < len(tok) for t in ids)

@@ -105,14 +105,21 @@ def test_gb200_engine_path_serves_with_the_1_0_backend_name() -> None:
 
 def test_checkers_name_what_is_missing() -> None:
     assert argv_problems(["--no_such_flag=1"], "1.1.0", "trtllm_build") == [
-        "trtllm_build 1.1.0 has no flag --no_such_flag"]
-    problems = options_problems({"kv_cache_config": {"free_gpu_memory_fraction": 0.9, "bogus": 1},
-                                 "scheduler_config": {"capacity_scheduler_policy": "NOT_A_POLICY"}},
-                                "1.1.0", "TorchLlmArgs")
+        "trtllm_build 1.1.0 has no flag --no_such_flag"
+    ]
+    problems = options_problems(
+        {
+            "kv_cache_config": {"free_gpu_memory_fraction": 0.9, "bogus": 1},
+            "scheduler_config": {"capacity_scheduler_policy": "NOT_A_POLICY"},
+        },
+        "1.1.0",
+        "TorchLlmArgs",
+    )
     assert any("kv_cache_config.bogus" in p for p in problems)
     assert any("scheduler_config.capacity_scheduler_policy" in p and "NOT_A_POLICY" in p for p in problems)
     assert request_problems({"messages": [], "token_ids": True}, "1.1.0") == [
-        "ChatCompletionRequest of TensorRT-LLM 1.1.0 has no field token_ids"]
+        "ChatCompletionRequest of TensorRT-LLM 1.1.0 has no field token_ids"
+    ]
 
 
 @pytest.mark.parametrize("version", versions())
@@ -134,7 +141,7 @@ def test_contract_records_where_it_came_from(version: str) -> None:
     assert src["kind"] == "wheel" and len(src["sha256"]) == 64 or src["kind"] == "directory" and src.get("note")
 
 
-_SERVE = '''
+_SERVE = """
 import click
 @click.command("serve")
 @click.argument("model")
@@ -143,8 +150,8 @@ import click
 @click.option("--trust_remote_code", is_flag=True, default=False)
 def serve(model, backend, config, trust_remote_code):
     pass
-'''
-_BUILD = '''
+"""
+_BUILD = """
 import argparse
 def parse_arguments():
     parser = argparse.ArgumentParser()
@@ -152,15 +159,15 @@ def parse_arguments():
     group = parser.add_argument_group("x")
     group.add_argument("--kv_cache_type", choices=["continuous", "paged", "disabled"])
     add_plugin_argument(group)
-'''
-_PLUGIN = '''
+"""
+_PLUGIN = """
 class PluginConfig(BaseModel):
     gemm_plugin: Optional[Literal["auto", "float16", None]] = Field(default=None, description="g")
     context_fmha: bool = Field(default=True, description="c")
     not_on_cli: bool = Field(default=True, description="n")
 cli_plugin_args = ["gemm_plugin", "context_fmha"]
-'''
-_ARGS = '''
+"""
+_ARGS = """
 class StrictBaseModel(BaseModel):
     class Config:
         extra = "forbid"
@@ -175,17 +182,17 @@ class TorchLlmArgs(BaseLlmArgs):
     stream_interval: int = 1
     _private: int = 0
 LlmArgs = TorchLlmArgs
-'''
-_PROTOCOL = '''
+"""
+_PROTOCOL = """
 class OpenAIBaseModel(BaseModel):
     model_config = ConfigDict(extra="forbid")
 class ChatCompletionRequest(OpenAIBaseModel):
     max_completion_tokens: Optional[int] = Field(default=None, validation_alias="max_tokens")
-'''
-_QUANTIZE = '''
+"""
+_QUANTIZE = """
 parser.add_argument("--qformat", choices=["fp8", "nvfp4"], default="fp8")
 parser.add_argument("--tp_size", type=int, default=1)
-'''
+"""
 
 
 def test_script_reads_a_wheel(tmp_path: Path) -> None:
@@ -201,8 +208,21 @@ def test_script_reads_a_wheel(tmp_path: Path) -> None:
     quant = tmp_path / "quantize.py"
     quant.write_text(_QUANTIZE)
     out = tmp_path / "c.json"
-    subprocess.run([sys.executable, str(ROOT / "scripts" / "trtllm_contract.py"), str(wheel), "--version", "9.9.9",
-                    "--quantize-py", str(quant), "-o", str(out)], check=True, capture_output=True)
+    subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "scripts" / "trtllm_contract.py"),
+            str(wheel),
+            "--version",
+            "9.9.9",
+            "--quantize-py",
+            str(quant),
+            "-o",
+            str(out),
+        ],
+        check=True,
+        capture_output=True,
+    )
     c = json.loads(out.read_text())
     assert c["source"]["kind"] == "wheel" and len(c["source"]["sha256"]) == 64
     assert c["trtllm_serve"]["--backend"]["choices"] == ["pytorch", "tensorrt", "trt"]

@@ -52,6 +52,7 @@ def _edit_json(path: Path, **changes: object) -> None:
 
 # --- 1. accelerator totals ---------------------------------------------------------------------------------------
 
+
 def test_multi_node_total_is_per_node_times_nodes(fixtures: Path) -> None:
     v = verify_dir(fixtures / CISCO, recipe="dgx-h100")
     assert v.gpus == 32 and round(v.per_gpu, 1) == 3902.5
@@ -68,8 +69,9 @@ def test_counts_written_as_strings(fixtures: Path) -> None:
 @pytest.mark.parametrize("per_node,nodes,total", [("4", "18", 72), (4, 18, 72), ("8", 1, 8), (1, 1, 1), (8, "11", 88)])
 def test_rack_scale_counts(fixtures: Path, tmp_path: Path, per_node: object, nodes: object, total: int) -> None:
     bundle = _copy(fixtures, CISCO, tmp_path / "b")
-    _edit_json(bundle / "systems/HGX-H100_H100-SXM-80GBx32_TRT.json", accelerators_per_node=per_node,
-               number_of_nodes=nodes)
+    _edit_json(
+        bundle / "systems/HGX-H100_H100-SXM-80GBx32_TRT.json", accelerators_per_node=per_node, number_of_nodes=nodes
+    )
     v = verify_dir(bundle, recipe="dgx-h100")
     assert v.gpus == total and v.per_gpu == pytest.approx(124879 / total)
     assert any("says 32 accelerators" in n for n in v.notes) == (total != 32)
@@ -77,12 +79,15 @@ def test_rack_scale_counts(fixtures: Path, tmp_path: Path, per_node: object, nod
 
 def test_name_count_mismatch_is_shown_and_gpus_overrides(fixtures: Path, tmp_path: Path) -> None:
     bundle = _copy(fixtures, CISCO, tmp_path / "b")
-    _edit_json(bundle / "systems/HGX-H100_H100-SXM-80GBx32_TRT.json",
-               system_name="HPF HGX System (30xH100-SXM-80GB, TensorRT)")
+    _edit_json(
+        bundle / "systems/HGX-H100_H100-SXM-80GBx32_TRT.json", system_name="HPF HGX System (30xH100-SXM-80GB, TensorRT)"
+    )
     v = verify_dir(bundle, recipe="dgx-h100")
     assert v.gpus == 32
-    assert "the system name 'HPF HGX System (30xH100-SXM-80GB, TensorRT)' says 30 accelerators but system JSON " \
-           "HGX-H100_H100-SXM-80GBx32_TRT.json gives 8 per node x 4 nodes = 32" in v.notes[0]
+    assert (
+        "the system name 'HPF HGX System (30xH100-SXM-80GB, TensorRT)' says 30 accelerators but system JSON "
+        "HGX-H100_H100-SXM-80GBx32_TRT.json gives 8 per node x 4 nodes = 32" in v.notes[0]
+    )
     forced = verify_dir(bundle, recipe="dgx-h100", gpus=30)
     assert forced.gpus == 30 and forced.gpus_source == "--gpus" and forced.per_gpu == pytest.approx(124879 / 30)
     assert forced.notes[0].startswith("--gpus 30 overrides the count (system JSON")
@@ -99,8 +104,11 @@ def test_unusable_count_falls_back_with_a_note(fixtures: Path, tmp_path: Path) -
 
 def test_scientific_notation_tokens(fixtures: Path, tmp_path: Path) -> None:
     bundle = _copy(fixtures, CISCO, tmp_path / "b")
-    _edit(bundle / "performance/run_1/mlperf_log_summary.txt", "Tokens per second: 124879",
-          "Tokens per second: 1.24879e+05")
+    _edit(
+        bundle / "performance/run_1/mlperf_log_summary.txt",
+        "Tokens per second: 124879",
+        "Tokens per second: 1.24879e+05",
+    )
     assert verify_dir(bundle, recipe="dgx-h100").per_gpu == pytest.approx(3902.47, abs=0.01)
 
 
@@ -111,14 +119,17 @@ def test_one_vm_of_a_multi_node_rack_counts_its_own_node(fixtures: Path) -> None
 
 # --- 2. hardware identity ------------------------------------------------------------------------------------------
 
+
 def test_amd_inside_the_h100_band_is_still_not_a_reproduction(fixtures: Path) -> None:
     v = verify_dir(fixtures / AMD, recipe="dgx-h100")
     band = next(c for c in v.checks if c.name == "inside band")
     assert band.ok is True, "the per-GPU figure alone would pass"
     assert v.status == "NOT A REPRODUCTION" and v.exit_code == 1 and v.to_json()["reproduction"] is False
-    assert v.reasons == ["AMD Instinct MI300X-NPS1-SPX-192GB-750W (system JSON 8xMI300X_2xEPYC-9374F.json) is not the "
-                         "recipe's accelerator: MI300X is not the recipe's H100; a different accelerator is never a "
-                         "reproduction"]
+    assert v.reasons == [
+        "AMD Instinct MI300X-NPS1-SPX-192GB-750W (system JSON 8xMI300X_2xEPYC-9374F.json) is not the "
+        "recipe's accelerator: MI300X is not the recipe's H100; a different accelerator is never a "
+        "reproduction"
+    ]
 
 
 def test_system_json_with_other_hardware_than_the_recipe(fixtures: Path, tmp_path: Path) -> None:
@@ -129,13 +140,16 @@ def test_system_json_with_other_hardware_than_the_recipe(fixtures: Path, tmp_pat
     assert "B200 is not the recipe's GB200" in v.reasons[0]
 
 
-@pytest.mark.parametrize("names,same", [
-    (["NVIDIA H100 80GB HBM3"] * 8, True),
-    (["NVIDIA H100 NVL"] * 8, False),
-    (["NVIDIA H100 PCIe"] * 8, False),
-    (["NVIDIA H200"] * 8, False),
-    (["NVIDIA H100 80GB HBM3"] * 4 + ["NVIDIA H100 NVL"] * 4, False),
-])
+@pytest.mark.parametrize(
+    "names,same",
+    [
+        (["NVIDIA H100 80GB HBM3"] * 8, True),
+        (["NVIDIA H100 NVL"] * 8, False),
+        (["NVIDIA H100 PCIe"] * 8, False),
+        (["NVIDIA H200"] * 8, False),
+        (["NVIDIA H100 80GB HBM3"] * 4 + ["NVIDIA H100 NVL"] * 4, False),
+    ],
+)
 def test_own_run_provenance_is_compared(fixtures: Path, tmp_path: Path, names: list[str], same: bool) -> None:
     run_dir = _copy(fixtures, f"{DGX}/llama2-70b-99.9/Offline/performance/run_1", tmp_path / "run")
     (run_dir / "run.json").write_text(json.dumps({"recipe": "nd-h100-v5", "gpus": {"count": 8, "names": names}}))
@@ -145,6 +159,7 @@ def test_own_run_provenance_is_compared(fixtures: Path, tmp_path: Path, names: l
 
 
 # --- 3. scenarios --------------------------------------------------------------------------------------------------
+
 
 def test_interactive_is_told_apart_from_server(fixtures: Path) -> None:
     run = parse_run(fixtures / INTERACTIVE / "performance/run_1")
@@ -198,14 +213,18 @@ def test_server_run_is_judged_against_the_published_server_figure(fixtures: Path
     slow = verify_run(run_dir, "nd-gb200-v6")
     assert slow.status == "FAIL" and slow.exit_code == 1 and slow.published.scenario == "Server"
     assert slow.per_gpu == pytest.approx(21605.79 / 4)
-    _edit(run_dir / "mlperf_log_summary.txt", "Completed tokens per second: 21605.79",
-          "Completed tokens per second: 46016.49")
+    _edit(
+        run_dir / "mlperf_log_summary.txt",
+        "Completed tokens per second: 21605.79",
+        "Completed tokens per second: 46016.49",
+    )
     ok = verify_run(run_dir, get_recipe("nd-gb200-v6"))
     assert ok.status == "PASS" and ok.exit_code == 0 and round(ok.per_gpu, 1) == 11504.1
     assert ok.band == pytest.approx((11504.1 * 0.95, 11504.1 * 1.05))
 
 
 # --- 4. accuracy ---------------------------------------------------------------------------------------------------
+
 
 def test_neuralmagic_99_run_passes_its_own_target_under_a_999_recipe(fixtures: Path) -> None:
     v = verify_dir(fixtures / NEURALMAGIC, recipe="dgx-h100")
@@ -224,15 +243,27 @@ def test_999_run_fails_its_own_target_under_a_99_recipe(fixtures: Path, tmp_path
     assert "accuracy rouge1: 44.3329 < 44.3868 (99.9% target, llama2-70b-99.9 in the path)" in v.reasons
 
 
-@pytest.mark.parametrize("old,new,needle", [
-    ("'tokens_per_sample': 273.4", "'tokens_per_sample': 340.0",
-     "accuracy tokens_per_sample: 340.0 outside 265.005–323.895 (90–110% of 294.45)"),
-    ("'tokens_per_sample': 273.4", "'tokens_per_sample': 250.1",
-     "accuracy tokens_per_sample: 250.1 outside 265.005–323.895 (90–110% of 294.45)"),
-    ("'gen_num': 24576", "'gen_num': 100",
-     "accuracy samples: 100 samples, not the full 24,576: a short run, not an accuracy result"),
-    ("'rouge2': 22.3586, ", "", "accuracy rouge2: missing from"),
-])
+@pytest.mark.parametrize(
+    "old,new,needle",
+    [
+        (
+            "'tokens_per_sample': 273.4",
+            "'tokens_per_sample': 340.0",
+            "accuracy tokens_per_sample: 340.0 outside 265.005–323.895 (90–110% of 294.45)",
+        ),
+        (
+            "'tokens_per_sample': 273.4",
+            "'tokens_per_sample': 250.1",
+            "accuracy tokens_per_sample: 250.1 outside 265.005–323.895 (90–110% of 294.45)",
+        ),
+        (
+            "'gen_num': 24576",
+            "'gen_num': 100",
+            "accuracy samples: 100 samples, not the full 24,576: a short run, not an accuracy result",
+        ),
+        ("'rouge2': 22.3586, ", "", "accuracy rouge2: missing from"),
+    ],
+)
 def test_accuracy_rules(fixtures: Path, tmp_path: Path, old: str, new: str, needle: str) -> None:
     bundle = _copy(fixtures, GB200, tmp_path / "b")
     _edit(bundle / "llama2-70b-99/Offline/accuracy/accuracy.txt", old, new)
@@ -252,11 +283,19 @@ def test_every_accuracy_txt_form(fixtures: Path, tmp_path: Path) -> None:
         "'gen_len': np.int64(26551226), 'gen_num': np.int64(24576), 'gen_tok_len': 6718594, "
         "'tokens_per_sample': 273.4}\n"
         "hash=ff76eec60562082e7d042390d53fd4a58969102cdb4ce8b256030b6314e009ca\n"
-        "hash=ff76eec60562082e7d042390d53fd4a58969102cdb4ce8b256030b6314e009ca\n")
+        "hash=ff76eec60562082e7d042390d53fd4a58969102cdb4ce8b256030b6314e009ca\n"
+    )
     v = verify_dir(bundle)
     assert v.status == "PASS"
-    assert v.run.accuracy == {"rouge1": 44.7494, "rouge2": 22.3586, "rougeL": 29.1373, "gen_len": 26551226.0,
-                              "gen_num": 24576.0, "gen_tok_len": 6718594.0, "tokens_per_sample": 273.4}
+    assert v.run.accuracy == {
+        "rouge1": 44.7494,
+        "rouge2": 22.3586,
+        "rougeL": 29.1373,
+        "gen_len": 26551226.0,
+        "gen_num": 24576.0,
+        "gen_tok_len": 6718594.0,
+        "tokens_per_sample": 273.4,
+    }
     assert len(v.run.accuracy_hashes) == 2
 
 
@@ -273,6 +312,7 @@ def test_accuracy_txt_without_scores_is_an_input_error(fixtures: Path, tmp_path:
 
 
 # --- 5. evidence before PASS ---------------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("value", ["nan", "inf", "-52061.6", "NaN"])
 def test_non_finite_or_negative_throughput_is_unreadable(fixtures: Path, tmp_path: Path, value: str) -> None:
@@ -301,8 +341,10 @@ def test_summary_cut_after_nine_lines_is_an_input_error(fixtures: Path, tmp_path
     summary.write_text("".join(summary.read_text().splitlines(True)[:9]))
     res = runner.invoke(app, ["verify", str(run_dir), "--recipe", "nd-gb200-v6"])
     assert res.exit_code == 2
-    assert "mlperf_log_summary.txt: truncated; missing 'Min duration satisfied', the 'Test Parameters Used' section, " \
-           "the closing 'errors encountered' line." in " ".join(res.output.split())
+    assert (
+        "mlperf_log_summary.txt: truncated; missing 'Min duration satisfied', the 'Test Parameters Used' section, "
+        "the closing 'errors encountered' line." in " ".join(res.output.split())
+    )
 
 
 def test_no_pass_without_evidence_of_run_length(fixtures: Path, tmp_path: Path) -> None:
@@ -317,6 +359,7 @@ def test_no_pass_without_evidence_of_run_length(fixtures: Path, tmp_path: Path) 
 
 
 # --- 7. aggregate --------------------------------------------------------------------------------------------------
+
 
 def test_same_folder_twice_or_through_a_symlink_counts_once(fixtures: Path, tmp_path: Path) -> None:
     vm = fixtures / RACK / "ND_GB300_v6_1"
@@ -382,7 +425,8 @@ def test_all_eighteen_published_vms_show_the_median_claim_disagrees(fixtures: Pa
         dst = root / vm / "llama2-70b-99/Offline"
         dst.mkdir(parents=True)
         dst.joinpath("mlperf_log_summary.txt").write_text(
-            re.sub(r"Tokens per second: [\d.]+", f"Tokens per second: {tokens}", src.read_text()))
+            re.sub(r"Tokens per second: [\d.]+", f"Tokens per second: {tokens}", src.read_text())
+        )
     shutil.copy(fixtures / RACK / "ND_GB300_v6.json", root)
     report = aggregate([root])
     s = report.stats
@@ -394,6 +438,7 @@ def test_all_eighteen_published_vms_show_the_median_claim_disagrees(fixtures: Pa
 
 
 # --- golden: every bundle ------------------------------------------------------------------------------------------
+
 
 def _targets(fixtures: Path) -> list[tuple[str, list[str]]]:
     out: list[tuple[str, list[str]]] = []
@@ -416,21 +461,36 @@ def test_every_published_bundle_golden(fixtures: Path, monkeypatch: pytest.Monke
         for recipe in (None, "dgx-h100", "nd-gb200-v6"):
             args = ["verify", target, *extra, "--json"] + (["--recipe", recipe] if recipe else [])
             res = runner.invoke(app, args)
-            row: dict[str, object] = {"bundle": " ".join([target, *extra]), "recipe": recipe or "(detected)",
-                                      "exit_code": res.exit_code}
+            row: dict[str, object] = {
+                "bundle": " ".join([target, *extra]),
+                "recipe": recipe or "(detected)",
+                "exit_code": res.exit_code,
+            }
             if res.exit_code in (0, 1) and "run" in (doc := json.loads(res.stdout)):
                 # no recipe fits, but the bundle is in the published index: compared with its own record
                 facts = doc["run"]
-                row.update(status=doc["status"], scenario=facts["scenario"], gpus=facts["accelerators"],
-                           gpus_source=facts["accelerators_source"], tokens_per_s=facts["tokens_per_s"],
-                           per_gpu=facts["tokens_per_s_per_accelerator"], reasons=doc["reasons"],
-                           published_record=doc["match"]["ref"] if doc["match"] else None,
-                           deviation_pct=[e["deviation_pct"] for e in doc["against"]])
+                row.update(
+                    status=doc["status"],
+                    scenario=facts["scenario"],
+                    gpus=facts["accelerators"],
+                    gpus_source=facts["accelerators_source"],
+                    tokens_per_s=facts["tokens_per_s"],
+                    per_gpu=facts["tokens_per_s_per_accelerator"],
+                    reasons=doc["reasons"],
+                    published_record=doc["match"]["ref"] if doc["match"] else None,
+                    deviation_pct=[e["deviation_pct"] for e in doc["against"]],
+                )
             elif res.exit_code in (0, 1):
-                row.update(status=doc["status"], scenario=doc["scenario"], gpus=doc["gpus"],
-                           gpus_source=doc["gpus_source"], tokens_per_s=doc["tokens_per_s"],
-                           per_gpu=doc["tokens_per_s_per_gpu"], reasons=doc["reasons"],
-                           published_record=(doc.get("published_record") or {}).get("match", {}).get("ref"))
+                row.update(
+                    status=doc["status"],
+                    scenario=doc["scenario"],
+                    gpus=doc["gpus"],
+                    gpus_source=doc["gpus_source"],
+                    tokens_per_s=doc["tokens_per_s"],
+                    per_gpu=doc["tokens_per_s_per_gpu"],
+                    reasons=doc["reasons"],
+                    published_record=(doc.get("published_record") or {}).get("match", {}).get("ref"),
+                )
             else:
                 row["error"] = " ".join(res.stderr.split())
             rows.append(row)

@@ -7,14 +7,13 @@ import shutil
 from pathlib import Path
 
 import pytest
+from golden_util import check_golden, render, stable_json
 from typer.testing import CliRunner
 
 from repro.cli import app
 from repro.results.aggregate import aggregate
 from repro.results.verify import verify_dir
 from repro.ui.results import render_rack, render_verdict
-
-from golden_util import check_golden, render, stable_json
 
 runner = CliRunner()
 GB200 = "azure-nd-gb200-v6-v5.1"
@@ -55,8 +54,10 @@ def test_rack_table(fixtures: Path) -> None:
     assert round(s["total"], 1) == 179333.7 and s["max"] == 62690.8 and s["min"] == 57599.1
     assert round(s["median"], 1) == 59043.8 and report.missing_count == 15 and report.exit_code == 1
     assert "compared 3 of the 18 published VM logs" in " ".join(report.notes)
-    assert any("published median 61,759.1 tokens/s disagrees with its own 18 per-VM logs, which give 62,111.7" in n
-               for n in report.notes)
+    assert any(
+        "published median 61,759.1 tokens/s disagrees with its own 18 per-VM logs, which give 62,111.7" in n
+        for n in report.notes
+    )
     assert [r.verdict.status for r in report.rows] == ["PASS", "PASS", "FAIL"]
     check_golden("aggregate_gb300.txt", render(render_rack(report)))
     check_golden("aggregate_gb300.md", report.to_markdown())
@@ -106,8 +107,10 @@ def test_other_accelerator_is_not_a_reproduction(fixtures: Path) -> None:
     res = runner.invoke(app, ["verify", str(fixtures / GB200), "--recipe", "nd-h100-v5", "--json"])
     doc = json.loads(res.stdout)
     assert res.exit_code == 1 and doc["status"] == "NOT A REPRODUCTION" and doc["reproduction"] is False
-    assert doc["reasons"][0] == ("NVIDIA GB200 (system JSON ND_GB200_v6.json) is not the recipe's accelerator: "
-                                 "GB200 is not the recipe's H100; a different accelerator is never a reproduction")
+    assert doc["reasons"][0] == (
+        "NVIDIA GB200 (system JSON ND_GB200_v6.json) is not the recipe's accelerator: "
+        "GB200 is not the recipe's H100; a different accelerator is never a reproduction"
+    )
 
 
 def test_wrong_scenario(fixtures: Path, tmp_path: Path) -> None:

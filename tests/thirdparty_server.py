@@ -78,8 +78,19 @@ def thirdparty_server_fixture(tmp_path_factory: pytest.TempPathFactory) -> Itera
     model_dir = tiny_model_dir(root)
     port = _free_port()
     log = root / "server.log"
-    cmd = [sys.executable, "-c", "import sys; from transformers.cli.transformers import main; sys.exit(main())",
-           "serve", str(model_dir), "--host", "127.0.0.1", "--port", str(port), "--device", "cpu"]
+    cmd = [
+        sys.executable,
+        "-c",
+        "import sys; from transformers.cli.transformers import main; sys.exit(main())",
+        "serve",
+        str(model_dir),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--device",
+        "cpu",
+    ]
     with log.open("wb") as out:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"

@@ -44,6 +44,7 @@ def response_fields(version: str) -> dict[str, frozenset[str]]:
     A chat choice has no `token_ids` (ChatCompletionResponseChoice in serve/openai_protocol.py); token ids only
     exist in the completions API's choices.
     """
+
     def names(cls: str) -> frozenset[str]:
         return frozenset(_fields(version, "openai", cls))
 
@@ -125,6 +126,7 @@ def request_problems(body: dict[str, Any], version: str, cls: str = "ChatComplet
     problems = [f"{cls} of TensorRT-LLM {version} has no field {k}" for k in body if k not in accepted]
     if isinstance(body.get("stream_options"), dict):
         so = field_names(version, "StreamOptions")
-        problems += [f"StreamOptions of TensorRT-LLM {version} has no field {k}" for k in body["stream_options"]
-                     if k not in so]
+        problems += [
+            f"StreamOptions of TensorRT-LLM {version} has no field {k}" for k in body["stream_options"] if k not in so
+        ]
     return problems

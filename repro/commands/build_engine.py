@@ -3,24 +3,28 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 from rich.console import Group
 from rich.markup import escape
 from rich.text import Text
 
-from repro.engine import plan as b
-from repro.ui.options import DryRunOpt, ForceOpt, JsonOpt, RecipeOpt, WorkspaceOpt
-from repro.ui.progress import BuildView
-from repro.ui.render import renderable
-from repro.ui.output import emit
 from repro.core.steps import StepOutcome
 from repro.core.systems import resolve_recipe
 from repro.core.workspace import Workspace
+from repro.engine import plan as b
+from repro.ui.options import DryRunOpt, ForceOpt, JsonOpt, RecipeOpt, WorkspaceOpt
+from repro.ui.output import emit
+from repro.ui.progress import BuildView
+from repro.ui.render import renderable
 
-BaseImageOpt = Annotated[Optional[str], typer.Option(
-    "--base-image", help="Build FROM this image instead of the recipe's NGC image (e.g. a private mirror).")]
+BaseImageOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--base-image", help="Build FROM this image instead of the recipe's NGC image (e.g. a private mirror)."
+    ),
+]
 
 
 @dataclass
@@ -33,16 +37,25 @@ class BuildResult:
     def __rich__(self) -> Group:
         parts: list[Any] = [renderable(self.outcome)]
         if self.outcome.status == "dry-run":
-            parts += [Text("")] + [Text.from_markup(f"[dim]{escape(ln)}[/]") if ln.startswith("#") else Text(ln)
-                                   for ln in self.outcome.details.get("plan", [])]
+            parts += [Text("")] + [
+                Text.from_markup(f"[dim]{escape(ln)}[/]") if ln.startswith("#") else Text(ln)
+                for ln in self.outcome.details.get("plan", [])
+            ]
         return Group(*parts)
 
 
-def build_engine(recipe: RecipeOpt = None, workspace: WorkspaceOpt = None, force: ForceOpt = False,
-                 dry_run: DryRunOpt = False, json: JsonOpt = False, base_image: BaseImageOpt = None) -> None:
+def build_engine(
+    recipe: RecipeOpt = None,
+    workspace: WorkspaceOpt = None,
+    force: ForceOpt = False,
+    dry_run: DryRunOpt = False,
+    json: JsonOpt = False,
+    base_image: BaseImageOpt = None,
+) -> None:
     """Build the TensorRT-LLM container, quantize to NVFP4 (FP8 on Hopper) and build the engine."""
     ws = Workspace.open(workspace)
     chosen, _ = resolve_recipe(recipe, ws)
-    outcome = b.run_build(chosen, ws, force=force, dry_run=dry_run, base_image=base_image,
-                          view=None if json else BuildView)
+    outcome = b.run_build(
+        chosen, ws, force=force, dry_run=dry_run, base_image=base_image, view=None if json else BuildView
+    )
     emit(BuildResult(outcome), json)

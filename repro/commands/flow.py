@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import typer
 
+from repro.core.workspace import Workspace
 from repro.ui.options import DryRunOpt, JsonOpt, RecipeOpt, WorkspaceOpt, YesOpt
 from repro.ui.output import confirm, emit, info, show, show_err
-from repro.core.workspace import Workspace
 
 
 def doctor(recipe: RecipeOpt = None, workspace: WorkspaceOpt = None, json: JsonOpt = False) -> None:
     """Check GPUs, driver, Docker, disk, token and LoadGen before hours are spent."""
     from repro.flow.doctor import run_doctor
+
     report = run_doctor(recipe, Workspace.open(workspace))
     emit(report, json)
     if report.exit_code:
@@ -21,22 +22,28 @@ def doctor(recipe: RecipeOpt = None, workspace: WorkspaceOpt = None, json: JsonO
 def status(recipe: RecipeOpt = None, workspace: WorkspaceOpt = None, json: JsonOpt = False) -> None:
     """Show the step ledger: done, stale, failed, to do, and the next command."""
     from repro.flow.status import run_status
+
     report, note = run_status(recipe, Workspace.open(workspace))
     if note:
         info(f"note: {note} A fresh ledger starts with the next step.")
     emit(report, json)
 
 
-def guide(recipe: RecipeOpt = None, workspace: WorkspaceOpt = None, yes: YesOpt = False,
-          dry_run: DryRunOpt = False, json: JsonOpt = False) -> None:
+def guide(
+    recipe: RecipeOpt = None,
+    workspace: WorkspaceOpt = None,
+    yes: YesOpt = False,
+    dry_run: DryRunOpt = False,
+    json: JsonOpt = False,
+) -> None:
     """Walk through doctor -> setup -> build-engine -> run offline -> verify, resuming from the ledger."""
     from repro.core.systems import resolve_recipe
     from repro.flow.guide import run_guide
+
     ws = Workspace.open(workspace)
     chosen, reason = resolve_recipe(recipe, ws)
     # --json: the narrative goes to stderr so stdout holds only the JSON; it never implies --yes.
-    result = run_guide(chosen, reason, ws, yes=yes, dry_run=dry_run, ask=confirm,
-                       show=show_err if json else show)
+    result = run_guide(chosen, reason, ws, yes=yes, dry_run=dry_run, ask=confirm, show=show_err if json else show)
     emit(result, json)
     if result.exit_code:
         raise typer.Exit(result.exit_code)

@@ -11,28 +11,38 @@ from repro.ui.options import JsonOpt
 from repro.ui.output import emit
 from repro.ui.published import PublishedList, PublishedShow
 
-REF_HELP = ("An official result ID (5.1-0008: every benchmark and scenario of that system), optionally narrowed "
-            "(5.1-0008/99/Offline, 5.1-0008/Server); or, for rounds without IDs (v4.0, v4.1), a key or its prefix: "
-            "ROUND/DIVISION/SUBMITTER/SYSTEM/BENCHMARK/SCENARIO, e.g. "
-            "v4.1/closed/NVIDIA/DGX-H100_H100-SXM-80GBx8_TRT/99.9/Offline "
-            "(SYSTEM is the results folder; case does not matter).")
+REF_HELP = (
+    "An official result ID (5.1-0008: every benchmark and scenario of that system), optionally narrowed "
+    "(5.1-0008/99/Offline, 5.1-0008/Server); or, for rounds without IDs (v4.0, v4.1), a key or its prefix: "
+    "ROUND/DIVISION/SUBMITTER/SYSTEM/BENCHMARK/SCENARIO, e.g. "
+    "v4.1/closed/NVIDIA/DGX-H100_H100-SXM-80GBx8_TRT/99.9/Offline "
+    "(SYSTEM is the results folder; case does not matter)."
+)
 
 
 def list_published(
     ctx: typer.Context,
-    accelerator: Annotated[str | None, typer.Option(
-        "--accelerator", "-a", help="GPU model, e.g. GB200, H100, 'H100 NVL', MI300X (GH200 is not H200).")] = None,
-    submitter: Annotated[str | None, typer.Option(
-        "--submitter", help="Submitter folder name, e.g. Azure, NVIDIA (any case).")] = None,
+    accelerator: Annotated[
+        str | None,
+        typer.Option(
+            "--accelerator", "-a", help="GPU model, e.g. GB200, H100, 'H100 NVL', MI300X (GH200 is not H200)."
+        ),
+    ] = None,
+    submitter: Annotated[
+        str | None, typer.Option("--submitter", help="Submitter folder name, e.g. Azure, NVIDIA (any case).")
+    ] = None,
     round_: Annotated[str | None, typer.Option("--round", help="MLPerf round: v4.0, v4.1, v5.1, v6.0.")] = None,
     scenario: Annotated[str | None, typer.Option("--scenario", help="Offline, Server or Interactive.")] = None,
-    benchmark: Annotated[str | None, typer.Option(
-        "--benchmark", help="99 or 99.9 (llama2-70b-99 / llama2-70b-99.9).")] = None,
+    benchmark: Annotated[
+        str | None, typer.Option("--benchmark", help="99 or 99.9 (llama2-70b-99 / llama2-70b-99.9).")
+    ] = None,
     division: Annotated[str | None, typer.Option("--division", help="closed or open.")] = None,
-    min_nodes: Annotated[int | None, typer.Option(
-        "--min-nodes", min=1, help="Only systems with at least N nodes.")] = None,
-    sort: Annotated[str, typer.Option(
-        "--sort", help=f"One of: {', '.join(SORTS)} (default: tokens/s per accelerator, highest first).")
+    min_nodes: Annotated[
+        int | None, typer.Option("--min-nodes", min=1, help="Only systems with at least N nodes.")
+    ] = None,
+    sort: Annotated[
+        str,
+        typer.Option("--sort", help=f"One of: {', '.join(SORTS)} (default: tokens/s per accelerator, highest first)."),
     ] = "per-accelerator",
     json: JsonOpt = False,
 ) -> None:

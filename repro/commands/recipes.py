@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -23,8 +23,12 @@ def show(name: Annotated[str, typer.Argument(help="Recipe name or path.")], json
     emit(RecipeShow(rec.get_recipe(name)), json)
 
 
-def validate(paths: Annotated[Optional[list[Path]], typer.Argument(help="Recipe files; all shipped recipes when omitted.")] = None,
-             json: JsonOpt = False) -> None:
+def validate(
+    paths: Annotated[
+        list[Path] | None, typer.Argument(help="Recipe files; all shipped recipes when omitted.")
+    ] = None,
+    json: JsonOpt = False,
+) -> None:
     """Check recipe files against the schema; exit 2 naming the first bad field of each."""
     report = ValidationReport.check(paths or sorted(rec.recipes_dir().glob("*.yaml")))
     emit(report, json)

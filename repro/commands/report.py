@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -13,24 +13,31 @@ from repro.ui.options import DryRunOpt, GpusOpt, JsonOpt, RecipeOpt
 from repro.ui.output import emit, info
 
 
-def _target(path: Optional[Path], kind: str) -> Optional[Path]:
+def _target(path: Path | None, kind: str) -> Path | None:
     if path is not None and path.is_dir():
-        raise InputError(f"{path}: is a folder; --{kind} needs a file name.", f"`repro report RESULT_DIR --{kind} {path / ('report.' + ('md' if kind == 'markdown' else kind))}`")
+        raise InputError(
+            f"{path}: is a folder; --{kind} needs a file name.",
+            f"`repro report RESULT_DIR --{kind} {path / ('report.' + ('md' if kind == 'markdown' else kind))}`",
+        )
     return path
 
 
 def report(
-    result_dirs: Annotated[list[Path], typer.Argument(help="Run folders, one per VM, or one folder holding per-VM folders.")],
-    html: Annotated[Optional[Path], typer.Option("--html", help="Also write a self-contained HTML report here.")] = None,
-    markdown: Annotated[Optional[Path], typer.Option("--markdown", help="Also write a Markdown report here.")] = None,
+    result_dirs: Annotated[
+        list[Path], typer.Argument(help="Run folders, one per VM, or one folder holding per-VM folders.")
+    ],
+    html: Annotated[
+        Path | None, typer.Option("--html", help="Also write a self-contained HTML report here.")
+    ] = None,
+    markdown: Annotated[Path | None, typer.Option("--markdown", help="Also write a Markdown report here.")] = None,
     recipe: RecipeOpt = None,
     gpus: GpusOpt = None,
     json: JsonOpt = False,
     dry_run: DryRunOpt = False,
 ) -> None:
     """Compare your runs with every published result, with plots, business and efficiency figures."""
-    from repro.report.model import build_report
     from repro.report.html import render_html
+    from repro.report.model import build_report
 
     html, markdown = _target(html, "html"), _target(markdown, "markdown")
     result = build_report(result_dirs, recipe=recipe, gpus=gpus)

@@ -5,51 +5,99 @@ from __future__ import annotations
 import signal
 import sys
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 from rich.console import Group
 from rich.text import Text
 
-from repro.ui.options import DryRunOpt, JsonOpt, RecipeOpt, WorkspaceOpt
-from repro.ui.render import renderable
-from repro.ui.output import emit
 from repro.core.steps import StepOutcome
 from repro.core.workspace import Workspace
+from repro.ui.options import DryRunOpt, JsonOpt, RecipeOpt, WorkspaceOpt
+from repro.ui.output import emit
+from repro.ui.render import renderable
 
-BackendOpt = Annotated[Optional[str], typer.Option("--backend", "-b", help="sim | hf | trtllm; overrides the recipe's backend.")]
-DurationOpt = Annotated[Optional[float], typer.Option("--duration", help="Smoke run: LoadGen min/max duration in seconds (labelled smoke).")]
-SamplesOpt = Annotated[Optional[int], typer.Option("--samples", help="Smoke run: exactly this many samples (labelled smoke).")]
-AccuracyOpt = Annotated[bool, typer.Option(
-    "--accuracy", help="AccuracyOnly mode: log every output, write accuracy.txt into the latest performance run's "
-                       "folder (RUN_DIR/accuracy/) and print the scores.")]
-ComplianceOpt = Annotated[str | None, typer.Option(
-    "--compliance", metavar="TEST06", help="Run MLPerf compliance TEST06 (LoadGen reads its audit.config), write "
-                                           "RUN_DIR/TEST06/ beside the latest performance run and print its checks.")]
-IntoOpt = Annotated[Path | None, typer.Option(
-    "--into", metavar="RUN_DIR", help="Write into this run folder (pair an --accuracy or --compliance run with its "
-                                      "performance run) instead of the latest one.")]
-RateOpt = Annotated[Optional[float], typer.Option("--sim-rate", help="sim backend: tokens/s to replay at (default: as fast as possible).")]
+BackendOpt = Annotated[
+    str | None, typer.Option("--backend", "-b", help="sim | hf | trtllm; overrides the recipe's backend.")
+]
+DurationOpt = Annotated[
+    float | None, typer.Option("--duration", help="Smoke run: LoadGen min/max duration in seconds (labelled smoke).")
+]
+SamplesOpt = Annotated[
+    int | None, typer.Option("--samples", help="Smoke run: exactly this many samples (labelled smoke).")
+]
+AccuracyOpt = Annotated[
+    bool,
+    typer.Option(
+        "--accuracy",
+        help="AccuracyOnly mode: log every output, write accuracy.txt into the latest performance run's "
+        "folder (RUN_DIR/accuracy/) and print the scores.",
+    ),
+]
+ComplianceOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--compliance",
+        metavar="TEST06",
+        help="Run MLPerf compliance TEST06 (LoadGen reads its audit.config), write "
+        "RUN_DIR/TEST06/ beside the latest performance run and print its checks.",
+    ),
+]
+IntoOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--into",
+        metavar="RUN_DIR",
+        help="Write into this run folder (pair an --accuracy or --compliance run with its "
+        "performance run) instead of the latest one.",
+    ),
+]
+RateOpt = Annotated[
+    float | None,
+    typer.Option("--sim-rate", help="sim backend: tokens/s to replay at (default: as fast as possible)."),
+]
 NodesOpt = Annotated[int, typer.Option("--nodes", min=1, help="VMs to run on (with --launcher slurm).")]
 LauncherOpt = Annotated[str, typer.Option("--launcher", help="local: this VM; slurm: one run per node through sbatch.")]
-PartitionOpt = Annotated[Optional[str], typer.Option("--partition", help="Slurm partition (with --launcher slurm).")]
-ImageOpt = Annotated[Optional[str], typer.Option("--container-image", help="Container image for the Slurm job (with --launcher slurm).")]
-EndpointOpt = Annotated[Optional[list[str]], typer.Option(
-    "--endpoint", help="URL of an OpenAI-compatible server you already run (repeatable); repro starts none.")]
-ServedModelOpt = Annotated[str | None, typer.Option(
-    "--served-model", help="Model name to put in every request to the server (default: the first id of its "
-                           "/v1/models, else the recipe's model).")]
-KeepServersOpt = Annotated[bool, typer.Option(
-    "--keep-servers", help="Leave the trtllm-serve containers running; the next run reuses them.")]
-ReadyTimeoutOpt = Annotated[Optional[float], typer.Option(
-    "--ready-timeout", help="Seconds to wait for the servers to load the model and answer.")]
-RerunOpt = Annotated[Optional[Path], typer.Option("--rerun-failed", help="Re-run only the failed, cancelled or lost VMs of this rack folder (implies --launcher slurm), then re-aggregate.")]
+PartitionOpt = Annotated[str | None, typer.Option("--partition", help="Slurm partition (with --launcher slurm).")]
+ImageOpt = Annotated[
+    str | None, typer.Option("--container-image", help="Container image for the Slurm job (with --launcher slurm).")
+]
+EndpointOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--endpoint", help="URL of an OpenAI-compatible server you already run (repeatable); repro starts none."
+    ),
+]
+ServedModelOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--served-model",
+        help="Model name to put in every request to the server (default: the first id of its "
+        "/v1/models, else the recipe's model).",
+    ),
+]
+KeepServersOpt = Annotated[
+    bool, typer.Option("--keep-servers", help="Leave the trtllm-serve containers running; the next run reuses them.")
+]
+ReadyTimeoutOpt = Annotated[
+    float | None,
+    typer.Option("--ready-timeout", help="Seconds to wait for the servers to load the model and answer."),
+]
+RerunOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--rerun-failed",
+        help="Re-run only the failed, cancelled or lost VMs of this rack folder (implies --launcher slurm), then re-aggregate.",
+    ),
+]
 
 
 def _sigterm_as_interrupt() -> None:
     """Slurm's scancel and `docker stop` send SIGTERM: stop LoadGen cleanly and keep the partial logs, as for Ctrl-C."""
+
     def handler(signum: int, frame: Any) -> None:
         raise KeyboardInterrupt(signal.Signals(signum).name)  # the harness records which signal stopped the run
+
     signal.signal(signal.SIGTERM, handler)
 
 
@@ -75,8 +123,12 @@ class RunView:
         if d.get("label"):
             parts.append(Text(f"label: {d['label']} (never counted as a reproduction)", style="yellow"))
         if d.get("paired_with"):
-            parts.append(Text(f"paired with the performance run in {d['paired_with']}; `repro verify {d['run_dir']}` "
-                              "checks them together"))
+            parts.append(
+                Text(
+                    f"paired with the performance run in {d['paired_with']}; `repro verify {d['run_dir']}` "
+                    "checks them together"
+                )
+            )
         if isinstance(d.get("accuracy"), dict):
             parts.append(_accuracy_text(d["accuracy"]))
         if isinstance(d.get("compliance"), dict):
@@ -95,8 +147,12 @@ def _server_lines(d: dict[str, Any]) -> list[Text]:
         out.append(Text(f"  {s['docker_cli']}", style="dim"))
     r = d.get("readiness")
     if r:
-        out.append(Text(f"readiness: {r['probe']}; retry {r['retry']}; give up after {r['timeout_s']:.0f} s; "
-                        f"fail at once if {r['fails_at_once_if']}"))
+        out.append(
+            Text(
+                f"readiness: {r['probe']}; retry {r['retry']}; give up after {r['timeout_s']:.0f} s; "
+                f"fail at once if {r['fails_at_once_if']}"
+            )
+        )
     if d.get("endpoints"):
         out.append(Text("endpoints (started by you, not repro): " + ", ".join(d["endpoints"])))
     return out
@@ -122,33 +178,63 @@ def _compliance_text(doc: dict[str, Any]) -> Text:
         text.append(f"  - {problem}\n", style="red")
     for check in doc.get("checks", []):
         if check.get("status") == "False" and check.get("example"):
-            text.append(f"  - {check['failures']} sample(s) fail the {check['name'].replace('_', ' ')} check, "
-                        f"e.g. {check['example']}\n", style="red")
+            text.append(
+                f"  - {check['failures']} sample(s) fail the {check['name'].replace('_', ' ')} check, "
+                f"e.g. {check['example']}\n",
+                style="red",
+            )
     if doc.get("verify_accuracy"):
         text.append(f"written to {doc['verify_accuracy']}", style="dim")
     return text
 
 
-def _run(scenario: str, recipe: Optional[str], workspace: Any, backend: Optional[str], duration: Optional[float],
-         samples: Optional[int], accuracy: bool, sim_rate: Optional[float], dry_run: bool, json: bool,
-         endpoint: Optional[list[str]] = None, keep_servers: bool = False,
-         ready_timeout: Optional[float] = None, compliance: str | None = None, into: Path | None = None,
-         served_model: str | None = None) -> None:
+def _run(
+    scenario: str,
+    recipe: str | None,
+    workspace: Any,
+    backend: str | None,
+    duration: float | None,
+    samples: int | None,
+    accuracy: bool,
+    sim_rate: float | None,
+    dry_run: bool,
+    json: bool,
+    endpoint: list[str] | None = None,
+    keep_servers: bool = False,
+    ready_timeout: float | None = None,
+    compliance: str | None = None,
+    into: Path | None = None,
+    served_model: str | None = None,
+) -> None:
     from repro.core.systems import resolve_recipe
-    from repro.ui.progress_bar import RunBar
-    from repro.run.harness import run_benchmark
     from repro.results.verify import verify_dir
+    from repro.run.harness import run_benchmark
     from repro.run.servers import ServerOptions
+    from repro.ui.progress_bar import RunBar
 
     ws = Workspace.open(workspace)
     chosen, _ = resolve_recipe(recipe, ws)
     if not dry_run:
         _sigterm_as_interrupt()
-    outcome = run_benchmark(chosen, ws, scenario=scenario, backend=backend, duration_s=duration,
-                            samples=samples, accuracy=accuracy, dry_run=dry_run, progress=None,
-                            rate_tokens_per_s=sim_rate, argv=["repro", *sys.argv[1:]], endpoints=endpoint or None,
-                            servers=ServerOptions(keep=keep_servers, ready_timeout_s=ready_timeout),
-                            compliance=compliance, into=into, bar=RunBar, served_model=served_model)
+    outcome = run_benchmark(
+        chosen,
+        ws,
+        scenario=scenario,
+        backend=backend,
+        duration_s=duration,
+        samples=samples,
+        accuracy=accuracy,
+        dry_run=dry_run,
+        progress=None,
+        rate_tokens_per_s=sim_rate,
+        argv=["repro", *sys.argv[1:]],
+        endpoints=endpoint or None,
+        servers=ServerOptions(keep=keep_servers, ready_timeout_s=ready_timeout),
+        compliance=compliance,
+        into=into,
+        bar=RunBar,
+        served_model=served_model,
+    )
     verdict = None
     if outcome.status == "done" and not accuracy and not compliance:
         verdict = verify_dir(outcome.details["log_dir"], recipe=chosen, scenario=scenario)
@@ -163,49 +249,129 @@ def _run(scenario: str, recipe: Optional[str], workspace: Any, backend: Optional
 def _rack_ui(json: bool) -> Any:
     from repro.run.rack import QuietRack
     from repro.ui.rack import ConsoleRack
+
     return QuietRack() if json else ConsoleRack()
 
 
 def _show_rack(result: Any, json: bool) -> None:
     """The rack result first, then its exit code (failed VMs, or a rack outside the band) through the error table."""
     from repro.run.rack import check
+
     emit(result, json)
     check(result)
 
 
-def offline(recipe: RecipeOpt = None, workspace: WorkspaceOpt = None, backend: BackendOpt = None, duration: DurationOpt = None,
-            samples: SamplesOpt = None, accuracy: AccuracyOpt = False, compliance: ComplianceOpt = None,
-            into: IntoOpt = None, sim_rate: RateOpt = None, nodes: NodesOpt = 1,
-            launcher: LauncherOpt = "local", partition: PartitionOpt = None, container_image: ImageOpt = None,
-            rerun_failed: RerunOpt = None, endpoint: EndpointOpt = None, keep_servers: KeepServersOpt = False,
-            ready_timeout: ReadyTimeoutOpt = None, served_model: ServedModelOpt = None, dry_run: DryRunOpt = False,
-            json: JsonOpt = False) -> None:
+def offline(
+    recipe: RecipeOpt = None,
+    workspace: WorkspaceOpt = None,
+    backend: BackendOpt = None,
+    duration: DurationOpt = None,
+    samples: SamplesOpt = None,
+    accuracy: AccuracyOpt = False,
+    compliance: ComplianceOpt = None,
+    into: IntoOpt = None,
+    sim_rate: RateOpt = None,
+    nodes: NodesOpt = 1,
+    launcher: LauncherOpt = "local",
+    partition: PartitionOpt = None,
+    container_image: ImageOpt = None,
+    rerun_failed: RerunOpt = None,
+    endpoint: EndpointOpt = None,
+    keep_servers: KeepServersOpt = False,
+    ready_timeout: ReadyTimeoutOpt = None,
+    served_model: ServedModelOpt = None,
+    dry_run: DryRunOpt = False,
+    json: JsonOpt = False,
+) -> None:
     """Run the Offline scenario through MLCommons LoadGen and write MLPerf logs to a run folder."""
     if launcher not in ("local", "slurm"):
         from repro.core.errors import InputError
+
         raise InputError(f"--launcher {launcher!r}: use local or slurm.", "`repro run offline --help`")
     if rerun_failed is not None:
         from repro.run.rack import rerun_failed as rerun
+
         _show_rack(rerun(rerun_failed, dry_run=dry_run, ui=_rack_ui(json)), json)
         return
     if launcher == "slurm" and (compliance or into):
         from repro.core.errors import InputError
-        raise InputError("--compliance and --into run on this VM only (--launcher local).",
-                         "`repro run offline --compliance TEST06` on each VM")
+
+        raise InputError(
+            "--compliance and --into run on this VM only (--launcher local).",
+            "`repro run offline --compliance TEST06` on each VM",
+        )
     if launcher == "slurm":
         from repro.run.rack import launch_offline
-        _show_rack(launch_offline(recipe=recipe, workspace=workspace, nodes=nodes, partition=partition,
-                                  container_image=container_image, backend=backend, duration_s=duration,
-                                  samples=samples, dry_run=dry_run, sim_rate=sim_rate, ui=_rack_ui(json)), json)
+
+        _show_rack(
+            launch_offline(
+                recipe=recipe,
+                workspace=workspace,
+                nodes=nodes,
+                partition=partition,
+                container_image=container_image,
+                backend=backend,
+                duration_s=duration,
+                samples=samples,
+                dry_run=dry_run,
+                sim_rate=sim_rate,
+                ui=_rack_ui(json),
+            ),
+            json,
+        )
         return
-    _run("Offline", recipe, workspace, backend, duration, samples, accuracy, sim_rate, dry_run, json,
-         endpoint, keep_servers, ready_timeout, compliance, into, served_model)
+    _run(
+        "Offline",
+        recipe,
+        workspace,
+        backend,
+        duration,
+        samples,
+        accuracy,
+        sim_rate,
+        dry_run,
+        json,
+        endpoint,
+        keep_servers,
+        ready_timeout,
+        compliance,
+        into,
+        served_model,
+    )
 
 
-def server(recipe: RecipeOpt = None, workspace: WorkspaceOpt = None, backend: BackendOpt = None, duration: DurationOpt = None,
-           samples: SamplesOpt = None, compliance: ComplianceOpt = None, into: IntoOpt = None, sim_rate: RateOpt = None,
-           endpoint: EndpointOpt = None, keep_servers: KeepServersOpt = False, ready_timeout: ReadyTimeoutOpt = None,
-           served_model: ServedModelOpt = None, dry_run: DryRunOpt = False, json: JsonOpt = False) -> None:
+def server(
+    recipe: RecipeOpt = None,
+    workspace: WorkspaceOpt = None,
+    backend: BackendOpt = None,
+    duration: DurationOpt = None,
+    samples: SamplesOpt = None,
+    compliance: ComplianceOpt = None,
+    into: IntoOpt = None,
+    sim_rate: RateOpt = None,
+    endpoint: EndpointOpt = None,
+    keep_servers: KeepServersOpt = False,
+    ready_timeout: ReadyTimeoutOpt = None,
+    served_model: ServedModelOpt = None,
+    dry_run: DryRunOpt = False,
+    json: JsonOpt = False,
+) -> None:
     """Run the Server scenario through MLCommons LoadGen (streaming, so TTFT and TPOT are measured)."""
-    _run("Server", recipe, workspace, backend, duration, samples, False, sim_rate, dry_run, json, endpoint,
-         keep_servers, ready_timeout, compliance, into, served_model)
+    _run(
+        "Server",
+        recipe,
+        workspace,
+        backend,
+        duration,
+        samples,
+        False,
+        sim_rate,
+        dry_run,
+        json,
+        endpoint,
+        keep_servers,
+        ready_timeout,
+        compliance,
+        into,
+        served_model,
+    )

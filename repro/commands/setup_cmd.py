@@ -9,16 +9,22 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
+from repro.core.steps import StepOutcome
 from repro.core.systems import resolve_recipe
+from repro.core.workspace import Workspace
 from repro.ui.options import DryRunOpt, ForceOpt, JsonOpt, RecipeOpt, WorkspaceOpt, YesOpt
-from repro.ui.render import renderable
 from repro.ui.output import confirm, emit
 from repro.ui.progress import download_progress
-from repro.core.steps import StepOutcome
-from repro.core.workspace import Workspace
+from repro.ui.render import renderable
 
-SourceOpt = Annotated[str, typer.Option("--dataset-source", help="fetch: MLPerf's published pickles; rebuild: from the raw "
-                                        "OpenOrca parquet like processorca.py; both: do both and compare checksums.")]
+SourceOpt = Annotated[
+    str,
+    typer.Option(
+        "--dataset-source",
+        help="fetch: MLPerf's published pickles; rebuild: from the raw "
+        "OpenOrca parquet like processorca.py; both: do both and compare checksums.",
+    ),
+]
 
 
 class SetupView:
@@ -37,13 +43,21 @@ class SetupView:
             table.add_column(col, justify="right" if col == "size" else "left", overflow="fold")
         for f in files:
             size = f.get("size")
-            table.add_row(str(f.get("dest") or f.get("path")), "unknown" if size is None else f"{size:,}",
-                          str(f.get("action")), str(f.get("source", "")))
+            table.add_row(
+                str(f.get("dest") or f.get("path")),
+                "unknown" if size is None else f"{size:,}",
+                str(f.get("action")),
+                str(f.get("source", "")),
+            )
         parts: list[Any] = [table] if files else []
         comparison = self.outcome.details.get("comparison")
         if comparison:
-            parts.append(Text(f"published vs rebuilt dataset: same content {comparison['same_content']}, "
-                              f"same file bytes {comparison['same_file']}"))
+            parts.append(
+                Text(
+                    f"published vs rebuilt dataset: same content {comparison['same_content']}, "
+                    f"same file bytes {comparison['same_file']}"
+                )
+            )
         for note in self.outcome.details.get("notes") or []:
             parts.append(Text(f"note: {note}", style="yellow"))
         checks = self.outcome.details.get("checks") or []
@@ -53,17 +67,33 @@ class SetupView:
         return Group(*parts)
 
 
-def setup(recipe: RecipeOpt = None, workspace: WorkspaceOpt = None, dry_run: DryRunOpt = False, json: JsonOpt = False,
-          yes: YesOpt = False, force: ForceOpt = False, dataset_source: SourceOpt = "fetch") -> None:
+def setup(
+    recipe: RecipeOpt = None,
+    workspace: WorkspaceOpt = None,
+    dry_run: DryRunOpt = False,
+    json: JsonOpt = False,
+    yes: YesOpt = False,
+    force: ForceOpt = False,
+    dataset_source: SourceOpt = "fetch",
+) -> None:
     """Download the model and the MLPerf OpenOrca dataset into the workspace, verified by checksum."""
     from repro.core.errors import InputError
     from repro.setup.download import run_setup
+
     if dataset_source not in ("fetch", "rebuild", "both"):
         raise InputError(f"--dataset-source {dataset_source!r}: use fetch, rebuild or both.", "`repro setup --help`")
     ws = Workspace.open(workspace)
     chosen, _ = resolve_recipe(recipe, ws)
-    outcome = run_setup(chosen, ws, dry_run=dry_run, yes=yes, force=force, source=dataset_source,  # type: ignore[arg-type]
-                        progress=None if json else download_progress, confirm=confirm)
+    outcome = run_setup(
+        chosen,
+        ws,
+        dry_run=dry_run,
+        yes=yes,
+        force=force,
+        source=dataset_source,  # type: ignore[arg-type]
+        progress=None if json else download_progress,
+        confirm=confirm,
+    )
     emit(SetupView(outcome), json)
     if not outcome.ok:
         raise typer.Exit(1)

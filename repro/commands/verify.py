@@ -3,29 +3,38 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
 from repro.core.errors import InputError
 from repro.core.fsutil import atomic_write_text
 from repro.results.aggregate import aggregate as build_rack
+from repro.results.compare import Comparison, pick_perf_run, recognise, verify_against
 from repro.results.rules import SCENARIOS
 from repro.results.verify import NoRecipeFor, verify_dir
 from repro.ui.options import GpusOpt, JsonOpt, RecipeOpt, ResultDirArg
 from repro.ui.output import emit
-from repro.results.compare import Comparison, pick_perf_run, recognise, verify_against
 from repro.ui.published import ComparisonView, VerdictWithRecord
 
-AgainstOpt = Annotated[Optional[list[str]], typer.Option(
-    "--against", help="Compare with this published result instead of the recipe; repeat for several (the run is ranked "
-                      "among them). An ID (5.1-0008, narrowed to the run's scenario and benchmark) or a key such as "
-                      "v4.1/closed/NVIDIA/DGX-H100_H100-SXM-80GBx8_TRT; see `repro published`.")]
-ScenarioOpt = Annotated[Optional[str], typer.Option(
-    "--scenario", help="Offline, Server or Interactive: which run to verify when the folder holds several.")]
+AgainstOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--against",
+        help="Compare with this published result instead of the recipe; repeat for several (the run is ranked "
+        "among them). An ID (5.1-0008, narrowed to the run's scenario and benchmark) or a key such as "
+        "v4.1/closed/NVIDIA/DGX-H100_H100-SXM-80GBx8_TRT; see `repro published`.",
+    ),
+]
+ScenarioOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--scenario", help="Offline, Server or Interactive: which run to verify when the folder holds several."
+    ),
+]
 
 
-def _scenario(value: Optional[str]) -> Optional[str]:
+def _scenario(value: str | None) -> str | None:
     if value is None:
         return None
     for name in SCENARIOS:
@@ -34,8 +43,14 @@ def _scenario(value: Optional[str]) -> Optional[str]:
     raise InputError(f"--scenario {value!r}: use {', '.join(SCENARIOS)}.", "`repro verify --help`")
 
 
-def verify(result_dir: ResultDirArg, recipe: RecipeOpt = None, gpus: GpusOpt = None, scenario: ScenarioOpt = None,
-           json: JsonOpt = False, against: AgainstOpt = None) -> None:
+def verify(
+    result_dir: ResultDirArg,
+    recipe: RecipeOpt = None,
+    gpus: GpusOpt = None,
+    scenario: ScenarioOpt = None,
+    json: JsonOpt = False,
+    against: AgainstOpt = None,
+) -> None:
     """Say per GPU whether a run is inside the published band, and why not (exit 0 PASS, 1 not, 2 unreadable).
 
     A published bundle (its system JSON and path, or its exact tokens/s, match the shipped index) is also
@@ -58,7 +73,7 @@ def verify(result_dir: ResultDirArg, recipe: RecipeOpt = None, gpus: GpusOpt = N
     raise typer.Exit(verdict.exit_code)
 
 
-def _recognised(result_dir: Path, gpus: Optional[int], scenario: Optional[str]) -> Optional[Comparison]:
+def _recognised(result_dir: Path, gpus: int | None, scenario: str | None) -> Comparison | None:
     """The run against its own published record when no recipe fits (e.g. another submitter's bundle)."""
     try:
         return recognise(pick_perf_run(result_dir, scenario), gpus)
@@ -70,8 +85,15 @@ def aggregate(
     dirs: Annotated[list[Path], typer.Argument(help="One result folder per VM, or a folder holding per-VM folders.")],
     recipe: RecipeOpt = None,
     gpus: GpusOpt = None,
-    expect: Annotated[Optional[int], typer.Option("--expect", min=1, help="VMs the rack should have (18 for an NVL72); the rest are reported missing.")] = None,
-    markdown: Annotated[Optional[Path], typer.Option("--markdown", help="Also write the rack table as Markdown to FILE.")] = None,
+    expect: Annotated[
+        int | None,
+        typer.Option(
+            "--expect", min=1, help="VMs the rack should have (18 for an NVL72); the rest are reported missing."
+        ),
+    ] = None,
+    markdown: Annotated[
+        Path | None, typer.Option("--markdown", help="Also write the rack table as Markdown to FILE.")
+    ] = None,
     scenario: ScenarioOpt = None,
     json: JsonOpt = False,
 ) -> None:

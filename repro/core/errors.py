@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import errno
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 
 class ReproError(Exception):
@@ -68,19 +68,33 @@ def _external_mappings() -> list[tuple[type[BaseException], Callable[[BaseExcept
     """Library exceptions, subclass first; imported lazily so a missing optional library never breaks the CLI."""
     rows: list[tuple[type[BaseException], Callable[[BaseException], Explained]]] = []
     try:
-        from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError, HfHubHTTPError
+        from huggingface_hub.errors import GatedRepoError, HfHubHTTPError, RepositoryNotFoundError
     except ImportError:  # pragma: no cover - huggingface_hub is a hard dependency
         pass
     else:
         rows += [
-            (GatedRepoError, lambda e: Explained(
-                "The model is gated and this token has no access: request access on the model page.",
-                "`repro setup` again once access is granted", 2)),
-            (RepositoryNotFoundError, lambda e: Explained(
-                "The model repository was not found, or the token cannot see it.",
-                "check `model.repo_id` in the recipe, then `repro setup`", 2)),
-            (HfHubHTTPError, lambda e: Explained(
-                f"The Hugging Face hub answered with an error: {str(e).splitlines()[0]}", "`repro setup` again", 2)),
+            (
+                GatedRepoError,
+                lambda e: Explained(
+                    "The model is gated and this token has no access: request access on the model page.",
+                    "`repro setup` again once access is granted",
+                    2,
+                ),
+            ),
+            (
+                RepositoryNotFoundError,
+                lambda e: Explained(
+                    "The model repository was not found, or the token cannot see it.",
+                    "check `model.repo_id` in the recipe, then `repro setup`",
+                    2,
+                ),
+            ),
+            (
+                HfHubHTTPError,
+                lambda e: Explained(
+                    f"The Hugging Face hub answered with an error: {str(e).splitlines()[0]}", "`repro setup` again", 2
+                ),
+            ),
         ]
     try:
         from docker.errors import BuildError, DockerException
@@ -88,9 +102,18 @@ def _external_mappings() -> list[tuple[type[BaseException], Callable[[BaseExcept
         pass
     else:
         rows += [
-            (BuildError, lambda e: Explained(f"The container build failed: {e.msg}", "`repro build-engine --force`", 1)),
-            (DockerException, lambda e: Explained(
-                "The Docker engine is not reachable.", "start Docker (`sudo systemctl start docker`), then `repro doctor`", 2)),
+            (
+                BuildError,
+                lambda e: Explained(f"The container build failed: {e.msg}", "`repro build-engine --force`", 1),
+            ),
+            (
+                DockerException,
+                lambda e: Explained(
+                    "The Docker engine is not reachable.",
+                    "start Docker (`sudo systemctl start docker`), then `repro doctor`",
+                    2,
+                ),
+            ),
         ]
     return rows
 
@@ -100,10 +123,14 @@ def explain(exc: BaseException) -> Explained | None:
     if isinstance(exc, ReproError):
         return Explained(exc.message, exc.next_command, exc.exit_code)
     from repro.core.extras import missing_extra
+
     if (missing := missing_extra(exc)) is not None:
         module, extra = missing
-        return Explained(f"This command needs the optional package '{module}', which is not installed.",
-                         f"`pip install 'repro[{extra}]'` (from a clone: `pip install -e '.[{extra}]'`)", 2)
+        return Explained(
+            f"This command needs the optional package '{module}', which is not installed.",
+            f"`pip install 'repro[{extra}]'` (from a clone: `pip install -e '.[{extra}]'`)",
+            2,
+        )
     if isinstance(exc, KeyboardInterrupt):
         return Explained("Interrupted; finished steps are kept in the ledger.", "`repro status`", 130)
     for exc_type, fn in _external_mappings():

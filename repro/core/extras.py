@@ -3,9 +3,17 @@
 from __future__ import annotations
 
 EXTRA_OF = {
-    "plotext": "report", "matplotlib": "report",
-    "torch": "hf", "transformers": "hf", "tokenizers": "hf", "safetensors": "hf", "rouge_score": "hf",
-    "nltk": "hf", "numba": "hf", "pyarrow": "hf", "pandas": "hf",
+    "plotext": "report",
+    "matplotlib": "report",
+    "torch": "hf",
+    "transformers": "hf",
+    "tokenizers": "hf",
+    "safetensors": "hf",
+    "rouge_score": "hf",
+    "nltk": "hf",
+    "numba": "hf",
+    "pyarrow": "hf",
+    "pandas": "hf",
 }
 
 

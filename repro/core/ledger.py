@@ -12,9 +12,9 @@ import fcntl
 import os
 import socket
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Callable, Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field, PrivateAttr
 
@@ -35,6 +35,7 @@ def migration(from_version: int):
     def register(fn: Callable[[dict[str, Any]], dict[str, Any]]):
         MIGRATIONS[from_version] = fn
         return fn
+
     return register
 
 
@@ -57,7 +58,7 @@ class Artifact(BaseModel):
     revision: str | None = None
 
     @classmethod
-    def of(cls, path: Path, *, checksum: bool = True, **kw: Any) -> "Artifact":
+    def of(cls, path: Path, *, checksum: bool = True, **kw: Any) -> Artifact:
         path = Path(path)
         return cls(path=str(path), size=path.stat().st_size, sha256=sha256_file(path) if checksum else None, **kw)
 
@@ -150,8 +151,10 @@ class Ledger(BaseModel):
 
     @staticmethod
     def _newer(path: Path, version: int) -> LedgerError:
-        return LedgerError(f"{path}: the ledger was written by a newer repro (schema {version} > {SCHEMA_VERSION}).",
-                           "`pip install -U repro`")
+        return LedgerError(
+            f"{path}: the ledger was written by a newer repro (schema {version} > {SCHEMA_VERSION}).",
+            "`pip install -U repro`",
+        )
 
     @classmethod
     def problem(cls, path: Path) -> LedgerError | None:
@@ -161,14 +164,15 @@ class Ledger(BaseModel):
             return None
         data, why = cls._read(path)
         if data is None:
-            return LedgerError(f"{path}: the ledger is corrupt ({why}).",
-                               "`repro status` moves it aside and starts a fresh one")
+            return LedgerError(
+                f"{path}: the ledger is corrupt ({why}).", "`repro status` moves it aside and starts a fresh one"
+            )
         if data["schema_version"] > SCHEMA_VERSION:
             return cls._newer(path, data["schema_version"])
         return None
 
     @classmethod
-    def load(cls, path: Path) -> "Ledger":
+    def load(cls, path: Path) -> Ledger:
         path = Path(path)
         if not path.exists():
             return cls(path=path)
@@ -188,8 +192,10 @@ class Ledger(BaseModel):
                 ledger.path = path
                 return ledger
         aside = cls._aside(path)
-        raise LedgerError(f"{path}: the ledger is corrupt ({why}); it was kept as {aside.name}.",
-                          "`repro status` to start a fresh ledger, then re-run the steps")
+        raise LedgerError(
+            f"{path}: the ledger is corrupt ({why}); it was kept as {aside.name}.",
+            "`repro status` to start a fresh ledger, then re-run the steps",
+        )
 
     @staticmethod
     def _aside(path: Path) -> Path:
@@ -254,8 +260,14 @@ class Ledger(BaseModel):
         return all(a.verify() for a in rec.outputs) if verify_outputs else True
 
     def start(self, step: str, inputs_hash: str, **details: Any) -> None:
-        self.steps[step] = StepRecord(status="running", inputs_hash=inputs_hash, started=now_iso(), details=details,
-                                      pid=os.getpid(), host=socket.gethostname())
+        self.steps[step] = StepRecord(
+            status="running",
+            inputs_hash=inputs_hash,
+            started=now_iso(),
+            details=details,
+            pid=os.getpid(),
+            host=socket.gethostname(),
+        )
         self.save()
 
     def finish(self, step: str, outputs: list[Artifact] | None = None, **details: Any) -> None:
@@ -268,6 +280,7 @@ class Ledger(BaseModel):
     def fail(self, step: str, error: str, *, interrupted: bool = False, signal: str | None = None) -> None:
         """Record a failure; `signal` names what stopped an interrupted step (SIGINT is Ctrl-C, SIGTERM is not)."""
         from repro.core.secrets import redact
+
         rec = self.steps.get(step)
         if rec is None:
             rec = self.steps[step] = StepRecord(status="failed", inputs_hash="", started=now_iso())

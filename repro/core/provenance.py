@@ -45,12 +45,19 @@ def collect(*, detect: bool = True) -> dict[str, Any]:
         "packages": {p: package_version(p) for p in PACKAGES},
         "loadgen_version": loadgen_version(),
         "container_digest": container_digest(),
-        "vm_size": None, "driver": None, "cuda_driver": None,
+        "vm_size": None,
+        "driver": None,
+        "cuda_driver": None,
         "gpus": {"count": 0, "names": [], "uuids": []},
     }
     if detect:
         from repro.core.systems import detect_system
+
         info = detect_system(imds_timeout=0.5)
-        facts.update(vm_size=info.vm_size, driver=info.driver, cuda_driver=info.cuda_driver,
-                     gpus={"count": len(info.gpus), "names": [g.name for g in info.gpus], "uuids": [g.uuid for g in info.gpus]})
+        facts.update(
+            vm_size=info.vm_size,
+            driver=info.driver,
+            cuda_driver=info.cuda_driver,
+            gpus={"count": len(info.gpus), "names": [g.name for g in info.gpus], "uuids": [g.uuid for g in info.gpus]},
+        )
     return facts

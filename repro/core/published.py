@@ -81,8 +81,18 @@ class PublishedResult(_Row):
     source_path: str
     source_kind: str
 
-    @field_validator("samples_per_second", "min_duration_ms_summary", "loadgen_version", "rouge1", "rouge2", "rougeL",
-                     "tokens_per_sample", "gen_num", "result_id", mode="before")
+    @field_validator(
+        "samples_per_second",
+        "min_duration_ms_summary",
+        "loadgen_version",
+        "rouge1",
+        "rouge2",
+        "rougeL",
+        "tokens_per_sample",
+        "gen_num",
+        "result_id",
+        mode="before",
+    )
     @classmethod
     def _empty_is_none(cls, value: Any) -> Any:
         return _opt(value)
@@ -104,12 +114,16 @@ class PublishedResult(_Row):
     def _figures_agree(self) -> PublishedResult:
         product = self.accelerators_per_node * self.number_of_nodes
         if product != self.total_accelerators:
-            raise ValueError(f"total_accelerators {self.total_accelerators} != {self.accelerators_per_node} per node "
-                             f"x {self.number_of_nodes} nodes")
+            raise ValueError(
+                f"total_accelerators {self.total_accelerators} != {self.accelerators_per_node} per node "
+                f"x {self.number_of_nodes} nodes"
+            )
         recomputed = self.tokens_per_second / product
         if abs(recomputed - self.tokens_per_second_per_accelerator) > 5e-6 + 1e-9 * recomputed:
-            raise ValueError(f"tokens_per_second_per_accelerator {self.tokens_per_second_per_accelerator} != "
-                             f"{self.tokens_per_second} / {product} = {recomputed}")
+            raise ValueError(
+                f"tokens_per_second_per_accelerator {self.tokens_per_second_per_accelerator} != "
+                f"{self.tokens_per_second} / {product} = {recomputed}"
+            )
         return self
 
     @property
@@ -152,8 +166,12 @@ class PublishedResult(_Row):
         return tuple(int(p) for p in self.round[1:].split("."))
 
     def to_json(self) -> dict[str, Any]:
-        return {"key": self.key, "ref": self.ref, **self.model_dump(mode="json"),
-                "tokens_per_second_per_accelerator": self.per_accelerator}
+        return {
+            "key": self.key,
+            "ref": self.ref,
+            **self.model_dump(mode="json"),
+            "tokens_per_second_per_accelerator": self.per_accelerator,
+        }
 
 
 class IndexSource(_Row):
@@ -236,9 +254,10 @@ class PublishedIndex:
             rows = [r for r in self.rows if r.result_id == parts[0]]
             rest = parts[1:]
             if len(rest) > 2:
-                raise InputError(f"'{ref}': after an ID only BENCHMARK and SCENARIO may follow "
-                                 f"(e.g. {parts[0]}/99/Offline).",
-                                 "`repro published show ID`")
+                raise InputError(
+                    f"'{ref}': after an ID only BENCHMARK and SCENARIO may follow (e.g. {parts[0]}/99/Offline).",
+                    "`repro published show ID`",
+                )
             for part in rest:
                 if _is_scenario(part):
                     rows = [r for r in rows if r.scenario == normalise_scenario(part)]
@@ -246,25 +265,35 @@ class PublishedIndex:
                     rows = [r for r in rows if r.benchmark == normalise_benchmark(part)]
         else:
             if len(parts) > 6:
-                raise InputError(f"'{ref}' has {len(parts)} parts; a key has at most 6 "
-                                 "(ROUND/DIVISION/SUBMITTER/SYSTEM/BENCHMARK/SCENARIO).", "`repro published --help`")
+                raise InputError(
+                    f"'{ref}' has {len(parts)} parts; a key has at most 6 "
+                    "(ROUND/DIVISION/SUBMITTER/SYSTEM/BENCHMARK/SCENARIO).",
+                    "`repro published --help`",
+                )
             if _is_round(parts[0]):
                 parts[0] = normalise_round(parts[0])
             if len(parts) >= 5:
                 parts[4] = normalise_benchmark(parts[4])
             want = [p.lower() for p in parts]
-            rows = [r for r in self.rows if [p.lower() for p in r.key.split("/")][:len(want)] == want]
+            rows = [r for r in self.rows if [p.lower() for p in r.key.split("/")][: len(want)] == want]
         if not rows:
             hint = "`repro published` lists every ID and key"
             if _ID.match(parts[0]) and not any(r.result_id == parts[0] for r in self.rows):
-                raise InputError(f"no published result has ID {parts[0]} (the index has IDs for v5.1 and v6.0 only; "
-                                 "older rounds are named by key).", hint)
+                raise InputError(
+                    f"no published result has ID {parts[0]} (the index has IDs for v5.1 and v6.0 only; "
+                    "older rounds are named by key).",
+                    hint,
+                )
             raise InputError(f"no published result matches '{ref}'.", hint)
         return sorted(rows, key=lambda r: (r.system_key, r.benchmark, r.scenario))
 
     def to_json(self) -> dict[str, Any]:
-        return {"file": self.path.name, "sha256": self.sha256, "rows": len(self.rows),
-                **self.provenance.model_dump(mode="json")}
+        return {
+            "file": self.path.name,
+            "sha256": self.sha256,
+            "rows": len(self.rows),
+            **self.provenance.model_dump(mode="json"),
+        }
 
 
 def normalise_round(text: str) -> str:
@@ -282,8 +311,9 @@ def normalise_scenario(text: str) -> str:
 def normalise_benchmark(text: str) -> str:
     value = text.strip().lower().removeprefix("llama2-70b-")
     if value not in ("99", "99.9"):
-        raise InputError(f"unknown benchmark '{text}'; use 99 or 99.9 (llama2-70b-99 / llama2-70b-99.9).",
-                         "`repro published --help`")
+        raise InputError(
+            f"unknown benchmark '{text}'; use 99 or 99.9 (llama2-70b-99 / llama2-70b-99.9).", "`repro published --help`"
+        )
     return value
 
 
@@ -296,8 +326,25 @@ def _is_round(text: str) -> bool:
 
 
 # Longest first so that GH200 is not read as H200 and GB300 not as B300 (word boundaries do the rest).
-_MODELS = ("rtx pro 6000", "rtx 4090", "agx orin", "gb300", "gb200", "gh200", "b300", "b200", "h200", "h100",
-           "l40s", "mi300x", "mi325x", "mi350x", "mi355x", "b60", "b70")
+_MODELS = (
+    "rtx pro 6000",
+    "rtx 4090",
+    "agx orin",
+    "gb300",
+    "gb200",
+    "gh200",
+    "b300",
+    "b200",
+    "h200",
+    "h100",
+    "l40s",
+    "mi300x",
+    "mi325x",
+    "mi350x",
+    "mi355x",
+    "b60",
+    "b70",
+)
 # H100/H200/B200/B300 without a form factor in the name are the SXM parts (NVML: 'NVIDIA H100 80GB HBM3').
 _DEFAULT_VARIANT = {"h100": "sxm", "h200": "sxm", "b200": "sxm", "b300": "sxm"}
 
@@ -321,8 +368,14 @@ class Accelerator:
         else:
             model = re.sub(r"\b(nvidia|amd|intel|r|instinct|gpu)\b", " ", low).strip()
             model = re.sub(r"\s+", " ", model)
-        variant = next((v for v in ("nvl", "pcie", "sxm") if re.search(rf"\b{v}\d*\b", low) and not
-                        re.search(r"\bnvl\d{2}\b", low)), None)
+        variant = next(
+            (
+                v
+                for v in ("nvl", "pcie", "sxm")
+                if re.search(rf"\b{v}\d*\b", low) and not re.search(r"\bnvl\d{2}\b", low)
+            ),
+            None,
+        )
         return cls(model, variant, name.strip())
 
     @property
@@ -364,8 +417,9 @@ def load_index_file(path: Path, sources: Path) -> PublishedIndex:
     try:
         provenance = Provenance.model_validate(json.loads(sources.read_text(encoding="utf-8")))
     except (OSError, ValueError, ValidationError) as exc:
-        raise InputError(f"{sources}: the index provenance is unreadable ({str(exc).splitlines()[0]}).",
-                         _REINSTALL) from None
+        raise InputError(
+            f"{sources}: the index provenance is unreadable ({str(exc).splitlines()[0]}).", _REINSTALL
+        ) from None
     return PublishedIndex(tuple(rows), provenance, path, hashlib.sha256(raw).hexdigest())
 
 
@@ -375,8 +429,9 @@ def load_index() -> PublishedIndex:
     return load_index_file(INDEX_CSV, SOURCES_JSON)
 
 
-def rule_reference(accelerator: str, per_node: int, benchmark: str, scenario: str = "Offline",
-                   index: PublishedIndex | None = None) -> PublishedResult | None:
+def rule_reference(
+    accelerator: str, per_node: int, benchmark: str, scenario: str = "Offline", index: PublishedIndex | None = None
+) -> PublishedResult | None:
     """The published result a recipe without its own compares with.
 
     Rule: same accelerator (model and form factor), same accelerators per node, closed division, newest round;
@@ -384,9 +439,16 @@ def rule_reference(accelerator: str, per_node: int, benchmark: str, scenario: st
     """
     idx = index or load_index()
     want = Accelerator.parse(accelerator)
-    pool = [r for r in idx.rows if r.division == "closed" and r.result_validity == "VALID"
-            and r.accelerators_per_node == per_node and r.benchmark == benchmark and r.scenario == scenario
-            and want.same_as(Accelerator.parse(r.accelerator_model_name))]
+    pool = [
+        r
+        for r in idx.rows
+        if r.division == "closed"
+        and r.result_validity == "VALID"
+        and r.accelerators_per_node == per_node
+        and r.benchmark == benchmark
+        and r.scenario == scenario
+        and want.same_as(Accelerator.parse(r.accelerator_model_name))
+    ]
     if not pool:
         return None
     newest = max(r.round_tuple for r in pool)
@@ -394,8 +456,9 @@ def rule_reference(accelerator: str, per_node: int, benchmark: str, scenario: st
     return min(pool, key=lambda r: (r.number_of_nodes, -r.per_accelerator, r.key))
 
 
-def reference_row(ref: str, benchmark: str, scenario: str = "Offline",
-                  index: PublishedIndex | None = None) -> PublishedResult | None:
+def reference_row(
+    ref: str, benchmark: str, scenario: str = "Offline", index: PublishedIndex | None = None
+) -> PublishedResult | None:
     """The row a recipe's `published.result_id` names for one scenario (an ID covers Offline, Server, ...)."""
     rows = [r for r in (index or load_index()).resolve(ref) if r.benchmark == benchmark and r.scenario == scenario]
     return rows[0] if len(rows) == 1 else None

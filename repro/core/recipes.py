@@ -10,9 +10,9 @@ import hashlib
 import json
 import re
 import statistics
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
-from typing import Any, Literal, Union
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -34,24 +34,26 @@ class Accelerator(_Strict):
     size is different hardware, and its runs are never a reproduction of this recipe."""
 
     model: str = Field(pattern=r"^[A-Za-z0-9]+$", description="Chip token as MLPerf and NVML write it: H100, GB300")
-    form_factor: Union[Literal["SXM", "NVL", "PCIe"], None] = Field(
-        default=None, description="SXM, NVL or PCIe; null for chips sold in one form (GB200, GB300)")
-    memory_gb: Union[float, None] = Field(default=None, gt=0, description="Memory per GPU as the name states it")
+    form_factor: Literal["SXM", "NVL", "PCIe"] | None = Field(
+        default=None, description="SXM, NVL or PCIe; null for chips sold in one form (GB200, GB300)"
+    )
+    memory_gb: float | None = Field(default=None, gt=0, description="Memory per GPU as the name states it")
 
 
 class System(_Strict):
-    vm_size: Union[str, None] = Field(description="Azure VM size (IMDS compute.vmSize); null for non-Azure systems")
+    vm_size: str | None = Field(description="Azure VM size (IMDS compute.vmSize); null for non-Azure systems")
     gpu_name: str = Field(description="Marketing name, e.g. 'NVIDIA GB300'")
     nvml_names: list[str] = Field(description="Substrings that NVML's device name contains for this GPU")
     gpus_per_vm: int = Field(gt=0)
-    gpu_memory_gb: Union[float, Unknown]
+    gpu_memory_gb: float | Unknown
     gpu_arch: str = Field(pattern=r"^(sm_\d+|cpu)$")
     cpu_arch: Literal["x86_64", "aarch64", "any"]
-    memory_bandwidth_tbps: Union[float, Unknown] = Field(description="HBM bandwidth per GPU, for the roofline")
-    tdp_tokens_per_watt: Union[float, Unknown, None] = None
-    local_nvme_hint: Union[str, None] = None
-    accelerator: Union[Accelerator, None] = Field(
-        default=None, description="Hardware identity for verify; null: the last word of gpu_name, no form factor")
+    memory_bandwidth_tbps: float | Unknown = Field(description="HBM bandwidth per GPU, for the roofline")
+    tdp_tokens_per_watt: float | Unknown | None = None
+    local_nvme_hint: str | None = None
+    accelerator: Accelerator | None = Field(
+        default=None, description="Hardware identity for verify; null: the last word of gpu_name, no form factor"
+    )
 
     def accelerator_identity(self) -> Accelerator:
         if self.accelerator is not None:
@@ -64,7 +66,7 @@ class Model(_Strict):
     revision: str
     allow_patterns: list[str]
     size_gb: float = Field(gt=0, description="Download size of the original weights")
-    quantized_size_gb: Union[float, Unknown]
+    quantized_size_gb: float | Unknown
 
 
 class Dataset(_Strict):
@@ -72,13 +74,13 @@ class Dataset(_Strict):
     samples: int = Field(gt=0)
     calibration_samples: int = Field(ge=0)
     files: dict[str, str] = Field(description="role -> file name (sampled, calibration)")
-    sha256: dict[str, Union[str, Unknown]] = Field(default_factory=dict)
+    sha256: dict[str, str | Unknown] = Field(default_factory=dict)
     urls: dict[str, str] = Field(default_factory=dict)
 
 
 class Quantization(_Strict):
     qformat: Precision
-    kv_cache_dtype: Union[Literal["fp8", "int8"], None]
+    kv_cache_dtype: Literal["fp8", "int8"] | None
     dtype: Literal["float16", "bfloat16", "float32"]
     calib_size: int = Field(ge=0)
     tool: Literal["hf_quantize", "trtllm_quantize", "none"]
@@ -87,22 +89,22 @@ class Quantization(_Strict):
 
 class TensorRTLLM(_Strict):
     version: str = Field(description="The TensorRT-LLM release repro installs in the container")
-    published_version: Union[str, Unknown] = Field(description="What the published run used, as far as its sources say")
+    published_version: str | Unknown = Field(description="What the published run used, as far as its sources say")
     base_image: str = Field(description="Base image repro's Dockerfile builds FROM")
-    cuda_architectures: Union[str, None]
+    cuda_architectures: str | None
     tp_size: int = Field(gt=0)
     pp_size: int = Field(gt=0)
     servers_per_vm: int = Field(gt=0)
     base_port: int = Field(gt=1024, lt=65536)
     gpu_batch_size: int = Field(gt=0)
-    build_flags: dict[str, Union[str, int, float, bool]] = Field(default_factory=dict)
-    runtime_flags: dict[str, Union[str, int, float, bool]] = Field(default_factory=dict)
+    build_flags: dict[str, str | int | float | bool] = Field(default_factory=dict)
+    runtime_flags: dict[str, str | int | float | bool] = Field(default_factory=dict)
     serve_extra_options: dict[str, Any] = Field(default_factory=dict)
 
 
 class LoadGen(_Strict):
     offline_expected_qps: float = Field(gt=0)
-    server_target_qps: Union[float, Unknown, None] = None
+    server_target_qps: float | Unknown | None = None
     min_duration_ms: int = Field(ge=0)
     min_query_count: int = Field(ge=0)
     performance_sample_count: int = Field(gt=0)
@@ -128,9 +130,10 @@ class Rack(_Strict):
     min_tokens_per_s: float
     max_tokens_per_s: float
     mean_tokens_per_s: float
-    median_tokens_per_s: Union[float, Unknown]
+    median_tokens_per_s: float | Unknown
     vm_tokens_per_s: dict[str, float] = Field(
-        default_factory=dict, description="VM folder name -> Tokens per second printed in that VM's published summary")
+        default_factory=dict, description="VM folder name -> Tokens per second printed in that VM's published summary"
+    )
     vm_source: str = ""
 
     def claim_vs_logs(self) -> list[str]:
@@ -138,35 +141,45 @@ class Rack(_Strict):
         values = list(self.vm_tokens_per_s.values())
         if len(values) != self.vms:
             return []
-        logs = {"total": sum(values), "min": min(values), "max": max(values), "mean": statistics.fmean(values),
-                "median": statistics.median(values)}
+        logs = {
+            "total": sum(values),
+            "min": min(values),
+            "max": max(values),
+            "mean": statistics.fmean(values),
+            "median": statistics.median(values),
+        }
         out = []
         for key, computed in logs.items():
             claimed = getattr(self, f"{key}_tokens_per_s")
             if claimed != "unknown" and abs(float(claimed) - computed) > 0.1:
-                out.append(f"the published {key} {float(claimed):,.1f} tokens/s disagrees with its own {self.vms} "
-                           f"per-VM logs, which give {computed:,.1f}")
+                out.append(
+                    f"the published {key} {float(claimed):,.1f} tokens/s disagrees with its own {self.vms} "
+                    f"per-VM logs, which give {computed:,.1f}"
+                )
         return out
 
 
 class Published(_Strict):
     status: Literal["published", "analog", "unknown"] = Field(
-        description="published: this system's own result; analog: another submitter's same-GPU result; unknown: none found")
-    tokens_per_s_per_vm: Union[float, Unknown]
-    tokens_per_s_per_gpu: Union[float, Unknown]
+        description="published: this system's own result; analog: another submitter's same-GPU result; unknown: none found"
+    )
+    tokens_per_s_per_vm: float | Unknown
+    tokens_per_s_per_gpu: float | Unknown
     band_pct: float = Field(default=5.0, gt=0, lt=100)
-    mlperf_round: Union[str, Unknown]
-    mlperf_id: Union[str, Unknown]
-    result_id: Union[str, None] = Field(
-        default=None, description="The result in the shipped published index (`repro published show REF`): an official "
-                                  "ID such as 5.1-0008, or ROUND/DIVISION/SUBMITTER/SYSTEM for rounds without IDs")
+    mlperf_round: str | Unknown
+    mlperf_id: str | Unknown
+    result_id: str | None = Field(
+        default=None,
+        description="The result in the shipped published index (`repro published show REF`): an official "
+        "ID such as 5.1-0008, or ROUND/DIVISION/SUBMITTER/SYSTEM for rounds without IDs",
+    )
     scenario: Literal["Offline", "Server", "Interactive"] = "Offline"
     source: str
     note: str = ""
-    rack: Union[Rack, None] = None
+    rack: Rack | None = None
 
     @model_validator(mode="after")
-    def _known_when_published(self) -> "Published":
+    def _known_when_published(self) -> Published:
         if self.status != "unknown" and self.tokens_per_s_per_gpu == "unknown":
             raise ValueError("tokens_per_s_per_gpu must be a number unless status is 'unknown'")
         return self
@@ -182,7 +195,9 @@ class Recipe(_Strict):
     schema_version: Literal[1]
     name: str = Field(pattern=r"^[a-z0-9][a-z0-9-]*$")
     title: str
-    reference_only: bool = Field(default=False, description="A published system nobody runs through repro (e.g. DGX H100)")
+    reference_only: bool = Field(
+        default=False, description="A published system nobody runs through repro (e.g. DGX H100)"
+    )
     demo: bool = Field(default=False, description="Built-in CPU demo; its runs are never a reproduction")
     system: System
     backend: Backend
@@ -190,14 +205,15 @@ class Recipe(_Strict):
     model: Model
     dataset: Dataset
     quantization: Quantization
-    trtllm: Union[TensorRTLLM, None]
+    trtllm: TensorRTLLM | None
     loadgen: LoadGen
     accuracy: Accuracy
     published: Published = Field(description="The headline published result (Offline)")
     published_scenarios: list[Published] = Field(
-        default_factory=list, description="This system's published results for other scenarios (Server, Interactive)")
+        default_factory=list, description="This system's published results for other scenarios (Server, Interactive)"
+    )
     disk_needed_gb: float = Field(gt=0)
-    expected_runtime_min: Union[float, Unknown]
+    expected_runtime_min: float | Unknown
     sources: list[str] = Field(default_factory=list)
 
     def published_for(self, scenario: str) -> Published | None:
@@ -205,15 +221,16 @@ class Recipe(_Strict):
         return next((p for p in (self.published, *self.published_scenarios) if p.scenario == scenario), None)
 
     @model_validator(mode="after")
-    def _consistent(self) -> "Recipe":
+    def _consistent(self) -> Recipe:
         scenarios = [p.scenario for p in (self.published, *self.published_scenarios)]
         if len(set(scenarios)) != len(scenarios):
             raise ValueError(f"published results repeat a scenario: {', '.join(scenarios)}")
         if self.backend.startswith("trtllm") and self.trtllm is None:
             raise ValueError(f"backend {self.backend} needs a trtllm section")
         if self.precision in ("nvfp4", "fp4") and not self.blackwell:
-            raise ValueError(f"precision {self.precision} needs a Blackwell GPU (sm_100 or newer), "
-                             f"not {self.system.gpu_arch}")
+            raise ValueError(
+                f"precision {self.precision} needs a Blackwell GPU (sm_100 or newer), not {self.system.gpu_arch}"
+            )
         return self
 
     def hash(self) -> str:
@@ -224,6 +241,7 @@ class Recipe(_Strict):
     @property
     def blackwell(self) -> bool:
         from repro.core.systems import is_blackwell
+
         return is_blackwell(self.system.gpu_arch)
 
 
@@ -269,7 +287,9 @@ def load_recipe_file(path: Path) -> Recipe:
     except FileNotFoundError:
         raise RecipeError(f"{path}: no such recipe file.", "`repro recipes list`") from None
     except OSError as exc:
-        raise RecipeError(f"{path}: cannot be read as a recipe ({exc.strerror or exc}).", "`repro recipes list`") from None
+        raise RecipeError(
+            f"{path}: cannot be read as a recipe ({exc.strerror or exc}).", "`repro recipes list`"
+        ) from None
     except (yaml.YAMLError, ValueError, RecursionError) as exc:
         why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise RecipeError(f"{path}: not valid YAML ({why}).", f"fix it, then `repro recipes validate {path}`") from None
@@ -280,12 +300,14 @@ def load_recipe_file(path: Path) -> Recipe:
     except ValidationError as exc:
         raise RecipeError(_format_validation(path, exc), f"fix it, then `repro recipes validate {path}`") from None
     if recipe.name != path.stem:
-        raise RecipeError(f"{path}: field 'name' is '{recipe.name}' but the file is named '{path.stem}'.",
-                          f"`repro recipes validate {path}`")
+        raise RecipeError(
+            f"{path}: field 'name' is '{recipe.name}' but the file is named '{path.stem}'.",
+            f"`repro recipes validate {path}`",
+        )
     return recipe
 
 
-@lru_cache(maxsize=None)
+@cache
 def _all_cached(directory: str) -> tuple[Recipe, ...]:
     return tuple(load_recipe_file(p) for p in sorted(Path(directory).glob("*.yaml")))
 
@@ -332,8 +354,11 @@ def by_vm_size(vm_size: str) -> Recipe | None:
 def by_gpu_name(gpu_name: str, gpu_count: int | None = None) -> Recipe | None:
     """Map an NVML name ('NVIDIA H100 80GB HBM3') to the runnable recipe for that GPU."""
     name = gpu_name.lower()
-    matches = [r for r in all_recipes() if not r.reference_only and not r.demo
-               and any(n.lower() in name for n in r.system.nvml_names)]
+    matches = [
+        r
+        for r in all_recipes()
+        if not r.reference_only and not r.demo and any(n.lower() in name for n in r.system.nvml_names)
+    ]
     if gpu_count is not None:
         exact = [r for r in matches if r.system.gpus_per_vm == gpu_count]
         matches = exact or matches

@@ -9,7 +9,6 @@ from pydantic import BaseModel, Field
 StepStatus = Literal["done", "skipped", "dry-run", "failed"]
 
 
-
 class StepOutcome(BaseModel):
     step: str
     status: StepStatus
@@ -22,4 +21,3 @@ class StepOutcome(BaseModel):
 
     def to_json(self) -> dict[str, Any]:
         return self.model_dump(mode="json")
-

@@ -87,20 +87,30 @@ def nvml_gpus() -> tuple[list[GPU], str | None, str | None, str | None]:
     """(gpus, driver, cuda_driver, error) from NVML; empty with an error string when NVML is missing."""
     try:
         import pynvml
+
         pynvml.nvmlInit()
     except Exception as exc:  # noqa: BLE001
         return [], None, None, f"NVML unavailable: {exc}"
     try:
+
         def _s(v: Any) -> str:
             return v.decode() if isinstance(v, bytes) else str(v)
+
         driver = _s(pynvml.nvmlSystemGetDriverVersion())
         cuda = pynvml.nvmlSystemGetCudaDriverVersion_v2()
         gpus = []
         for i in range(pynvml.nvmlDeviceGetCount()):
             h = pynvml.nvmlDeviceGetHandleByIndex(i)
             major, minor = pynvml.nvmlDeviceGetCudaComputeCapability(h)
-            gpus.append(GPU(i, _s(pynvml.nvmlDeviceGetName(h)), _s(pynvml.nvmlDeviceGetUUID(h)),
-                            int(pynvml.nvmlDeviceGetMemoryInfo(h).total // (1 << 20)), f"{major}.{minor}"))
+            gpus.append(
+                GPU(
+                    i,
+                    _s(pynvml.nvmlDeviceGetName(h)),
+                    _s(pynvml.nvmlDeviceGetUUID(h)),
+                    int(pynvml.nvmlDeviceGetMemoryInfo(h).total // (1 << 20)),
+                    f"{major}.{minor}",
+                )
+            )
         return gpus, driver, f"{cuda // 1000}.{(cuda % 1000) // 10}", None
     except Exception as exc:  # noqa: BLE001
         return [], None, None, f"NVML query failed: {exc}"
@@ -117,7 +127,7 @@ def detect_system(imds_timeout: float = 1.0) -> SystemInfo:
     return SystemInfo(vm_size, gpus, driver, cuda, nvml_error, imds_error)
 
 
-def match_recipe(info: SystemInfo) -> tuple["Recipe | None", str]:
+def match_recipe(info: SystemInfo) -> tuple[Recipe | None, str]:
     """(recipe, why) from the VM size first, then the GPU name; (None, why not) when nothing fits."""
     from repro.core.recipes import by_gpu_name, by_vm_size
 
@@ -131,14 +141,20 @@ def match_recipe(info: SystemInfo) -> tuple["Recipe | None", str]:
         if recipe is not None:
             where = f"unknown VM size {info.vm_size}" if info.vm_size else "not on Azure"
             return recipe, f"{len(info.gpus)} x {name} (NVML; {where})"
-    place = (f"Azure VM size {info.vm_size} has no recipe" if info.vm_size
-             else f"not on Azure (instance metadata: {info.imds_error or 'no answer'})")
-    gpus = (f"GPU {info.gpus[0].name} has no recipe" if info.gpus
-            else f"no NVIDIA GPU found ({info.nvml_error or 'NVML found none'})")
+    place = (
+        f"Azure VM size {info.vm_size} has no recipe"
+        if info.vm_size
+        else f"not on Azure (instance metadata: {info.imds_error or 'no answer'})"
+    )
+    gpus = (
+        f"GPU {info.gpus[0].name} has no recipe"
+        if info.gpus
+        else f"no NVIDIA GPU found ({info.nvml_error or 'NVML found none'})"
+    )
     return None, f"{place}; {gpus}"
 
 
-def select_recipe(info: SystemInfo, explicit: str | None = None) -> tuple["Recipe", str]:
+def select_recipe(info: SystemInfo, explicit: str | None = None) -> tuple[Recipe, str]:
     """The recipe to use and why; an explicit --recipe always wins, and nothing is guessed."""
     from repro.core.errors import RecipeError
     from repro.core.recipes import get_recipe
@@ -147,13 +163,16 @@ def select_recipe(info: SystemInfo, explicit: str | None = None) -> tuple["Recip
         return get_recipe(explicit), "chosen with --recipe"
     recipe, why = match_recipe(info)
     if recipe is None:
-        raise RecipeError(f"No recipe matches this machine: {why}.",
-                          "pick one with `--recipe NAME` (see `repro recipes list`; `--recipe demo` runs on CPU)")
+        raise RecipeError(
+            f"No recipe matches this machine: {why}.",
+            "pick one with `--recipe NAME` (see `repro recipes list`; `--recipe demo` runs on CPU)",
+        )
     return recipe, why
 
 
-def resolve_recipe(explicit: str | None, ws: "Workspace | None" = None, *,
-                   info: SystemInfo | None = None) -> tuple["Recipe", str]:
+def resolve_recipe(
+    explicit: str | None, ws: Workspace | None = None, *, info: SystemInfo | None = None
+) -> tuple[Recipe, str]:
     """The one recipe resolver every command uses: --recipe, else the workspace ledger's, else the detected machine's.
 
     Returns the recipe and a sentence saying why it was chosen; raises RecipeError when none applies.

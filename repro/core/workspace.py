@@ -23,7 +23,7 @@ class Workspace:
     root: Path
 
     @classmethod
-    def open(cls, override: Path | None = None) -> "Workspace":
+    def open(cls, override: Path | None = None) -> Workspace:
         return cls(repro_home(override))
 
     @property
@@ -50,7 +50,7 @@ class Workspace:
     def ledger_path(self) -> Path:
         return self.root / "ledger.json"
 
-    def ensure(self) -> "Workspace":
+    def ensure(self) -> Workspace:
         for p in (self.root, self.models, self.data, self.preprocessed, self.engines, self.runs):
             p.mkdir(parents=True, exist_ok=True)
         return self

@@ -13,10 +13,10 @@ import shlex
 import shutil
 import tempfile
 from collections import deque
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator
-
+from typing import Any
 
 from repro import __version__
 from repro.core.errors import InputError, Interrupted, StepFailed
@@ -46,13 +46,17 @@ def validate_image_ref(value: str, option: str = "--container-image") -> str:
     """The image name, or one clear error: a value that could be read as a flag or shell text never reaches docker."""
     if not isinstance(value, str) or not _IMAGE_REF.fullmatch(value):
         shown = ascii(value) if isinstance(value, str) else type(value).__name__
-        raise InputError(f"{option} {shown}: not an image name (letters, digits and ._/:@#+- only; it may not "
-                         "start with '-' or '.').", f"{option} registry.example/repro:gb300")
+        raise InputError(
+            f"{option} {shown}: not an image name (letters, digits and ._/:@#+- only; it may not "
+            "start with '-' or '.').",
+            f"{option} registry.example/repro:gb300",
+        )
     return value
 
 
 def docker_client():
     import docker
+
     return docker.from_env(timeout=600)
 
 
@@ -82,13 +86,19 @@ def spec_hash(dockerfile: Path, build_args: dict[str, str], extra: str = "") -> 
 def image_spec_for(recipe: Recipe, *, base_image: str | None = None, install: str = "full") -> ImageSpec:
     """The runtime image of a recipe; `base_image`/`install` let tests build the same Dockerfile on a tiny base."""
     if recipe.trtllm is None:
-        raise StepFailed(f"Recipe '{recipe.name}' has no container (backend {recipe.backend}).", f"`repro recipes show {recipe.name}`")
+        raise StepFailed(
+            f"Recipe '{recipe.name}' has no container (backend {recipe.backend}).",
+            f"`repro recipes show {recipe.name}`",
+        )
     if base_image is not None:
         validate_image_ref(base_image, "--base-image")
     dockerfile = containers_dir() / "Dockerfile"
     args = {"BASE_IMAGE": base_image or recipe.trtllm.base_image, "REPRO_INSTALL": install}
-    labels = {"org.repro.recipe": recipe.name, "org.repro.recipe-hash": recipe.hash(),
-              "org.repro.trtllm-version": recipe.trtllm.version}
+    labels = {
+        "org.repro.recipe": recipe.name,
+        "org.repro.recipe-hash": recipe.hash(),
+        "org.repro.trtllm-version": recipe.trtllm.version,
+    }
     digest = spec_hash(dockerfile, args, f"{recipe.hash()}|{__version__}")
     return ImageSpec(dockerfile, f"{IMAGE_REPO}:{recipe.name}-{digest}", args, labels=labels)
 
@@ -111,6 +121,7 @@ def _stage_context(spec: ImageSpec, dest: Path) -> None:
         if (root / name).is_file():
             shutil.copy2(root / name, src / name)
     from repro.core.recipes import recipes_dir
+
     shutil.copytree(recipes_dir(), src / "recipes", ignore=ignore)
     shutil.copytree(spec.dockerfile.parent, src / "containers", ignore=ignore)
 
@@ -159,6 +170,7 @@ def image_env(image: ImageRef) -> dict[str, str]:
 
 def image_digest(tag: str, client=None) -> str | None:
     import docker.errors
+
     client = client or docker_client()
     try:
         return client.images.get(tag).id
@@ -177,8 +189,15 @@ def _failed_line(dockerfile: Path, step_no: int | None, step_text: str | None) -
     return None
 
 
-def build_image(spec: ImageSpec, *, force: bool = False, on_line: LineSink | None = None,
-                log_path: Path | None = None, network: str = "host", client=None) -> ImageRef:
+def build_image(
+    spec: ImageSpec,
+    *,
+    force: bool = False,
+    on_line: LineSink | None = None,
+    log_path: Path | None = None,
+    network: str = "host",
+    client=None,
+) -> ImageRef:
     """Build unless an image with this tag exists (the tag is the content hash), streaming every log line."""
     client = client or docker_client()
     if not force:
@@ -192,9 +211,18 @@ def build_image(spec: ImageSpec, *, force: bool = False, on_line: LineSink | Non
     try:
         with tempfile.TemporaryDirectory(prefix="repro-build-") as ctx:
             _stage_context(spec, Path(ctx))
-            stream = client.api.build(path=ctx, dockerfile=spec.dockerfile.name, tag=spec.tag, buildargs=spec.build_args,
-                                      labels={LABEL: "1", **spec.labels}, rm=True, forcerm=True, decode=True,
-                                      network_mode=network, nocache=force)
+            stream = client.api.build(
+                path=ctx,
+                dockerfile=spec.dockerfile.name,
+                tag=spec.tag,
+                buildargs=spec.build_args,
+                labels={LABEL: "1", **spec.labels},
+                rm=True,
+                forcerm=True,
+                decode=True,
+                network_mode=network,
+                nocache=force,
+            )
             for chunk in stream:
                 if "error" in chunk or "errorDetail" in chunk:
                     detail = (chunk.get("errorDetail") or {}).get("message") or chunk.get("error") or "unknown error"
@@ -203,9 +231,11 @@ def build_image(spec: ImageSpec, *, force: bool = False, on_line: LineSink | Non
                     where = _failed_line(spec.dockerfile, step_no, step_text)
                     at = f"{spec.dockerfile}:{where[0]} `{where[1]}`" if where else str(spec.dockerfile)
                     last = f" Last output: {tail[-1]}" if tail else ""
-                    raise StepFailed(f"The container build failed at {at}: {detail.strip()}.{last}",
-                                     "fix the Dockerfile line, then `repro build-engine --force`"
-                                     + (f" (full log: {log_path})" if log_path else ""))
+                    raise StepFailed(
+                        f"The container build failed at {at}: {detail.strip()}.{last}",
+                        "fix the Dockerfile line, then `repro build-engine --force`"
+                        + (f" (full log: {log_path})" if log_path else ""),
+                    )
                 for line in str(chunk.get("stream", "")).splitlines():
                     line = line.rstrip()
                     if not line:
@@ -266,8 +296,15 @@ class RunSpec:
         return shlex.join(argv + [self.image, *self.command])
 
     def to_json(self) -> dict[str, Any]:
-        return {"image": self.image, "command": self.command, "mounts": [m.to_json() for m in self.mounts],
-                "gpus": self.gpus, "env": dict(self.env), "network": self.network, "docker_cli": self.docker_cli()}
+        return {
+            "image": self.image,
+            "command": self.command,
+            "mounts": [m.to_json() for m in self.mounts],
+            "gpus": self.gpus,
+            "env": dict(self.env),
+            "network": self.network,
+            "docker_cli": self.docker_cli(),
+        }
 
 
 def _iter_lines(chunks: Iterator[bytes]) -> Iterator[str]:
@@ -281,8 +318,14 @@ def _iter_lines(chunks: Iterator[bytes]) -> Iterator[str]:
         yield buf.decode("utf-8", "replace")
 
 
-def run_container(spec: RunSpec, *, step: str = "container", on_line: LineSink | None = None,
-                  log_path: Path | None = None, client=None) -> int:
+def run_container(
+    spec: RunSpec,
+    *,
+    step: str = "container",
+    on_line: LineSink | None = None,
+    log_path: Path | None = None,
+    client=None,
+) -> int:
     """Run to completion, streaming logs; a non-zero exit is a StepFailed, Ctrl-C removes the container."""
     from docker.types import DeviceRequest, Ulimit
 
@@ -292,16 +335,24 @@ def run_container(spec: RunSpec, *, step: str = "container", on_line: LineSink |
         kwargs["device_requests"] = [DeviceRequest(count=-1, capabilities=[["gpu"]])]
     if spec.shm_size:
         kwargs["shm_size"] = spec.shm_size
-        kwargs["ulimits"] = [Ulimit(name="memlock", soft=-1, hard=-1), Ulimit(name="stack", soft=67108864, hard=67108864)]
+        kwargs["ulimits"] = [
+            Ulimit(name="memlock", soft=-1, hard=-1),
+            Ulimit(name="stack", soft=67108864, hard=67108864),
+        ]
     container = None
     tail: deque[str] = deque(maxlen=15)
     log = open(log_path, "w", encoding="utf-8") if log_path else None
     try:
         container = client.containers.run(
-            spec.image, spec.command, detach=True, network_mode=spec.network, environment=spec.env,
+            spec.image,
+            spec.command,
+            detach=True,
+            network_mode=spec.network,
+            environment=spec.env,
             labels={LABEL: "1", "org.repro.step": step, **spec.labels},
             volumes={str(m.host): {"bind": m.target, "mode": "ro" if m.read_only else "rw"} for m in spec.mounts},
-            **kwargs)
+            **kwargs,
+        )
         for line in _iter_lines(container.logs(stream=True, follow=True)):
             tail.append(line)
             if log:
@@ -313,16 +364,20 @@ def run_container(spec: RunSpec, *, step: str = "container", on_line: LineSink |
     except KeyboardInterrupt:
         _remove(container)
         container = None
-        raise Interrupted(f"Interrupted during {step}; its container was stopped and removed.",
-                          "`repro build-engine` to resume (finished steps are skipped)") from None
+        raise Interrupted(
+            f"Interrupted during {step}; its container was stopped and removed.",
+            "`repro build-engine` to resume (finished steps are skipped)",
+        ) from None
     finally:
         if log:
             log.close()
         _remove(container)
     if code != 0:
         last = " | ".join(list(tail)[-3:])
-        raise StepFailed(f"Step {step} failed: the container exited with code {code}." + (f" Last output: {last}" if last else ""),
-                         (f"see {log_path}, fix it, then " if log_path else "") + "`repro build-engine --force`")
+        raise StepFailed(
+            f"Step {step} failed: the container exited with code {code}." + (f" Last output: {last}" if last else ""),
+            (f"see {log_path}, fix it, then " if log_path else "") + "`repro build-engine --force`",
+        )
     return code
 
 
@@ -330,6 +385,7 @@ def _remove(container) -> None:
     if container is None:
         return
     import docker.errors
+
     try:
         container.remove(force=True)
     except docker.errors.NotFound:

@@ -23,8 +23,13 @@ def _say(msg: str) -> None:
 
 def cmd_selftest(args: argparse.Namespace) -> int:
     """Proves the image, the entrypoint and the workspace mount work, without a GPU."""
-    info = {"python": platform.python_version(), "machine": platform.machine(), "pid": os.getpid(),
-            "repro_home": os.environ.get("REPRO_HOME"), "nvidia_visible_devices": os.environ.get("NVIDIA_VISIBLE_DEVICES")}
+    info = {
+        "python": platform.python_version(),
+        "machine": platform.machine(),
+        "pid": os.getpid(),
+        "repro_home": os.environ.get("REPRO_HOME"),
+        "nvidia_visible_devices": os.environ.get("NVIDIA_VISIBLE_DEVICES"),
+    }
     _say("selftest " + json.dumps(info, sort_keys=True))
     if args.write:
         out = Path(args.write)
@@ -66,6 +71,7 @@ def cmd_prepare_calib(args: argparse.Namespace) -> int:
         _say(f"calibration set already prepared: {out}")
         return 0
     import pandas as pd
+
     df = pd.read_pickle(args.pkl)
     if "input" not in df.columns:
         _say(f"{args.pkl}: no 'input' column (columns: {', '.join(map(str, df.columns))})")
@@ -94,8 +100,9 @@ def cmd_hf_quantize(args: argparse.Namespace) -> int:
     np.random.seed(args.seed)
     torch.manual_seed(args.seed)
     dtype = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32}[args.dtype]
-    tokenizer = AutoTokenizer.from_pretrained(args.model_dir, model_max_length=args.tokenizer_max_seq_length,
-                                              padding_side="left")
+    tokenizer = AutoTokenizer.from_pretrained(
+        args.model_dir, model_max_length=args.tokenizer_max_seq_length, padding_side="left"
+    )
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     model = AutoModelForCausalLM.from_pretrained(args.model_dir, torch_dtype=dtype, device_map="auto").eval()
@@ -112,8 +119,13 @@ def cmd_hf_quantize(args: argparse.Namespace) -> int:
 
     def forward_loop(m):
         for i in range(0, len(texts), args.batch_size):
-            batch = tokenizer(texts[i:i + args.batch_size], return_tensors="pt", padding=True, truncation=True,
-                              max_length=args.calib_max_seq_length).to(m.device)
+            batch = tokenizer(
+                texts[i : i + args.batch_size],
+                return_tensors="pt",
+                padding=True,
+                truncation=True,
+                max_length=args.calib_max_seq_length,
+            ).to(m.device)
             with torch.no_grad():
                 m(**batch)
 
@@ -125,6 +137,7 @@ def cmd_hf_quantize(args: argparse.Namespace) -> int:
     tokenizer.save_pretrained(str(tmp))
     if out.exists():
         import shutil
+
         shutil.rmtree(out)
     os.replace(tmp, out)
     _say(f"wrote quantized checkpoint {out}")

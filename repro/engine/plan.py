@@ -7,24 +7,23 @@ the image, the mounts and every command line, without touching Docker or the wor
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import hashlib
 import json
 import shlex
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from repro.engine import quantize as q
-from repro.engine.container import ImageSpec, Mount, RunSpec, build_image, image_env, image_spec_for, run_container
-from repro.core.systems import SystemInfo, detect_system
 from repro.core.errors import InputError, Interrupted, RecipeError, StepFailed, SystemMismatch
 from repro.core.fsutil import atomic_write_text
 from repro.core.ledger import Artifact, Ledger
 from repro.core.recipes import Recipe, all_recipes, by_gpu_name
 from repro.core.steps import StepOutcome
+from repro.core.systems import SystemInfo, detect_system
 from repro.core.workspace import Workspace
+from repro.engine import quantize as q
+from repro.engine.container import ImageSpec, Mount, RunSpec, build_image, image_env, image_spec_for, run_container
 
 STEP = "build-engine"
 ViewFactory = Callable[[str], Any]
@@ -43,9 +42,11 @@ def fp8_recipe_for(system: SystemInfo) -> Recipe | None:
 def check_gpu(recipe: Recipe, system: SystemInfo) -> None:
     """NVFP4 runs only on Blackwell; on older GPUs name the FP8 recipe instead of failing hours later."""
     if not system.gpus:
-        raise SystemMismatch(f"No NVIDIA GPU detected ({system.nvml_error or 'NVML lists none'}); "
-                             f"recipe '{recipe.name}' needs {recipe.system.gpus_per_vm} x {recipe.system.gpu_name}.",
-                             "`repro doctor`, or `repro build-engine --dry-run` to see the plan")
+        raise SystemMismatch(
+            f"No NVIDIA GPU detected ({system.nvml_error or 'NVML lists none'}); "
+            f"recipe '{recipe.name}' needs {recipe.system.gpus_per_vm} x {recipe.system.gpu_name}.",
+            "`repro doctor`, or `repro build-engine --dry-run` to see the plan",
+        )
     if recipe.precision in ("nvfp4", "fp4"):
         old = [g for g in system.gpus if not g.blackwell]
         if old:
@@ -54,7 +55,8 @@ def check_gpu(recipe: Recipe, system: SystemInfo) -> None:
             raise SystemMismatch(
                 f"Recipe '{recipe.name}' quantizes to NVFP4, which needs a Blackwell GPU (sm_100 or newer); "
                 f"this machine has {old[0].name}{cc}. Use the FP8 recipe{f' {alt.name!r}' if alt else ''}.",
-                f"`repro build-engine --recipe {alt.name}`" if alt else "`repro recipes list`")
+                f"`repro build-engine --recipe {alt.name}`" if alt else "`repro recipes list`",
+            )
 
 
 @dataclass
@@ -69,8 +71,12 @@ class PlannedStep:
         return self.run.command
 
     def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "command": self.argv, "docker": self.run.docker_cli(),
-                "outputs": [str(p) for p in self.outputs]}
+        return {
+            "name": self.name,
+            "command": self.argv,
+            "docker": self.run.docker_cli(),
+            "outputs": [str(p) for p in self.outputs],
+        }
 
 
 @dataclass
@@ -87,17 +93,26 @@ class BuildPlan:
     host_calib_pkl: Path
 
     def to_json(self) -> dict[str, Any]:
-        return {"recipe": self.recipe.name, "recipe_hash": self.recipe.hash(), "backend": self.recipe.backend,
-                "image": self.image.to_json(), "mounts": [m.to_json() for m in self.mounts],
-                "steps": [s.to_json() for s in self.steps],
-                "serve_config": {"path": str(self.serve_config_path), "yaml": self.serve_config_text},
-                "serve": [s.to_json() for s in self.serve], "container_paths": self.paths.to_json()}
+        return {
+            "recipe": self.recipe.name,
+            "recipe_hash": self.recipe.hash(),
+            "backend": self.recipe.backend,
+            "image": self.image.to_json(),
+            "mounts": [m.to_json() for m in self.mounts],
+            "steps": [s.to_json() for s in self.steps],
+            "serve_config": {"path": str(self.serve_config_path), "yaml": self.serve_config_text},
+            "serve": [s.to_json() for s in self.serve],
+            "container_paths": self.paths.to_json(),
+        }
 
     def lines(self) -> list[str]:
         """The plan as shell lines: what `--dry-run` prints."""
         b = self.image
         args = " ".join(f"--build-arg {shlex.quote(f'{k}={v}')}" for k, v in b.build_args.items())
-        out = [f"# image {b.tag} (built only if missing)", f"docker build -f {b.dockerfile} {args} -t {b.tag} <context>"]
+        out = [
+            f"# image {b.tag} (built only if missing)",
+            f"docker build -f {b.dockerfile} {args} -t {b.tag} <context>",
+        ]
         for s in self.steps:
             out += [f"# {s.name}", s.run.docker_cli()]
         out += [f"# write {self.serve_config_path}"] + [f"#   {ln}" for ln in self.serve_config_text.splitlines()]
@@ -122,8 +137,9 @@ def _host(ws: Workspace, p: PurePosixPath) -> Path:
     return ws.root / p.relative_to(q.CONTAINER_WORKSPACE)
 
 
-def plan_build(recipe: Recipe, ws: Workspace, *, base_image: str | None = None, install: str = "full",
-               gpus: bool = True) -> BuildPlan:
+def plan_build(
+    recipe: Recipe, ws: Workspace, *, base_image: str | None = None, install: str = "full", gpus: bool = True
+) -> BuildPlan:
     if recipe.trtllm is None:
         raise RecipeError(f"Recipe '{recipe.name}' has no trtllm section.", f"`repro recipes show {recipe.name}`")
     model = _model_dir(recipe, ws)
@@ -138,20 +154,38 @@ def plan_build(recipe: Recipe, ws: Workspace, *, base_image: str | None = None, 
     env = {"REPRO_HOME": str(q.CONTAINER_WORKSPACE)}
 
     def spec(argv: list[str]) -> RunSpec:
-        return RunSpec(image.tag, ["exec", "--", *argv], mounts, gpus=gpus, env=env,
-                       shm_size="32g" if gpus else None)
+        return RunSpec(image.tag, ["exec", "--", *argv], mounts, gpus=gpus, env=env, shm_size="32g" if gpus else None)
 
     ckpt = _host(ws, p.checkpoint_dir)
-    ckpt_files = [ckpt / "config.json"] + ([ckpt / "rank0.safetensors"] if recipe.quantization.tool == "trtllm_quantize"
-                                           else [ckpt / "hf_quant_config.json"])
-    steps = [PlannedStep("prepare-calib", spec(q.prepare_calib_command(recipe, p)), [_host(ws, p.calib_dir) / "data.parquet"]),
-             PlannedStep("quantize", spec(q.quantize_command(recipe, p)), ckpt_files, [ckpt / "config.json"])]
+    ckpt_files = [ckpt / "config.json"] + (
+        [ckpt / "rank0.safetensors"]
+        if recipe.quantization.tool == "trtllm_quantize"
+        else [ckpt / "hf_quant_config.json"]
+    )
+    steps = [
+        PlannedStep(
+            "prepare-calib", spec(q.prepare_calib_command(recipe, p)), [_host(ws, p.calib_dir) / "data.parquet"]
+        ),
+        PlannedStep("quantize", spec(q.quantize_command(recipe, p)), ckpt_files, [ckpt / "config.json"]),
+    ]
     build = q.build_command(recipe, p)
     if build is not None and p.engine_dir is not None:
         eng = _host(ws, p.engine_dir)
-        steps.append(PlannedStep("engine", spec(build), [eng / "config.json", eng / "rank0.engine"], [eng / "config.json"]))
-    return BuildPlan(recipe, image, mounts, steps, _host(ws, p.serve_config), q.serve_config(recipe),
-                     q.serve_commands(recipe, p), p, model, _host(ws, p.calib_pkl))
+        steps.append(
+            PlannedStep("engine", spec(build), [eng / "config.json", eng / "rank0.engine"], [eng / "config.json"])
+        )
+    return BuildPlan(
+        recipe,
+        image,
+        mounts,
+        steps,
+        _host(ws, p.serve_config),
+        q.serve_config(recipe),
+        q.serve_commands(recipe, p),
+        p,
+        model,
+        _host(ws, p.calib_pkl),
+    )
 
 
 def _hash(*parts: Any) -> str:
@@ -161,29 +195,48 @@ def _hash(*parts: Any) -> str:
 def _artifacts(step: PlannedStep) -> list[Artifact]:
     missing = [p for p in step.outputs if not p.exists()]
     if missing:
-        raise StepFailed(f"Step {step.name} exited 0 but did not write {missing[0]}.",
-                         "see the step log under logs/, then `repro build-engine --force`")
+        raise StepFailed(
+            f"Step {step.name} exited 0 but did not write {missing[0]}.",
+            "see the step log under logs/, then `repro build-engine --force`",
+        )
     return [Artifact.of(p, checksum=p in step.checksum) for p in step.outputs]
 
 
-def run_build(recipe: Recipe, ws: Workspace, *, force: bool = False, dry_run: bool = False,
-              system: SystemInfo | None = None, base_image: str | None = None, install: str = "full",
-              gpus: bool | None = None, view: ViewFactory | None = None) -> StepOutcome:
+def run_build(
+    recipe: Recipe,
+    ws: Workspace,
+    *,
+    force: bool = False,
+    dry_run: bool = False,
+    system: SystemInfo | None = None,
+    base_image: str | None = None,
+    install: str = "full",
+    gpus: bool | None = None,
+    view: ViewFactory | None = None,
+) -> StepOutcome:
     """Image, quantization, engine and serve config for a recipe; see the module docstring for skipping."""
     if recipe.demo or recipe.backend in ("hf", "sim"):
-        return StepOutcome(step=STEP, status="skipped",
-                           summary=f"recipe '{recipe.name}' uses the {recipe.backend} backend: nothing to build "
-                                   "(its runs are labelled demo, never a reproduction).",
-                           details={"recipe": recipe.name, "backend": recipe.backend})
+        return StepOutcome(
+            step=STEP,
+            status="skipped",
+            summary=f"recipe '{recipe.name}' uses the {recipe.backend} backend: nothing to build "
+            "(its runs are labelled demo, never a reproduction).",
+            details={"recipe": recipe.name, "backend": recipe.backend},
+        )
     if recipe.reference_only:
         alt = by_gpu_name(recipe.system.gpu_name)
-        raise RecipeError(f"Recipe '{recipe.name}' is reference-only (a published system repro compares against, not one it runs).",
-                          f"`repro build-engine --recipe {alt.name}`" if alt else "`repro recipes list`")
+        raise RecipeError(
+            f"Recipe '{recipe.name}' is reference-only (a published system repro compares against, not one it runs).",
+            f"`repro build-engine --recipe {alt.name}`" if alt else "`repro recipes list`",
+        )
     plan = plan_build(recipe, ws, base_image=base_image, install=install, gpus=True if gpus is None else gpus)
     if dry_run:
-        return StepOutcome(step=STEP, status="dry-run", summary=f"would build {plan.image.tag} and run "
-                           f"{', '.join(s.name for s in plan.steps)} for '{recipe.name}'",
-                           details={**plan.to_json(), "plan": plan.lines()})
+        return StepOutcome(
+            step=STEP,
+            status="dry-run",
+            summary=f"would build {plan.image.tag} and run {', '.join(s.name for s in plan.steps)} for '{recipe.name}'",
+            details={**plan.to_json(), "plan": plan.lines()},
+        )
     system = system if system is not None else detect_system()
     check_gpu(recipe, system)
     if gpus is None:
@@ -204,10 +257,16 @@ def run_build(recipe: Recipe, ws: Workspace, *, force: bool = False, dry_run: bo
         raise
     for step in plan.steps:
         step.run.env.update(image_env(image))
-    overall = _hash(recipe.hash(), recipe.model.revision, image.digest, [s.argv for s in plan.steps], plan.serve_config_text)
+    overall = _hash(
+        recipe.hash(), recipe.model.revision, image.digest, [s.argv for s in plan.steps], plan.serve_config_text
+    )
     if not force and ledger.is_fresh(STEP, overall):
-        return StepOutcome(step=STEP, status="skipped", summary=f"up to date for '{recipe.name}' (image {image.tag})",
-                           details={**plan.to_json(), "image_digest": image.digest, "ran": []})
+        return StepOutcome(
+            step=STEP,
+            status="skipped",
+            summary=f"up to date for '{recipe.name}' (image {image.tag})",
+            details={**plan.to_json(), "image_digest": image.digest, "ran": []},
+        )
     ledger.start(STEP, overall, recipe=recipe.name, image=image.tag, image_digest=image.digest)
     ran: list[str] = []
     outputs: list[Artifact] = []
@@ -221,7 +280,9 @@ def run_build(recipe: Recipe, ws: Workspace, *, force: bool = False, dry_run: bo
             ledger.start(key, h, command=step.argv)
             try:
                 with _view(step.name, view) as live:
-                    run_container(step.run, step=step.name, on_line=live.line, log_path=logs / f"build-engine-{step.name}.log")
+                    run_container(
+                        step.run, step=step.name, on_line=live.line, log_path=logs / f"build-engine-{step.name}.log"
+                    )
                 arts = _artifacts(step)
             except BaseException as exc:
                 ledger.fail(key, getattr(exc, "message", str(exc)), interrupted=_interrupted(exc))
@@ -235,9 +296,12 @@ def run_build(recipe: Recipe, ws: Workspace, *, force: bool = False, dry_run: bo
         ledger.fail(STEP, getattr(exc, "message", str(exc)), interrupted=_interrupted(exc))
         raise
     ledger.finish(STEP, outputs, serve=[s.to_json() for s in plan.serve], serve_config=str(plan.serve_config_path))
-    return StepOutcome(step=STEP, status="done",
-                       summary=f"built for '{recipe.name}': ran {', '.join(ran) or 'nothing new'} (image {image.tag})",
-                       details={**plan.to_json(), "image_digest": image.digest, "ran": ran})
+    return StepOutcome(
+        step=STEP,
+        status="done",
+        summary=f"built for '{recipe.name}': ran {', '.join(ran) or 'nothing new'} (image {image.tag})",
+        details={**plan.to_json(), "image_digest": image.digest, "ran": ran},
+    )
 
 
 def _interrupted(exc: BaseException) -> bool:
@@ -245,7 +309,7 @@ def _interrupted(exc: BaseException) -> bool:
 
 
 class _Quiet:
-    def __enter__(self) -> "_Quiet":
+    def __enter__(self) -> _Quiet:
         return self
 
     def __exit__(self, *exc: Any) -> None:

@@ -43,7 +43,9 @@ def engine_name(recipe: Recipe) -> str:
     return f"gpu-{recipe.precision}-b{t.gpu_batch_size}-tp{t.tp_size}-pp{t.pp_size}"
 
 
-def paths_for(recipe: Recipe, root: PurePosixPath = CONTAINER_WORKSPACE, model_dir: PurePosixPath | None = None) -> Paths:
+def paths_for(
+    recipe: Recipe, root: PurePosixPath = CONTAINER_WORKSPACE, model_dir: PurePosixPath | None = None
+) -> Paths:
     base = root / "engines" / recipe.name
     calib_file = recipe.dataset.files.get("calibration", "calibration.pkl")
     return Paths(
@@ -58,8 +60,10 @@ def paths_for(recipe: Recipe, root: PurePosixPath = CONTAINER_WORKSPACE, model_d
 
 def _trt(recipe: Recipe):
     if recipe.trtllm is None:
-        raise RecipeError(f"Recipe '{recipe.name}' has no trtllm section, so there is no TensorRT-LLM step to run.",
-                          f"`repro recipes show {recipe.name}`")
+        raise RecipeError(
+            f"Recipe '{recipe.name}' has no trtllm section, so there is no TensorRT-LLM step to run.",
+            f"`repro recipes show {recipe.name}`",
+        )
     return recipe.trtllm
 
 
@@ -78,15 +82,23 @@ def quantize_command(recipe: Recipe, p: Paths) -> list[str]:
     """TRT-LLM checkpoint via quantize.py for the engine path; ModelOpt HF checkpoint for the PyTorch path."""
     q = recipe.quantization
     t = _trt(recipe)
-    common = [f"--model_dir={p.model_dir}", f"--output_dir={p.checkpoint_dir}", f"--calib_dataset={p.calib_dir}",
-              f"--calib_size={q.calib_size}", f"--dtype={q.dtype}", f"--qformat={qformat(recipe)}"]
+    common = [
+        f"--model_dir={p.model_dir}",
+        f"--output_dir={p.checkpoint_dir}",
+        f"--calib_dataset={p.calib_dir}",
+        f"--calib_size={q.calib_size}",
+        f"--dtype={q.dtype}",
+        f"--qformat={qformat(recipe)}",
+    ]
     kv = [f"--kv_cache_dtype={q.kv_cache_dtype}"] if q.kv_cache_dtype else []
     if q.tool == "trtllm_quantize":
         return ["python3", TRTLLM_QUANTIZE, f"--tp_size={t.tp_size}", f"--pp_size={t.pp_size}", *common, *kv]
     if q.tool == "hf_quantize":
         return ["python3", ENTRY, "hf-quantize", *common, *kv]
-    raise RecipeError(f"Recipe '{recipe.name}' has quantization.tool 'none'; there is nothing to quantize.",
-                      f"`repro recipes show {recipe.name}`")
+    raise RecipeError(
+        f"Recipe '{recipe.name}' has quantization.tool 'none'; there is nothing to quantize.",
+        f"`repro recipes show {recipe.name}`",
+    )
 
 
 def _flag_value(value: Any) -> str:
@@ -102,10 +114,17 @@ def build_command(recipe: Recipe, p: Paths) -> list[str] | None:
     t = _trt(recipe)
     forbidden = {"tensor_parallelism", "pipeline_parallelism", "max_batch_size"} & set(t.build_flags)
     if forbidden:
-        raise RecipeError(f"Recipe '{recipe.name}': trtllm.build_flags may not set {', '.join(sorted(forbidden))} "
-                          "(they come from tp_size, pp_size and gpu_batch_size).", "fix it, then `repro recipes validate`")
-    argv = ["trtllm-build", f"--checkpoint_dir={p.checkpoint_dir}", f"--output_dir={p.engine_dir}",
-            f"--max_batch_size={t.gpu_batch_size}"]
+        raise RecipeError(
+            f"Recipe '{recipe.name}': trtllm.build_flags may not set {', '.join(sorted(forbidden))} "
+            "(they come from tp_size, pp_size and gpu_batch_size).",
+            "fix it, then `repro recipes validate`",
+        )
+    argv = [
+        "trtllm-build",
+        f"--checkpoint_dir={p.checkpoint_dir}",
+        f"--output_dir={p.engine_dir}",
+        f"--max_batch_size={t.gpu_batch_size}",
+    ]
     argv += [f"--{k}={_flag_value(v)}" for k, v in t.build_flags.items()]
     if t.tp_size * t.pp_size > 1:
         argv.append(f"--workers={t.tp_size * t.pp_size}")
@@ -122,8 +141,10 @@ def _release(version: str) -> tuple[int, int]:
     try:
         return int(parts[0]), int(parts[1])
     except (IndexError, ValueError) as exc:
-        raise RecipeError(f"trtllm.version '{version}' is not a TensorRT-LLM release number such as 1.1.0.",
-                          "fix it, then `repro recipes validate`") from exc
+        raise RecipeError(
+            f"trtllm.version '{version}' is not a TensorRT-LLM release number such as 1.1.0.",
+            "fix it, then `repro recipes validate`",
+        ) from exc
 
 
 def serve_backend(recipe: Recipe) -> str:
@@ -142,7 +163,12 @@ class ServeInstance:
     argv: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
-        return {"rank": self.rank, "cuda_visible_devices": self.cuda_visible_devices, "port": self.port, "argv": self.argv}
+        return {
+            "rank": self.rank,
+            "cuda_visible_devices": self.cuda_visible_devices,
+            "port": self.port,
+            "argv": self.argv,
+        }
 
 
 def serve_commands(recipe: Recipe, p: Paths) -> list[ServeInstance]:
@@ -155,16 +181,34 @@ def serve_commands(recipe: Recipe, p: Paths) -> list[ServeInstance]:
     out = []
     for i in range(t.servers_per_vm):
         gpus = ",".join(str(g) for g in range(i * per, (i + 1) * per))
-        argv = ["trtllm-serve", str(model), "--host", "0.0.0.0", "--port", str(t.base_port + i),
-                "--extra_llm_api_options", str(p.serve_config),
-                "--num_postprocess_workers", str(t.runtime_flags.get("num_postprocess_workers", 2)),
-                "--tp_size", str(t.tp_size), "--pp_size", str(t.pp_size),
-                "--max_num_tokens", str(t.runtime_flags["max_num_tokens"]),
-                "--max_batch_size", str(t.gpu_batch_size),
-                "--max_seq_len", str(max_seq_len),
-                "--max_beam_width", str(t.runtime_flags.get("max_beam_width", 1)),
-                "--tokenizer", recipe.model.repo_id if engine else str(p.checkpoint_dir),
-                "--backend", serve_backend(recipe)]
+        argv = [
+            "trtllm-serve",
+            str(model),
+            "--host",
+            "0.0.0.0",
+            "--port",
+            str(t.base_port + i),
+            "--extra_llm_api_options",
+            str(p.serve_config),
+            "--num_postprocess_workers",
+            str(t.runtime_flags.get("num_postprocess_workers", 2)),
+            "--tp_size",
+            str(t.tp_size),
+            "--pp_size",
+            str(t.pp_size),
+            "--max_num_tokens",
+            str(t.runtime_flags["max_num_tokens"]),
+            "--max_batch_size",
+            str(t.gpu_batch_size),
+            "--max_seq_len",
+            str(max_seq_len),
+            "--max_beam_width",
+            str(t.runtime_flags.get("max_beam_width", 1)),
+            "--tokenizer",
+            recipe.model.repo_id if engine else str(p.checkpoint_dir),
+            "--backend",
+            serve_backend(recipe),
+        ]
         out.append(ServeInstance(i, gpus, t.base_port + i, argv))
     return out
 
@@ -172,9 +216,17 @@ def serve_commands(recipe: Recipe, p: Paths) -> list[ServeInstance]:
 def golden_text(recipe: Recipe) -> str:
     """Everything the build would run or write for a recipe, one block per step, for the golden files."""
     import shlex
+
     p = paths_for(recipe)
-    lines = [f"# recipe: {recipe.name} ({recipe.backend}, {recipe.precision})", "", "## prepare-calib",
-             shlex.join(prepare_calib_command(recipe, p)), "", "## quantize", shlex.join(quantize_command(recipe, p))]
+    lines = [
+        f"# recipe: {recipe.name} ({recipe.backend}, {recipe.precision})",
+        "",
+        "## prepare-calib",
+        shlex.join(prepare_calib_command(recipe, p)),
+        "",
+        "## quantize",
+        shlex.join(quantize_command(recipe, p)),
+    ]
     build = build_command(recipe, p)
     lines += ["", "## engine", shlex.join(build) if build else "(none: PyTorch backend serves the checkpoint)"]
     lines += ["", "## serve"]

@@ -9,18 +9,18 @@ from __future__ import annotations
 import os
 import platform
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Literal
+from typing import Any, Literal
 
-
-from repro.core.systems import SystemInfo, detect_system, resolve_recipe
 from repro.core.errors import ReproError
 from repro.core.recipes import Recipe
+from repro.core.systems import SystemInfo, detect_system, resolve_recipe
 from repro.core.workspace import Workspace
 
 Level = Literal["PASS", "WARN", "FAIL", "SKIP"]
-GB = 1024 ** 3
+GB = 1024**3
 
 
 @dataclass
@@ -57,9 +57,14 @@ class DoctorReport:
         return "WARN" if any(c.level == "WARN" for c in self.checks) else "PASS"
 
     def to_json(self) -> dict[str, Any]:
-        return {"status": self.verdict, "recipe": self.recipe, "recipe_reason": self.recipe_reason,
-                "workspace": self.workspace, "system": self.system.to_json(),
-                "checks": [c.to_json() for c in self.checks]}
+        return {
+            "status": self.verdict,
+            "recipe": self.recipe,
+            "recipe_reason": self.recipe_reason,
+            "workspace": self.workspace,
+            "system": self.system.to_json(),
+            "checks": [c.to_json() for c in self.checks],
+        }
 
 
 def _not_needed(recipe: Recipe | None) -> str:
@@ -78,8 +83,12 @@ def check_recipe(recipe: Recipe | None, reason: str) -> Check:
     if recipe is None:
         return Check("recipe", "FAIL", reason, "pick one with `--recipe NAME` (`repro recipes list`)")
     if recipe.reference_only:
-        return Check("recipe", "FAIL", f"{recipe.name} is a published reference system, not runnable through repro",
-                     "`repro recipes list` and pick a runnable recipe with `--recipe`")
+        return Check(
+            "recipe",
+            "FAIL",
+            f"{recipe.name} is a published reference system, not runnable through repro",
+            "`repro recipes list` and pick a runnable recipe with `--recipe`",
+        )
     label = " (CPU demo: never a reproduction)" if recipe.demo else ""
     return Check("recipe", "PASS", f"{recipe.name}: {recipe.title}{label}; {reason}")
 
@@ -92,32 +101,57 @@ def check_gpus(recipe: Recipe | None, info: SystemInfo) -> list[Check]:
         return [Check("GPU", "SKIP", f"{_not_needed(recipe)} ({found})")]
     assert recipe is not None
     if info.nvml_error or not info.gpus:
-        return [Check("GPU", "FAIL", info.nvml_error or "NVML reports no GPU",
-                      "install the NVIDIA driver (`nvidia-smi` must work) and `pip install nvidia-ml-py`")]
+        return [
+            Check(
+                "GPU",
+                "FAIL",
+                info.nvml_error or "NVML reports no GPU",
+                "install the NVIDIA driver (`nvidia-smi` must work) and `pip install nvidia-ml-py`",
+            )
+        ]
     name = info.gpus[0].name
     checks = []
     if any(n.lower() in name.lower() for n in recipe.system.nvml_names):
         checks.append(Check("GPU model", "PASS", f"{name}, as in the recipe ({recipe.system.gpu_name})"))
     else:
         from repro.core.recipes import by_gpu_name
+
         other = by_gpu_name(name, len(info.gpus))
         fix = f"use `--recipe {other.name}`" if other else "run on a VM with the recipe's GPU, or `repro recipes list`"
-        checks.append(Check("GPU model", "FAIL", f"{name}, but recipe {recipe.name} needs {recipe.system.gpu_name}", fix))
+        checks.append(
+            Check("GPU model", "FAIL", f"{name}, but recipe {recipe.name} needs {recipe.system.gpu_name}", fix)
+        )
     want = recipe.system.gpus_per_vm
     if len(info.gpus) == want:
         checks.append(Check("GPU count", "PASS", f"{len(info.gpus)} GPUs, as published"))
     else:
-        checks.append(Check("GPU count", "WARN",
-                            f"{len(info.gpus)} GPUs, the published run used {want}; only tokens/s per GPU is comparable",
-                            f"pass `--gpus {len(info.gpus)}` to `repro verify`"))
+        checks.append(
+            Check(
+                "GPU count",
+                "WARN",
+                f"{len(info.gpus)} GPUs, the published run used {want}; only tokens/s per GPU is comparable",
+                f"pass `--gpus {len(info.gpus)}` to `repro verify`",
+            )
+        )
     arch = info.gpus[0].arch
     if recipe.precision in ("nvfp4", "fp4") and not info.gpus[0].blackwell:
-        checks.append(Check("GPU architecture", "FAIL",
-                            f"{arch or 'unknown'}: {recipe.precision.upper()} needs Blackwell (sm_100 or newer)",
-                            "use an FP8 recipe on Hopper (`--recipe nd-h100-v5` or `nd-h200-v5`)"))
+        checks.append(
+            Check(
+                "GPU architecture",
+                "FAIL",
+                f"{arch or 'unknown'}: {recipe.precision.upper()} needs Blackwell (sm_100 or newer)",
+                "use an FP8 recipe on Hopper (`--recipe nd-h100-v5` or `nd-h200-v5`)",
+            )
+        )
     elif arch != recipe.system.gpu_arch:
-        checks.append(Check("GPU architecture", "WARN", f"{arch or 'unknown'}, recipe built for {recipe.system.gpu_arch}",
-                            "expect a different engine and number; prefer the matching recipe"))
+        checks.append(
+            Check(
+                "GPU architecture",
+                "WARN",
+                f"{arch or 'unknown'}, recipe built for {recipe.system.gpu_arch}",
+                "expect a different engine and number; prefer the matching recipe",
+            )
+        )
     else:
         checks.append(Check("GPU architecture", "PASS", f"{arch}"))
     return checks
@@ -133,14 +167,22 @@ def check_driver(recipe: Recipe | None, info: SystemInfo) -> Check:
         return Check("driver/CUDA", "SKIP", _not_needed(recipe))
     assert recipe is not None
     if not info.driver or not info.cuda_driver:
-        return Check("driver/CUDA", "FAIL", info.nvml_error or "driver version unknown",
-                     "install the NVIDIA data-center driver, then `repro doctor`")
+        return Check(
+            "driver/CUDA",
+            "FAIL",
+            info.nvml_error or "driver version unknown",
+            "install the NVIDIA data-center driver, then `repro doctor`",
+        )
     major, _, minor = info.cuda_driver.partition(".")
     have, need = (int(major), int(minor or 0)), _min_cuda(recipe)
     text = f"driver {info.driver}, CUDA {info.cuda_driver}"
     if have < need:
-        return Check("driver/CUDA", "FAIL", f"{text}; {recipe.system.gpu_arch} needs CUDA {need[0]}.{need[1]} or newer",
-                     "upgrade the NVIDIA driver (Azure HPC image or `apt install nvidia-driver`)")
+        return Check(
+            "driver/CUDA",
+            "FAIL",
+            f"{text}; {recipe.system.gpu_arch} needs CUDA {need[0]}.{need[1]} or newer",
+            "upgrade the NVIDIA driver (Azure HPC image or `apt install nvidia-driver`)",
+        )
     return Check("driver/CUDA", "PASS", text)
 
 
@@ -150,22 +192,35 @@ def check_docker(recipe: Recipe | None, timeout: float = 3.0) -> list[Check]:
     miss: Level = "FAIL" if needed else "WARN"
     try:
         import docker
+
         client = docker.from_env(timeout=timeout)
         client.ping()
         info = client.info()
     except Exception as exc:  # noqa: BLE001 - any failure means unreachable
         if not needed:
             return [Check("Docker engine", "SKIP", _not_needed(recipe))]
-        return [Check("Docker engine", miss, f"not reachable: {docker_problem(exc)}",
-                      "start it (`sudo systemctl start docker`) and add yourself to the docker group")]
+        return [
+            Check(
+                "Docker engine",
+                miss,
+                f"not reachable: {docker_problem(exc)}",
+                "start it (`sudo systemctl start docker`) and add yourself to the docker group",
+            )
+        ]
     checks = [Check("Docker engine", "PASS", f"Docker {info.get('ServerVersion', '?')} reachable")]
     runtimes = set((info.get("Runtimes") or {}).keys())
     if "nvidia" in runtimes:
         checks.append(Check("NVIDIA container runtime", "PASS", "runtime 'nvidia' registered"))
     elif needed:
-        checks.append(Check("NVIDIA container runtime", "FAIL", f"runtimes: {', '.join(sorted(runtimes)) or 'none'}",
-                            "install nvidia-container-toolkit, then `sudo nvidia-ctk runtime configure --runtime=docker`"
-                            " and restart Docker"))
+        checks.append(
+            Check(
+                "NVIDIA container runtime",
+                "FAIL",
+                f"runtimes: {', '.join(sorted(runtimes)) or 'none'}",
+                "install nvidia-container-toolkit, then `sudo nvidia-ctk runtime configure --runtime=docker`"
+                " and restart Docker",
+            )
+        )
     else:
         checks.append(Check("NVIDIA container runtime", "SKIP", _not_needed(recipe)))
     return checks
@@ -203,9 +258,14 @@ def check_disk(recipe: Recipe | None, ws: Workspace) -> Check:
     text = f"{free_gb:,.0f} GB free at {root}, recipe needs {need:,.0f} GB"
     if free_gb < need:
         hint = recipe.system.local_nvme_hint
-        return Check("disk", "FAIL", text,
-                     f"free space, or put the workspace on the local NVMe (`--workspace {hint}/repro`)" if hint
-                     else "free space, or choose a bigger disk with `--workspace`")
+        return Check(
+            "disk",
+            "FAIL",
+            text,
+            f"free space, or put the workspace on the local NVMe (`--workspace {hint}/repro`)"
+            if hint
+            else "free space, or choose a bigger disk with `--workspace`",
+        )
     return Check("disk", "PASS", text)
 
 
@@ -241,12 +301,25 @@ def check_nvme(recipe: Recipe | None, ws: Workspace, mounts_file: Path = Path("/
     level: Level = "WARN"
     if mounts:
         dev, mnt = mounts[0]
-        return Check("local NVMe", level, f"{mnt} ({dev}) is mounted but the workspace {root} is not on it",
-                     f"`--workspace {mnt}/repro` (or export REPRO_HOME)" if heavy else None)
+        return Check(
+            "local NVMe",
+            level,
+            f"{mnt} ({dev}) is mounted but the workspace {root} is not on it",
+            f"`--workspace {mnt}/repro` (or export REPRO_HOME)" if heavy else None,
+        )
     hint = recipe.system.local_nvme_hint if recipe else None
-    return Check("local NVMe", level, "no local NVMe data mount found" + ("" if heavy else f"; {_not_needed(recipe)}"),
-                 (f"assemble and mount the local NVMe disks (Azure HPC images: {hint})" if hint
-                  else "mount a local NVMe disk and point `--workspace` at it") if heavy else None)
+    return Check(
+        "local NVMe",
+        level,
+        "no local NVMe data mount found" + ("" if heavy else f"; {_not_needed(recipe)}"),
+        (
+            f"assemble and mount the local NVMe disks (Azure HPC images: {hint})"
+            if hint
+            else "mount a local NVMe disk and point `--workspace` at it"
+        )
+        if heavy
+        else None,
+    )
 
 
 def _hf_token() -> str | None:
@@ -255,6 +328,7 @@ def _hf_token() -> str | None:
         return token
     try:
         from huggingface_hub import get_token
+
         return get_token()
     except Exception:  # noqa: BLE001
         return None
@@ -266,27 +340,58 @@ def check_hf(recipe: Recipe | None, timeout: float = 5.0) -> list[Check]:
         return [Check("Hugging Face", "SKIP", "not needed by this recipe (model is built locally)")]
     token = _hf_token()
     if not token:
-        return [Check("HF token", "FAIL", "no Hugging Face token (HF_TOKEN or `hf auth login`)",
-                      f"`hf auth login`, after requesting access to {recipe.model.repo_id}")]
+        return [
+            Check(
+                "HF token",
+                "FAIL",
+                "no Hugging Face token (HF_TOKEN or `hf auth login`)",
+                f"`hf auth login`, after requesting access to {recipe.model.repo_id}",
+            )
+        ]
     checks = [Check("HF token", "PASS", "token present (not shown)")]
     repo = recipe.model.repo_id
     try:
         from huggingface_hub import HfApi
         from huggingface_hub.errors import GatedRepoError, HfHubHTTPError, RepositoryNotFoundError
+
         api = HfApi(endpoint=os.environ.get("HF_ENDPOINT") or None, token=token)
         api.auth_check(repo, token=token)
     except GatedRepoError:
-        checks.append(Check("model access", "FAIL", f"{repo} is gated and this token has no access",
-                            f"request access at https://huggingface.co/{repo}, then `repro doctor`"))
+        checks.append(
+            Check(
+                "model access",
+                "FAIL",
+                f"{repo} is gated and this token has no access",
+                f"request access at https://huggingface.co/{repo}, then `repro doctor`",
+            )
+        )
     except RepositoryNotFoundError:
-        checks.append(Check("model access", "FAIL", f"{repo} not found, or the token cannot see it",
-                            "check the token (`hf auth whoami`) and `model.repo_id` in the recipe"))
+        checks.append(
+            Check(
+                "model access",
+                "FAIL",
+                f"{repo} not found, or the token cannot see it",
+                "check the token (`hf auth whoami`) and `model.repo_id` in the recipe",
+            )
+        )
     except HfHubHTTPError as exc:
-        checks.append(Check("model access", "FAIL", f"{repo}: hub error {str(exc).splitlines()[0][:160]}",
-                            "`hf auth whoami`, then `repro doctor`"))
+        checks.append(
+            Check(
+                "model access",
+                "FAIL",
+                f"{repo}: hub error {str(exc).splitlines()[0][:160]}",
+                "`hf auth whoami`, then `repro doctor`",
+            )
+        )
     except Exception as exc:  # noqa: BLE001 - network down, DNS, timeouts
-        checks.append(Check("model access", "WARN", f"{repo}: could not reach the hub ({type(exc).__name__})",
-                            "check the network or HF_ENDPOINT, then `repro doctor`"))
+        checks.append(
+            Check(
+                "model access",
+                "WARN",
+                f"{repo}: could not reach the hub ({type(exc).__name__})",
+                "check the network or HF_ENDPOINT, then `repro doctor`",
+            )
+        )
     else:
         checks.append(Check("model access", "PASS", f"{repo} readable with this token"))
     return checks
@@ -297,13 +402,22 @@ def check_loadgen() -> Check:
         import mlperf_loadgen  # noqa: F401
     except Exception as exc:  # noqa: BLE001
         arm = platform.machine() == "aarch64"
-        why = ("not installed" if isinstance(exc, ModuleNotFoundError)
-               else f"installed but cannot be loaded ({type(exc).__name__})")
-        return Check("LoadGen", "FAIL", f"mlperf_loadgen is {why}",
-                     "build it from mlcommons/inference loadgen/ (no aarch64 wheels on PyPI)" if arm
-                     else "`pip install mlcommons-loadgen`")
+        why = (
+            "not installed"
+            if isinstance(exc, ModuleNotFoundError)
+            else f"installed but cannot be loaded ({type(exc).__name__})"
+        )
+        return Check(
+            "LoadGen",
+            "FAIL",
+            f"mlperf_loadgen is {why}",
+            "build it from mlcommons/inference loadgen/ (no aarch64 wheels on PyPI)"
+            if arm
+            else "`pip install mlcommons-loadgen`",
+        )
     try:
         from importlib.metadata import version
+
         ver = version("mlcommons-loadgen")
     except Exception:  # noqa: BLE001
         ver = "version unknown"
@@ -326,8 +440,14 @@ def check_host(recipe: Recipe | None, meminfo: Path = Path("/proc/meminfo")) -> 
     checks = []
     want = recipe.system.cpu_arch if recipe else "any"
     if want not in ("any", machine):
-        checks.append(Check("CPU architecture", "FAIL", f"{machine}, recipe needs {want}",
-                            "run on the recipe's VM size, or pick another `--recipe`"))
+        checks.append(
+            Check(
+                "CPU architecture",
+                "FAIL",
+                f"{machine}, recipe needs {want}",
+                "run on the recipe's VM size, or pick another `--recipe`",
+            )
+        )
     else:
         checks.append(Check("CPU architecture", "PASS", f"{machine}, {os.cpu_count()} cores"))
     total, avail = _meminfo_gb(meminfo)
@@ -335,9 +455,14 @@ def check_host(recipe: Recipe | None, meminfo: Path = Path("/proc/meminfo")) -> 
     if total is None:
         checks.append(Check("host memory", "WARN", "could not read /proc/meminfo"))
     elif (avail or total) < need:
-        checks.append(Check("host memory", "WARN" if _needs_gpu(recipe) else "FAIL",
-                            f"{avail or total:,.1f} GB available of {total:,.1f} GB; about {need:,.0f} GB needed",
-                            "stop other work on the host or use a larger VM"))
+        checks.append(
+            Check(
+                "host memory",
+                "WARN" if _needs_gpu(recipe) else "FAIL",
+                f"{avail or total:,.1f} GB available of {total:,.1f} GB; about {need:,.0f} GB needed",
+                "stop other work on the host or use a larger VM",
+            )
+        )
     else:
         checks.append(Check("host memory", "PASS", f"{avail or total:,.1f} GB available of {total:,.1f} GB"))
     return checks
@@ -345,17 +470,21 @@ def check_host(recipe: Recipe | None, meminfo: Path = Path("/proc/meminfo")) -> 
 
 def check_workspace(ws: Workspace) -> Check:
     from repro.core.ledger import Ledger
+
     root = _existing(ws.root)
     if not os.access(root, os.W_OK):
-        return Check("workspace", "FAIL", f"{root} is not writable", "`--workspace` on a writable disk, or fix its owner")
+        return Check(
+            "workspace", "FAIL", f"{root} is not writable", "`--workspace` on a writable disk, or fix its owner"
+        )
     problem = Ledger.problem(ws.ledger_path)
     if problem is not None:
         return Check("workspace", "FAIL", problem.message, problem.next_command)
     return Check("workspace", "PASS", f"{ws.root} (ledger {'present' if ws.ledger_path.exists() else 'new'})")
 
 
-def run_doctor(explicit_recipe: str | None, ws: Workspace, *, info: SystemInfo | None = None,
-               imds_timeout: float = 1.0) -> DoctorReport:
+def run_doctor(
+    explicit_recipe: str | None, ws: Workspace, *, info: SystemInfo | None = None, imds_timeout: float = 1.0
+) -> DoctorReport:
     """All checks; an unknown --recipe name is bad input and raises, an undetectable system is a FAIL row."""
     info = info or detect_system(imds_timeout=imds_timeout)
     recipe: Recipe | None

@@ -16,9 +16,9 @@ from typing import Any
 from repro.core.errors import Interrupted, ReproError, StepFailed
 from repro.core.ledger import Ledger
 from repro.core.recipes import Recipe
-from repro.flow.status import STEPS, load_ledger_fresh_if_corrupt, run_dir_of, step_command, step_state
 from repro.core.steps import StepOutcome
 from repro.core.workspace import Workspace
+from repro.flow.status import STEPS, load_ledger_fresh_if_corrupt, run_dir_of, step_command, step_state
 
 FLOW = ("doctor", *STEPS)
 EXPENSIVE = ("setup", "build-engine", "run-offline")
@@ -27,16 +27,19 @@ StepFn = Callable[[Recipe, Workspace, bool], StepOutcome]
 
 def _setup(recipe: Recipe, ws: Workspace, dry_run: bool) -> StepOutcome:
     from repro.setup.download import run_setup
+
     return run_setup(recipe, ws, dry_run=dry_run, yes=True)
 
 
 def _build(recipe: Recipe, ws: Workspace, dry_run: bool) -> StepOutcome:
     from repro.engine.plan import run_build
+
     return run_build(recipe, ws, dry_run=dry_run)
 
 
 def _run(recipe: Recipe, ws: Workspace, dry_run: bool) -> StepOutcome:
     from repro.run.harness import run_benchmark
+
     return run_benchmark(recipe, ws, scenario="Offline", dry_run=dry_run)
 
 
@@ -50,23 +53,41 @@ def _verify(recipe: Recipe, ws: Workspace, dry_run: bool) -> StepOutcome:
     run_dir = run_dir_of(Ledger.load(ws.ledger_path)) if ws.ledger_path.exists() else None
     run_dir = run_dir or (str(p) if (p := latest_run_dir(recipe, ws)) else None)
     if dry_run:
-        return StepOutcome(step="verify", status="dry-run",
-                           summary=f"would compare {run_dir or 'the new run folder'} with the published result")
+        return StepOutcome(
+            step="verify",
+            status="dry-run",
+            summary=f"would compare {run_dir or 'the new run folder'} with the published result",
+        )
     if not run_dir:
         raise StepFailed("There is no Offline run folder to verify.", step_command("run-offline", recipe))
     from repro.results.verify import verify_dir
+
     verdict = verify_dir(Path(run_dir), recipe=recipe)
     why = "; ".join(getattr(verdict, "reasons", []) or [])
-    return StepOutcome(step="verify", status="done", summary=f"{verdict.status} for {run_dir}" + (f": {why}" if why else ""),
-                       details={"run_dir": run_dir, "verdict": verdict.status, "exit_code": verdict.exit_code,
-                                "reasons": list(getattr(verdict, "reasons", []) or [])})
+    return StepOutcome(
+        step="verify",
+        status="done",
+        summary=f"{verdict.status} for {run_dir}" + (f": {why}" if why else ""),
+        details={
+            "run_dir": run_dir,
+            "verdict": verdict.status,
+            "exit_code": verdict.exit_code,
+            "reasons": list(getattr(verdict, "reasons", []) or []),
+        },
+    )
 
 
 DEFAULT_STEPS: dict[str, StepFn] = {"setup": _setup, "build-engine": _build, "run-offline": _run, "verify": _verify}
 
 
 def _gb(value: Any) -> str:
-    return "unknown" if value in (None, "unknown") else f"{float(value):,.0f} GB" if float(value) >= 1 else f"{float(value):.2f} GB"
+    return (
+        "unknown"
+        if value in (None, "unknown")
+        else f"{float(value):,.0f} GB"
+        if float(value) >= 1
+        else f"{float(value):.2f} GB"
+    )
 
 
 def costs(recipe: Recipe) -> dict[str, tuple[str, str]]:
@@ -75,8 +96,10 @@ def costs(recipe: Recipe) -> dict[str, tuple[str, str]]:
     return {
         "doctor": ("-", "seconds"),
         "setup": (_gb(recipe.model.size_gb) + " model + dataset", "download time depends on the network"),
-        "build-engine": ((_gb(recipe.model.quantized_size_gb) + " engine") if recipe.trtllm else "-",
-                         "quantize + build, time not in the recipe" if recipe.trtllm else "not needed"),
+        "build-engine": (
+            (_gb(recipe.model.quantized_size_gb) + " engine") if recipe.trtllm else "-",
+            "quantize + build, time not in the recipe" if recipe.trtllm else "not needed",
+        ),
         "run-offline": ("logs only", f"about {runtime:g} min" if runtime != "unknown" else "unknown"),
         "verify": ("-", "seconds"),
     }
@@ -93,9 +116,15 @@ class GuideResult:
     next_command: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"recipe": self.recipe, "workspace": self.workspace, "label": self.label,
-                "steps": [o.to_json() for o in self.outcomes], "stopped_at": self.stopped_at,
-                "exit_code": self.exit_code, "next_command": self.next_command}
+        return {
+            "recipe": self.recipe,
+            "workspace": self.workspace,
+            "label": self.label,
+            "steps": [o.to_json() for o in self.outcomes],
+            "stopped_at": self.stopped_at,
+            "exit_code": self.exit_code,
+            "next_command": self.next_command,
+        }
 
 
 @dataclass(frozen=True)
@@ -118,7 +147,11 @@ def plan(recipe: Recipe, ledger: Ledger) -> GuidePlan:
     cost = costs(recipe)
     rows = []
     for step in FLOW:
-        state = "checks now" if step == "doctor" else step_state(step, ledger, recipe, list(STEPS[:STEPS.index(step)])).state
+        state = (
+            "checks now"
+            if step == "doctor"
+            else step_state(step, ledger, recipe, list(STEPS[: STEPS.index(step)])).state
+        )
         rows.append((step, state, *cost[step]))
     return GuidePlan(f"Plan for {recipe.name} (disk needed in all: {_gb(recipe.disk_needed_gb)})", rows)
 
@@ -148,10 +181,19 @@ def _mark_failed(ledger_path: Path, step: str, recipe: Recipe, error: str, inter
         ledger.fail(step, error, interrupted=interrupted)
 
 
-def run_guide(recipe: Recipe, reason: str, ws: Workspace, *, yes: bool = False, dry_run: bool = False,
-              interactive: bool | None = None, ask: Callable[[str], bool] | None = None,
-              steps: dict[str, StepFn] | None = None, doctor: Callable[[], Any] | None = None,
-              show: Callable[[Any], None] = lambda _: None) -> GuideResult:
+def run_guide(
+    recipe: Recipe,
+    reason: str,
+    ws: Workspace,
+    *,
+    yes: bool = False,
+    dry_run: bool = False,
+    interactive: bool | None = None,
+    ask: Callable[[str], bool] | None = None,
+    steps: dict[str, StepFn] | None = None,
+    doctor: Callable[[], Any] | None = None,
+    show: Callable[[Any], None] = lambda _: None,
+) -> GuideResult:
     """Run the remaining steps in order; `show` receives each note, plan, report and outcome as it happens."""
     interactive = sys.stdin.isatty() if interactive is None else interactive
     steps = {**DEFAULT_STEPS, **(steps or {})}
@@ -160,9 +202,14 @@ def run_guide(recipe: Recipe, reason: str, ws: Workspace, *, yes: bool = False, 
     ledger, note = load_ledger_fresh_if_corrupt(ws)
     if note:
         show(GuideNote(f"note: {note} A fresh ledger starts now.", "yellow"))
-    show(GuideNote(f"repro guide: recipe {recipe.name} ({reason}), workspace {ws.root}"
-                   + (" (demo: never a reproduction)" if label else "")
-                   + (" (dry run: nothing is changed)" if dry_run else ""), "bold"))
+    show(
+        GuideNote(
+            f"repro guide: recipe {recipe.name} ({reason}), workspace {ws.root}"
+            + (" (demo: never a reproduction)" if label else "")
+            + (" (dry run: nothing is changed)" if dry_run else ""),
+            "bold",
+        )
+    )
     if not interactive and not yes:
         show(GuideNote("stdin is not a terminal: not asking before expensive steps."))
     show(plan(recipe, ledger))
@@ -170,12 +217,18 @@ def run_guide(recipe: Recipe, reason: str, ws: Workspace, *, yes: bool = False, 
     show(GuideNote(f"[1/{len(FLOW)}] doctor", "bold"))
     if doctor is None:
         from repro.flow.doctor import run_doctor
+
         report = run_doctor(recipe.name, ws)
     else:
         report = doctor()
     show(report)
-    result.outcomes.append(StepOutcome(step="doctor", status="failed" if report.exit_code else "done",
-                                       summary=f"{report.verdict}: {len(report.failed)} failed checks"))
+    result.outcomes.append(
+        StepOutcome(
+            step="doctor",
+            status="failed" if report.exit_code else "done",
+            summary=f"{report.verdict}: {len(report.failed)} failed checks",
+        )
+    )
     if report.exit_code:
         result.stopped_at, result.exit_code = "doctor", 1
         result.next_command = f"fix the FAIL rows, then `repro doctor --recipe {recipe.name}`"
@@ -183,7 +236,7 @@ def run_guide(recipe: Recipe, reason: str, ws: Workspace, *, yes: bool = False, 
 
     for i, step in enumerate(STEPS, 2):
         ledger = Ledger.load(ws.ledger_path) if ws.ledger_path.exists() else Ledger(path=ws.ledger_path)
-        state = step_state(step, ledger, recipe, list(STEPS[:i - 2]))
+        state = step_state(step, ledger, recipe, list(STEPS[: i - 2]))
         disk, time = costs(recipe)[step]
         show(GuideNote(f"[{i}/{len(FLOW)}] {step} (disk: {disk}; time: {time})", "bold"))
         if state.state in ("done", "not needed"):
@@ -204,8 +257,10 @@ def run_guide(recipe: Recipe, reason: str, ws: Workspace, *, yes: bool = False, 
         except KeyboardInterrupt:
             if not dry_run:
                 _mark_failed(ws.ledger_path, step, recipe, "interrupted by the user (Ctrl-C)", True)
-            raise Interrupted(f"Interrupted during {step}; finished steps are kept in the ledger.",
-                              f"`repro guide --recipe {recipe.name}` resumes and skips them") from None
+            raise Interrupted(
+                f"Interrupted during {step}; finished steps are kept in the ledger.",
+                f"`repro guide --recipe {recipe.name}` resumes and skips them",
+            ) from None
         except ReproError as exc:
             if not dry_run:
                 _mark_failed(ws.ledger_path, step, recipe, exc.message, isinstance(exc, Interrupted))

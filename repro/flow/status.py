@@ -7,7 +7,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-
 from repro.core.ledger import Ledger, StepRecord
 from repro.core.recipes import Recipe
 from repro.core.workspace import Workspace
@@ -18,9 +17,12 @@ State = Literal["done", "stale", "failed", "interrupted", "running", "to do", "n
 
 def step_command(step: str, recipe: Recipe | None, run_dir: str | None = None) -> str:
     r = f" --recipe {recipe.name}" if recipe else ""
-    return {"setup": f"repro setup{r}", "build-engine": f"repro build-engine{r}",
-            "run-offline": f"repro run offline{r}",
-            "verify": f"repro verify {shlex.quote(run_dir)}" if run_dir else f"repro verify <run folder>{r}"}[step]
+    return {
+        "setup": f"repro setup{r}",
+        "build-engine": f"repro build-engine{r}",
+        "run-offline": f"repro run offline{r}",
+        "verify": f"repro verify {shlex.quote(run_dir)}" if run_dir else f"repro verify <run folder>{r}",
+    }[step]
 
 
 def needs_step(step: str, recipe: Recipe | None) -> bool:
@@ -45,6 +47,7 @@ def expected_inputs_hash(step: str, recipe: Recipe, rec: StepRecord) -> str | No
     if step == "setup":
         try:
             from repro.setup.download import inputs_hash
+
             return inputs_hash(recipe, str(rec.details.get("source") or ("demo" if recipe.demo else "fetch")))
         except (ImportError, TypeError, AttributeError):
             return None
@@ -141,10 +144,15 @@ class StatusReport:
         return step_command(nxt.step, self.recipe, self.run_dir)
 
     def to_json(self) -> dict[str, Any]:
-        return {"workspace": self.workspace, "recipe": self.recipe.name if self.recipe else None,
-                "recipe_hash": self.recipe.hash() if self.recipe else None, "recipe_reason": self.recipe_reason,
-                "steps": [s.to_json() for s in self.states], "run_dir": self.run_dir,
-                "next_command": self.next_command}
+        return {
+            "workspace": self.workspace,
+            "recipe": self.recipe.name if self.recipe else None,
+            "recipe_hash": self.recipe.hash() if self.recipe else None,
+            "recipe_reason": self.recipe_reason,
+            "steps": [s.to_json() for s in self.states],
+            "run_dir": self.run_dir,
+            "next_command": self.next_command,
+        }
 
 
 def build_status(ws: Workspace, ledger: Ledger, recipe: Recipe | None, reason: str) -> StatusReport:
@@ -157,6 +165,7 @@ def build_status(ws: Workspace, ledger: Ledger, recipe: Recipe | None, reason: s
 def load_ledger_fresh_if_corrupt(ws: Workspace) -> tuple[Ledger, str | None]:
     """Status is where a corrupt ledger is kept aside and a fresh one started, with a note saying so."""
     from repro.core.errors import LedgerError
+
     try:
         return Ledger.load(ws.ledger_path), None
     except LedgerError as exc:
@@ -168,6 +177,7 @@ def load_ledger_fresh_if_corrupt(ws: Workspace) -> tuple[Ledger, str | None]:
 def run_status(explicit_recipe: str | None, ws: Workspace) -> tuple[StatusReport, str | None]:
     from repro.core.errors import ReproError
     from repro.core.systems import resolve_recipe
+
     ledger, note = load_ledger_fresh_if_corrupt(ws)
     recipe: Recipe | None
     try:

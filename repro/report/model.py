@@ -6,28 +6,28 @@ the business translation, measured and TDP-based efficiency, and the roofline fr
 
 from __future__ import annotations
 
-
 import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import plotext
 
-from repro.results.aggregate import RackReport, VMRow, aggregate
-from repro.core.textsafe import md_cell, md_code
 from repro.core.errors import InputError
-from repro.run.power import PowerSummary, read_power
+from repro.core.fmt import fmt_num
 from repro.core.published import Accelerator, PublishedResult, load_index
 from repro.core.recipes import Recipe, all_recipes
+from repro.core.textsafe import md_cell, md_code
 from repro.report.roofline import Roofline, roofline
-from repro.core.fmt import fmt_num
+from repro.results.aggregate import RackReport, VMRow, aggregate
+from repro.run.power import PowerSummary, read_power
 
 PROFILES = (("Q&A", 650), ("RAG", 2500), ("summarisation", 2500), ("agentic", 10000))
 TDP_LABEL = "TDP-based (published report)"
 
 
 MAX_PLOTTED = 1e12  # tokens/s per GPU; more is not a measurement (issue #16)
+
 
 @dataclass
 class Comparison:
@@ -64,23 +64,45 @@ class Standing:
 
     @property
     def sentence(self) -> str:
-        return (f"Among {len(self.rows)} published {self.accelerator} results (llama2-70b-{self.benchmark} "
-                f"{self.scenario}, shipped index) your {self.per_gpu:,.1f} tokens/s per GPU would rank "
-                f"{self.rank} of {len(self.rows) + 1}.")
+        return (
+            f"Among {len(self.rows)} published {self.accelerator} results (llama2-70b-{self.benchmark} "
+            f"{self.scenario}, shipped index) your {self.per_gpu:,.1f} tokens/s per GPU would rank "
+            f"{self.rank} of {len(self.rows) + 1}."
+        )
 
     def to_json(self) -> dict[str, Any]:
-        return {"accelerator": self.accelerator, "scenario": self.scenario, "benchmark": self.benchmark,
-                "rank": self.rank, "of": len(self.rows) + 1, "sentence": self.sentence,
-                "published": [{"ref": r.ref, "submitter": r.submitter, "system": r.system_folder, "round": r.round,
-                               "division": r.division, "accelerators": r.total_accelerators,
-                               "tokens_per_s_per_gpu": r.per_accelerator} for r in self.rows]}
+        return {
+            "accelerator": self.accelerator,
+            "scenario": self.scenario,
+            "benchmark": self.benchmark,
+            "rank": self.rank,
+            "of": len(self.rows) + 1,
+            "sentence": self.sentence,
+            "published": [
+                {
+                    "ref": r.ref,
+                    "submitter": r.submitter,
+                    "system": r.system_folder,
+                    "round": r.round,
+                    "division": r.division,
+                    "accelerators": r.total_accelerators,
+                    "tokens_per_s_per_gpu": r.per_accelerator,
+                }
+                for r in self.rows
+            ],
+        }
 
 
-def standing_for(recipe: Recipe, per_gpu: float, scenario: str = "Offline") -> Optional[Standing]:
+def standing_for(recipe: Recipe, per_gpu: float, scenario: str = "Offline") -> Standing | None:
     """Published results of the recipe's accelerator (same model and form factor) and accuracy benchmark."""
     want = Accelerator.parse(recipe.system.gpu_name)
-    rows = [r for r in load_index().rows if r.scenario == scenario and r.benchmark == recipe.accuracy.target
-            and want.same_as(Accelerator.parse(r.accelerator_model_name))]
+    rows = [
+        r
+        for r in load_index().rows
+        if r.scenario == scenario
+        and r.benchmark == recipe.accuracy.target
+        and want.same_as(Accelerator.parse(r.accelerator_model_name))
+    ]
     if not rows:
         return None
     rows.sort(key=lambda r: (-r.per_accelerator, r.key))
@@ -113,19 +135,19 @@ class Report:
     business: list[Business]
     measured: list[Measured]
     tdp: list[tuple[str, str, float]]
-    roof: Optional[Roofline]
+    roof: Roofline | None
     labels: list[str]
     notes: list[str]
     sources: list[Path]
     outputs: dict[str, str] = field(default_factory=dict)
-    standing: Optional[Standing] = None
+    standing: Standing | None = None
 
     @property
     def recipe(self) -> Recipe:
         return self.rack.recipe
 
     @property
-    def label(self) -> Optional[str]:
+    def label(self) -> str | None:
         return ", ".join(self.labels) or None
 
     @property
@@ -134,11 +156,13 @@ class Report:
         return f"[{self.label.upper()}, NOT A REPRODUCTION] {head}" if self.label else head
 
     @property
-    def banner(self) -> Optional[str]:
+    def banner(self) -> str | None:
         if not self.label:
             return None
-        return (f"{self.label.upper()} run(s): these numbers rehearse the flow on a simulated or reduced setup "
-                "and are never a reproduction of the published result.")
+        return (
+            f"{self.label.upper()} run(s): these numbers rehearse the flow on a simulated or reduced setup "
+            "and are never a reproduction of the published result."
+        )
 
     @property
     def multi(self) -> bool:
@@ -153,7 +177,7 @@ class Report:
         return self.total_tokens_per_s / len(self.used)
 
     @property
-    def measured_tokens_per_joule(self) -> Optional[float]:
+    def measured_tokens_per_joule(self) -> float | None:
         if not self.measured:
             return None
         return sum(m.tokens_per_s for m in self.measured) / sum(m.power.mean_watts_total for m in self.measured)
@@ -165,48 +189,97 @@ class Report:
         for r in self.rack.rows:
             v = r.verdict
             m = power.get(r.name)
-            rows.append({
-                "vm": r.name, "folder": str(r.folder), "label": v.run.label if v else None,
-                "status": v.status if v else "MISSING", "counted": r.counted,
-                "tokens_per_s": v.run.tokens_per_s if v else None, "gpus": v.gpus if v else None,
-                "tokens_per_s_per_gpu": v.per_gpu if v else None,
-                "deviation_pct": v.deviation_pct if v else None,
-                "reasons": (v.reasons if v else [r.problem]),
-                "summary": str(v.run.summary_path) if v and v.run.summary_path else None,
-                "mean_watts": m.power.mean_watts_total if m else None,
-                "tokens_per_joule": m.tokens_per_joule if m else None})
+            rows.append(
+                {
+                    "vm": r.name,
+                    "folder": str(r.folder),
+                    "label": v.run.label if v else None,
+                    "status": v.status if v else "MISSING",
+                    "counted": r.counted,
+                    "tokens_per_s": v.run.tokens_per_s if v else None,
+                    "gpus": v.gpus if v else None,
+                    "tokens_per_s_per_gpu": v.per_gpu if v else None,
+                    "deviation_pct": v.deviation_pct if v else None,
+                    "reasons": (v.reasons if v else [r.problem]),
+                    "summary": str(v.run.summary_path) if v and v.run.summary_path else None,
+                    "mean_watts": m.power.mean_watts_total if m else None,
+                    "tokens_per_joule": m.tokens_per_joule if m else None,
+                }
+            )
         return rows
 
     def to_json(self) -> dict[str, Any]:
         band = self.recipe.published.band()
         return {
-            "report": "repro report", "label": self.label, "banner": self.banner,
-            "reproduction": not self.label and all(r.verdict is not None and r.verdict.status == "PASS" for r in self.rack.rows),
-            "recipe": self.recipe.name, "recipe_hash": self.recipe.hash(),
-            "measured": {"vms": len(self.used), "gpus": sum(r.verdict.gpus for r in self.used),  # type: ignore[union-attr]
-                         "tokens_per_s_total": self.total_tokens_per_s, "tokens_per_s_per_vm": self.tokens_per_vm,
-                         "tokens_per_s_per_gpu": self.per_gpu, "from": [str(r.folder) for r in self.used]},
-            "published": {"tokens_per_s_per_gpu": self.recipe.published.tokens_per_s_per_gpu,
-                          "band_per_gpu": list(band) if band else None, "status": self.recipe.published.status,
-                          "source": self.recipe.published.source},
-            "comparisons": [{"recipe": c.recipe, "title": c.title, "gpu": c.gpu, "status": c.status, "own": c.own,
-                             "published_tokens_per_s_per_gpu": c.published_per_gpu, "band_per_gpu": list(c.band),
-                             "deviation_pct": round(c.deviation_pct, 2), "in_band": c.in_band, "source": c.source}
-                            for c in self.comparisons],
+            "report": "repro report",
+            "label": self.label,
+            "banner": self.banner,
+            "reproduction": not self.label
+            and all(r.verdict is not None and r.verdict.status == "PASS" for r in self.rack.rows),
+            "recipe": self.recipe.name,
+            "recipe_hash": self.recipe.hash(),
+            "measured": {
+                "vms": len(self.used),
+                "gpus": sum(r.verdict.gpus for r in self.used),  # type: ignore[union-attr]
+                "tokens_per_s_total": self.total_tokens_per_s,
+                "tokens_per_s_per_vm": self.tokens_per_vm,
+                "tokens_per_s_per_gpu": self.per_gpu,
+                "from": [str(r.folder) for r in self.used],
+            },
+            "published": {
+                "tokens_per_s_per_gpu": self.recipe.published.tokens_per_s_per_gpu,
+                "band_per_gpu": list(band) if band else None,
+                "status": self.recipe.published.status,
+                "source": self.recipe.published.source,
+            },
+            "comparisons": [
+                {
+                    "recipe": c.recipe,
+                    "title": c.title,
+                    "gpu": c.gpu,
+                    "status": c.status,
+                    "own": c.own,
+                    "published_tokens_per_s_per_gpu": c.published_per_gpu,
+                    "band_per_gpu": list(c.band),
+                    "deviation_pct": round(c.deviation_pct, 2),
+                    "in_band": c.in_band,
+                    "source": c.source,
+                }
+                for c in self.comparisons
+            ],
             "vms": self.vm_rows(),
             "rack": self.rack.to_json() if self.multi else None,
-            "business": [{"profile": b.profile, "tokens_per_interaction": b.tokens_per_interaction,
-                          "interactions_per_s_per_gpu": b.per_gpu, "interactions_per_s_per_vm": b.per_vm,
-                          "interactions_per_s_total": b.total} for b in self.business],
+            "business": [
+                {
+                    "profile": b.profile,
+                    "tokens_per_interaction": b.tokens_per_interaction,
+                    "interactions_per_s_per_gpu": b.per_gpu,
+                    "interactions_per_s_per_vm": b.per_vm,
+                    "interactions_per_s_total": b.total,
+                }
+                for b in self.business
+            ],
             "efficiency": {
-                "measured": [{"vm": m.vm, "tokens_per_joule": m.tokens_per_joule, "tokens_per_s": m.tokens_per_s,
-                              **m.power.to_json()} for m in self.measured],
+                "measured": [
+                    {
+                        "vm": m.vm,
+                        "tokens_per_joule": m.tokens_per_joule,
+                        "tokens_per_s": m.tokens_per_s,
+                        **m.power.to_json(),
+                    }
+                    for m in self.measured
+                ],
                 "measured_tokens_per_joule": self.measured_tokens_per_joule,
-                "tdp_based": {"label": TDP_LABEL,
-                              "values": [{"recipe": n, "gpu": g, "tokens_per_watt": v} for n, g, v in self.tdp]}},
+                "tdp_based": {
+                    "label": TDP_LABEL,
+                    "values": [{"recipe": n, "gpu": g, "tokens_per_watt": v} for n, g, v in self.tdp],
+                },
+            },
             "roofline": self.roof.to_json() if self.roof else None,
             "published_standing": self.standing.to_json() if self.standing else None,
-            "notes": self.notes, "sources": [str(p) for p in self.sources], "outputs": self.outputs,
+            "notes": self.notes,
+            "sources": [str(p) for p in self.sources],
+            "outputs": self.outputs,
         }
 
     def terminal_chart(self, width: int = 100) -> str:
@@ -225,8 +298,10 @@ class Report:
         return out
 
     def chart_bars(self) -> tuple[list[str], list[float]]:
-        names = [f"{r.name} (yours{', ' + r.verdict.run.label if r.verdict.run.label else ''})"  # type: ignore[union-attr]
-                 for r in self.used]
+        names = [
+            f"{r.name} (yours{', ' + r.verdict.run.label if r.verdict.run.label else ''})"  # type: ignore[union-attr]
+            for r in self.used
+        ]
         values = [r.verdict.per_gpu for r in self.used]  # type: ignore[union-attr,misc]
         names += [f"{c.recipe} (published)" for c in self.comparisons]
         values += [c.published_per_gpu for c in self.comparisons]
@@ -239,47 +314,73 @@ class Report:
         lines = [f"# {self.title}", ""]
         if self.banner:
             lines += [f"> **{self.banner}**", ""]
-        lines += [f"Measured: **{fmt_num(self.per_gpu)} tokens/s per GPU** over {len(self.used)} VM(s), "
-                  f"{fmt_num(self.total_tokens_per_s)} tokens/s in total{lab}.", "",
-                  f"## 1. Against every published result (tokens/s per GPU){lab}", "",
-                  "| system | GPU | published | band | yours | deviation | in band | status |",
-                  "|---|---|---:|---|---:|---:|---|---|"]
+        lines += [
+            f"Measured: **{fmt_num(self.per_gpu)} tokens/s per GPU** over {len(self.used)} VM(s), "
+            f"{fmt_num(self.total_tokens_per_s)} tokens/s in total{lab}.",
+            "",
+            f"## 1. Against every published result (tokens/s per GPU){lab}",
+            "",
+            "| system | GPU | published | band | yours | deviation | in band | status |",
+            "|---|---|---:|---|---:|---:|---|---|",
+        ]
         for c in self.comparisons:
-            lines.append(f"| {'**' + c.recipe + '**' if c.own else c.recipe} | {c.gpu} | {fmt_num(c.published_per_gpu)} | "
-                         f"{fmt_num(c.band[0])}–{fmt_num(c.band[1])} | {fmt_num(self.per_gpu)} | {c.deviation_pct:+.1f}% | "
-                         f"{'yes' if c.in_band else 'no'} | {c.status} |")
+            lines.append(
+                f"| {'**' + c.recipe + '**' if c.own else c.recipe} | {c.gpu} | {fmt_num(c.published_per_gpu)} | "
+                f"{fmt_num(c.band[0])}–{fmt_num(c.band[1])} | {fmt_num(self.per_gpu)} | {c.deviation_pct:+.1f}% | "
+                f"{'yes' if c.in_band else 'no'} | {c.status} |"
+            )
         if self.standing:
             lines += ["", self.standing.sentence + lab]
-        lines += ["", f"## 2. {'Rack table' if self.multi else 'Run'}{lab}", "",
-                  "| VM | tokens/s | per GPU | deviation | verdict | mean W | tokens/J | summary |",
-                  "|---|---:|---:|---:|---|---:|---:|---|"]
+        lines += [
+            "",
+            f"## 2. {'Rack table' if self.multi else 'Run'}{lab}",
+            "",
+            "| VM | tokens/s | per GPU | deviation | verdict | mean W | tokens/J | summary |",
+            "|---|---:|---:|---:|---|---:|---:|---|",
+        ]
         for row in self.vm_rows():
             dev = f"{row['deviation_pct']:+.1f}%" if row["deviation_pct"] is not None else "-"
-            lines.append(f"| {md_cell(row['vm'])} | {fmt_num(row['tokens_per_s'])} | "
-                         f"{fmt_num(row['tokens_per_s_per_gpu'])} | {dev} | "
-                         f"{row['status']}{'' if row['counted'] else ' (excluded)'} | "
-                         f"{fmt_num(row['mean_watts'], 0) if row['mean_watts'] else '-'} | "
-                         f"{fmt_num(row['tokens_per_joule'], 2) if row['tokens_per_joule'] else '-'} | "
-                         f"{md_code(row['summary'] or row['folder'])} |")
+            lines.append(
+                f"| {md_cell(row['vm'])} | {fmt_num(row['tokens_per_s'])} | "
+                f"{fmt_num(row['tokens_per_s_per_gpu'])} | {dev} | "
+                f"{row['status']}{'' if row['counted'] else ' (excluded)'} | "
+                f"{fmt_num(row['mean_watts'], 0) if row['mean_watts'] else '-'} | "
+                f"{fmt_num(row['tokens_per_joule'], 2) if row['tokens_per_joule'] else '-'} | "
+                f"{md_code(row['summary'] or row['folder'])} |"
+            )
         if self.multi:
             lines += ["", self.rack.to_markdown().replace("# Rack result", "### Rack summary", 1)]
-        lines += ["", f"## 3. Business translation{lab}", "",
-                  "interactions/s = tokens/s / tokens per interaction", "",
-                  "| profile | tokens/interaction | per GPU | per VM | total |", "|---|---:|---:|---:|---:|"]
-        lines += [f"| {b.profile} | {b.tokens_per_interaction:,} | {fmt_num(b.per_gpu, 2)} | {fmt_num(b.per_vm, 1)} | "
-                  f"{fmt_num(b.total, 1)} |" for b in self.business]
+        lines += [
+            "",
+            f"## 3. Business translation{lab}",
+            "",
+            "interactions/s = tokens/s / tokens per interaction",
+            "",
+            "| profile | tokens/interaction | per GPU | per VM | total |",
+            "|---|---:|---:|---:|---:|",
+        ]
+        lines += [
+            f"| {b.profile} | {b.tokens_per_interaction:,} | {fmt_num(b.per_gpu, 2)} | {fmt_num(b.per_vm, 1)} | "
+            f"{fmt_num(b.total, 1)} |"
+            for b in self.business
+        ]
         lines += ["", f"## 4. Efficiency{lab}", "", "| what | tokens/J (= tokens/s per W) | from |", "|---|---:|---|"]
         for m in self.measured:
-            lines.append(f"| measured (NVML), {md_cell(m.vm)} | {fmt_num(m.tokens_per_joule, 2)} | {md_code(m.power.path)} "
-                         f"({m.power.gpus} GPUs, mean {m.power.mean_watts_total:,.0f} W) |")
+            lines.append(
+                f"| measured (NVML), {md_cell(m.vm)} | {fmt_num(m.tokens_per_joule, 2)} | {md_code(m.power.path)} "
+                f"({m.power.gpus} GPUs, mean {m.power.mean_watts_total:,.0f} W) |"
+            )
         if not self.measured:
             lines.append("| measured (NVML) | not measured | no power.csv in the run folders |")
         lines += [f"| {TDP_LABEL}: {n} | {fmt_num(v, 2)} | {g} |" for n, g, v in self.tdp]
         lines += ["", f"## 5. Roofline{lab}", ""]
         if self.roof:
-            lines += [f"`{self.roof.explanation}`", "",
-                      f"Bound {fmt_num(self.roof.bound_tokens_per_s)} tokens/s per GPU; yours {fmt_num(self.per_gpu)} = "
-                      f"{(self.roof.fraction or 0) * 100:.1f}% of it."]
+            lines += [
+                f"`{self.roof.explanation}`",
+                "",
+                f"Bound {fmt_num(self.roof.bound_tokens_per_s)} tokens/s per GPU; yours {fmt_num(self.per_gpu)} = "
+                f"{(self.roof.fraction or 0) * 100:.1f}% of it.",
+            ]
         else:
             lines.append(f"Not computed ({self.recipe.name} has no memory bandwidth).")
         if self.notes:
@@ -295,8 +396,19 @@ def _comparisons(recipe: Recipe, per_gpu: float) -> list[Comparison]:
         if r.demo or band is None:
             continue
         centre = float(r.published.tokens_per_s_per_gpu)
-        out.append(Comparison(r.name, r.title, r.system.gpu_name, r.published.status, centre, band,
-                              (per_gpu / centre - 1) * 100, r.name == recipe.name, r.published.source))
+        out.append(
+            Comparison(
+                r.name,
+                r.title,
+                r.system.gpu_name,
+                r.published.status,
+                centre,
+                band,
+                (per_gpu / centre - 1) * 100,
+                r.name == recipe.name,
+                r.published.source,
+            )
+        )
     return out
 
 
@@ -329,8 +441,10 @@ def build_report(dirs: list[Path], recipe: str | Recipe | None = None, gpus: int
         used = [r for r in rack.rows if r.verdict is not None and r.verdict.run.tokens_per_s is not None]
         if not used:
             problems = "; ".join(filter(None, (r.problem for r in rack.rows)))
-            raise InputError(f"no readable Offline performance run with tokens/s in {', '.join(map(str, dirs))}: {problems}",
-                             "`repro run offline`, then `repro report RESULT_DIR`")
+            raise InputError(
+                f"no readable Offline performance run with tokens/s in {', '.join(map(str, dirs))}: {problems}",
+                "`repro run offline`, then `repro report RESULT_DIR`",
+            )
         notes.append("no VALID complete run: the figures below come from INVALID or incomplete runs")
     for r in rack.rows:
         if r.problem:
@@ -352,8 +466,14 @@ def build_report(dirs: list[Path], recipe: str | Recipe | None = None, gpus: int
             continue
         if power.gpus != r.verdict.gpus:  # type: ignore[union-attr]
             notes.append(f"{run.folder / 'power.csv'}: {power.gpus} GPUs sampled but the run used {r.verdict.gpus}")  # type: ignore[union-attr]
-        measured.append(Measured(r.name, power, float(run.tokens_per_s),  # type: ignore[arg-type]
-                                 float(run.tokens_per_s) / power.mean_watts_total))  # type: ignore[arg-type]
+        measured.append(
+            Measured(
+                r.name,
+                power,
+                float(run.tokens_per_s),  # type: ignore[arg-type]
+                float(run.tokens_per_s) / power.mean_watts_total,
+            )
+        )  # type: ignore[arg-type]
 
     seen_tdp: set[tuple[str, float]] = set()
     tdp: list[tuple[str, str, float]] = []
@@ -363,12 +483,24 @@ def build_report(dirs: list[Path], recipe: str | Recipe | None = None, gpus: int
             seen_tdp.add((r.system.gpu_name, float(value)))
             tdp.append((r.name, r.system.gpu_name, float(value)))
 
-    out_tokens = [r.verdict.run.tokens_per_s / r.verdict.run.samples_per_s for r in used  # type: ignore[union-attr,operator]
-                  if r.verdict.run.samples_per_s]  # type: ignore[union-attr]
+    out_tokens = [
+        r.verdict.run.tokens_per_s / r.verdict.run.samples_per_s
+        for r in used  # type: ignore[union-attr,operator]
+        if r.verdict.run.samples_per_s
+    ]  # type: ignore[union-attr]
     roof = roofline(chosen, per_gpu, statistics.fmean(out_tokens) if out_tokens else None)
 
     return Report(
-        rack=rack, used=used, per_gpu=per_gpu, comparisons=_comparisons(chosen, per_gpu),
+        rack=rack,
+        used=used,
+        per_gpu=per_gpu,
+        comparisons=_comparisons(chosen, per_gpu),
         business=[Business(name, n, per_gpu / n, per_vm / n, total / n) for name, n in PROFILES],
-        measured=measured, tdp=tdp, roof=roof, labels=labels, notes=notes, sources=_sources(rack.rows, chosen),
-        standing=standing_for(chosen, per_gpu))
+        measured=measured,
+        tdp=tdp,
+        roof=roof,
+        labels=labels,
+        notes=notes,
+        sources=_sources(rack.rows, chosen),
+        standing=standing_for(chosen, per_gpu),
+    )

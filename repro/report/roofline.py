@@ -14,9 +14,8 @@ x 2 (K and V) x KV-cache bytes. Prefill compute, activations and scheduling are 
 from __future__ import annotations
 
 import math
-
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any
 
 from repro.core.recipes import Recipe
 
@@ -48,10 +47,10 @@ class Roofline:
     kv_bytes: float
     kv_bytes_per_token: float
     bound_tokens_per_s: float
-    measured_tokens_per_s: Optional[float]
+    measured_tokens_per_s: float | None
 
     @property
-    def fraction(self) -> Optional[float]:
+    def fraction(self) -> float | None:
         if self.measured_tokens_per_s is None or not 0 < self.bound_tokens_per_s < math.inf:
             return None
         frac = self.measured_tokens_per_s / self.bound_tokens_per_s
@@ -62,22 +61,34 @@ class Roofline:
 
     @property
     def explanation(self) -> str:
-        return (f"{FORMULA}; BW = {self.bandwidth_bytes_s / 1e12:g} TB/s, W = {self.weight_bytes / 1e9:,.2f} GB "
-                f"({self.weight_source}), B = {self.batch}, C = {self.context_tokens:,.1f} tokens "
-                f"(mean prompt {MEAN_INPUT_TOKENS:g}, assumed, + half the mean output tokens per sample), KV = 80 x 8 x 128 x 2 x "
-                f"{self.kv_bytes:g} B = {self.kv_bytes_per_token:,.0f} B/token")
+        return (
+            f"{FORMULA}; BW = {self.bandwidth_bytes_s / 1e12:g} TB/s, W = {self.weight_bytes / 1e9:,.2f} GB "
+            f"({self.weight_source}), B = {self.batch}, C = {self.context_tokens:,.1f} tokens "
+            f"(mean prompt {MEAN_INPUT_TOKENS:g}, assumed, + half the mean output tokens per sample), KV = 80 x 8 x 128 x 2 x "
+            f"{self.kv_bytes:g} B = {self.kv_bytes_per_token:,.0f} B/token"
+        )
 
     def to_json(self) -> dict[str, Any]:
-        return {"recipe": self.recipe, "formula": FORMULA, "explanation": self.explanation,
-                "bandwidth_bytes_s": self.bandwidth_bytes_s, "weight_bytes": self.weight_bytes,
-                "weight_source": self.weight_source, "batch": self.batch, "context_tokens": self.context_tokens,
-                "kv_bytes": self.kv_bytes, "kv_bytes_per_token": self.kv_bytes_per_token,
-                "bound_tokens_per_s_per_gpu": self.bound_tokens_per_s,
-                "measured_tokens_per_s_per_gpu": self.measured_tokens_per_s, "fraction": self.fraction}
+        return {
+            "recipe": self.recipe,
+            "formula": FORMULA,
+            "explanation": self.explanation,
+            "bandwidth_bytes_s": self.bandwidth_bytes_s,
+            "weight_bytes": self.weight_bytes,
+            "weight_source": self.weight_source,
+            "batch": self.batch,
+            "context_tokens": self.context_tokens,
+            "kv_bytes": self.kv_bytes,
+            "kv_bytes_per_token": self.kv_bytes_per_token,
+            "bound_tokens_per_s_per_gpu": self.bound_tokens_per_s,
+            "measured_tokens_per_s_per_gpu": self.measured_tokens_per_s,
+            "fraction": self.fraction,
+        }
 
 
-def roofline(recipe: Recipe, measured_per_gpu: Optional[float] = None,
-             output_tokens: Optional[float] = None) -> Optional[Roofline]:
+def roofline(
+    recipe: Recipe, measured_per_gpu: float | None = None, output_tokens: float | None = None
+) -> Roofline | None:
     """The bound for a recipe's GPU, or None when the recipe lacks bandwidth (the CPU demo)."""
     bw = recipe.system.memory_bandwidth_tbps
     if bw == "unknown" or recipe.trtllm is None:
@@ -89,8 +100,11 @@ def roofline(recipe: Recipe, measured_per_gpu: Optional[float] = None,
     else:
         bits = BITS[recipe.precision]
         weights = PARAMS * bits / 8 / tp
-        source = f"70e9 params x {bits:g} bits / 8 / {tp} GPU(s); {BITS_NOTE}" if bits == 4.5 else \
-            f"70e9 params x {bits:g} bits / 8 / {tp} GPU(s)"
+        source = (
+            f"70e9 params x {bits:g} bits / 8 / {tp} GPU(s); {BITS_NOTE}"
+            if bits == 4.5
+            else f"70e9 params x {bits:g} bits / 8 / {tp} GPU(s)"
+        )
     kv_dtype = recipe.quantization.kv_cache_dtype
     kv_bytes = 1.0 if kv_dtype in ("fp8", "int8") else float(_DTYPE_BYTES[recipe.quantization.dtype])
     plausible = output_tokens is not None and 0 < output_tokens <= MAX_OUTPUT_TOKENS
@@ -99,6 +113,15 @@ def roofline(recipe: Recipe, measured_per_gpu: Optional[float] = None,
     per_token = kv_bytes_per_token(kv_bytes)
     batch = recipe.trtllm.gpu_batch_size
     bound = float(bw) * 1e12 / (weights / batch + context * per_token)
-    return Roofline(recipe=recipe.name, bandwidth_bytes_s=float(bw) * 1e12, weight_bytes=weights, weight_source=source,
-                    batch=batch, context_tokens=context, kv_bytes=kv_bytes, kv_bytes_per_token=per_token,
-                    bound_tokens_per_s=bound, measured_tokens_per_s=measured_per_gpu)
+    return Roofline(
+        recipe=recipe.name,
+        bandwidth_bytes_s=float(bw) * 1e12,
+        weight_bytes=weights,
+        weight_source=source,
+        batch=batch,
+        context_tokens=context,
+        kv_bytes=kv_bytes,
+        kv_bytes_per_token=per_token,
+        bound_tokens_per_s=bound,
+        measured_tokens_per_s=measured_per_gpu,
+    )

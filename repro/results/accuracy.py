@@ -56,7 +56,8 @@ def read_accuracy_log(path: Path, n_references: int | None = None) -> list[tuple
         if n_references is not None and idx >= n_references:
             raise InputError(
                 f"{path}: entry {pos} has qsl_idx {idx}, out of range for a dataset of {n_references} samples.",
-                "check that the dataset matches the run (`repro run offline --accuracy` with the same recipe)")
+                "check that the dataset matches the run (`repro run offline --accuracy` with the same recipe)",
+            )
         if idx in seen:
             continue
         data = entry["data"]
@@ -67,7 +68,8 @@ def read_accuracy_log(path: Path, n_references: int | None = None) -> list[tuple
         if blob is None or len(blob) % 4:
             raise InputError(
                 f"{path}: entry {pos} (qsl_idx {idx}) 'data' is not a hex string of little-endian int32 token ids.",
-                _NEXT)
+                _NEXT,
+            )
         seen.add(idx)
         out.append((idx, np.frombuffer(blob, dtype="<i4")))
     return out
@@ -108,6 +110,7 @@ def _punkt():
         pass
     else:
         from nltk.tokenize.punkt import PunktTokenizer  # type: ignore[import-untyped]
+
         return _memoize_sentbreak(PunktTokenizer("english"))
     from punkt.data import load_module
 
@@ -147,8 +150,10 @@ def load_tokenizer(path: Path | str):
     try:
         return AutoTokenizer.from_pretrained(str(path), model_max_length=2048, padding_side="left")
     except (ValueError, OSError) as exc:
-        raise InputError(f"{path}: cannot load a tokenizer there ({str(exc).splitlines()[0]}).",
-                         "`repro setup` to fetch the model and its tokenizer") from None
+        raise InputError(
+            f"{path}: cannot load a tokenizer there ({str(exc).splitlines()[0]}).",
+            "`repro setup` to fetch the model and its tokenizer",
+        ) from None
 
 
 # ---------------------------------------------------------------- ROUGE
@@ -168,8 +173,7 @@ def score_pairs(targets: Sequence[str], predictions: Sequence[str]) -> list[tupl
     rouge-score-rs gives rouge_score's scores bit for bit (tests/test_accuracy.py checks a sample every
     run); its batch call runs in Rust on every core this process may use, without the GIL.
     """
-    return [tuple(s[k].fmeasure for k in ROUGE_KEYS)
-            for s in _scorer().score_batch(list(targets), list(predictions))]  # type: ignore[misc]
+    return [tuple(s[k].fmeasure for k in ROUGE_KEYS) for s in _scorer().score_batch(list(targets), list(predictions))]  # type: ignore[misc]
 
 
 def rouge_fmeasures(target: str, prediction: str) -> tuple[float, float, float, float]:
@@ -184,7 +188,7 @@ def _post_chunk(texts: list[str]) -> list[str]:
 def _postprocess_all(texts: list[str], workers: int) -> list[str]:
     """Punkt is pure Python: spread it over forked processes when more than one core is asked for."""
     chunk = max(256, math.ceil(len(texts) / (workers * 4)))
-    chunks = [texts[i:i + chunk] for i in range(0, len(texts), chunk)]
+    chunks = [texts[i : i + chunk] for i in range(0, len(texts), chunk)]
     import multiprocessing as mp
 
     if workers <= 1 or len(chunks) <= 1 or "fork" not in mp.get_all_start_methods():
@@ -214,15 +218,16 @@ def default_workers() -> int:
     return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1))
 
 
-def sample_scores(predictions: list[str], references: list[str], *,
-                  workers: int | None = None) -> tuple[list[str], list[tuple[float, float, float, float]]]:
+def sample_scores(
+    predictions: list[str], references: list[str], *, workers: int | None = None
+) -> tuple[list[str], list[tuple[float, float, float, float]]]:
     """The reference's post-processing of both sides, then per-sample F-measures: (post-processed preds, scores)."""
     if len(predictions) != len(references):
         raise ValueError("predictions and references differ in length")
     workers = default_workers() if workers is None else workers
     _punkt()
     texts = _postprocess_all(list(predictions) + list(references), workers)
-    preds, refs = texts[:len(predictions)], texts[len(predictions):]
+    preds, refs = texts[: len(predictions)], texts[len(predictions) :]
     return preds, score_pairs(refs, preds)
 
 
@@ -232,8 +237,9 @@ def score_texts(predictions: list[str], references: list[str], *, workers: int |
         raise InputError("the accuracy log holds no samples.", _NEXT)
     preds, per_sample = sample_scores(predictions, references, workers=workers)
     columns = list(zip(*per_sample, strict=True))
-    result: dict[str, Any] = {k: round(float(np.mean(col)) * 100, 4)
-                              for k, col in zip(ROUGE_KEYS, columns, strict=True)}
+    result: dict[str, Any] = {
+        k: round(float(np.mean(col)) * 100, 4) for k, col in zip(ROUGE_KEYS, columns, strict=True)
+    }
     result["gen_len"] = int(sum(len(p) for p in preds))
     return result
 
@@ -254,8 +260,12 @@ def evaluate_accuracy_log(accuracy_json: Path, references: list[str], tokenizer,
     gen_tok_len = int(sum(len(ids) for _, ids in samples))
     scores = score_texts(decoded, [references[i] for i, _ in samples], workers=workers)
     gen_num = len(samples)
-    return {**scores, "gen_num": gen_num, "gen_tok_len": gen_tok_len,
-            "tokens_per_sample": round(gen_tok_len / gen_num, 1)}
+    return {
+        **scores,
+        "gen_num": gen_num,
+        "gen_tok_len": gen_tok_len,
+        "tokens_per_sample": round(gen_tok_len / gen_num, 1),
+    }
 
 
 # ---------------------------------------------------------------- targets and accuracy.txt

@@ -16,15 +16,14 @@ from pathlib import Path
 from typing import Any
 
 from repro.core.errors import InputError, ReproError
-from repro.core.textsafe import md_cell
-from repro.core.recipes import Recipe, get_recipe
 from repro.core.fmt import fmt_num
+from repro.core.recipes import Recipe, get_recipe
+from repro.core.textsafe import md_cell
 from repro.results.hardware import count_gpus
 from repro.results.logs import LoadGenRun, parse_run, run_folders
 from repro.results.verify import Verdict, evaluate, resolve_recipe
 
 ERROR_EXIT = 2
-
 
 
 @dataclass
@@ -51,12 +50,19 @@ class VMRow:
 
     def to_json(self) -> dict[str, Any]:
         v = self.verdict
-        return {"vm": self.name, "folder": str(self.folder), "counted": self.counted, "problem": self.problem,
-                "status": self.status, "verdict": v.status if v else None,
-                "tokens_per_s": v.run.tokens_per_s if v else None,
-                "tokens_per_s_per_gpu": round(v.per_gpu, 1) if v and v.per_gpu is not None else None,
-                "deviation_pct": round(v.deviation_pct, 2) if v and v.deviation_pct is not None else None,
-                "gpus": v.gpus if v else None, "reasons": v.reasons if v else [self.problem]}
+        return {
+            "vm": self.name,
+            "folder": str(self.folder),
+            "counted": self.counted,
+            "problem": self.problem,
+            "status": self.status,
+            "verdict": v.status if v else None,
+            "tokens_per_s": v.run.tokens_per_s if v else None,
+            "tokens_per_s_per_gpu": round(v.per_gpu, 1) if v and v.per_gpu is not None else None,
+            "deviation_pct": round(v.deviation_pct, 2) if v and v.deviation_pct is not None else None,
+            "gpus": v.gpus if v else None,
+            "reasons": v.reasons if v else [self.problem],
+        }
 
 
 @dataclass
@@ -96,8 +102,15 @@ class RackReport:
         gpus = sum(r.verdict.gpus for r in self.counted if r.verdict is not None)
         if values:
             mean = statistics.fmean(values)
-            self.stats = {"vms": len(values), "gpus": gpus, "total": sum(values), "max": max(values),
-                          "min": min(values), "mean": mean, "median": statistics.median(values)}
+            self.stats = {
+                "vms": len(values),
+                "gpus": gpus,
+                "total": sum(values),
+                "max": max(values),
+                "min": min(values),
+                "mean": mean,
+                "median": statistics.median(values),
+            }
             if mean > 0:
                 self.stats["spread_pct"] = (max(values) - min(values)) / mean * 100
             if gpus > 0:
@@ -107,14 +120,21 @@ class RackReport:
     def to_json(self) -> dict[str, Any]:
         rack = self.recipe.published.rack if self.scenario == "Offline" else None
         band = self.band()
-        return {"recipe": self.recipe.name, "recipe_hash": self.recipe.hash(), "scenario": self.scenario,
-                "stats": {k: round(v, 2) for k, v in self.stats.items()},
-                "expected_vms": self.expect, "missing_vms": self.missing_count,
-                "excluded": [r.name for r in self.rows if not r.counted],
-                "errors": [{"vm": r.name, "problem": r.problem} for r in self.errors],
-                "published_rack": rack.model_dump() if rack else None,
-                "published_band_per_gpu": list(band) if band else None, "notes": self.notes,
-                "vms": [r.to_json() for r in self.rows], "all_pass": self.exit_code == 0}
+        return {
+            "recipe": self.recipe.name,
+            "recipe_hash": self.recipe.hash(),
+            "scenario": self.scenario,
+            "stats": {k: round(v, 2) for k, v in self.stats.items()},
+            "expected_vms": self.expect,
+            "missing_vms": self.missing_count,
+            "excluded": [r.name for r in self.rows if not r.counted],
+            "errors": [{"vm": r.name, "problem": r.problem} for r in self.errors],
+            "published_rack": rack.model_dump() if rack else None,
+            "published_band_per_gpu": list(band) if band else None,
+            "notes": self.notes,
+            "vms": [r.to_json() for r in self.rows],
+            "all_pass": self.exit_code == 0,
+        }
 
     def summary_rows(self) -> list[tuple[str, str, str]]:
         """(what, measured, published) for the summary table, in every view."""
@@ -128,17 +148,20 @@ class RackReport:
         if not s:
             return [("VMs summed", "0", str(rack.vms) if rack else "-")]
         spread = f"{s['spread_pct']:.1f}%" if "spread_pct" in s else "-"
-        pub_spread = (f"{(rack.max_tokens_per_s - rack.min_tokens_per_s) / rack.mean_tokens_per_s * 100:.1f}%"
-                      if rack else "-")
+        pub_spread = (
+            f"{(rack.max_tokens_per_s - rack.min_tokens_per_s) / rack.mean_tokens_per_s * 100:.1f}%" if rack else "-"
+        )
         vms = f"{s['vms']:.0f} of {len(self.rows) + self.missing_count}"
-        return [("VMs summed", vms, f"{rack.vms}" if rack else "-"),
-                ("total tokens/s", fmt_num(s["total"]), pub("total_tokens_per_s")),
-                ("max per VM", fmt_num(s["max"]), pub("max_tokens_per_s")),
-                ("min per VM", fmt_num(s["min"]), pub("min_tokens_per_s")),
-                ("average per VM", fmt_num(s["mean"]), pub("mean_tokens_per_s")),
-                ("median per VM", fmt_num(s["median"]), pub("median_tokens_per_s")),
-                ("spread (max-min)/mean", spread, pub_spread),
-                ("tokens/s per GPU", fmt_num(s.get("per_gpu")), fmt_num(pub_fig.tokens_per_s_per_gpu) if pub_fig else "-")]
+        return [
+            ("VMs summed", vms, f"{rack.vms}" if rack else "-"),
+            ("total tokens/s", fmt_num(s["total"]), pub("total_tokens_per_s")),
+            ("max per VM", fmt_num(s["max"]), pub("max_tokens_per_s")),
+            ("min per VM", fmt_num(s["min"]), pub("min_tokens_per_s")),
+            ("average per VM", fmt_num(s["mean"]), pub("mean_tokens_per_s")),
+            ("median per VM", fmt_num(s["median"]), pub("median_tokens_per_s")),
+            ("spread (max-min)/mean", spread, pub_spread),
+            ("tokens/s per GPU", fmt_num(s.get("per_gpu")), fmt_num(pub_fig.tokens_per_s_per_gpu) if pub_fig else "-"),
+        ]
 
     def to_markdown(self) -> str:
         lines = [f"# Rack result: {self.recipe.title}", "", "| | measured | published |", "|---|---:|---:|"]
@@ -150,8 +173,10 @@ class RackReport:
                 lines.append(f"| {md_cell(r.name)} | - | - | - | ERROR | {md_cell(r.problem)} |")
             else:
                 dev = f"{v.deviation_pct:+.1f}%" if v.deviation_pct is not None else "-"
-                lines.append(f"| {md_cell(r.name)} | {fmt_num(v.run.tokens_per_s)} | {fmt_num(v.per_gpu)} | {dev} | "
-                             f"{r.status} | {md_cell('; '.join(v.reasons))}{'' if r.counted else ' (excluded)'} |")
+                lines.append(
+                    f"| {md_cell(r.name)} | {fmt_num(v.run.tokens_per_s)} | {fmt_num(v.per_gpu)} | {dev} | "
+                    f"{r.status} | {md_cell('; '.join(v.reasons))}{'' if r.counted else ' (excluded)'} |"
+                )
         if self.missing_count:
             lines += ["", f"{self.missing_count} of {self.expect} expected VMs have no result folder."]
         if self.notes:
@@ -175,11 +200,12 @@ def _vm_names(folders: list[Path]) -> list[str]:
     tail = 0
     while all(len(p) > head + tail + 1 for p in parts) and len({p[-1 - tail] for p in parts}) == 1:
         tail += 1
-    return ["/".join(p[head:len(p) - tail]) or p[-1] for p in parts]
+    return ["/".join(p[head : len(p) - tail]) or p[-1] for p in parts]
 
 
-def _names_per_argument(dirs: list[Path], runs: list[tuple[Path, LoadGenRun]],
-                        errors: list[tuple[str, Path, str]]) -> dict[int, str]:
+def _names_per_argument(
+    dirs: list[Path], runs: list[tuple[Path, LoadGenRun]], errors: list[tuple[str, Path, str]]
+) -> dict[int, str]:
     """A VM is named by its argument when the argument holds one run, else by the path parts that differ inside it."""
     groups: dict[Path, list[Path]] = {}
     for arg, run in runs:
@@ -197,8 +223,13 @@ def _names_per_argument(dirs: list[Path], runs: list[tuple[Path, LoadGenRun]],
 
 def _official(runs: list[LoadGenRun], scenario: str) -> list[LoadGenRun]:
     """Performance runs of the scenario; compliance folders (TESTnn) and `ranging` beside a run_N are not results."""
-    perf = [r for r in runs if r.mode == "PerformanceOnly" and r.benchmark_scenario == scenario
-            and not any(p.upper().startswith("TEST") and p[4:].isdigit() for p in r.folder.parts)]
+    perf = [
+        r
+        for r in runs
+        if r.mode == "PerformanceOnly"
+        and r.benchmark_scenario == scenario
+        and not any(p.upper().startswith("TEST") and p[4:].isdigit() for p in r.folder.parts)
+    ]
     parents_with_runs = {r.folder.parent for r in perf if r.folder.name.lower() != "ranging"}
     return [r for r in perf if not (r.folder.name.lower() == "ranging" and r.folder.parent in parents_with_runs)]
 
@@ -219,8 +250,9 @@ def _system_key(run: LoadGenRun) -> str:
     return "unknown system"
 
 
-def _collect(dirs: list[Path], scenario: str) -> tuple[list[tuple[Path, LoadGenRun]], list[tuple[str, Path, str]],
-                                                         list[str]]:
+def _collect(
+    dirs: list[Path], scenario: str
+) -> tuple[list[tuple[Path, LoadGenRun]], list[tuple[str, Path, str]], list[str]]:
     """(argument, run) per VM; unreadable arguments as (name, folder, problem), unreadable run folders with name "";
     notes on what was counted once."""
     runs: list[tuple[Path, LoadGenRun]] = []
@@ -266,24 +298,37 @@ def _published_vm_notes(recipe: Recipe, rows: list[VMRow]) -> list[str]:
     if rack is None:
         return []
     notes = list(rack.claim_vs_logs())
-    named = [(r, rack.vm_tokens_per_s[r.name.split("/")[-1]]) for r in rows
-             if r.verdict is not None and r.name.split("/")[-1] in rack.vm_tokens_per_s]
+    named = [
+        (r, rack.vm_tokens_per_s[r.name.split("/")[-1]])
+        for r in rows
+        if r.verdict is not None and r.name.split("/")[-1] in rack.vm_tokens_per_s
+    ]
     if not named:
         return notes
-    differ = [f"{r.name} logs {fmt_num(r.verdict.run.tokens_per_s)} where the published log says {fmt_num(v)}"  # type: ignore[union-attr]
-              for r, v in named if abs(float(r.verdict.run.tokens_per_s or 0) - v) > 0.05]  # type: ignore[union-attr]
+    differ = [
+        f"{r.name} logs {fmt_num(r.verdict.run.tokens_per_s)} where the published log says {fmt_num(v)}"  # type: ignore[union-attr]
+        for r, v in named
+        if abs(float(r.verdict.run.tokens_per_s or 0) - v) > 0.05
+    ]  # type: ignore[union-attr]
     if differ:
         notes.append("not the published logs: " + "; ".join(differ))
     elif len(named) < rack.vms:
-        notes.append(f"compared {len(named)} of the {rack.vms} published VM logs, each equal to its published "
-                     f"value; the rack statistics (total, mean, median) need all {rack.vms}")
+        notes.append(
+            f"compared {len(named)} of the {rack.vms} published VM logs, each equal to its published "
+            f"value; the rack statistics (total, mean, median) need all {rack.vms}"
+        )
     else:
         notes.append(f"all {rack.vms} published VM logs are here and equal to their published values")
     return notes
 
 
-def aggregate(dirs: list[Path], recipe: str | Recipe | None = None, gpus: int | None = None,
-              expect: int | None = None, scenario: str = "Offline") -> RackReport:
+def aggregate(
+    dirs: list[Path],
+    recipe: str | Recipe | None = None,
+    gpus: int | None = None,
+    expect: int | None = None,
+    scenario: str = "Offline",
+) -> RackReport:
     if not dirs:
         raise InputError("no result folders given.", "`repro aggregate DIR...` with one folder per VM")
     chosen: Recipe | None = get_recipe(recipe) if isinstance(recipe, str) else recipe
@@ -304,16 +349,19 @@ def aggregate(dirs: list[Path], recipe: str | Recipe | None = None, gpus: int | 
     if not resolved:
         if first_error is not None:
             raise first_error
-        raise InputError(f"none of {len(rows)} folders holds a readable run: {rows[0].problem}",
-                         "check the folders, then `repro aggregate DIR...`")
+        raise InputError(
+            f"none of {len(rows)} folders holds a readable run: {rows[0].problem}",
+            "check the folders, then `repro aggregate DIR...`",
+        )
     if chosen is None:
         recipes = {rec.name for _, _, rec in resolved}
         systems = {_system_key(run) for _, run, _ in resolved}
         if len(recipes) > 1 or len(systems) > 1:
             what = "; ".join(f"{row.name}: {rec.name} ({_system_key(run)})" for row, run, rec in resolved)
-            raise InputError(f"these folders hold runs of different systems or recipes, never summed: {what}.",
-                             "aggregate each system separately, or judge all against one: "
-                             "`repro aggregate DIR... --recipe NAME`")
+            raise InputError(
+                f"these folders hold runs of different systems or recipes, never summed: {what}.",
+                "aggregate each system separately, or judge all against one: `repro aggregate DIR... --recipe NAME`",
+            )
         chosen = resolved[0][2]
     for row, run, _ in resolved:
         try:
@@ -324,8 +372,9 @@ def aggregate(dirs: list[Path], recipe: str | Recipe | None = None, gpus: int | 
     nodes_of = {run.system_node_of for _, run, _ in resolved if run.system_node_of and run.system}
     if len(nodes_of) == 1 and (system := resolved[0][1].system):
         total_nodes = system.get("number_of_nodes")
-        notes.append(f"the system JSON {next(iter(nodes_of))} describes {total_nodes} nodes; {len(resolved)} VM "
-                     "folder(s) given")
+        notes.append(
+            f"the system JSON {next(iter(nodes_of))} describes {total_nodes} nodes; {len(resolved)} VM folder(s) given"
+        )
     if scenario == "Offline":
         notes += _published_vm_notes(chosen, rows)
     return RackReport(chosen, rows, expect, notes=notes, scenario=scenario).compute()

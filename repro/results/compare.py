@@ -76,12 +76,21 @@ class IndexMatch:
         if self.exact:
             more = f" (the same log is also published as {', '.join(r.ref for r in self.also)})" if self.also else ""
             return f"this is the published log of {self.row.ref}, matched by {self.how}{more}"
-        return (f"same system as published result {self.row.ref} (matched by {self.how}), but not its published log: "
-                f"tokens/s differ from the published {self.row.tokens_per_second:,.2f}")
+        return (
+            f"same system as published result {self.row.ref} (matched by {self.how}), but not its published log: "
+            f"tokens/s differ from the published {self.row.tokens_per_second:,.2f}"
+        )
 
     def to_json(self) -> dict[str, Any]:
-        return {"ref": self.row.ref, "key": self.row.key, "result_id": self.row.result_id, "how": self.how,
-                "exact": self.exact, "also": [r.ref for r in self.also], "note": self.note}
+        return {
+            "ref": self.row.ref,
+            "key": self.row.key,
+            "result_id": self.row.result_id,
+            "how": self.how,
+            "exact": self.exact,
+            "also": [r.ref for r in self.also],
+            "note": self.note,
+        }
 
 
 def _same_tokens(a: float, b: float) -> bool:
@@ -108,15 +117,23 @@ def match_run(run: LoadGenRun, index: PublishedIndex | None = None) -> IndexMatc
     rows = [r for r in idx.rows if r.scenario == scenario and (bench is None or r.benchmark == bench)]
     if "round" in where:
         rows = [r for r in rows if r.round == where["round"]]
-    ident = [r for r in rows if r.system_folder.lower() in folders
-             and (r.submitter.lower() in submitters or r.system_name.strip().lower() in names)]
+    ident = [
+        r
+        for r in rows
+        if r.system_folder.lower() in folders
+        and (r.submitter.lower() in submitters or r.system_name.strip().lower() in names)
+    ]
     if division:
         ident = [r for r in ident if r.division == division] or ident
     how = "system JSON and path" if ident else ""
     if not ident and run.tokens_per_s is not None and not folders:
         counts = system_accelerators(system) if system else None
-        finger = [r for r in rows if _same_tokens(r.tokens_per_second, run.tokens_per_s)
-                  and (counts is None or r.total_accelerators == counts[0] * counts[1])]
+        finger = [
+            r
+            for r in rows
+            if _same_tokens(r.tokens_per_second, run.tokens_per_s)
+            and (counts is None or r.total_accelerators == counts[0] * counts[1])
+        ]
         if len({r.system_key for r in finger}) == 1:
             ident, how = finger, "scenario, benchmark and tokens/s (no system JSON)"
     if not ident:
@@ -149,26 +166,50 @@ class RunFacts:
         return self.tokens_per_s / self.accelerators
 
     def to_json(self) -> dict[str, Any]:
-        return {"folder": str(self.folder), "tokens_per_s": self.tokens_per_s, "accelerators": self.accelerators,
-                "accelerators_source": self.accelerators_source, "tokens_per_s_per_accelerator": self.per_accelerator,
-                "scenario": self.scenario, "benchmark": self.benchmark, "accelerator": self.accelerator,
-                "accelerator_source": self.accelerator_source, "valid": self.valid, "label": self.label,
-                "notes": list(self.notes)}
+        return {
+            "folder": str(self.folder),
+            "tokens_per_s": self.tokens_per_s,
+            "accelerators": self.accelerators,
+            "accelerators_source": self.accelerators_source,
+            "tokens_per_s_per_accelerator": self.per_accelerator,
+            "scenario": self.scenario,
+            "benchmark": self.benchmark,
+            "accelerator": self.accelerator,
+            "accelerator_source": self.accelerator_source,
+            "valid": self.valid,
+            "label": self.label,
+            "notes": list(self.notes),
+        }
 
 
 def facts_from_run(run: LoadGenRun, gpus: int | None = None, match: IndexMatch | None = None) -> RunFacts:
     """Accelerators: --gpus, else run.json, else system JSON per node x nodes, else the matched published record."""
     if run.tokens_per_s is None:
-        raise InputError(f"{run.summary_path or run.folder}: no tokens per second in the logs.",
-                         "re-run with use_token_latencies (`repro run offline` sets it)")
+        raise InputError(
+            f"{run.summary_path or run.folder}: no tokens per second in the logs.",
+            "re-run with use_token_latencies (`repro run offline` sets it)",
+        )
     found, notes = count_accelerators(run, gpus)
     if found is None:
-        raise InputError(f"{run.folder}: cannot tell how many accelerators ran (no system JSON, no run.json).",
-                         f"`repro verify {run.folder} --gpus N --against REF`")
+        raise InputError(
+            f"{run.folder}: cannot tell how many accelerators ran (no system JSON, no run.json).",
+            f"`repro verify {run.folder} --gpus N --against REF`",
+        )
     total, source = found.total, found.source
     accel, accel_source = run_accelerator(run)
-    return RunFacts(run.folder, float(run.tokens_per_s), total, source, effective_scenario(run),
-                    path_benchmark(run.folder), accel, accel_source or "unknown", run.valid, run.label, tuple(notes))
+    return RunFacts(
+        run.folder,
+        float(run.tokens_per_s),
+        total,
+        source,
+        effective_scenario(run),
+        path_benchmark(run.folder),
+        accel,
+        accel_source or "unknown",
+        run.valid,
+        run.label,
+        tuple(notes),
+    )
 
 
 @dataclass(frozen=True)
@@ -181,13 +222,25 @@ class RowComparison:
 
     def to_json(self) -> dict[str, Any]:
         r = self.row
-        return {"ref": r.ref, "key": r.key, "result_id": r.result_id, "submitter": r.submitter, "system": r.system_name,
-                "accelerator": r.accelerator_model_name, "accelerators": r.total_accelerators, "round": r.round,
-                "benchmark": r.benchmark_name, "scenario": r.scenario,
-                "published_tokens_per_s": r.tokens_per_second,
-                "published_tokens_per_s_per_accelerator": r.per_accelerator,
-                "deviation_pct": None if self.deviation_pct is None else round(self.deviation_pct, 3),
-                "in_band": self.in_band, "refused": self.refused, "notes": list(self.notes), "source": r.source}
+        return {
+            "ref": r.ref,
+            "key": r.key,
+            "result_id": r.result_id,
+            "submitter": r.submitter,
+            "system": r.system_name,
+            "accelerator": r.accelerator_model_name,
+            "accelerators": r.total_accelerators,
+            "round": r.round,
+            "benchmark": r.benchmark_name,
+            "scenario": r.scenario,
+            "published_tokens_per_s": r.tokens_per_second,
+            "published_tokens_per_s_per_accelerator": r.per_accelerator,
+            "deviation_pct": None if self.deviation_pct is None else round(self.deviation_pct, 3),
+            "in_band": self.in_band,
+            "refused": self.refused,
+            "notes": list(self.notes),
+            "source": r.source,
+        }
 
 
 @dataclass
@@ -227,15 +280,21 @@ class Comparison:
 
     def to_json(self) -> dict[str, Any]:
         rank = self.rank
-        return {"status": self.status, "reproduction": self.status == "PASS", "reasons": self.reasons,
-                "run": self.facts.to_json(), "band_pct": self.band_pct,
-                "rank": None if rank is None else {"position": rank[0], "of": rank[1]},
-                "match": self.match.to_json() if self.match else None,
-                "against": [e.to_json() for e in self.entries]}
+        return {
+            "status": self.status,
+            "reproduction": self.status == "PASS",
+            "reasons": self.reasons,
+            "run": self.facts.to_json(),
+            "band_pct": self.band_pct,
+            "rank": None if rank is None else {"position": rank[0], "of": rank[1]},
+            "match": self.match.to_json() if self.match else None,
+            "against": [e.to_json() for e in self.entries],
+        }
 
 
-def compare(facts: RunFacts, rows: list[PublishedResult], band_pct: float = BAND_PCT,
-            match: IndexMatch | None = None) -> Comparison:
+def compare(
+    facts: RunFacts, rows: list[PublishedResult], band_pct: float = BAND_PCT, match: IndexMatch | None = None
+) -> Comparison:
     """Band check of the run's tokens/s per accelerator against each row; refuse other accelerators and scenarios."""
     mine = Accelerator.parse(facts.accelerator) if facts.accelerator else None
     entries: list[RowComparison] = []
@@ -247,8 +306,7 @@ def compare(facts: RunFacts, rows: list[PublishedResult], band_pct: float = BAND
         elif mine is None:
             refused = "the run does not say which accelerator it used (no system JSON, no GPU names in run.json)"
         elif not mine.same_as(theirs):
-            refused = (f"different accelerator: the run used {facts.accelerator}, {row.ref} "
-                       f"{row.accelerator_model_name}")
+            refused = f"different accelerator: the run used {facts.accelerator}, {row.ref} {row.accelerator_model_name}"
         if refused:
             entries.append(RowComparison(row, None, None, refused))
             continue
@@ -269,9 +327,11 @@ def compare(facts: RunFacts, rows: list[PublishedResult], band_pct: float = BAND
             reasons.append(f"refused: {e.refused}")
         elif not e.in_band and e.deviation_pct is not None:
             side = "below" if e.deviation_pct < 0 else "above"
-            reasons.append(f"{abs(e.deviation_pct):.1f}% {side} {e.row.ref} "
-                           f"({e.row.per_accelerator:,.1f} per accelerator), "
-                           f"outside ±{band_pct:g}%")
+            reasons.append(
+                f"{abs(e.deviation_pct):.1f}% {side} {e.row.ref} "
+                f"({e.row.per_accelerator:,.1f} per accelerator), "
+                f"outside ±{band_pct:g}%"
+            )
     return Comparison(facts, band_pct, entries, match, reasons)
 
 
@@ -286,8 +346,11 @@ def pick_row(rows: list[PublishedResult], facts: RunFacts, ref: str) -> Publishe
     figures = {r.per_accelerator for r in same}
     if len(figures) > 1 and len({r.benchmark for r in same}) > 1:
         options = ", ".join(sorted({f"{same[0].label}/{r.benchmark}/{r.scenario}" for r in same}))
-        raise InputError(f"'{ref}' has different {same[0].scenario} results for llama2-70b-99 and 99.9 and the run "
-                         f"does not say which benchmark it ran.", f"name one: {options}")
+        raise InputError(
+            f"'{ref}' has different {same[0].scenario} results for llama2-70b-99 and 99.9 and the run "
+            f"does not say which benchmark it ran.",
+            f"name one: {options}",
+        )
     return same[0]
 
 
@@ -296,17 +359,27 @@ def pick_perf_run(path: Path, scenario: str | None = None) -> LoadGenRun:
     if scenario:
         runs = [r for r in runs if effective_scenario(r) == scenario]
     if not runs:
-        raise InputError(f"{path}: no {scenario + ' ' if scenario else ''}performance run (mlperf_log_summary.txt "
-                         "in PerformanceOnly mode) here.", "point `repro verify` at a performance run folder")
+        raise InputError(
+            f"{path}: no {scenario + ' ' if scenario else ''}performance run (mlperf_log_summary.txt "
+            "in PerformanceOnly mode) here.",
+            "point `repro verify` at a performance run folder",
+        )
     if len(runs) > 1:
         listing = ", ".join(str(r.folder) for r in runs[:4])
-        raise InputError(f"{path}: holds {len(runs)} performance runs ({listing}); a comparison takes one.",
-                         f"`repro verify {runs[0].folder} --against REF`")
+        raise InputError(
+            f"{path}: holds {len(runs)} performance runs ({listing}); a comparison takes one.",
+            f"`repro verify {runs[0].folder} --against REF`",
+        )
     return runs[0]
 
 
-def verify_against(path: Path, refs: list[str], gpus: int | None = None, band_pct: float = BAND_PCT,
-                   index: PublishedIndex | None = None) -> Comparison:
+def verify_against(
+    path: Path,
+    refs: list[str],
+    gpus: int | None = None,
+    band_pct: float = BAND_PCT,
+    index: PublishedIndex | None = None,
+) -> Comparison:
     """`repro verify RUN --against REF...`: the run's tokens/s per accelerator against each named published result."""
     idx = index or load_index()
     run = pick_perf_run(Path(path))
@@ -320,8 +393,9 @@ def verify_against(path: Path, refs: list[str], gpus: int | None = None, band_pc
     return compare(facts, rows, band_pct, match)
 
 
-def recognise(run: LoadGenRun, gpus: int | None = None, band_pct: float = BAND_PCT,
-              index: PublishedIndex | None = None) -> Comparison | None:
+def recognise(
+    run: LoadGenRun, gpus: int | None = None, band_pct: float = BAND_PCT, index: PublishedIndex | None = None
+) -> Comparison | None:
     """A published bundle against its own record (expected: +0.0%); None when the run is not in the index."""
     match = match_run(run, index)
     if match is None or run.tokens_per_s is None:

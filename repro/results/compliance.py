@@ -97,14 +97,24 @@ class Test06Result:
         text = ", ".join(parts)
         if self.samples is not None:
             text += f" ({self.samples} samples)"
-        why = self.problems + [f"{c.failures} sample(s) fail the {c.name.replace('_', ' ')} check, e.g. {c.example}"
-                               for c in self.checks if c.status == "False" and c.failures]
+        why = self.problems + [
+            f"{c.failures} sample(s) fail the {c.name.replace('_', ' ')} check, e.g. {c.example}"
+            for c in self.checks
+            if c.status == "False" and c.failures
+        ]
         return text + ("; " + "; ".join(why) if why else "")
 
     def to_json(self) -> dict[str, Any]:
-        return {"test": TEST06, "passed": self.passed, "folder": str(self.folder) if self.folder else None,
-                "scenario": self.scenario, "samples": self.samples, "source": self.source,
-                "checks": [c.to_json() for c in self.checks], "problems": self.problems}
+        return {
+            "test": TEST06,
+            "passed": self.passed,
+            "folder": str(self.folder) if self.folder else None,
+            "scenario": self.scenario,
+            "samples": self.samples,
+            "source": self.source,
+            "checks": [c.to_json() for c in self.checks],
+            "problems": self.problems,
+        }
 
 
 def _tokens(hexdata: Any) -> np.ndarray | None:
@@ -131,19 +141,25 @@ def load_accuracy_log(path: Path) -> list[dict[str, Any]]:
         raw = Path(path).read_bytes()[:_MAX_LOG]
         doc = json.loads(raw.decode("utf-8", errors="replace"))
     except OSError as exc:
-        raise InputError(f"{path}: cannot be read ({exc.strerror}).",
-                         "check the path, then `repro verify` again") from None
+        raise InputError(
+            f"{path}: cannot be read ({exc.strerror}).", "check the path, then `repro verify` again"
+        ) from None
     except ValueError:
-        raise InputError(f"{path}: is not valid JSON (truncated or not a LoadGen accuracy log).",
-                         "re-run the test: `repro run offline --compliance TEST06`") from None
+        raise InputError(
+            f"{path}: is not valid JSON (truncated or not a LoadGen accuracy log).",
+            "re-run the test: `repro run offline --compliance TEST06`",
+        ) from None
     if not isinstance(doc, list) or not all(isinstance(e, dict) for e in doc):
-        raise InputError(f"{path}: is not a LoadGen accuracy log (a JSON list of samples).",
-                         "re-run the test: `repro run offline --compliance TEST06`")
+        raise InputError(
+            f"{path}: is not a LoadGen accuracy log (a JSON list of samples).",
+            "re-run the test: `repro run offline --compliance TEST06`",
+        )
     return doc
 
 
-def check_entries(entries: list[dict[str, Any]], scenario: str | None, *, eos_id: int = EOS_ID,
-                  folder: Path | None = None) -> Test06Result:
+def check_entries(
+    entries: list[dict[str, Any]], scenario: str | None, *, eos_id: int = EOS_ID, folder: Path | None = None
+) -> Test06Result:
     """The three TEST06 checks over accuracy-log entries. scenario None: check first tokens where they were logged."""
     first_needed = scenario != "Offline" if scenario else any("token_data" in e for e in entries)
     fails: dict[str, list[str]] = {"first_token": [], "eos": [], "sample_length": []}
@@ -172,8 +188,9 @@ def check_entries(entries: list[dict[str, Any]], scenario: str | None, *, eos_id
         else:
             k = min(len(first), len(data))
             if not np.array_equal(first[:k], data[:k]):
-                fails["first_token"].append(f"{where}: first token reported {first[:k].tolist()}, "
-                                            f"output starts {data[:k].tolist()}")
+                fails["first_token"].append(
+                    f"{where}: first token reported {first[:k].tolist()}, output starts {data[:k].tolist()}"
+                )
     checks = []
     for name, found in fails.items():
         status: CheckStatus = "Skipped" if name == "first_token" and not first_needed else "False" if found else "True"
@@ -255,7 +272,7 @@ def find_test06(run_folder: Path) -> Path | None:
     parts = top.parts
     if "results" in parts:
         i = len(parts) - 1 - parts[::-1].index("results")
-        cand = Path(*parts[:i], "compliance", *parts[i + 1:], TEST06)
+        cand = Path(*parts[:i], "compliance", *parts[i + 1 :], TEST06)
         if cand.is_dir():
             return cand
     return None

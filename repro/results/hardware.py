@@ -16,8 +16,28 @@ from repro.core.recipes import Accelerator, Recipe
 from repro.results.logs import LoadGenRun
 
 _FORMS = {"SXM": "SXM", "SXM4": "SXM", "SXM5": "SXM", "NVL": "NVL", "PCIE": "PCIe"}
-_VENDOR_WORDS = {"NVIDIA", "AMD", "INTEL", "INSTINCT", "TESLA", "GEFORCE", "RTX", "ARC", "PRO", "R", "TM",
-                 "VIRTUALIZED", "GRACE", "HOPPER", "SUPERCHIP", "BLACKWELL", "SERVER", "EDITION", "HBM3", "HBM3E"}
+_VENDOR_WORDS = {
+    "NVIDIA",
+    "AMD",
+    "INTEL",
+    "INSTINCT",
+    "TESLA",
+    "GEFORCE",
+    "RTX",
+    "ARC",
+    "PRO",
+    "R",
+    "TM",
+    "VIRTUALIZED",
+    "GRACE",
+    "HOPPER",
+    "SUPERCHIP",
+    "BLACKWELL",
+    "SERVER",
+    "EDITION",
+    "HBM3",
+    "HBM3E",
+}
 _MODEL = re.compile(r"^[A-Z]{1,4}\d{2,4}[A-Z]?$")
 _MEMORY = re.compile(r"^(\d+(?:\.\d+)?)GB?$")
 
@@ -68,8 +88,9 @@ def model_token(name: str) -> str | None:
 def same_accelerator(name: str, want: Accelerator) -> tuple[bool, str]:
     """Chip, then form factor, then memory size: each that the name states must match the recipe's."""
     tokens = _tokens(name)
-    recipe_text = " ".join(filter(None, [want.model, want.form_factor,
-                                         f"{want.memory_gb:g} GB" if want.memory_gb else None]))
+    recipe_text = " ".join(
+        filter(None, [want.model, want.form_factor, f"{want.memory_gb:g} GB" if want.memory_gb else None])
+    )
     if want.model.upper() not in tokens:
         found = model_token(name) or "another chip"
         return False, f"{found} is not the recipe's {want.model}"
@@ -81,7 +102,8 @@ def same_accelerator(name: str, want: Accelerator) -> tuple[bool, str]:
         return False, f"{want.model} with {sizes[0]:g} GB is not the recipe's {recipe_text}"
     unstated = want.form_factor is not None and not forms
     return True, f"same accelerator as the recipe ({recipe_text})" + (
-        f"; the name does not state the form factor ({want.form_factor})" if unstated else "")
+        f"; the name does not state the form factor ({want.form_factor})" if unstated else ""
+    )
 
 
 def run_accelerator(run: LoadGenRun) -> tuple[str | None, str | None]:
@@ -95,6 +117,7 @@ def run_accelerator(run: LoadGenRun) -> tuple[str | None, str | None]:
     if isinstance(name, str) and name.strip():
         return name.strip(), _system_where(run)
     from repro.results.compare import match_run
+
     match = match_run(run)
     if match is not None and match.exact:
         return match.row.accelerator_model_name, f"the published record {match.row.ref} this log is"
@@ -105,8 +128,14 @@ def identity(run: LoadGenRun, recipe: Recipe) -> Identity:
     want = recipe.system.accelerator_identity()
     name, where = run_accelerator(run)
     if name is None:
-        return Identity(None, None, want, None, "the run names no accelerator (no system JSON with "
-                        "accelerator_model_name, no run.json GPU names); the recipe's is assumed")
+        return Identity(
+            None,
+            None,
+            want,
+            None,
+            "the run names no accelerator (no system JSON with "
+            "accelerator_model_name, no run.json GPU names); the recipe's is assumed",
+        )
     if " + " in name:
         return Identity(name, where, want, False, f"the run mixes accelerators ({name})")
     same, why = same_accelerator(name, want)
@@ -146,15 +175,21 @@ def count_accelerators(run: LoadGenRun, flag: int | None) -> tuple[GpuCount | No
         sources.append((n, "run.json"))
     chip = None
     if run.system:
-        per_node, nodes = count_value(run.system.get("accelerators_per_node")), count_value(run.system.get("number_of_nodes", 1))
+        per_node, nodes = (
+            count_value(run.system.get("accelerators_per_node")),
+            count_value(run.system.get("number_of_nodes", 1)),
+        )
         where = _system_where(run)
         raw = (run.system.get("accelerators_per_node"), run.system.get("number_of_nodes", 1))
         if per_node is None or nodes is None:
-            notes.append(f"{where}: unusable accelerator count (accelerators_per_node {raw[0]!r}, "
-                         f"number_of_nodes {raw[1]!r}); not used")
+            notes.append(
+                f"{where}: unusable accelerator count (accelerators_per_node {raw[0]!r}, "
+                f"number_of_nodes {raw[1]!r}); not used"
+            )
         elif run.system_node_of:
-            sources.append((per_node, f"{where}: folder {run.system_folder} is one node of {nodes}, "
-                                      f"{per_node} per node"))
+            sources.append(
+                (per_node, f"{where}: folder {run.system_folder} is one node of {nodes}, {per_node} per node")
+            )
         else:
             text = f"{per_node} per node x {nodes} nodes" if nodes > 1 else f"{per_node} per node"
             sources.append((per_node * nodes, f"{where}: {text}"))
@@ -163,9 +198,11 @@ def count_accelerators(run: LoadGenRun, flag: int | None) -> tuple[GpuCount | No
         counts_ok = {per_node, nodes, (per_node or 0) * (nodes or 0)}
         for where_name, n in _name_counts(run, chip):
             if n not in counts_ok:
-                notes.append(f"the {where_name} says {n} accelerators but {where} gives "
-                             f"{per_node} per node x {nodes} nodes = {(per_node or 0) * (nodes or 0)}; "
-                             f"per GPU uses the JSON (`--gpus {n}` to use the name's count)")
+                notes.append(
+                    f"the {where_name} says {n} accelerators but {where} gives "
+                    f"{per_node} per node x {nodes} nodes = {(per_node or 0) * (nodes or 0)}; "
+                    f"per GPU uses the JSON (`--gpus {n}` to use the name's count)"
+                )
     if flag is not None:
         others = ", ".join(f"{where} gives {n}" for n, where in sources if n != flag)
         notes.insert(0, f"--gpus {flag} overrides the count" + (f" ({others})" if others else ""))
@@ -174,11 +211,13 @@ def count_accelerators(run: LoadGenRun, flag: int | None) -> tuple[GpuCount | No
         count, where = sources[0]
         for other, other_where in sources[1:]:
             if other != count:
-                raise InputError(f"{run.folder}: conflicting GPU counts: {where} says {count}, "
-                                 f"{other_where} says {other}.",
-                                 f"`repro verify {run.folder} --gpus N` with the count the run used")
+                raise InputError(
+                    f"{run.folder}: conflicting GPU counts: {where} says {count}, {other_where} says {other}.",
+                    f"`repro verify {run.folder} --gpus N` with the count the run used",
+                )
         return GpuCount(count, where, notes), notes
     from repro.results.compare import match_run
+
     match = match_run(run)
     if match is not None and match.exact:
         return GpuCount(match.row.total_accelerators, f"the published record {match.row.ref} this log is", notes), notes
@@ -190,9 +229,13 @@ def count_gpus(run: LoadGenRun, recipe: Recipe, flag: int | None) -> GpuCount:
     found, notes = count_accelerators(run, flag)
     if found is not None:
         if found.source != "--gpus" and found.total != recipe.system.gpus_per_vm and not recipe.demo:
-            found.notes.append(f"the run used {found.total} accelerators, recipe {recipe.name} "
-                               f"{recipe.system.gpus_per_vm}; compared per GPU")
+            found.notes.append(
+                f"the run used {found.total} accelerators, recipe {recipe.name} "
+                f"{recipe.system.gpus_per_vm}; compared per GPU"
+            )
         return found
-    notes.append(f"no system JSON or run.json gives the accelerator count: assumed {recipe.system.gpus_per_vm} from "
-                 f"recipe {recipe.name} (`--gpus N` if the run used another count)")
+    notes.append(
+        f"no system JSON or run.json gives the accelerator count: assumed {recipe.system.gpus_per_vm} from "
+        f"recipe {recipe.name} (`--gpus N` if the run used another count)"
+    )
     return GpuCount(recipe.system.gpus_per_vm, f"recipe {recipe.name}", notes)

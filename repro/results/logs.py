@@ -13,7 +13,7 @@ import math
 import re
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError
 
@@ -27,47 +27,49 @@ RUN_JSON = "run.json"
 LABELS = ("simulated", "smoke", "demo")
 _MAX_TEXT = 64 << 20
 
-_LATENCY = re.compile(r"^(?:(min|max|mean)|(\d+(?:\.\d+)?) percentile) (first token latency|time to output token|latency) \(ns\)$", re.I)
+_LATENCY = re.compile(
+    r"^(?:(min|max|mean)|(\d+(?:\.\d+)?) percentile) (first token latency|time to output token|latency) \(ns\)$", re.I
+)
 _BUCKET = {"latency": "latency", "first token latency": "ttft", "time to output token": "tpot"}
 
 
 class LoadGenRun(BaseModel):
     folder: Path
-    summary_path: Optional[Path] = None
-    detail_path: Optional[Path] = None
+    summary_path: Path | None = None
+    detail_path: Path | None = None
     scenario: str
     mode: str
     validity: str
     valid: bool
     invalid_reasons: list[str] = Field(default_factory=list)
-    tokens_per_s: Optional[float] = None
-    samples_per_s: Optional[float] = None
+    tokens_per_s: float | None = None
+    samples_per_s: float | None = None
     latency_ns: dict[str, float] = Field(default_factory=dict)
     ttft_ns: dict[str, float] = Field(default_factory=dict)
     tpot_ns: dict[str, float] = Field(default_factory=dict)
     settings: dict[str, Any] = Field(default_factory=dict)
-    loadgen_version: Optional[str] = None
-    sut_name: Optional[str] = None
+    loadgen_version: str | None = None
+    sut_name: str | None = None
     warnings: list[str] = Field(default_factory=list)
     errors: list[str] = Field(default_factory=list)
-    min_duration_met: Optional[bool] = None
-    min_queries_met: Optional[bool] = None
-    early_stopping_met: Optional[bool] = None
-    duration_s: Optional[float] = None
-    accuracy: Optional[dict[str, float]] = None
-    accuracy_path: Optional[Path] = None
-    system: Optional[dict[str, Any]] = None
-    system_path: Optional[Path] = None
-    label: Optional[str] = None
+    min_duration_met: bool | None = None
+    min_queries_met: bool | None = None
+    early_stopping_met: bool | None = None
+    duration_s: float | None = None
+    accuracy: dict[str, float] | None = None
+    accuracy_path: Path | None = None
+    system: dict[str, Any] | None = None
+    system_path: Path | None = None
+    label: str | None = None
     incomplete: bool = False
-    run_info: Optional[dict[str, Any]] = None
+    run_info: dict[str, Any] | None = None
     benchmark_scenario: str = Field(default="", description="Offline, Server or Interactive (Interactive logs: Server)")
     scenario_source: str = ""
-    accuracy_target: Optional[str] = Field(default=None, description="99 or 99.9, from the run's benchmark folder")
-    accuracy_target_source: Optional[str] = None
+    accuracy_target: str | None = Field(default=None, description="99 or 99.9, from the run's benchmark folder")
+    accuracy_target_source: str | None = None
     accuracy_hashes: list[str] = Field(default_factory=list)
-    system_folder: Optional[str] = Field(default=None, description="The results/<system> folder name, if any")
-    system_node_of: Optional[str] = Field(default=None, description="Set when the run is one node of a system")
+    system_folder: str | None = Field(default=None, description="The results/<system> folder name, if any")
+    system_node_of: str | None = Field(default=None, description="Set when the run is one node of a system")
 
     @property
     def is_reproduction_candidate(self) -> bool:
@@ -113,8 +115,17 @@ def _stat_key(word: str) -> str:
 def parse_summary(path: Path) -> dict[str, Any]:
     """Fields of mlperf_log_summary.txt across loadgen versions and scenarios."""
     text = _read_text(path)
-    out: dict[str, Any] = {"params": {}, "latency": {}, "ttft": {}, "tpot": {}, "satisfied": {},
-                           "recommendations": [], "early_stopping": {}, "warnings": [], "errors": []}
+    out: dict[str, Any] = {
+        "params": {},
+        "latency": {},
+        "ttft": {},
+        "tpot": {},
+        "satisfied": {},
+        "recommendations": [],
+        "early_stopping": {},
+        "warnings": [],
+        "errors": [],
+    }
     section = "head"
     group: str | None = None
     lines = text.splitlines()
@@ -199,8 +210,9 @@ def _read_head_checked(path: Path, limit: int) -> bytes:
     try:
         raw, _ = read_head(path, limit)
     except OSError as exc:
-        raise InputError(f"{path}: cannot be read ({exc.strerror}).",
-                         "check the path, then `repro verify` again") from None
+        raise InputError(
+            f"{path}: cannot be read ({exc.strerror}).", "check the path, then `repro verify` again"
+        ) from None
     if b"\x00" in raw[:4096]:
         raise InputError(f"{path}: is binary, not a LoadGen text log.", "point `repro verify` at the run folder")
     return raw
@@ -216,7 +228,7 @@ def parse_detail(path: Path) -> dict[str, Any]:
         if not line.startswith(":::MLLOG"):
             continue
         try:
-            entry = loads_json(line[len(":::MLLOG"):].strip())
+            entry = loads_json(line[len(":::MLLOG") :].strip())
             key = entry["key"]
         except (ValueError, KeyError, TypeError):
             bad += 1
@@ -232,8 +244,10 @@ def parse_detail(path: Path) -> dict[str, Any]:
         elif meta.get("is_warning") or key.startswith("warning"):
             warnings.append(f"{key}: {entry.get('value')}")
     if good == 0:
-        raise InputError(f"{path}: no readable ':::MLLOG' lines ({bad} malformed).",
-                         "point `repro verify` at an intact LoadGen result folder")
+        raise InputError(
+            f"{path}: no readable ':::MLLOG' lines ({bad} malformed).",
+            "point `repro verify` at an intact LoadGen result folder",
+        )
     if bad:
         warnings.append(f"{path.name}: {bad} malformed MLLOG line(s) skipped")
     return {"values": values, "errors": errors, "warnings": warnings}
@@ -267,9 +281,11 @@ def read_accuracy_txt(path: Path) -> tuple[dict[str, float], list[str]]:
         if isinstance(parsed, dict):
             scores = {str(k): v for k, raw in parsed.items() if (v := _score(raw)) is not None}
     if scores is None:
-        raise InputError(f"{path}: no scores line (a line like {{'rouge1': 44.7, ...}}); the file is truncated or "
-                         "not MLPerf's accuracy.txt.",
-                         f"restore the complete file or move it out of {path.parent}, then `repro verify` again")
+        raise InputError(
+            f"{path}: no scores line (a line like {{'rouge1': 44.7, ...}}); the file is truncated or "
+            "not MLPerf's accuracy.txt.",
+            f"restore the complete file or move it out of {path.parent}, then `repro verify` again",
+        )
     hashes = [m.group(1) for line in lines if (m := re.match(r"^hash=([0-9A-Za-z]+)$", line))]
     return scores, hashes
 
@@ -367,8 +383,9 @@ def _label(run_info: dict[str, Any] | None, sut_name: str | None) -> str | None:
     return next((lab for lab in LABELS if lab in name), None)
 
 
-def _reasons(summary: dict[str, Any], detail: dict[str, Any], duration_s: float | None,
-             min_duration_ms: float | None) -> list[str]:
+def _reasons(
+    summary: dict[str, Any], detail: dict[str, Any], duration_s: float | None, min_duration_ms: float | None
+) -> list[str]:
     reasons: list[str] = []
     for key, ok in summary["satisfied"].items():
         if ok is False:
@@ -395,11 +412,15 @@ def _first(*values: Any) -> Any:
 def _summary_gaps(summary: dict[str, Any]) -> list[str]:
     """What a complete LoadGen summary has and this one lacks, in the order LoadGen writes it."""
     satisfied = {k.lower() for k in summary["satisfied"]}
-    gaps = [what for what, present in (
-        ("the tokens per second line", "tokens_per_s" in summary),
-        ("'Min duration satisfied'", "min duration satisfied" in satisfied),
-        ("the 'Test Parameters Used' section", bool(summary["params"])),
-    ) if not present]
+    gaps = [
+        what
+        for what, present in (
+            ("the tokens per second line", "tokens_per_s" in summary),
+            ("'Min duration satisfied'", "min duration satisfied" in satisfied),
+            ("the 'Test Parameters Used' section", bool(summary["params"])),
+        )
+        if not present
+    ]
     return gaps + ["the closing 'errors encountered' line"]
 
 
@@ -434,31 +455,50 @@ def parse_run(folder: Path) -> LoadGenRun:
         summary = parse_summary(summary_path)
     else:
         if "result_validity" not in v:
-            raise InputError(f"{detail_path}: no result_validity entry and no summary; the run did not finish.",
-                             f"restore {SUMMARY} from the run, or re-run your own (`repro run offline`)")
-        summary = {"validity": str(v["result_validity"]).upper(), "params": {}, "latency": {}, "ttft": {}, "tpot": {},
-                   "satisfied": {}, "recommendations": [], "warnings": [], "errors": []}
+            raise InputError(
+                f"{detail_path}: no result_validity entry and no summary; the run did not finish.",
+                f"restore {SUMMARY} from the run, or re-run your own (`repro run offline`)",
+            )
+        summary = {
+            "validity": str(v["result_validity"]).upper(),
+            "params": {},
+            "latency": {},
+            "ttft": {},
+            "tpot": {},
+            "satisfied": {},
+            "recommendations": [],
+            "warnings": [],
+            "errors": [],
+        }
     scenario = summary.get("scenario") or v.get("effective_scenario") or v.get("requested_scenario")
     known = {s.lower(): s for s in LOADGEN_SCENARIOS}
     if scenario is not None and str(scenario).replace(" ", "").lower() not in known:
-        raise InputError(f"{summary_path if summary_path.is_file() else detail_path}: scenario {str(scenario)[:40]!r} "
-                         f"is not a LoadGen scenario ({', '.join(LOADGEN_SCENARIOS)}); the log is corrupt.",
-                         f"restore the complete log from the run, then `repro verify {folder}`")
+        raise InputError(
+            f"{summary_path if summary_path.is_file() else detail_path}: scenario {str(scenario)[:40]!r} "
+            f"is not a LoadGen scenario ({', '.join(LOADGEN_SCENARIOS)}); the log is corrupt.",
+            f"restore the complete log from the run, then `repro verify {folder}`",
+        )
     if scenario is not None:
         scenario = known[str(scenario).replace(" ", "").lower()]
     mode = summary.get("mode") or v.get("effective_test_mode") or v.get("requested_test_mode")
     if "validity" not in summary:
         if mode != "AccuracyOnly":
-            raise InputError(f"{summary_path}: no 'Result is' line; the summary is truncated or not a LoadGen summary.",
-                             f"restore the complete log from the run, then `repro verify {folder}`")
+            raise InputError(
+                f"{summary_path}: no 'Result is' line; the summary is truncated or not a LoadGen summary.",
+                f"restore the complete log from the run, then `repro verify {folder}`",
+            )
         summary["validity"] = "N/A"
     elif summary_path.is_file() and not summary.get("closed"):
-        raise InputError(f"{summary_path}: truncated; missing {', '.join(_summary_gaps(summary))}.",
-                         f"restore the complete log from the run, then `repro verify {folder}`")
+        raise InputError(
+            f"{summary_path}: truncated; missing {', '.join(_summary_gaps(summary))}.",
+            f"restore the complete log from the run, then `repro verify {folder}`",
+        )
     if not scenario or not mode:
-        raise InputError(f"{summary_path if summary_path.is_file() else detail_path}: names no scenario or mode.",
-                         "point `repro verify` at an intact LoadGen result folder")
-    settings = {k[len("effective_"):]: val for k, val in v.items() if k.startswith("effective_")}
+        raise InputError(
+            f"{summary_path if summary_path.is_file() else detail_path}: names no scenario or mode.",
+            "point `repro verify` at an intact LoadGen result folder",
+        )
+    settings = {k[len("effective_") :]: val for k, val in v.items() if k.startswith("effective_")}
     for k, val in summary["params"].items():
         settings.setdefault(k.replace(" (ms)", "_ms").replace(" (ns)", "_ns").replace(" ", "_"), val)
     if "generated_samples_per_query" in v:
@@ -469,15 +509,22 @@ def parse_run(folder: Path) -> LoadGenRun:
             latency.setdefault(_stat_key(m.group(1)), val)
         elif m := re.match(r"^result_(min|max|mean)_latency_ns$", k):
             latency.setdefault(m.group(1), val)
-    tokens = _first(summary.get("tokens_per_s"), v.get("result_tokens_per_second"),
-                    v.get("result_completed_tokens_per_second"))
-    samples = _first(summary.get("samples_per_s"), v.get("result_samples_per_second"),
-                     v.get("result_completed_samples_per_second"), v.get("result_completed_samples_per_sec"))
+    tokens = _first(
+        summary.get("tokens_per_s"), v.get("result_tokens_per_second"), v.get("result_completed_tokens_per_second")
+    )
+    samples = _first(
+        summary.get("samples_per_s"),
+        v.get("result_samples_per_second"),
+        v.get("result_completed_samples_per_second"),
+        v.get("result_completed_samples_per_sec"),
+    )
     for what, value in (("tokens per second", tokens), ("samples per second", samples)):
         if value is not None and not (_finite(value) and value >= 0):
-            raise InputError(f"{summary_path if summary_path.is_file() else detail_path}: {what} is {value!r}, "
-                             "not a finite number ≥ 0; the log is corrupt.",
-                             f"restore the complete log from the run, then `repro verify {folder}`")
+            raise InputError(
+                f"{summary_path if summary_path.is_file() else detail_path}: {what} is {value!r}, "
+                "not a finite number ≥ 0; the log is corrupt.",
+                f"restore the complete log from the run, then `repro verify {folder}`",
+            )
     if "ttft_latency_ns" not in settings and _finite(v.get("requested_server_ttft_latency")):
         settings["ttft_latency_ns"] = v["requested_server_ttft_latency"]
     if "tpot_latency_ns" not in settings and _finite(v.get("requested_server_tpot_latency")):
@@ -495,32 +542,51 @@ def parse_run(folder: Path) -> LoadGenRun:
     sut_name = summary.get("sut_name") or v.get("sut_name")
     try:
         return LoadGenRun(
-            folder=folder, summary_path=summary_path if summary_path.is_file() else None,
+            folder=folder,
+            summary_path=summary_path if summary_path.is_file() else None,
             detail_path=detail_path if detail_path.is_file() else None,
-            scenario=str(scenario), mode=str(mode), validity=summary["validity"], valid=summary["validity"] == "VALID",
+            scenario=str(scenario),
+            mode=str(mode),
+            validity=summary["validity"],
+            valid=summary["validity"] == "VALID",
             invalid_reasons=_reasons(summary, detail, duration_s, min_duration_ms),
             tokens_per_s=float(tokens) if tokens is not None else None,
             samples_per_s=float(samples) if samples is not None else None,
-            latency_ns=latency, ttft_ns=summary["ttft"], tpot_ns=summary["tpot"], settings=settings,
-            loadgen_version=v.get("loadgen_version"), sut_name=sut_name,
-            warnings=summary["warnings"] + detail["warnings"], errors=summary["errors"] + detail["errors"],
+            latency_ns=latency,
+            ttft_ns=summary["ttft"],
+            tpot_ns=summary["tpot"],
+            settings=settings,
+            loadgen_version=v.get("loadgen_version"),
+            sut_name=sut_name,
+            warnings=summary["warnings"] + detail["warnings"],
+            errors=summary["errors"] + detail["errors"],
             min_duration_met=min_duration_met,
             min_queries_met=satisfied.get("min queries satisfied", v.get("result_min_queries_met")),
             early_stopping_met=satisfied.get("early stopping satisfied", v.get("early_stopping_met")),
             duration_s=duration_s,
-            accuracy=scores, accuracy_path=accuracy_path, accuracy_hashes=hashes,
-            system=system[0] if system else None, system_path=system[1] if system else None,
-            system_node_of=system[2] if system else None, system_folder=system_folder_of(folder),
-            benchmark_scenario=bench_scenario, scenario_source=scenario_source, accuracy_target=target,
+            accuracy=scores,
+            accuracy_path=accuracy_path,
+            accuracy_hashes=hashes,
+            system=system[0] if system else None,
+            system_path=system[1] if system else None,
+            system_node_of=system[2] if system else None,
+            system_folder=system_folder_of(folder),
+            benchmark_scenario=bench_scenario,
+            scenario_source=scenario_source,
+            accuracy_target=target,
             accuracy_target_source=f"llama2-70b-{target} in the path" if target else None,
             label=_label(run_info, sut_name),
-            incomplete=bool(run_info and (run_info.get("incomplete") or run_info.get("status") in ("interrupted", "failed"))),
+            incomplete=bool(
+                run_info and (run_info.get("incomplete") or run_info.get("status") in ("interrupted", "failed"))
+            ),
             run_info=run_info,
         )
     except ValidationError as exc:
         first = exc.errors()[0]
-        raise InputError(f"{folder}: unreadable value for {'.'.join(map(str, first['loc']))} in the LoadGen logs.",
-                         "point `repro verify` at an intact LoadGen result folder") from None
+        raise InputError(
+            f"{folder}: unreadable value for {'.'.join(map(str, first['loc']))} in the LoadGen logs.",
+            "point `repro verify` at an intact LoadGen result folder",
+        ) from None
 
 
 _COMPLIANCE_TEST = re.compile(r"^TEST0\d$")
@@ -538,11 +604,19 @@ def run_folders(root: Path) -> list[Path]:
         raise InputError(f"{root}: no such file or folder.", "check the path, then `repro verify` again")
     if root.is_file():
         root = root.parent
-    folders = sorted({p.parent for name in (SUMMARY, DETAIL) for p in root.rglob(name)
-                      if not _in_compliance_test(p.parent.relative_to(root))})
+    folders = sorted(
+        {
+            p.parent
+            for name in (SUMMARY, DETAIL)
+            for p in root.rglob(name)
+            if not _in_compliance_test(p.parent.relative_to(root))
+        }
+    )
     if not folders:
-        raise InputError(f"{root}: no LoadGen logs ({SUMMARY}) in this folder or below.",
-                         "run the benchmark first (`repro run offline`) or point at a result folder")
+        raise InputError(
+            f"{root}: no LoadGen logs ({SUMMARY}) in this folder or below.",
+            "run the benchmark first (`repro run offline`) or point at a result folder",
+        )
     return folders
 
 

@@ -42,6 +42,11 @@ def accuracy_target(target: str) -> AccuracyTarget:
     """The checker's thresholds for llama2-70b-99 or -99.9: ROUGE floors, tokens per sample within 90–110%."""
     factor = {"99": 0.99, "99.9": 0.999}[target]
     low, high = TOKENS_PER_SAMPLE_BAND
-    return AccuracyTarget(target, REFERENCE_ROUGE["rouge1"] * factor, REFERENCE_ROUGE["rouge2"] * factor,
-                          REFERENCE_ROUGE["rougeL"] * factor, REFERENCE_TOKENS_PER_SAMPLE * low,
-                          REFERENCE_TOKENS_PER_SAMPLE * high)
+    return AccuracyTarget(
+        target,
+        REFERENCE_ROUGE["rouge1"] * factor,
+        REFERENCE_ROUGE["rouge2"] * factor,
+        REFERENCE_ROUGE["rougeL"] * factor,
+        REFERENCE_TOKENS_PER_SAMPLE * low,
+        REFERENCE_TOKENS_PER_SAMPLE * high,
+    )

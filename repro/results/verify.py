@@ -77,14 +77,29 @@ class Verdict:
             "validity": self.run.validity,
             "gpus": self.gpus,
             "gpus_source": self.gpus_source,
-            "accelerator": None if hw is None else {"run": hw.run_name, "from": hw.where, "same_as_recipe": hw.same,
-                                                    "recipe": hw.recipe.model_dump(), "detail": hw.why},
+            "accelerator": None
+            if hw is None
+            else {
+                "run": hw.run_name,
+                "from": hw.where,
+                "same_as_recipe": hw.same,
+                "recipe": hw.recipe.model_dump(),
+                "detail": hw.why,
+            },
             "tokens_per_s": _finite_or_none(self.run.tokens_per_s),
             "tokens_per_s_per_gpu": _finite_or_none(self.per_gpu, 1),
-            "published": None if pub is None else {
-                "scenario": pub.scenario, "status": pub.status, "tokens_per_s_per_gpu": pub.tokens_per_s_per_gpu,
-                "tokens_per_s_per_vm": pub.tokens_per_s_per_vm, "band_pct": pub.band_pct,
-                "mlperf_id": pub.mlperf_id, "round": pub.mlperf_round, "source": pub.source},
+            "published": None
+            if pub is None
+            else {
+                "scenario": pub.scenario,
+                "status": pub.status,
+                "tokens_per_s_per_gpu": pub.tokens_per_s_per_gpu,
+                "tokens_per_s_per_vm": pub.tokens_per_s_per_vm,
+                "band_pct": pub.band_pct,
+                "mlperf_id": pub.mlperf_id,
+                "round": pub.mlperf_round,
+                "source": pub.source,
+            },
             "band_per_gpu": None if self.band is None else [round(self.band[0], 1), round(self.band[1], 1)],
             "deviation_pct": _finite_or_none(self.deviation_pct, 2),
             "checks": [{"name": c.name, "ok": c.ok, "detail": c.detail} for c in self.checks],
@@ -115,11 +130,15 @@ def _within(per_gpu: float, band: tuple[float, float], centre: float) -> tuple[b
     low, high = band
     dev = (per_gpu / centre - 1) * 100
     if per_gpu < low:
-        return False, (f"{abs(dev):.1f}% below the published {centre:,.1f} per GPU "
-                       f"({(1 - per_gpu / low) * 100:.1f}% under the band floor {low:,.1f})")
+        return False, (
+            f"{abs(dev):.1f}% below the published {centre:,.1f} per GPU "
+            f"({(1 - per_gpu / low) * 100:.1f}% under the band floor {low:,.1f})"
+        )
     if per_gpu > high:
-        return False, (f"{dev:.1f}% above the published {centre:,.1f} per GPU "
-                       f"({(per_gpu / high - 1) * 100:.1f}% over the band ceiling {high:,.1f}); check the GPU count")
+        return False, (
+            f"{dev:.1f}% above the published {centre:,.1f} per GPU "
+            f"({(per_gpu / high - 1) * 100:.1f}% over the band ceiling {high:,.1f}); check the GPU count"
+        )
     return True, f"{dev:+.1f}% vs the published {centre:,.1f} per GPU, inside ±{(high / centre - 1) * 100:.0f}%"
 
 
@@ -145,8 +164,10 @@ def resolve_recipe(run: LoadGenRun, recipe: str | Recipe | None) -> Recipe:
         why = f"its system {name!r}{f' ({acc})' if acc else ''} matches no recipe"
     else:
         why = "no run.json and no system JSON name its system"
-    raise NoRecipeFor(f"{run.folder}: {why}, so there is no published result to compare it with.",
-                      f"`repro verify {run.folder} --recipe NAME` (see `repro recipes list`)")
+    raise NoRecipeFor(
+        f"{run.folder}: {why}, so there is no published result to compare it with.",
+        f"`repro verify {run.folder} --recipe NAME` (see `repro recipes list`)",
+    )
 
 
 def resolve_gpus(run: LoadGenRun, recipe: Recipe, flag: int | None) -> tuple[int, str]:
@@ -155,6 +176,7 @@ def resolve_gpus(run: LoadGenRun, recipe: Recipe, flag: int | None) -> tuple[int
 
 
 # --- the rules, one function each ------------------------------------------------------------------------------
+
 
 def _validity(run: LoadGenRun) -> list[Check]:
     detail = "VALID" if run.valid else "INVALID: " + "; ".join(run.invalid_reasons)
@@ -178,15 +200,23 @@ def _duration(run: LoadGenRun, recipe: Recipe) -> tuple[list[Check], list[str]]:
         missing.append("'Min duration satisfied' (summary) or result_min_duration_met (detail)")
     if min_ms is None or met is None:
         return [Check("min duration", None, "not shown by the logs: " + "; ".join(missing))], missing
-    detail = f"setting {min_ms / 1000:,.0f} s (MLPerf needs ≥ {rules.MIN_DURATION_MS / 1000:,.0f} s; " \
-             f"recipe {recipe.loadgen.min_duration_ms / 1000:,.0f} s)"
+    detail = (
+        f"setting {min_ms / 1000:,.0f} s (MLPerf needs ≥ {rules.MIN_DURATION_MS / 1000:,.0f} s; "
+        f"recipe {recipe.loadgen.min_duration_ms / 1000:,.0f} s)"
+    )
     if run.duration_s is not None:
         detail += f", ran {run.duration_s:,.0f} s"
     checks = [Check("min duration", min_ms >= rules.MIN_DURATION_MS and bool(met), detail, fails=not met)]
     if min_ms < rules.MIN_DURATION_MS:
-        checks.append(Check("MLPerf min duration", False,
-                            f"min duration setting {min_ms / 1000:,.0f} s is below MLPerf's "
-                            f"{rules.MIN_DURATION_MS / 1000:,.0f} s: a smoke run, not a reproduction", fails=True))
+        checks.append(
+            Check(
+                "MLPerf min duration",
+                False,
+                f"min duration setting {min_ms / 1000:,.0f} s is below MLPerf's "
+                f"{rules.MIN_DURATION_MS / 1000:,.0f} s: a smoke run, not a reproduction",
+                fails=True,
+            )
+        )
     return checks, []
 
 
@@ -205,9 +235,6 @@ def test06_checks(run: LoadGenRun) -> list[Check]:
     return [Check("TEST06", result.passed, f"{result.detail} ({where})", fails=True)]
 
 
-
-
-
 def _scenario_rules(run: LoadGenRun, scenario: str) -> list[Check]:
     """Offline: at least 24,576 samples per query. Server and Interactive: MLPerf's TTFT/TPOT limits were the ones
     LoadGen enforced, p99 TTFT and TPOT are under them, and early stopping succeeded."""
@@ -216,36 +243,67 @@ def _scenario_rules(run: LoadGenRun, scenario: str) -> list[Check]:
         spq = run.settings.get("samples_per_query")
         if isinstance(spq, (int, float)):
             ok = spq >= rules.OFFLINE_MIN_SAMPLES_PER_QUERY
-            checks.append(Check("samples per query", ok, f"{spq:,.0f} {'≥' if ok else '<'} "
-                                f"{rules.OFFLINE_MIN_SAMPLES_PER_QUERY:,} (MLPerf closed division)", fails=not ok))
+            checks.append(
+                Check(
+                    "samples per query",
+                    ok,
+                    f"{spq:,.0f} {'≥' if ok else '<'} {rules.OFFLINE_MIN_SAMPLES_PER_QUERY:,} (MLPerf closed division)",
+                    fails=not ok,
+                )
+            )
         return checks
     limits = rules.LATENCY_LIMITS[scenario]
-    for key, what, rule_ms, stats in (("ttft_latency_ns", "TTFT", limits.ttft_ms, run.ttft_ns),
-                                      ("tpot_latency_ns", "TPOT", limits.tpot_ms, run.tpot_ns)):
+    for key, what, rule_ms, stats in (
+        ("ttft_latency_ns", "TTFT", limits.ttft_ms, run.ttft_ns),
+        ("tpot_latency_ns", "TPOT", limits.tpot_ms, run.tpot_ns),
+    ):
         set_ns = run.settings.get(key)
         if isinstance(set_ns, (int, float)) and set_ns / 1e6 > rule_ms:
-            checks.append(Check(f"{what} limit", False, f"LoadGen enforced {set_ns / 1e6:,.0f} ms; MLPerf's {scenario} "
-                                f"limit is {rule_ms:,.0f} ms", fails=True))
+            checks.append(
+                Check(
+                    f"{what} limit",
+                    False,
+                    f"LoadGen enforced {set_ns / 1e6:,.0f} ms; MLPerf's {scenario} limit is {rule_ms:,.0f} ms",
+                    fails=True,
+                )
+            )
         p99 = stats.get("p99")
         if isinstance(p99, (int, float)) and math.isfinite(p99):
             ok = p99 / 1e6 <= rule_ms
-            checks.append(Check(f"{what} p99", ok, f"{p99 / 1e6:,.1f} ms {'≤' if ok else '>'} {rule_ms:,.0f} ms "
-                                f"({scenario})", fails=not ok))
+            checks.append(
+                Check(
+                    f"{what} p99",
+                    ok,
+                    f"{p99 / 1e6:,.1f} ms {'≤' if ok else '>'} {rule_ms:,.0f} ms ({scenario})",
+                    fails=not ok,
+                )
+            )
         else:
             checks.append(Check(f"{what} p99", None, "not in the summary"))
-    checks.append(Check("early stopping", run.early_stopping_met,
-                        {True: "satisfied", False: "not satisfied", None: "not in the logs"}[run.early_stopping_met],
-                        fails=run.early_stopping_met is False))
+    checks.append(
+        Check(
+            "early stopping",
+            run.early_stopping_met,
+            {True: "satisfied", False: "not satisfied", None: "not in the logs"}[run.early_stopping_met],
+            fails=run.early_stopping_met is False,
+        )
+    )
     return checks
 
 
-def _throughput(run: LoadGenRun, per_gpu: float | None, published: Published | None) -> tuple[list[Check],
-                                                                                             tuple[float, float] | None,
-                                                                                             float | None]:
+def _throughput(
+    run: LoadGenRun, per_gpu: float | None, published: Published | None
+) -> tuple[list[Check], tuple[float, float] | None, float | None]:
     checks: list[Check] = []
     if run.tokens_per_s == 0:
-        checks.append(Check("tokens/s", False, "0 tokens/s: the SUT reported no token counts (QuerySampleResponse "
-                            "without n_tokens)", fails=True))
+        checks.append(
+            Check(
+                "tokens/s",
+                False,
+                "0 tokens/s: the SUT reported no token counts (QuerySampleResponse without n_tokens)",
+                fails=True,
+            )
+        )
     band = published.band() if published else None
     if band is None or per_gpu is None or published is None:
         return checks, None, None
@@ -277,24 +335,40 @@ def _accuracy(run: LoadGenRun, target: str, source: str) -> list[Check]:
             checks.append(Check(f"accuracy {key}", False, f"missing from {run.accuracy_path}", fails=True))
             continue
         ok = acc[key] >= floor
-        checks.append(Check(f"accuracy {key}", ok, f"{acc[key]:.4f} {'≥' if ok else '<'} {floor:.4f} ({where})",
-                            fails=not ok))
+        checks.append(
+            Check(f"accuracy {key}", ok, f"{acc[key]:.4f} {'≥' if ok else '<'} {floor:.4f} ({where})", fails=not ok)
+        )
     tps = acc.get("tokens_per_sample")
     if tps is None:
         checks.append(Check("accuracy tokens_per_sample", False, f"missing from {run.accuracy_path}", fails=True))
     else:
         ok = t.tokens_per_sample_min <= tps <= t.tokens_per_sample_max
-        checks.append(Check("accuracy tokens_per_sample", ok, f"{tps:.1f} {'within' if ok else 'outside'} "
-                            f"{t.tokens_per_sample_min:.3f}–{t.tokens_per_sample_max:.3f} (90–110% of "
-                            f"{rules.REFERENCE_TOKENS_PER_SAMPLE})", fails=not ok))
+        checks.append(
+            Check(
+                "accuracy tokens_per_sample",
+                ok,
+                f"{tps:.1f} {'within' if ok else 'outside'} "
+                f"{t.tokens_per_sample_min:.3f}–{t.tokens_per_sample_max:.3f} (90–110% of "
+                f"{rules.REFERENCE_TOKENS_PER_SAMPLE})",
+                fails=not ok,
+            )
+        )
     gen_num = acc.get("gen_num")
     if gen_num is None:
         checks.append(Check("accuracy samples", None, "gen_num not in accuracy.txt: the run's size is not shown"))
     else:
         ok = gen_num == rules.DATASET_SAMPLES
-        checks.append(Check("accuracy samples", ok, f"{gen_num:,.0f} {'=' if ok else '≠'} {rules.DATASET_SAMPLES:,} "
-                            "(a full-size accuracy run)" if ok else f"{gen_num:,.0f} samples, not the full "
-                            f"{rules.DATASET_SAMPLES:,}: a short run, not an accuracy result", fails=not ok))
+        checks.append(
+            Check(
+                "accuracy samples",
+                ok,
+                f"{gen_num:,.0f} {'=' if ok else '≠'} {rules.DATASET_SAMPLES:,} (a full-size accuracy run)"
+                if ok
+                else f"{gen_num:,.0f} samples, not the full "
+                f"{rules.DATASET_SAMPLES:,}: a short run, not an accuracy result",
+                fails=not ok,
+            )
+        )
     hashes = run.accuracy_hashes
     if not hashes:
         checks.append(Check("accuracy hash", None, "no hash= line (the submission checker requires one)"))
@@ -305,15 +379,19 @@ def _accuracy(run: LoadGenRun, target: str, source: str) -> list[Check]:
 
 # --- the verdict -------------------------------------------------------------------------------------------------
 
+
 def evaluate(run: LoadGenRun, recipe: Recipe, count: GpuCount) -> Verdict:
     """Pure: the verdict for one parsed performance run against one recipe, for the run's own scenario."""
     if run.mode != "PerformanceOnly":
-        raise InputError(f"{run.folder}: this is an {run.mode} run; verify needs a PerformanceOnly run.",
-                         f"`repro verify {run.folder.parent}` (the folder holding the performance run)")
+        raise InputError(
+            f"{run.folder}: this is an {run.mode} run; verify needs a PerformanceOnly run.",
+            f"`repro verify {run.folder.parent}` (the folder holding the performance run)",
+        )
     if run.tokens_per_s is None:
-        raise InputError(f"{run.summary_path or run.folder}: no tokens per second in the logs "
-                         "(token latencies were off).",
-                         "re-run with use_token_latencies (`repro run offline` sets it)")
+        raise InputError(
+            f"{run.summary_path or run.folder}: no tokens per second in the logs (token latencies were off).",
+            "re-run with use_token_latencies (`repro run offline` sets it)",
+        )
     scenario = run.benchmark_scenario or run.scenario
     published = recipe.published_for(scenario)
     per_gpu = run.tokens_per_s / count.total
@@ -323,16 +401,30 @@ def evaluate(run: LoadGenRun, recipe: Recipe, count: GpuCount) -> Verdict:
     if run.scenario_source != "the logs":
         notes.append(f"scenario {scenario}: told by {run.scenario_source}")
     if not run.accuracy_target and run.accuracy:
-        notes.append(f"accuracy target {target}% from recipe {recipe.name}: the run's path names no "
-                     "llama2-70b-99 or -99.9")
+        notes.append(
+            f"accuracy target {target}% from recipe {recipe.name}: the run's path names no llama2-70b-99 or -99.9"
+        )
 
     duration_checks, missing = _duration(run, recipe)
     throughput_checks, band, deviation = _throughput(run, per_gpu, published)
-    checks = (_hardware(hw) + _validity(run) + duration_checks + _scenario_rules(run, scenario) + throughput_checks
-              + _accuracy(run, target, target_source) + test06_checks(run))
+    checks = (
+        _hardware(hw)
+        + _validity(run)
+        + duration_checks
+        + _scenario_rules(run, scenario)
+        + throughput_checks
+        + _accuracy(run, target, target_source)
+        + test06_checks(run)
+    )
     failed = [c for c in checks if c.fails and c.ok is False]
-    reasons = _dedupe([c.detail if c.name in ("LoadGen validity", "inside band", "MLPerf min duration", "tokens/s")
-                       else f"{c.name}: {c.detail}" for c in failed])
+    reasons = _dedupe(
+        [
+            c.detail
+            if c.name in ("LoadGen validity", "inside band", "MLPerf min duration", "tokens/s")
+            else f"{c.name}: {c.detail}"
+            for c in failed
+        ]
+    )
     if missing:
         reasons.append("no evidence the run was long enough: the logs lack " + " and ".join(missing))
 
@@ -341,8 +433,11 @@ def evaluate(run: LoadGenRun, recipe: Recipe, count: GpuCount) -> Verdict:
         reasons.insert(0, f"{run.label or 'demo'} run: it rehearses the flow and is never a reproduction")
         status = "NOT A REPRODUCTION"
     elif hw.same is False:
-        reasons.insert(0, f"{hw.run_name} ({hw.where}) is not the recipe's accelerator: {hw.why}; "
-                          "a different accelerator is never a reproduction")
+        reasons.insert(
+            0,
+            f"{hw.run_name} ({hw.where}) is not the recipe's accelerator: {hw.why}; "
+            "a different accelerator is never a reproduction",
+        )
         status = "NOT A REPRODUCTION"
     elif band is None:
         if published is None:
@@ -361,8 +456,9 @@ def evaluate(run: LoadGenRun, recipe: Recipe, count: GpuCount) -> Verdict:
         reasons.insert(0, "the run was interrupted or failed; its logs are partial (run.json)")
         if status == "PASS":
             status = "FAIL"
-    return Verdict(run, recipe, count.total, count.source, per_gpu, band, deviation, status, reasons, checks,
-                   notes, published, hw)
+    return Verdict(
+        run, recipe, count.total, count.source, per_gpu, band, deviation, status, reasons, checks, notes, published, hw
+    )
 
 
 def _dedupe(items: list[str]) -> list[str]:
@@ -388,9 +484,10 @@ def pick_run(runs: list[LoadGenRun], root: Path, scenario: str | None = None) ->
     notes: list[str] = []
     perf = [r for r in runs if r.mode == "PerformanceOnly" and not _is_compliance(r, root)]
     if not perf:
-        raise InputError(f"{root}: only {runs[0].mode} logs here; verify needs a PerformanceOnly run.",
-                         "point `repro verify` at the folder that also holds performance/ (for your own runs: "
-                         "`repro run offline`)")
+        raise InputError(
+            f"{root}: only {runs[0].mode} logs here; verify needs a PerformanceOnly run.",
+            "point `repro verify` at the folder that also holds performance/ (for your own runs: `repro run offline`)",
+        )
     found = sorted({r.benchmark_scenario for r in perf})
     if scenario is None:
         if len(found) == 1:
@@ -400,31 +497,39 @@ def pick_run(runs: list[LoadGenRun], root: Path, scenario: str | None = None) ->
             others = [s for s in found if s != "Offline"]
             notes.append(f"{root} also holds {', '.join(others)} runs: `repro verify {root} --scenario {others[0]}`")
         else:
-            raise InputError(f"{root}: holds {' and '.join(found)} runs; verify takes one.",
-                             f"`repro verify {root} --scenario {found[0]}`")
+            raise InputError(
+                f"{root}: holds {' and '.join(found)} runs; verify takes one.",
+                f"`repro verify {root} --scenario {found[0]}`",
+            )
     matching = [r for r in perf if r.benchmark_scenario.lower() == scenario.lower()]
     if not matching:
-        raise InputError(f"{root}: holds {', '.join(found)} runs, not {scenario}.",
-                         f"`repro verify {root} --scenario {found[0]}`")
+        raise InputError(
+            f"{root}: holds {', '.join(found)} runs, not {scenario}.", f"`repro verify {root} --scenario {found[0]}`"
+        )
     official = [r for r in matching if r.folder.name.lower() != "ranging"]
     matching = official or matching
     unique: dict[str, LoadGenRun] = {}
     for r in matching:
         unique.setdefault(_content_key(r), r)
     if len(unique) < len(matching):
-        notes.append(f"{len(matching) - len(unique)} identical copies of the same {SUMMARY} counted once "
-                     "(the same run published under several benchmarks)")
+        notes.append(
+            f"{len(matching) - len(unique)} identical copies of the same {SUMMARY} counted once "
+            "(the same run published under several benchmarks)"
+        )
     matching = list(unique.values())
     if len(matching) > 1:
         listing = ", ".join(str(r.folder.relative_to(root)) for r in matching[:4])
         best = next((r for r in reversed(matching) if r.is_reproduction_candidate), matching[-1])
-        raise InputError(f"{root}: holds {len(matching)} different {scenario} runs ({listing}...); verify takes one.",
-                         f"`repro verify {best.folder}`, or `repro aggregate {root}` for several VMs")
+        raise InputError(
+            f"{root}: holds {len(matching)} different {scenario} runs ({listing}...); verify takes one.",
+            f"`repro verify {best.folder}`, or `repro aggregate {root}` for several VMs",
+        )
     return matching[0], notes
 
 
-def verify_dir(path: Path, recipe: str | Recipe | None = None, gpus: int | None = None,
-               scenario: str | None = None) -> Verdict:
+def verify_dir(
+    path: Path, recipe: str | Recipe | None = None, gpus: int | None = None, scenario: str | None = None
+) -> Verdict:
     path = Path(path)
     run, notes = pick_run(find_runs(path), path, scenario)
     chosen = resolve_recipe(run, recipe)

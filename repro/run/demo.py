@@ -9,17 +9,27 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from repro.setup.dataset import BUILTIN_SAMPLE, load_prepared, read_builtin_sample, save_prepared
 from repro.core.errors import InputError
 from repro.core.workspace import Workspace
+from repro.setup.dataset import BUILTIN_SAMPLE, load_prepared, read_builtin_sample, save_prepared
 
 MODEL_NAME = "tiny-llama"
 DATASET_NAME = "openorca-demo-sample"
 SEED = 1234
 SPECIAL = ["<unk>", "<s>", "</s>", "<pad>"]
-MODEL_CONFIG: dict[str, Any] = dict(hidden_size=64, intermediate_size=172, num_hidden_layers=2, num_attention_heads=4,
-                                    num_key_value_heads=4, max_position_embeddings=512, rms_norm_eps=1e-5,
-                                    bos_token_id=1, eos_token_id=2, pad_token_id=3, tie_word_embeddings=False)
+MODEL_CONFIG: dict[str, Any] = dict(
+    hidden_size=64,
+    intermediate_size=172,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=4,
+    max_position_embeddings=512,
+    rms_norm_eps=1e-5,
+    bos_token_id=1,
+    eos_token_id=2,
+    pad_token_id=3,
+    tie_word_embeddings=False,
+)
 
 
 def _prompt_text(row: dict[str, str]) -> str:
@@ -35,11 +45,17 @@ def build_tokenizer(rows: list[dict[str, str]], out_dir: Path):
     tok = Tokenizer(models.BPE(unk_token="<unk>"))
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=1024, special_tokens=SPECIAL, show_progress=False,
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    trainer = trainers.BpeTrainer(
+        vocab_size=1024,
+        special_tokens=SPECIAL,
+        show_progress=False,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+    )
     corpus = [_prompt_text(r) for r in rows] + [r["response"] for r in rows]
     tok.train_from_iterator(corpus, trainer=trainer)
-    fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>", unk_token="<unk>", pad_token="<pad>")
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok, bos_token="<s>", eos_token="</s>", unk_token="<unk>", pad_token="<pad>"
+    )
     fast.save_pretrained(out_dir)
     return fast
 
@@ -59,7 +75,11 @@ def build_model(model_dir: Path, vocab_size: int) -> None:
 
 
 def _model_ready(model_dir: Path) -> bool:
-    return (model_dir / "config.json").exists() and any(model_dir.glob("*.safetensors")) and (model_dir / "tokenizer.json").exists()
+    return (
+        (model_dir / "config.json").exists()
+        and any(model_dir.glob("*.safetensors"))
+        and (model_dir / "tokenizer.json").exists()
+    )
 
 
 def prepare_demo(ws: Workspace, *, sample: Path | None = None) -> dict[str, Path]:
@@ -72,25 +92,35 @@ def prepare_demo(ws: Workspace, *, sample: Path | None = None) -> dict[str, Path
         tmp = model_dir.with_name(f".{MODEL_NAME}.tmp")
         if tmp.exists():
             import shutil
+
             shutil.rmtree(tmp)
         tmp.mkdir(parents=True)
         tokenizer = build_tokenizer(rows, tmp)
         build_model(tmp, len(tokenizer))
         if model_dir.exists():
             import shutil
+
             shutil.rmtree(model_dir)
         tmp.rename(model_dir)
     try:
         load_prepared(data_dir)
     except InputError:
         from transformers import AutoTokenizer
+
         tokenizer = AutoTokenizer.from_pretrained(model_dir)
         bos = tokenizer.bos_token_id
         prompts = [[bos] + tokenizer.encode(_prompt_text(r), add_special_tokens=False) for r in rows]
         outputs = [r["response"] for r in rows]
         olens = [len(tokenizer.encode(t, add_special_tokens=False)) for t in outputs]
-        save_prepared(data_dir, DATASET_NAME, prompts, olens, outputs, source=f"builtin:{BUILTIN_SAMPLE.name}",
-                      extra={"tokenizer": str(model_dir), "ids": [r["id"] for r in rows]})
+        save_prepared(
+            data_dir,
+            DATASET_NAME,
+            prompts,
+            olens,
+            outputs,
+            source=f"builtin:{BUILTIN_SAMPLE.name}",
+            extra={"tokenizer": str(model_dir), "ids": [r["id"] for r in rows]},
+        )
     return {"model_dir": model_dir, "dataset": data_dir}
 
 
@@ -104,6 +134,7 @@ class _ProbeSink:
 
     def __init__(self) -> None:
         import threading
+
         self.expected = 0
         self.done = 0
         self.error: BaseException | None = None
@@ -126,8 +157,15 @@ class _ProbeSink:
         self.finished.set()
 
 
-def calibrate(model_dir: Path, dataset_dir: Path, *, max_tokens: int, min_duration_ms: int, batch: int = 64,
-              timeout_s: float = 600.0) -> dict[str, Any]:
+def calibrate(
+    model_dir: Path,
+    dataset_dir: Path,
+    *,
+    max_tokens: int,
+    min_duration_ms: int,
+    batch: int = 64,
+    timeout_s: float = 600.0,
+) -> dict[str, Any]:
     """Time the real hf backend on one warm batch of demo prompts; returns the target_qps that keeps the run VALID.
 
     A warm-up batch runs first (the first generate call pays for lazy initialisation), then one
@@ -157,18 +195,28 @@ def calibrate(model_dir: Path, dataset_dir: Path, *, max_tokens: int, min_durati
         backend.close()
     measured = rates[-1]
     qps = max(1.0, round(measured * CALIBRATION_HEADROOM, 1))
-    return {"probe_samples": n, "probe_samples_per_s": round(measured, 2), "headroom": CALIBRATION_HEADROOM,
-            "target_qps": qps, "min_duration_ms": min_duration_ms,
-            "expected_run_s": round(1.1 * qps * min_duration_ms / 1000 / measured, 1)}
+    return {
+        "probe_samples": n,
+        "probe_samples_per_s": round(measured, 2),
+        "headroom": CALIBRATION_HEADROOM,
+        "target_qps": qps,
+        "min_duration_ms": min_duration_ms,
+        "expected_run_s": round(1.1 * qps * min_duration_ms / 1000 / measured, 1),
+    }
 
 
-def calibrate_settings(settings: dict[str, Any], paths: dict[str, Path], recipe: Any, backend: str, *, smoke: bool,
-                       accuracy: bool) -> dict[str, Any] | None:
+def calibrate_settings(
+    settings: dict[str, Any], paths: dict[str, Path], recipe: Any, backend: str, *, smoke: bool, accuracy: bool
+) -> dict[str, Any] | None:
     """The demo's performance run only: the recipe's fixed target_qps becomes a measured one (kept in run.json)."""
     if backend != "hf" or smoke or accuracy:
         return None
-    result = calibrate(paths["model_dir"], paths["dataset"], max_tokens=recipe.loadgen.max_tokens,
-                       min_duration_ms=int(settings["min_duration"]))
+    result = calibrate(
+        paths["model_dir"],
+        paths["dataset"],
+        max_tokens=recipe.loadgen.max_tokens,
+        min_duration_ms=int(settings["min_duration"]),
+    )
     result["recipe_target_qps"] = settings["target_qps"]
     settings["target_qps"] = result["target_qps"]
     return result

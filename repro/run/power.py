@@ -11,9 +11,10 @@ import csv
 import io
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any
 
 from repro.core.errors import InputError
 from repro.core.fsutil import atomic_write_text
@@ -24,7 +25,7 @@ HEADER = ("time_s", "gpu_index", "watts")
 Reader = Callable[[], list[float]]
 
 
-def _nvml_reader() -> tuple[Optional[Reader], Optional[Callable[[], None]], str]:
+def _nvml_reader() -> tuple[Reader | None, Callable[[], None] | None, str]:
     """(read watts of every GPU, shutdown, note); reader is None when NVML cannot be used here."""
     try:
         import pynvml
@@ -55,26 +56,26 @@ class PowerSampler:
     `reader` replaces NVML (returns watts per GPU); it exists for machines without a GPU.
     """
 
-    def __init__(self, run_dir: Path, interval_s: float = 1.0, *, reader: Optional[Reader] = None):
+    def __init__(self, run_dir: Path, interval_s: float = 1.0, *, reader: Reader | None = None):
         if interval_s <= 0:
             raise ValueError("interval_s must be positive")
         self.run_dir = Path(run_dir)
         self.interval_s = float(interval_s)
         self._reader = reader
-        self._shutdown: Optional[Callable[[], None]] = None
+        self._shutdown: Callable[[], None] | None = None
         self.note = "not started"
         self.samples: list[tuple[float, int, float]] = []
         self.errors = 0
-        self.path: Optional[Path] = None
+        self.path: Path | None = None
         self._stop = threading.Event()
-        self._thread: Optional[threading.Thread] = None
+        self._thread: threading.Thread | None = None
         self._t0 = 0.0
 
     @property
     def active(self) -> bool:
         return self._thread is not None
 
-    def start(self) -> "PowerSampler":
+    def start(self) -> PowerSampler:
         if self._reader is None:
             self._reader, self._shutdown, self.note = _nvml_reader()
         else:
@@ -102,7 +103,7 @@ class PowerSampler:
         while not self._stop.wait(self.interval_s):
             self._sample()
 
-    def stop(self) -> Optional[Path]:
+    def stop(self) -> Path | None:
         """Stop sampling and write power.csv; None when nothing was sampled."""
         if self._thread is None:
             return None
@@ -125,7 +126,7 @@ class PowerSampler:
         atomic_write_text(self.path, buf.getvalue())
         return self.path
 
-    def __enter__(self) -> "PowerSampler":
+    def __enter__(self) -> PowerSampler:
         return self.start()
 
     def __exit__(self, *exc: Any) -> None:
@@ -145,12 +146,18 @@ class PowerSummary:
     mean_watts_per_gpu: float
 
     def to_json(self) -> dict[str, Any]:
-        return {"path": str(self.path), "gpus": self.gpus, "samples": self.samples, "window_s": self.window_s,
-                "energy_j": self.energy_j, "mean_watts_total": self.mean_watts_total,
-                "mean_watts_per_gpu": self.mean_watts_per_gpu}
+        return {
+            "path": str(self.path),
+            "gpus": self.gpus,
+            "samples": self.samples,
+            "window_s": self.window_s,
+            "energy_j": self.energy_j,
+            "mean_watts_total": self.mean_watts_total,
+            "mean_watts_per_gpu": self.mean_watts_per_gpu,
+        }
 
 
-def read_power(run_dir: Path) -> Optional[PowerSummary]:
+def read_power(run_dir: Path) -> PowerSummary | None:
     """The run's power.csv summarised, or None when the run has none."""
     path = Path(run_dir) / POWER_CSV
     if not path.is_file():
@@ -161,18 +168,24 @@ def read_power(run_dir: Path) -> Optional[PowerSummary]:
             reader = csv.reader(fh)
             header = next(reader, None)
             if header is None or tuple(h.strip() for h in header) != HEADER:
-                raise InputError(f"{path}: header must be {','.join(HEADER)}.",
-                                 "delete the file or re-run the benchmark with NVML present")
+                raise InputError(
+                    f"{path}: header must be {','.join(HEADER)}.",
+                    "delete the file or re-run the benchmark with NVML present",
+                )
             for lineno, row in enumerate(reader, start=2):
                 if not row:
                     continue
                 try:
                     t, gpu, watts = float(row[0]), int(row[1]), float(row[2])
                 except (ValueError, IndexError):
-                    raise InputError(f"{path}: line {lineno} is not time_s,gpu_index,watts.",
-                                     "delete the file or re-run the benchmark") from None
+                    raise InputError(
+                        f"{path}: line {lineno} is not time_s,gpu_index,watts.",
+                        "delete the file or re-run the benchmark",
+                    ) from None
                 if watts < 0 or t < 0:
-                    raise InputError(f"{path}: line {lineno} has a negative value.", "delete the file or re-run the benchmark")
+                    raise InputError(
+                        f"{path}: line {lineno} has a negative value.", "delete the file or re-run the benchmark"
+                    )
                 series.setdefault(gpu, []).append((t, watts))
     except OSError as exc:
         raise InputError(f"{path}: cannot be read ({exc.strerror}).", "check the run folder") from None
@@ -184,14 +197,23 @@ def read_power(run_dir: Path) -> Optional[PowerSummary]:
             energy += (w0 + w1) / 2 * (t1 - t0)
         window = max(window, points[-1][0] - points[0][0])
     if window <= 0 or energy <= 0:
-        raise InputError(f"{path}: fewer than two samples in time per GPU; no energy can be computed.",
-                         "re-run the benchmark (`repro run offline`)")
+        raise InputError(
+            f"{path}: fewer than two samples in time per GPU; no energy can be computed.",
+            "re-run the benchmark (`repro run offline`)",
+        )
     total = energy / window
-    return PowerSummary(path=path, gpus=len(series), samples=count, window_s=window, energy_j=energy,
-                        mean_watts_total=total, mean_watts_per_gpu=total / len(series))
+    return PowerSummary(
+        path=path,
+        gpus=len(series),
+        samples=count,
+        window_s=window,
+        energy_j=energy,
+        mean_watts_total=total,
+        mean_watts_per_gpu=total / len(series),
+    )
 
 
-def tokens_per_joule(run_dir: Path, tokens: float) -> Optional[float]:
+def tokens_per_joule(run_dir: Path, tokens: float) -> float | None:
     """Tokens generated during the sampled window divided by the energy all GPUs used in it."""
     summary = read_power(run_dir)
     if summary is None:

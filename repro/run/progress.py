@@ -10,11 +10,10 @@ count stays where the run stopped instead of showing the placeholders that end L
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import os
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import IO, Any, Literal, Protocol
 
@@ -90,9 +89,18 @@ def heartbeat_interval() -> float:
 class RunProgress:
     """Fed by the harness's wait loop; owns the total, the ETA and what the user sees."""
 
-    def __init__(self, mode: Mode, what: str, total_hint: int, *, fixed_total: bool, interval_s: float | None = None,
-                 stream: IO[str] | None = None, clock: Any = time.monotonic,
-                 bar_factory: Callable[[str], Any] | None = None) -> None:
+    def __init__(
+        self,
+        mode: Mode,
+        what: str,
+        total_hint: int,
+        *,
+        fixed_total: bool,
+        interval_s: float | None = None,
+        stream: IO[str] | None = None,
+        clock: Any = time.monotonic,
+        bar_factory: Callable[[str], Any] | None = None,
+    ) -> None:
         """bar_factory makes the terminal bar (the CLI passes repro.ui.progress_bar.RunBar); without one a
         terminal gets heartbeat lines too."""
         self.mode = mode

@@ -9,20 +9,19 @@ Slurm has forgotten the job; failed, cancelled or lost VMs are listed and never 
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import AbstractContextManager, contextmanager
 from typing import Any, Literal, Protocol
-
-import os
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -44,10 +43,18 @@ TASK_JSON = "task.json"
 RERUN = "repro run offline --launcher slurm --rerun-failed {rack}"
 
 _SLURM_STATE = {
-    "PENDING": "pending", "REQUEUED": "pending", "REQUEUE_HOLD": "pending", "SUSPENDED": "pending",
-    "CONFIGURING": "running", "RUNNING": "running", "COMPLETING": "running", "STAGE_OUT": "running",
+    "PENDING": "pending",
+    "REQUEUED": "pending",
+    "REQUEUE_HOLD": "pending",
+    "SUSPENDED": "pending",
+    "CONFIGURING": "running",
+    "RUNNING": "running",
+    "COMPLETING": "running",
+    "STAGE_OUT": "running",
     "COMPLETED": "done",
-    "CANCELLED": "cancelled", "PREEMPTED": "cancelled", "REVOKED": "cancelled",
+    "CANCELLED": "cancelled",
+    "PREEMPTED": "cancelled",
+    "REVOKED": "cancelled",
 }
 
 
@@ -62,21 +69,39 @@ RECIPE_DIR = "recipes"
 _PARTITION = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}(?:,[A-Za-z0-9][A-Za-z0-9_.-]{0,63}){0,15}")
 # What the job needs from the submitting shell (the same interpreter and code as the login node: PYTHONPATH,
 # VIRTUAL_ENV, LD_LIBRARY_PATH); HF_TOKEN is not among them (runs read local weights only).
-EXPORT = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "TMPDIR", "PYTHONPATH", "VIRTUAL_ENV",
-          "LD_LIBRARY_PATH", "REPRO_BIN", "REPRO_DEBUG", "REPRO_FAIL_TASKS", "CUDA_VISIBLE_DEVICES")
+EXPORT = (
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "LANG",
+    "LC_ALL",
+    "TMPDIR",
+    "PYTHONPATH",
+    "VIRTUAL_ENV",
+    "LD_LIBRARY_PATH",
+    "REPRO_BIN",
+    "REPRO_DEBUG",
+    "REPRO_FAIL_TASKS",
+    "CUDA_VISIBLE_DEVICES",
+)
 
 
 def validate_partition(value: str, where: str = "--partition") -> str:
     if not isinstance(value, str) or not _PARTITION.fullmatch(value):
         shown = ascii(value) if isinstance(value, str) else type(value).__name__
-        raise InputError(f"{where} {shown}: not a Slurm partition name (letters, digits, _ . - and commas only).",
-                         "`sinfo -h -o %P` lists the partitions")
+        raise InputError(
+            f"{where} {shown}: not a Slurm partition name (letters, digits, _ . - and commas only).",
+            "`sinfo -h -o %P` lists the partitions",
+        )
     return value
 
 
 def _check_path(value: str, what: str) -> str:
     if "\x00" in value:
-        raise InputError(f"{what} {ascii(value)}: a path cannot hold a NUL byte.", "check $REPRO_HOME and the install path")
+        raise InputError(
+            f"{what} {ascii(value)}: a path cannot hold a NUL byte.", "check $REPRO_HOME and the install path"
+        )
     return value
 
 
@@ -131,14 +156,19 @@ class RackPlan:
     def validate(self) -> None:
         """Every value that reaches the script or sbatch's argv, checked against its grammar (issue #16)."""
         if isinstance(self.nodes, bool) or not isinstance(self.nodes, int) or not 1 <= self.nodes <= MAX_NODES:
-            raise InputError(f"--nodes must be a whole number from 1 to {MAX_NODES} (got {self.nodes!r}).",
-                             "`repro run offline --launcher slurm --nodes 18 ...`")
+            raise InputError(
+                f"--nodes must be a whole number from 1 to {MAX_NODES} (got {self.nodes!r}).",
+                "`repro run offline --launcher slurm --nodes 18 ...`",
+            )
         if self.partition is not None:
             validate_partition(self.partition)
         if self.container_image is not None:
             validate_image_ref(self.container_image)
-        for value, what in ((str(self.rack_dir), "rack folder"), (str(self.workspace), "workspace"),
-                            (self.repro_bin, "repro install path")):
+        for value, what in (
+            (str(self.rack_dir), "rack folder"),
+            (str(self.workspace), "workspace"),
+            (self.repro_bin, "repro install path"),
+        ):
             _check_path(value, what)
 
     def run_args(self) -> list[str]:
@@ -155,13 +185,26 @@ class RackPlan:
         return args
 
     def manifest(self) -> dict[str, Any]:
-        return {"kind": "repro-rack", "repro_version": __version__, "recipe": self.recipe.name,
-                "recipe_hash": self.recipe.hash(), "recipe_file": self.recipe_file,
-                "backend": self.backend or self.recipe.backend,
-                "label": self.label, "nodes": self.nodes, "partition": self.partition,
-                "container_image": self.container_image, "duration_s": self.duration_s, "samples": self.samples,
-                "sim_rate": self.sim_rate, "workspace": str(self.workspace), "repro_bin": self.repro_bin,
-                "script": SCRIPT, "created": _now(), "jobs": []}
+        return {
+            "kind": "repro-rack",
+            "repro_version": __version__,
+            "recipe": self.recipe.name,
+            "recipe_hash": self.recipe.hash(),
+            "recipe_file": self.recipe_file,
+            "backend": self.backend or self.recipe.backend,
+            "label": self.label,
+            "nodes": self.nodes,
+            "partition": self.partition,
+            "container_image": self.container_image,
+            "duration_s": self.duration_s,
+            "samples": self.samples,
+            "sim_rate": self.sim_rate,
+            "workspace": str(self.workspace),
+            "repro_bin": self.repro_bin,
+            "script": SCRIPT,
+            "created": _now(),
+            "jobs": [],
+        }
 
     @classmethod
     def from_manifest(cls, rack_dir: Path, m: dict[str, Any]) -> RackPlan:
@@ -169,16 +212,28 @@ class RackPlan:
         if m.get("recipe_file"):
             recipe = load_recipe_file(rack_dir / m["recipe_file"])
             if m.get("recipe_hash") and recipe.hash() != m["recipe_hash"]:
-                raise InputError(f"{rack_dir / m['recipe_file']}: changed since the rack was submitted "
-                                 f"(hash {recipe.hash()} != {m['recipe_hash']}).", "start a new rack run")
+                raise InputError(
+                    f"{rack_dir / m['recipe_file']}: changed since the rack was submitted "
+                    f"(hash {recipe.hash()} != {m['recipe_hash']}).",
+                    "start a new rack run",
+                )
         else:
             recipe = registry_recipe(m["recipe"])
         backend = m.get("backend")
-        return cls(recipe=recipe, rack_dir=rack_dir, nodes=m["nodes"], workspace=Path(m["workspace"]),
-                   backend=backend if backend != recipe.backend else None, partition=m.get("partition"),
-                   container_image=m.get("container_image"), duration_s=m.get("duration_s"),
-                   samples=m.get("samples"), sim_rate=m.get("sim_rate"), repro_bin=m.get("repro_bin") or _repro_bin(),
-                   recipe_file=m.get("recipe_file"))
+        return cls(
+            recipe=recipe,
+            rack_dir=rack_dir,
+            nodes=m["nodes"],
+            workspace=Path(m["workspace"]),
+            backend=backend if backend != recipe.backend else None,
+            partition=m.get("partition"),
+            container_image=m.get("container_image"),
+            duration_s=m.get("duration_s"),
+            samples=m.get("samples"),
+            sim_rate=m.get("sim_rate"),
+            repro_bin=m.get("repro_bin") or _repro_bin(),
+            recipe_file=m.get("recipe_file"),
+        )
 
 
 def _header_safe(value: str) -> str:
@@ -196,8 +251,9 @@ def render_script(plan: RackPlan) -> str:
         "JOB_NAME": _header_safe(f"repro-{plan.recipe.name}{'-sim' if plan.simulated else ''}"),
         "ARRAY": f"0-{plan.nodes - 1}",
         "PARTITION_LINE": f"#SBATCH --partition={_header_safe(plan.partition)}" if plan.partition else "",
-        "COMMENT": _header_safe(f"{label}repro {__version__} rack run of {plan.recipe.name}: {plan.nodes} VMs, "
-                                "one repro run offline each."),
+        "COMMENT": _header_safe(
+            f"{label}repro {__version__} rack run of {plan.recipe.name}: {plan.nodes} VMs, one repro run offline each."
+        ),
         "RACK_DIR": sh_quote(str(plan.rack_dir)),
         "WORK_DIR": sh_quote(str(plan.work_dir)),
         "WORKSPACE": sh_quote(str(plan.workspace)),
@@ -229,16 +285,21 @@ def export_list(environ: Mapping[str, str] | None = None) -> str:
 
 def sbatch_argv(script: Path, rack_dir: Path, array: str | None = None) -> list[str]:
     """The submit command as an argv list: values never pass through a shell on the submitting side either."""
-    return (["sbatch", "--parsable", f"--export={export_list()}", f"--output={_slurm_path(rack_dir / 'slurm')}/%A_%a.out"]
-            + ([f"--array={array}"] if array else []) + [str(script)])
+    return (
+        ["sbatch", "--parsable", f"--export={export_list()}", f"--output={_slurm_path(rack_dir / 'slurm')}/%A_%a.out"]
+        + ([f"--array={array}"] if array else [])
+        + [str(script)]
+    )
 
 
 def _run(cmd: list[str], timeout: float = 30) -> subprocess.CompletedProcess[str]:
     try:
         return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
     except FileNotFoundError:
-        raise SlurmError(f"`{cmd[0]}` not found: Slurm client tools are not installed on this machine.",
-                         "run from a Slurm login node (CycleCloud scheduler), or `sudo .ci/start-slurm.sh` for a local test cluster") from None
+        raise SlurmError(
+            f"`{cmd[0]}` not found: Slurm client tools are not installed on this machine.",
+            "run from a Slurm login node (CycleCloud scheduler), or `sudo .ci/start-slurm.sh` for a local test cluster",
+        ) from None
     except subprocess.TimeoutExpired:
         raise SlurmError(f"`{' '.join(cmd)}` did not answer in {timeout:.0f} s; is slurmctld up?", "`sinfo`") from None
 
@@ -248,8 +309,10 @@ def sbatch(script: Path, array: str | None = None, rack_dir: Path | None = None)
     proc = _run(cmd)
     if proc.returncode != 0:
         msg = (proc.stderr or proc.stdout).strip().splitlines()
-        raise SlurmError(f"sbatch refused {script}: {msg[-1] if msg else f'exit {proc.returncode}'}",
-                         "check the partition with `sinfo`, then submit again")
+        raise SlurmError(
+            f"sbatch refused {script}: {msg[-1] if msg else f'exit {proc.returncode}'}",
+            "check the partition with `sinfo`, then submit again",
+        )
     return proc.stdout.strip().split(";")[0]
 
 
@@ -292,9 +355,17 @@ class TaskRow:
     label: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"vm": self.vm, "index": self.index, "state": self.state, "job_id": self.job_id, "host": self.host,
-                "exit_code": self.exit_code, "reason": self.reason, "tokens_per_s": self.tokens_per_s,
-                "label": self.label}
+        return {
+            "vm": self.vm,
+            "index": self.index,
+            "state": self.state,
+            "job_id": self.job_id,
+            "host": self.host,
+            "exit_code": self.exit_code,
+            "reason": self.reason,
+            "tokens_per_s": self.tokens_per_s,
+            "label": self.label,
+        }
 
 
 def _read_json(path: Path) -> dict[str, Any] | None:
@@ -383,8 +454,10 @@ def load_manifest(rack_dir: Path) -> dict[str, Any]:
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "(top level)"
-        raise InputError(f"{path}: field '{terminal_safe(where)}': {first['msg']}.",
-                         "restore rack.json from the rack's first submission, or start a new rack run") from None
+        raise InputError(
+            f"{path}: field '{terminal_safe(where)}': {first['msg']}.",
+            "restore rack.json from the rack's first submission, or start a new rack run",
+        ) from None
     data.update(checked.model_dump(exclude_unset=False, include=set(RackManifest.model_fields)))
     data["jobs"] = [dict(j) for j in data["jobs"]]
     return data
@@ -434,7 +507,9 @@ def task_rows(rack_dir: Path, manifest: dict[str, Any] | None = None) -> list[Ta
             elif name == "running":
                 row.host = row.host or slurm[2] or None
             else:
-                row.reason = row.reason or f"Slurm state {slurm[0]}" + (f" ({slurm[1]})" if slurm[1] not in ("None", "") else "")
+                row.reason = row.reason or f"Slurm state {slurm[0]}" + (
+                    f" ({slurm[1]})" if slurm[1] not in ("None", "") else ""
+                )
         elif job_id:
             row.reason = "Slurm no longer knows the task and it left no result (killed before it started, or node lost)"
         if row.state == "done":
@@ -448,8 +523,9 @@ class RackUI(Protocol):
 
     def note(self, text: str) -> None: ...
     def change(self, row: TaskRow) -> None: ...
-    def watch(self, rows: list[TaskRow], manifest: dict[str, Any],
-              rack_dir: Path) -> AbstractContextManager[Callable[[list[TaskRow]], None]]: ...
+    def watch(
+        self, rows: list[TaskRow], manifest: dict[str, Any], rack_dir: Path
+    ) -> AbstractContextManager[Callable[[list[TaskRow]], None]]: ...
 
 
 class QuietRack:
@@ -462,13 +538,15 @@ class QuietRack:
         return None
 
     @contextmanager
-    def watch(self, rows: list[TaskRow], manifest: dict[str, Any],
-              rack_dir: Path) -> Iterator[Callable[[list[TaskRow]], None]]:
+    def watch(
+        self, rows: list[TaskRow], manifest: dict[str, Any], rack_dir: Path
+    ) -> Iterator[Callable[[list[TaskRow]], None]]:
         yield lambda _rows: None
 
 
-def follow(rack_dir: Path, *, poll_s: float = 2.0, ui: RackUI | None = None,
-           timeout_s: float | None = None) -> list[TaskRow]:
+def follow(
+    rack_dir: Path, *, poll_s: float = 2.0, ui: RackUI | None = None, timeout_s: float | None = None
+) -> list[TaskRow]:
     """Poll until every task is terminal, telling `ui` of every state change and handing it each new table."""
     ui = ui or QuietRack()
     m = load_manifest(rack_dir)
@@ -487,16 +565,20 @@ def follow(rack_dir: Path, *, poll_s: float = 2.0, ui: RackUI | None = None,
             tick()
             while not all(r.state in TERMINAL for r in rows):
                 if deadline is not None and time.monotonic() > deadline:
-                    raise StepFailed(f"rack tasks still not finished after {timeout_s:.0f} s.",
-                                     f"follow again: `{RERUN.format(rack=rack_dir)}`")
+                    raise StepFailed(
+                        f"rack tasks still not finished after {timeout_s:.0f} s.",
+                        f"follow again: `{RERUN.format(rack=rack_dir)}`",
+                    )
                 time.sleep(poll_s)
                 rows = task_rows(rack_dir, m)
                 tick()
                 update(rows)
     except KeyboardInterrupt:
         jobs = ", ".join(sorted({j["job_id"] for j in m["jobs"]}))
-        raise Interrupted(f"Stopped following; Slurm job {jobs} keeps running (cancel with `scancel {jobs}`).",
-                          f"follow and collect later: `{RERUN.format(rack=rack_dir)}`") from None
+        raise Interrupted(
+            f"Stopped following; Slurm job {jobs} keeps running (cancel with `scancel {jobs}`).",
+            f"follow and collect later: `{RERUN.format(rack=rack_dir)}`",
+        ) from None
     return rows
 
 
@@ -531,16 +613,27 @@ class RackResult:
 
     def to_json(self) -> dict[str, Any]:
         m = self.manifest
-        out: dict[str, Any] = {"rack_dir": str(self.rack_dir), "recipe": m["recipe"], "label": m.get("label"),
-                               "backend": m.get("backend"), "nodes": m["nodes"], "dry_run": self.dry_run,
-                               "jobs": m.get("jobs", []), "status": m.get("status")}
+        out: dict[str, Any] = {
+            "rack_dir": str(self.rack_dir),
+            "recipe": m["recipe"],
+            "label": m.get("label"),
+            "backend": m.get("backend"),
+            "nodes": m["nodes"],
+            "dry_run": self.dry_run,
+            "jobs": m.get("jobs", []),
+            "status": m.get("status"),
+        }
         if self.dry_run:
             out |= {"script": self.script, "submit_command": self.submit_command}
             return out
-        out |= {"tasks": [r.to_json() for r in self.rows],
-                "done": sum(r.state == "done" for r in self.rows), "failed": [r.vm for r in self.failed],
-                "aggregate": self.report.to_json() if self.report is not None else None,
-                "aggregate_error": self.report_error, "rerun_command": self.rerun_command}
+        out |= {
+            "tasks": [r.to_json() for r in self.rows],
+            "done": sum(r.state == "done" for r in self.rows),
+            "failed": [r.vm for r in self.failed],
+            "aggregate": self.report.to_json() if self.report is not None else None,
+            "aggregate_error": self.report_error,
+            "rerun_command": self.rerun_command,
+        }
         return out
 
 
@@ -590,35 +683,66 @@ def _new_rack_dir(ws: Workspace, recipe: Recipe) -> Path:
     return path
 
 
-def plan_rack(recipe: str | Recipe | None, ws: Workspace, nodes: int, *, partition: str | None = None,
-              container_image: str | None = None, backend: str | None = None, duration_s: float | None = None,
-              samples: int | None = None, sim_rate: float | None = None) -> RackPlan:
+def plan_rack(
+    recipe: str | Recipe | None,
+    ws: Workspace,
+    nodes: int,
+    *,
+    partition: str | None = None,
+    container_image: str | None = None,
+    backend: str | None = None,
+    duration_s: float | None = None,
+    samples: int | None = None,
+    sim_rate: float | None = None,
+) -> RackPlan:
     if recipe is None:
-        raise InputError("a rack run needs --recipe: the login node is not one of the VMs, so it cannot detect it.",
-                         "`repro run offline --launcher slurm --nodes N --recipe nd-gb300-v6`")
+        raise InputError(
+            "a rack run needs --recipe: the login node is not one of the VMs, so it cannot detect it.",
+            "`repro run offline --launcher slurm --nodes N --recipe nd-gb300-v6`",
+        )
     rec = get_recipe(recipe) if isinstance(recipe, str) else recipe
     if isinstance(nodes, bool) or not isinstance(nodes, int) or not 1 <= nodes <= MAX_NODES:
-        raise InputError(f"--nodes must be a whole number from 1 to {MAX_NODES} (got {nodes!r}).",
-                         "`repro run offline --launcher slurm --nodes 18 ...`")
+        raise InputError(
+            f"--nodes must be a whole number from 1 to {MAX_NODES} (got {nodes!r}).",
+            "`repro run offline --launcher slurm --nodes 18 ...`",
+        )
     if rec.reference_only:
-        raise InputError(f"recipe {rec.name} is reference-only: nobody runs it through repro.",
-                         "pick a runnable recipe from `repro recipes list`")
-    plan = RackPlan(rec, _new_rack_dir(ws, rec), nodes, ws.root, backend=backend, partition=partition,
-                    container_image=container_image, duration_s=duration_s, samples=samples, sim_rate=sim_rate)
+        raise InputError(
+            f"recipe {rec.name} is reference-only: nobody runs it through repro.",
+            "pick a runnable recipe from `repro recipes list`",
+        )
+    plan = RackPlan(
+        rec,
+        _new_rack_dir(ws, rec),
+        nodes,
+        ws.root,
+        backend=backend,
+        partition=partition,
+        container_image=container_image,
+        duration_s=duration_s,
+        samples=samples,
+        sim_rate=sim_rate,
+    )
     if not is_registry_recipe(rec):
-        plan.recipe_file = f"{RECIPE_DIR}/{rec.name}.yaml"  # shipped with the rack: the nodes cannot see the user's file
+        plan.recipe_file = (
+            f"{RECIPE_DIR}/{rec.name}.yaml"  # shipped with the rack: the nodes cannot see the user's file
+        )
     plan.validate()
     if plan.simulated:
         if plan.sim_rate is None and rec.published.tokens_per_s_per_vm != "unknown":
             plan.sim_rate = float(rec.published.tokens_per_s_per_vm)
         manifest = ws.preprocessed / rec.dataset.name / "manifest.json"
         if not manifest.is_file():
-            raise InputError(f"{manifest}: no prepared dataset; the simulated VMs replay it from this workspace.",
-                             f"`repro setup --recipe {rec.name}`, then submit again")
+            raise InputError(
+                f"{manifest}: no prepared dataset; the simulated VMs replay it from this workspace.",
+                f"`repro setup --recipe {rec.name}`, then submit again",
+            )
     elif not container_image:
-        raise InputError(f"backend {plan.backend or rec.backend} runs inside the recipe container on each node; "
-                         "no --container-image given.",
-                         "`repro build-engine` to build the image, then pass --container-image IMAGE (or --backend sim to rehearse)")
+        raise InputError(
+            f"backend {plan.backend or rec.backend} runs inside the recipe container on each node; "
+            "no --container-image given.",
+            "`repro build-engine` to build the image, then pass --container-image IMAGE (or --backend sim to rehearse)",
+        )
     return plan
 
 
@@ -658,13 +782,21 @@ def check(result: RackResult) -> RackResult:
     if result.dry_run:
         return result
     if result.failed:
-        raise StepFailed(f"{len(result.failed)} of {len(result.rows)} VMs did not finish "
-                         f"({', '.join(r.vm for r in result.failed)}) and are not in the total.", result.rerun_command)
+        raise StepFailed(
+            f"{len(result.failed)} of {len(result.rows)} VMs did not finish "
+            f"({', '.join(r.vm for r in result.failed)}) and are not in the total.",
+            result.rerun_command,
+        )
     if result.report is None:
-        raise StepFailed(f"no rack table for {result.rack_dir}: {result.report_error}.", f"`repro aggregate {result.rack_dir}`")
+        raise StepFailed(
+            f"no rack table for {result.rack_dir}: {result.report_error}.", f"`repro aggregate {result.rack_dir}`"
+        )
     if not result.manifest.get("label") and result.report.exit_code:
-        raise ReproError("not every VM reproduces the published number; see the rack table.",
-                         f"`repro report {result.rack_dir}`", exit_code=result.report.exit_code)
+        raise ReproError(
+            "not every VM reproduces the published number; see the rack table.",
+            f"`repro report {result.rack_dir}`",
+            exit_code=result.report.exit_code,
+        )
     return result
 
 
@@ -673,27 +805,59 @@ def _finish(rack_dir: Path, poll_s: float, ui: RackUI, timeout_s: float | None) 
     return collect(rack_dir, rows)
 
 
-def launch_offline(recipe: str | None, workspace: Path | None, nodes: int, partition: str | None = None,
-                   container_image: str | None = None, backend: str | None = None, duration_s: float | None = None,
-                   samples: int | None = None, dry_run: bool = False, *, ui: RackUI | None = None,
-                   sim_rate: float | None = None, poll_s: float = 2.0, timeout_s: float | None = None) -> RackResult:
+def launch_offline(
+    recipe: str | None,
+    workspace: Path | None,
+    nodes: int,
+    partition: str | None = None,
+    container_image: str | None = None,
+    backend: str | None = None,
+    duration_s: float | None = None,
+    samples: int | None = None,
+    dry_run: bool = False,
+    *,
+    ui: RackUI | None = None,
+    sim_rate: float | None = None,
+    poll_s: float = 2.0,
+    timeout_s: float | None = None,
+) -> RackResult:
     """`repro run offline --launcher slurm`: submit the array, follow it, collect and aggregate.
 
     The caller shows the result, then `check(result)` turns an incomplete or failing rack into its exit code."""
     ui = ui or QuietRack()
     ws = Workspace.open(workspace)
-    plan = plan_rack(recipe, ws, nodes, partition=partition, container_image=container_image, backend=backend,
-                     duration_s=duration_s, samples=samples, sim_rate=sim_rate)
+    plan = plan_rack(
+        recipe,
+        ws,
+        nodes,
+        partition=partition,
+        container_image=container_image,
+        backend=backend,
+        duration_s=duration_s,
+        samples=samples,
+        sim_rate=sim_rate,
+    )
     if dry_run:
-        return RackResult(plan.rack_dir, plan.manifest(), script=render_script(plan), dry_run=True,
-                          submit_command=sbatch_argv(plan.rack_dir / SCRIPT, plan.rack_dir))
+        return RackResult(
+            plan.rack_dir,
+            plan.manifest(),
+            script=render_script(plan),
+            dry_run=True,
+            submit_command=sbatch_argv(plan.rack_dir / SCRIPT, plan.rack_dir),
+        )
     job_id = submit(plan)
     ui.note(f"submitted Slurm job {job_id} ({nodes} tasks); results go to {plan.rack_dir}")
     return _finish(plan.rack_dir, poll_s, ui, timeout_s)
 
 
-def rerun_failed(rack_dir: Path, dry_run: bool = False, *, ui: RackUI | None = None, poll_s: float = 2.0,
-                 timeout_s: float | None = None) -> RackResult:
+def rerun_failed(
+    rack_dir: Path,
+    dry_run: bool = False,
+    *,
+    ui: RackUI | None = None,
+    poll_s: float = 2.0,
+    timeout_s: float | None = None,
+) -> RackResult:
     """Resubmit only the VMs that failed, were cancelled or got lost; follow anything still running; re-aggregate."""
     ui = ui or QuietRack()
     rack_dir = Path(rack_dir).expanduser().resolve()
@@ -703,8 +867,14 @@ def rerun_failed(rack_dir: Path, dry_run: bool = False, *, ui: RackUI | None = N
     again = [r for r in rows if r.state in ("failed", "cancelled", "missing")]
     if dry_run:
         tasks = ",".join(str(r.index) for r in again)
-        return RackResult(rack_dir, m, rows, script=render_script(plan), dry_run=True,
-                          submit_command=sbatch_argv(rack_dir / SCRIPT, rack_dir, tasks) if again else [])
+        return RackResult(
+            rack_dir,
+            m,
+            rows,
+            script=render_script(plan),
+            dry_run=True,
+            submit_command=sbatch_argv(rack_dir / SCRIPT, rack_dir, tasks) if again else [],
+        )
     if again:
         render_script(plan)  # validates what rack.json says before anything is moved or submitted
         for r in again:

@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import json
 import pickle
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -46,7 +47,7 @@ class PreparedDataset:
         return int(self.input_lens.shape[0])
 
     def prompt(self, index: int) -> np.ndarray:
-        return self.input_ids[self.offsets[index]:self.offsets[index + 1]]
+        return self.input_ids[self.offsets[index] : self.offsets[index + 1]]
 
     @property
     def sha256(self) -> str:
@@ -56,24 +57,39 @@ class PreparedDataset:
 
 def _npy_bytes(arr: np.ndarray) -> bytes:
     import io
+
     buf = io.BytesIO()
     np.save(buf, arr, allow_pickle=False)
     return buf.getvalue()
 
 
-def save_prepared(folder: Path, name: str, prompts: Sequence[Sequence[int]], output_lens: Sequence[int],
-                  outputs: Sequence[str] | None = None, *, source: str = "", source_sha256: str | None = None,
-                  extra: dict[str, Any] | None = None) -> dict[str, Any]:
+def save_prepared(
+    folder: Path,
+    name: str,
+    prompts: Sequence[Sequence[int]],
+    output_lens: Sequence[int],
+    outputs: Sequence[str] | None = None,
+    *,
+    source: str = "",
+    source_sha256: str | None = None,
+    extra: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """Write a prepared dataset; every file goes through a temp file + rename and the manifest is written last."""
     if len(prompts) == 0:
-        raise InputError(f"{source or name}: the dataset has zero samples.", "check the dataset file, then `repro setup --force`")
+        raise InputError(
+            f"{source or name}: the dataset has zero samples.", "check the dataset file, then `repro setup --force`"
+        )
     if len(output_lens) != len(prompts) or (outputs is not None and len(outputs) != len(prompts)):
-        raise InputError(f"{source or name}: prompts, output lengths and outputs differ in count.", "`repro setup --force`")
+        raise InputError(
+            f"{source or name}: prompts, output lengths and outputs differ in count.", "`repro setup --force`"
+        )
     folder = Path(folder)
     lens = np.asarray([len(p) for p in prompts], dtype=np.int32)
     if (lens <= 0).any():
         bad = int(np.argmax(lens <= 0))
-        raise InputError(f"{source or name}: sample {bad} has an empty prompt.", "check the dataset file, then `repro setup --force`")
+        raise InputError(
+            f"{source or name}: sample {bad} has an empty prompt.", "check the dataset file, then `repro setup --force`"
+        )
     flat = np.fromiter((t for p in prompts for t in p), dtype=np.int32, count=int(lens.sum()))
     texts = list(outputs) if outputs is not None else [""] * len(prompts)
     atomic_write_bytes(folder / "input_ids.npy", _npy_bytes(flat))
@@ -81,15 +97,23 @@ def save_prepared(folder: Path, name: str, prompts: Sequence[Sequence[int]], out
     atomic_write_bytes(folder / "output_lens.npy", _npy_bytes(np.asarray(output_lens, dtype=np.int32)))
     atomic_write_text(folder / "outputs.jsonl", "".join(json.dumps({"output": t}) + "\n" for t in texts))
     files = {f: sha256_file(folder / f) for f in FILES}
-    manifest = {"format": FORMAT, "name": name, "samples": len(prompts), "source": source,
-                "source_sha256": source_sha256, "files": files,
-                "dataset_sha256": _combined(files), **(extra or {})}
+    manifest = {
+        "format": FORMAT,
+        "name": name,
+        "samples": len(prompts),
+        "source": source,
+        "source_sha256": source_sha256,
+        "files": files,
+        "dataset_sha256": _combined(files),
+        **(extra or {}),
+    }
     atomic_write_json(folder / "manifest.json", manifest)
     return manifest
 
 
 def _combined(files: dict[str, str]) -> str:
     import hashlib
+
     return hashlib.sha256("".join(f"{k}={files[k]}\n" for k in sorted(files)).encode()).hexdigest()
 
 
@@ -115,8 +139,10 @@ def load_prepared(folder: Path, *, verify: bool = True, expected_sha256: str | N
     except (ValueError, UnicodeDecodeError) as exc:
         raise InputError(f"{mpath}: the manifest is corrupt ({exc}).", "`repro setup --force`") from None
     if expected_sha256 and manifest.get("dataset_sha256") != expected_sha256:
-        raise InputError(f"{mpath}: dataset checksum {manifest.get('dataset_sha256')} does not match the expected {expected_sha256}.",
-                         "`repro setup --force`")
+        raise InputError(
+            f"{mpath}: dataset checksum {manifest.get('dataset_sha256')} does not match the expected {expected_sha256}.",
+            "`repro setup --force`",
+        )
     if verify:
         for fname, want in manifest.get("files", {}).items():
             path = folder / fname
@@ -124,20 +150,30 @@ def load_prepared(folder: Path, *, verify: bool = True, expected_sha256: str | N
                 raise InputError(f"{path}: the prepared dataset file is missing.", "`repro setup --force`")
             got = sha256_file(path)
             if got != want:
-                raise InputError(f"{path}: checksum mismatch (manifest {want[:12]}…, file {got[:12]}…); the file is corrupt or was changed.",
-                                 "`repro setup --force`")
+                raise InputError(
+                    f"{path}: checksum mismatch (manifest {want[:12]}…, file {got[:12]}…); the file is corrupt or was changed.",
+                    "`repro setup --force`",
+                )
     ids, lens, olens = (_load_npy(folder / f) for f in FILES[:3])
     try:
-        outputs = [json.loads(line)["output"] for line in (folder / "outputs.jsonl").read_text(encoding="utf-8").splitlines() if line]
+        outputs = [
+            json.loads(line)["output"]
+            for line in (folder / "outputs.jsonl").read_text(encoding="utf-8").splitlines()
+            if line
+        ]
     except FileNotFoundError:
-        raise InputError(f"{folder / 'outputs.jsonl'}: the prepared dataset file is missing.", "`repro setup --force`") from None
+        raise InputError(
+            f"{folder / 'outputs.jsonl'}: the prepared dataset file is missing.", "`repro setup --force`"
+        ) from None
     except (ValueError, KeyError, TypeError) as exc:
         raise InputError(f"{folder / 'outputs.jsonl'}: corrupt ({exc}).", "`repro setup --force`") from None
     n = int(lens.shape[0])
     if n == 0:
         raise InputError(f"{folder}: the prepared dataset has zero samples.", "`repro setup --force`")
     if olens.shape[0] != n or len(outputs) != n or int(lens.sum()) != ids.shape[0]:
-        raise InputError(f"{folder}: the prepared files disagree on the number of samples or tokens.", "`repro setup --force`")
+        raise InputError(
+            f"{folder}: the prepared files disagree on the number of samples or tokens.", "`repro setup --force`"
+        )
     return PreparedDataset(folder, str(manifest.get("name", folder.name)), ids, lens, olens, outputs, manifest)
 
 
@@ -153,18 +189,26 @@ def records_from_pickle(path: Path) -> tuple[list[list[int]], list[int], list[st
     path = Path(path)
     try:
         import pandas as pd
+
         df = pd.read_pickle(path)
     except FileNotFoundError:
         raise InputError(f"{path}: the dataset file is missing.", "`repro setup`") from None
     except (pickle.UnpicklingError, EOFError, ValueError, AttributeError, ImportError, OSError) as exc:
-        raise InputError(f"{path}: not a readable pickle ({type(exc).__name__}); the download is corrupt.", "`repro setup --force`") from None
+        raise InputError(
+            f"{path}: not a readable pickle ({type(exc).__name__}); the download is corrupt.", "`repro setup --force`"
+        ) from None
     if not hasattr(df, "columns") or "tok_input" not in df.columns:
-        raise InputError(f"{path}: column 'tok_input' is missing; this is not MLPerf's tokenized OpenOrca set.", "`repro setup --force`")
+        raise InputError(
+            f"{path}: column 'tok_input' is missing; this is not MLPerf's tokenized OpenOrca set.",
+            "`repro setup --force`",
+        )
     prompts, olens, texts = [], [], []
     for row in df.to_dict("records"):
         toks = [int(t) for t in row["tok_input"]]
         if row.get("tok_input_length") is not None and int(row["tok_input_length"]) != len(toks):
-            raise InputError(f"{path}: tok_input_length disagrees with tok_input for sample {len(prompts)}.", "`repro setup --force`")
+            raise InputError(
+                f"{path}: tok_input_length disagrees with tok_input for sample {len(prompts)}.", "`repro setup --force`"
+            )
         out = _first(row, "tok_ref_output", "tok_output")
         olen = _first(row, "tok_ref_output_length", "tok_output_length")
         text = str(_first(row, "output", "response") or "")

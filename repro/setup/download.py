@@ -19,14 +19,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from repro.setup import hub
+from repro.core.clock import now_iso
 from repro.core.errors import InputError, Interrupted, ReproError, StepFailed
 from repro.core.fsutil import atomic_write_bytes, sha256_file
-from repro.core.clock import now_iso
 from repro.core.ledger import Artifact, Ledger
 from repro.core.recipes import Recipe
 from repro.core.steps import StepOutcome
 from repro.core.workspace import Workspace
+from repro.setup import hub
 
 STEP = "setup"
 RAW_REPO = "Open-Orca/OpenOrca"
@@ -45,7 +45,13 @@ class PlanRow:
     action: str
 
     def to_json(self) -> dict[str, Any]:
-        return {"what": self.what, "source": self.source, "dest": str(self.dest), "size": self.size, "action": self.action}
+        return {
+            "what": self.what,
+            "source": self.source,
+            "dest": str(self.dest),
+            "size": self.size,
+            "action": self.action,
+        }
 
 
 @dataclass
@@ -74,8 +80,14 @@ def prepared_dir(ws: Workspace, recipe: Recipe) -> Path:
 
 
 def inputs_hash(recipe: Recipe, source: str) -> str:
-    blob = json.dumps({"model": recipe.model.model_dump(mode="json"), "dataset": recipe.dataset.model_dump(mode="json"),
-                       "source": source}, sort_keys=True)
+    blob = json.dumps(
+        {
+            "model": recipe.model.model_dump(mode="json"),
+            "dataset": recipe.dataset.model_dump(mode="json"),
+            "source": source,
+        },
+        sort_keys=True,
+    )
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
@@ -93,6 +105,7 @@ def _url_size(url: str) -> int | None:
     import os
     import urllib.error
     import urllib.request
+
     if os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes"):
         return None
     try:
@@ -107,22 +120,45 @@ def plan_setup(recipe: Recipe, ws: Workspace, token: str | None, source: Dataset
     plan = SetupPlan(recipe, ws, model)
     mdir = model_dir(ws, recipe)
     for f in model.files:
-        plan.rows.append(PlanRow(f"model {f.path}", f"{hub.endpoint()}/{model.repo_id}/resolve/{model.commit}/{f.path}",
-                                 mdir / f.path, f.size, _local_action(mdir / f.path, f.size)))
+        plan.rows.append(
+            PlanRow(
+                f"model {f.path}",
+                f"{hub.endpoint()}/{model.repo_id}/resolve/{model.commit}/{f.path}",
+                mdir / f.path,
+                f.size,
+                _local_action(mdir / f.path, f.size),
+            )
+        )
     if source in ("fetch", "both"):
         for role, fname in recipe.dataset.files.items():
             url = recipe.dataset.urls.get(role)
             if not url:
-                raise InputError(f"recipe {recipe.name}: dataset.urls has no '{role}' entry to fetch {fname} from.",
-                                 "`repro setup --dataset-source rebuild`, or add the URL to the recipe")
+                raise InputError(
+                    f"recipe {recipe.name}: dataset.urls has no '{role}' entry to fetch {fname} from.",
+                    "`repro setup --dataset-source rebuild`, or add the URL to the recipe",
+                )
             dest = data_dir(ws, recipe) / fname
             plan.rows.append(PlanRow(f"dataset {role}", url, dest, _url_size(url), _local_action(dest, None)))
     if source in ("rebuild", "both"):
         dest = ws.data / "raw" / RAW_REPO.split("/")[-1] / RAW_FILE
-        plan.rows.append(PlanRow("raw OpenOrca parquet", f"{hub.endpoint()}/datasets/{RAW_REPO}/resolve/{RAW_REVISION}/{RAW_FILE}",
-                                 dest, None, _local_action(dest, None)))
-    plan.rows.append(PlanRow("prepared arrays", "made locally from the sampled set", prepared_dir(ws, recipe), None,
-                             "keep" if (prepared_dir(ws, recipe) / "manifest.json").exists() else "write"))
+        plan.rows.append(
+            PlanRow(
+                "raw OpenOrca parquet",
+                f"{hub.endpoint()}/datasets/{RAW_REPO}/resolve/{RAW_REVISION}/{RAW_FILE}",
+                dest,
+                None,
+                _local_action(dest, None),
+            )
+        )
+    plan.rows.append(
+        PlanRow(
+            "prepared arrays",
+            "made locally from the sampled set",
+            prepared_dir(ws, recipe),
+            None,
+            "keep" if (prepared_dir(ws, recipe) / "manifest.json").exists() else "write",
+        )
+    )
     return plan
 
 
@@ -132,23 +168,52 @@ def recipe_plan(recipe: Recipe, ws: Workspace, source: DatasetSource, why: str) 
     size_gb = recipe.model.size_gb
     size = int(float(size_gb) * 1e9) if isinstance(size_gb, (int, float)) else None
     mdir = model_dir(ws, recipe)
-    plan.rows.append(PlanRow(f"model {recipe.model.repo_id} ({', '.join(recipe.model.allow_patterns)})",
-                             f"{hub.endpoint()}/{recipe.model.repo_id}/tree/{recipe.model.revision}", mdir, size,
-                             "keep or resume" if mdir.is_dir() else "download"))
+    plan.rows.append(
+        PlanRow(
+            f"model {recipe.model.repo_id} ({', '.join(recipe.model.allow_patterns)})",
+            f"{hub.endpoint()}/{recipe.model.repo_id}/tree/{recipe.model.revision}",
+            mdir,
+            size,
+            "keep or resume" if mdir.is_dir() else "download",
+        )
+    )
     if source in ("fetch", "both"):
         for role, fname in recipe.dataset.files.items():
             dest = data_dir(ws, recipe) / fname
-            plan.rows.append(PlanRow(f"dataset {role}", recipe.dataset.urls.get(role, "(no URL in the recipe)"), dest, None,
-                                     _local_action(dest, None)))
+            plan.rows.append(
+                PlanRow(
+                    f"dataset {role}",
+                    recipe.dataset.urls.get(role, "(no URL in the recipe)"),
+                    dest,
+                    None,
+                    _local_action(dest, None),
+                )
+            )
     if source in ("rebuild", "both"):
         dest = ws.data / "raw" / RAW_REPO.split("/")[-1] / RAW_FILE
-        plan.rows.append(PlanRow("raw OpenOrca parquet", f"{hub.endpoint()}/datasets/{RAW_REPO}/resolve/{RAW_REVISION}/{RAW_FILE}",
-                                 dest, None, _local_action(dest, None)))
-    plan.rows.append(PlanRow("prepared arrays", "made locally from the sampled set", prepared_dir(ws, recipe), None,
-                             "keep" if (prepared_dir(ws, recipe) / "manifest.json").exists() else "write"))
-    plan.notes.append(f"The hub was not asked ({why}): this plan comes from the recipe, so the sizes are the recipe's "
-                      f"(model.size_gb = {size_gb}), dataset sizes are unknown, and the exact file list and revision "
-                      "are checked when `repro setup` runs.")
+        plan.rows.append(
+            PlanRow(
+                "raw OpenOrca parquet",
+                f"{hub.endpoint()}/datasets/{RAW_REPO}/resolve/{RAW_REVISION}/{RAW_FILE}",
+                dest,
+                None,
+                _local_action(dest, None),
+            )
+        )
+    plan.rows.append(
+        PlanRow(
+            "prepared arrays",
+            "made locally from the sampled set",
+            prepared_dir(ws, recipe),
+            None,
+            "keep" if (prepared_dir(ws, recipe) / "manifest.json").exists() else "write",
+        )
+    )
+    plan.notes.append(
+        f"The hub was not asked ({why}): this plan comes from the recipe, so the sizes are the recipe's "
+        f"(model.size_gb = {size_gb}), dataset sizes are unknown, and the exact file list and revision "
+        "are checked when `repro setup` runs."
+    )
     return plan
 
 
@@ -158,10 +223,14 @@ def checksum_policy(recipe: Recipe) -> list[str]:
     for role, fname in recipe.dataset.files.items():
         pinned = recipe.dataset.sha256.get(role)
         if pinned not in (None, "unknown"):
-            lines.append(f"dataset {role} ({fname}): SHA-256 pinned in the recipe ({str(pinned)[:12]}…), as MLCommons publishes it")
+            lines.append(
+                f"dataset {role} ({fname}): SHA-256 pinned in the recipe ({str(pinned)[:12]}…), as MLCommons publishes it"
+            )
         else:
-            lines.append(f"dataset {role} ({fname}): no published checksum; trust on first use (its SHA-256 is "
-                         "recorded at the first download and every later run is checked against it)")
+            lines.append(
+                f"dataset {role} ({fname}): no published checksum; trust on first use (its SHA-256 is "
+                "recorded at the first download and every later run is checked against it)"
+            )
     return lines
 
 
@@ -178,7 +247,9 @@ def _ledger_times(ledger: Ledger) -> dict[str, str]:
     return dict(rec.details.get("fetched_at", {})) if rec else {}
 
 
-def _fetch_model(plan: SetupPlan, token: str | None, progress: Any, times: dict[str, str]) -> tuple[list[Artifact], list[dict]]:
+def _fetch_model(
+    plan: SetupPlan, token: str | None, progress: Any, times: dict[str, str]
+) -> tuple[list[Artifact], list[dict]]:
     assert plan.model is not None
     mdir = model_dir(plan.ws, plan.recipe)
     artifacts, files = [], []
@@ -188,8 +259,15 @@ def _fetch_model(plan: SetupPlan, token: str | None, progress: Any, times: dict[
         if result.action != "verified" or key not in times:
             times[key] = now_iso()
         sha = f.sha256 or sha256_file(result.path)
-        artifacts.append(Artifact(path=key, size=f.size, sha256=sha, source=f"hf://{plan.model.repo_id}/{f.path}",
-                                  revision=plan.model.commit))
+        artifacts.append(
+            Artifact(
+                path=key,
+                size=f.size,
+                sha256=sha,
+                source=f"hf://{plan.model.repo_id}/{f.path}",
+                revision=plan.model.commit,
+            )
+        )
         files.append({"path": key, "size": f.size, "action": result.action, "resumed_bytes": result.resumed_bytes})
     return artifacts, files
 
@@ -203,19 +281,27 @@ def _fetch_url(url: str, dest: Path, expected_sha: str | None, known_sha: str | 
     for attempt in (1, 2):
         size = _url_size(url)
         if size is None:
-            raise StepFailed(f"{url}: the server did not answer with the file (HEAD failed).",
-                             "check the network and `dataset.urls` in the recipe, then `repro setup`")
-        resumed = hub.stream_to(url, dest, expected_size=size, token=None, progress=progress, label=dest.name, hub_headers=False)
+            raise StepFailed(
+                f"{url}: the server did not answer with the file (HEAD failed).",
+                "check the network and `dataset.urls` in the recipe, then `repro setup`",
+            )
+        resumed = hub.stream_to(
+            url, dest, expected_size=size, token=None, progress=progress, label=dest.name, hub_headers=False
+        )
         got = sha256_file(hub.incomplete_path(dest))
         if expected_sha is None or got == expected_sha:
             hub.incomplete_path(dest).replace(dest)
             return ("refetched" if attempt == 2 else "resumed" if resumed else "downloaded"), got
         hub.incomplete_path(dest).unlink(missing_ok=True)
-    raise StepFailed(f"{dest}: sha256 {got[:12]}… differs from the recipe's {expected_sha[:12]}… after a fresh download.",
-                     "check `dataset.sha256` in the recipe, then `repro setup`")
+    raise StepFailed(
+        f"{dest}: sha256 {got[:12]}… differs from the recipe's {expected_sha[:12]}… after a fresh download.",
+        "check `dataset.sha256` in the recipe, then `repro setup`",
+    )
 
 
-def _fetch_dataset(recipe: Recipe, ws: Workspace, progress: Any, ledger: Ledger, times: dict[str, str]) -> dict[str, tuple[Path, str, str]]:
+def _fetch_dataset(
+    recipe: Recipe, ws: Workspace, progress: Any, ledger: Ledger, times: dict[str, str]
+) -> dict[str, tuple[Path, str, str]]:
     known = {a.path: a.sha256 for rec in [ledger.get(STEP)] if rec for a in rec.outputs}
     out = {}
     for role, fname in recipe.dataset.files.items():
@@ -229,17 +315,29 @@ def _fetch_dataset(recipe: Recipe, ws: Workspace, progress: Any, ledger: Ledger,
     return out
 
 
-def _rebuild_dataset(recipe: Recipe, ws: Workspace, token: str | None, progress: Any, out_dir: Path,
-                     times: dict[str, str]) -> tuple[dict[str, Path], Artifact]:
+def _rebuild_dataset(
+    recipe: Recipe, ws: Workspace, token: str | None, progress: Any, out_dir: Path, times: dict[str, str]
+) -> tuple[dict[str, Path], Artifact]:
     from repro.setup.preprocess import build_from_parquet
+
     raw = hub.plan_model(RAW_REPO, RAW_REVISION, [RAW_FILE], token, repo_type="dataset")
     raw_dir = ws.data / "raw" / RAW_REPO.split("/")[-1]
     result = hub.fetch_file(raw, raw.files[0], raw_dir, token, progress)
     times.setdefault(str(result.path), now_iso())
-    raw_art = Artifact(path=str(result.path), size=raw.files[0].size, sha256=raw.files[0].sha256 or sha256_file(result.path),
-                       source=f"hf://datasets/{RAW_REPO}/{RAW_FILE}", revision=raw.commit)
-    built = build_from_parquet(result.path, model_dir(ws, recipe), out_dir, n_samples=recipe.dataset.samples,
-                               calib_size=recipe.dataset.calibration_samples)
+    raw_art = Artifact(
+        path=str(result.path),
+        size=raw.files[0].size,
+        sha256=raw.files[0].sha256 or sha256_file(result.path),
+        source=f"hf://datasets/{RAW_REPO}/{RAW_FILE}",
+        revision=raw.commit,
+    )
+    built = build_from_parquet(
+        result.path,
+        model_dir(ws, recipe),
+        out_dir,
+        n_samples=recipe.dataset.samples,
+        calib_size=recipe.dataset.calibration_samples,
+    )
     for p in built.values():
         times[str(p)] = now_iso()
     return built, raw_art
@@ -248,6 +346,7 @@ def _rebuild_dataset(recipe: Recipe, ws: Workspace, token: str | None, progress:
 def _prepare(recipe: Recipe, ws: Workspace, sampled: Path, calibration: Path | None) -> list[Artifact]:
     """Prepared arrays for the harness, plus the calibration parquet (`text` column) the quantizer reads."""
     from repro.setup.dataset import FILES, load_prepared, records_from_pickle, save_prepared
+
     folder = prepared_dir(ws, recipe)
     src_sha = sha256_file(sampled)
     try:
@@ -257,16 +356,23 @@ def _prepare(recipe: Recipe, ws: Workspace, sampled: Path, calibration: Path | N
     if not current:
         prompts, olens, texts = records_from_pickle(sampled)
         if len(prompts) != recipe.dataset.samples:
-            raise InputError(f"{sampled}: {len(prompts)} samples, the recipe expects {recipe.dataset.samples}.",
-                             "delete the file, then `repro setup`")
+            raise InputError(
+                f"{sampled}: {len(prompts)} samples, the recipe expects {recipe.dataset.samples}.",
+                "delete the file, then `repro setup`",
+            )
         save_prepared(folder, recipe.dataset.name, prompts, olens, texts, source=str(sampled), source_sha256=src_sha)
     arts = [Artifact.of(folder / f, source=str(sampled)) for f in (*FILES, "manifest.json")]
     if calibration is not None:
-        import pandas as pd
         import io
+
+        import pandas as pd
+
         df = pd.read_pickle(calibration)
         if "input" not in df.columns:
-            raise InputError(f"{calibration}: column 'input' is missing; not MLPerf's calibration set.", "delete it, then `repro setup`")
+            raise InputError(
+                f"{calibration}: column 'input' is missing; not MLPerf's calibration set.",
+                "delete it, then `repro setup`",
+            )
         buf = io.BytesIO()
         pd.DataFrame({"text": [str(t) for t in df["input"]]}).to_parquet(buf, index=False)
         target = folder / CALIB_DIR / "data.parquet"
@@ -277,10 +383,15 @@ def _prepare(recipe: Recipe, ws: Workspace, sampled: Path, calibration: Path | N
 
 def _demo(recipe: Recipe, ws: Workspace, dry_run: bool) -> StepOutcome:
     if dry_run:
-        return StepOutcome(step=STEP, status="dry-run", summary="demo: would build the tiny Llama model and the built-in "
-                           f"OpenOrca sample locally under {ws.root} (no downloads)",
-                           details={"demo": True, "label": "demo", "workspace": str(ws.root)})
+        return StepOutcome(
+            step=STEP,
+            status="dry-run",
+            summary="demo: would build the tiny Llama model and the built-in "
+            f"OpenOrca sample locally under {ws.root} (no downloads)",
+            details={"demo": True, "label": "demo", "workspace": str(ws.root)},
+        )
     from repro.run.demo import prepare_demo
+
     ledger = Ledger.load(ws.ledger_path)
     h = inputs_hash(recipe, "demo")
     ledger.start(STEP, h, recipe=recipe.name, recipe_hash=recipe.hash(), label="demo")
@@ -288,32 +399,62 @@ def _demo(recipe: Recipe, ws: Workspace, dry_run: bool) -> StepOutcome:
     files = [p for key in ("model_dir", "dataset") for p in sorted(Path(paths[key]).rglob("*")) if p.is_file()]
     arts = [Artifact.of(p, source="demo (built locally)", revision="local") for p in files]
     ledger.finish(STEP, arts, label="demo", model_dir=str(paths["model_dir"]), dataset=str(paths["dataset"]))
-    return StepOutcome(step=STEP, status="done", summary=f"demo: tiny model and sample dataset ready in {ws.root} (demo, not a reproduction)",
-                       details={"demo": True, "label": "demo", "model_dir": str(paths["model_dir"]),
-                                "dataset": str(paths["dataset"]), "files": [{"path": a.path, "size": a.size} for a in arts]})
+    return StepOutcome(
+        step=STEP,
+        status="done",
+        summary=f"demo: tiny model and sample dataset ready in {ws.root} (demo, not a reproduction)",
+        details={
+            "demo": True,
+            "label": "demo",
+            "model_dir": str(paths["model_dir"]),
+            "dataset": str(paths["dataset"]),
+            "files": [{"path": a.path, "size": a.size} for a in arts],
+        },
+    )
 
 
 def _dry_run_outcome(plan: SetupPlan, need: int, free: int) -> StepOutcome:
     rows = [r.to_json() for r in plan.rows]
     short = " NOT ENOUGH DISK SPACE." if free < need else ""
     whose = "" if plan.model is not None else " (the recipe's size, the hub was not asked)"
-    return StepOutcome(step=STEP, status="dry-run",
-                       summary=f"would fetch {plan.download_bytes / 1e9:,.2f} GB{whose} for {plan.recipe.name} into {plan.ws.root}; "
-                               f"{free / 1e9:,.1f} GB free, {need / 1e9:,.1f} GB needed.{short}",
-                       details={"recipe": plan.recipe.name, "workspace": str(plan.ws.root), "revision": plan.model.commit if plan.model else None,
-                                "download_bytes": plan.download_bytes, "free_bytes": free, "needed_bytes": need, "files": rows,
-                                "sizes_from": "hub" if plan.model is not None else "recipe",
-                                "notes": plan.notes, "checks": checksum_policy(plan.recipe)})
+    return StepOutcome(
+        step=STEP,
+        status="dry-run",
+        summary=f"would fetch {plan.download_bytes / 1e9:,.2f} GB{whose} for {plan.recipe.name} into {plan.ws.root}; "
+        f"{free / 1e9:,.1f} GB free, {need / 1e9:,.1f} GB needed.{short}",
+        details={
+            "recipe": plan.recipe.name,
+            "workspace": str(plan.ws.root),
+            "revision": plan.model.commit if plan.model else None,
+            "download_bytes": plan.download_bytes,
+            "free_bytes": free,
+            "needed_bytes": need,
+            "files": rows,
+            "sizes_from": "hub" if plan.model is not None else "recipe",
+            "notes": plan.notes,
+            "checks": checksum_policy(plan.recipe),
+        },
+    )
 
 
-def run_setup(recipe: Recipe, ws: Workspace, *, dry_run: bool = False, yes: bool = True, force: bool = False,
-              source: DatasetSource = "fetch", progress: Callable[[], ContextManager[Any]] | None = None,
-              confirm: Callable[[str], bool] | None = None) -> StepOutcome:
+def run_setup(
+    recipe: Recipe,
+    ws: Workspace,
+    *,
+    dry_run: bool = False,
+    yes: bool = True,
+    force: bool = False,
+    source: DatasetSource = "fetch",
+    progress: Callable[[], ContextManager[Any]] | None = None,
+    confirm: Callable[[str], bool] | None = None,
+) -> StepOutcome:
     if recipe.demo:
         return _demo(recipe, ws, dry_run)
     if recipe.reference_only:
-        raise InputError(f"recipe {recipe.name} is reference-only (a published system nobody runs through repro).",
-                         "`repro recipes list` and pick a runnable recipe")
+        raise InputError(
+            f"recipe {recipe.name} is reference-only (a published system nobody runs through repro).",
+            "`repro recipes list` and pick a runnable recipe",
+        )
     token = hub.get_token()
     if dry_run:
         try:
@@ -325,9 +466,11 @@ def run_setup(recipe: Recipe, ws: Workspace, *, dry_run: bool = False, yes: bool
     plan = plan_setup(recipe, ws, token, source)
     need, free = check_disk(plan)
     if free < need:
-        raise ReproError(f"Not enough free disk space under {ws.root}: {free / 1e9:,.1f} GB free, {need / 1e9:,.1f} GB needed "
-                         f"(recipe {recipe.name} disk_needed_gb={recipe.disk_needed_gb:g}, less what is already there).",
-                         "free space or use `--workspace` on a larger disk (e.g. the local NVMe), then `repro setup`")
+        raise ReproError(
+            f"Not enough free disk space under {ws.root}: {free / 1e9:,.1f} GB free, {need / 1e9:,.1f} GB needed "
+            f"(recipe {recipe.name} disk_needed_gb={recipe.disk_needed_gb:g}, less what is already there).",
+            "free space or use `--workspace` on a larger disk (e.g. the local NVMe), then `repro setup`",
+        )
     if not yes and confirm is not None and sys.stdin.isatty():
         if not confirm(f"Download {plan.download_bytes / 1e9:,.1f} GB into {ws.root}?"):
             return StepOutcome(step=STEP, status="skipped", summary="cancelled before downloading", details={})
@@ -340,37 +483,55 @@ def run_setup(recipe: Recipe, ws: Workspace, *, dry_run: bool = False, yes: bool
     try:
         with (progress or nullcontext)() as bars:
             arts, files = _fetch_model(plan, token, bars, times)
-            details: dict[str, Any] = {"recipe": recipe.name, "repo_id": recipe.model.repo_id, "revision": plan.model.commit,
-                                       "model_dir": str(model_dir(ws, recipe)), "dataset_source": source}
+            details: dict[str, Any] = {
+                "recipe": recipe.name,
+                "repo_id": recipe.model.repo_id,
+                "revision": plan.model.commit,
+                "model_dir": str(model_dir(ws, recipe)),
+                "dataset_source": source,
+            }
             fetched: dict[str, tuple[Path, str, str]] = {}
             if source in ("fetch", "both"):
                 fetched = _fetch_dataset(recipe, ws, bars, ledger, times)
                 for role, (p, sha, action) in fetched.items():
-                    arts.append(Artifact(path=str(p), size=p.stat().st_size, sha256=sha, source=recipe.dataset.urls[role]))
+                    arts.append(
+                        Artifact(path=str(p), size=p.stat().st_size, sha256=sha, source=recipe.dataset.urls[role])
+                    )
                     files.append({"path": str(p), "size": p.stat().st_size, "action": action, "resumed_bytes": 0})
             dataset_files = {role: v[0] for role, v in fetched.items()}
             if source in ("rebuild", "both"):
                 out_dir = data_dir(ws, recipe) / "rebuilt" if source == "both" else data_dir(ws, recipe)
                 built, raw_art = _rebuild_dataset(recipe, ws, token, bars, out_dir, times)
                 arts.append(raw_art)
-                arts += [Artifact.of(p, source=f"rebuilt from {RAW_FILE} (processorca.py)", revision=raw_art.revision) for p in built.values()]
-                files += [{"path": str(p), "size": p.stat().st_size, "action": "rebuilt", "resumed_bytes": 0} for p in built.values()]
+                arts += [
+                    Artifact.of(p, source=f"rebuilt from {RAW_FILE} (processorca.py)", revision=raw_art.revision)
+                    for p in built.values()
+                ]
+                files += [
+                    {"path": str(p), "size": p.stat().st_size, "action": "rebuilt", "resumed_bytes": 0}
+                    for p in built.values()
+                ]
                 if source == "both":
                     details["comparison"] = compare_sources(dataset_files, built)
                 else:
                     dataset_files = built
         arts += _prepare(recipe, ws, dataset_files["sampled"], dataset_files.get("calibration"))
-        details.update(prepared_dir=str(prepared_dir(ws, recipe)), files=files, fetched_at=times,
-                       checks=checksum_policy(recipe))
+        details.update(
+            prepared_dir=str(prepared_dir(ws, recipe)), files=files, fetched_at=times, checks=checksum_policy(recipe)
+        )
         ledger.finish(STEP, arts, **details)
     except KeyboardInterrupt:
         _record_failure(ledger, "interrupted by the user; partial files are kept as *.incomplete", interrupted=True)
-        raise Interrupted("Interrupted; partial downloads are kept as *.incomplete and resume on the next run.", "`repro setup`") from None
+        raise Interrupted(
+            "Interrupted; partial downloads are kept as *.incomplete and resume on the next run.", "`repro setup`"
+        ) from None
     except OSError as exc:
         _record_failure(ledger, f"{exc.strerror or exc} ({exc.filename or ''})")
         if exc.errno == errno.ENOSPC:
-            raise ReproError(f"The disk filled up while writing {exc.filename or ws.root}; the partial file is kept as *.incomplete.",
-                             "free space (or use `--workspace` on a larger disk), then `repro setup` resumes") from None
+            raise ReproError(
+                f"The disk filled up while writing {exc.filename or ws.root}; the partial file is kept as *.incomplete.",
+                "free space (or use `--workspace` on a larger disk), then `repro setup` resumes",
+            ) from None
         raise
     except ReproError as exc:
         _record_failure(ledger, exc.message)
@@ -382,8 +543,10 @@ def run_setup(recipe: Recipe, ws: Workspace, *, dry_run: bool = False, yes: bool
     fresh = [f for f in files if f["action"] not in ("verified",)]
     status = "failed" if mismatch else ("skipped" if was_done and not fresh else "done")
     total = sum(f["size"] for f in files)
-    summary = (f"{len(files)} files ({total / 1e9:,.2f} GB) verified in {ws.root}; revision {plan.model.commit[:12]}; "
-               f"{len(fresh)} fetched or rebuilt this run")
+    summary = (
+        f"{len(files)} files ({total / 1e9:,.2f} GB) verified in {ws.root}; revision {plan.model.commit[:12]}; "
+        f"{len(fresh)} fetched or rebuilt this run"
+    )
     if mismatch:
         summary = "the rebuilt dataset differs from the published one: " + summary
     return StepOutcome(step=STEP, status=status, summary=summary, details=details)
@@ -400,10 +563,17 @@ def _record_failure(ledger: Ledger, error: str, *, interrupted: bool = False) ->
 def compare_sources(fetched: dict[str, Path], rebuilt: dict[str, Path]) -> dict[str, Any]:
     """Same file bytes, and (independently of pandas' pickle format) same prompts, tokens and references."""
     from repro.setup.preprocess import content_sha256
+
     roles = {}
     for role in sorted(set(fetched) & set(rebuilt)):
-        roles[role] = {"fetched_sha256": sha256_file(fetched[role]), "rebuilt_sha256": sha256_file(rebuilt[role]),
-                       "fetched_content_sha256": content_sha256(fetched[role]), "rebuilt_content_sha256": content_sha256(rebuilt[role])}
-    return {"roles": roles,
-            "same_file": all(r["fetched_sha256"] == r["rebuilt_sha256"] for r in roles.values()),
-            "same_content": all(r["fetched_content_sha256"] == r["rebuilt_content_sha256"] for r in roles.values())}
+        roles[role] = {
+            "fetched_sha256": sha256_file(fetched[role]),
+            "rebuilt_sha256": sha256_file(rebuilt[role]),
+            "fetched_content_sha256": content_sha256(fetched[role]),
+            "rebuilt_content_sha256": content_sha256(rebuilt[role]),
+        }
+    return {
+        "roles": roles,
+        "same_file": all(r["fetched_sha256"] == r["rebuilt_sha256"] for r in roles.values()),
+        "same_content": all(r["fetched_content_sha256"] == r["rebuilt_content_sha256"] for r in roles.values()),
+    }

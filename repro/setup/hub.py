@@ -36,6 +36,7 @@ def model_page(repo_id: str) -> str:
 def get_token() -> str | None:
     """HF_TOKEN, else the token `hf auth login` stored; the value never leaves this process except as a header."""
     from huggingface_hub import get_token as hf_get_token
+
     return hf_get_token()
 
 
@@ -65,42 +66,65 @@ class ModelPlan:
 
 
 def _hub_error(exc: BaseException, repo_id: str, revision: str) -> ReproError | None:
-    from huggingface_hub.errors import (GatedRepoError, HfHubHTTPError, RepositoryNotFoundError,
-                                        RevisionNotFoundError)
+    from huggingface_hub.errors import GatedRepoError, HfHubHTTPError, RepositoryNotFoundError, RevisionNotFoundError
+
     if isinstance(exc, GatedRepoError):
-        return ReproError(f"{repo_id} is gated and this Hugging Face account has no access yet: request access at "
-                          f"{model_page(repo_id)}, then run `repro setup` again.", "`repro setup`")
+        return ReproError(
+            f"{repo_id} is gated and this Hugging Face account has no access yet: request access at "
+            f"{model_page(repo_id)}, then run `repro setup` again.",
+            "`repro setup`",
+        )
     if isinstance(exc, RevisionNotFoundError):
-        return ReproError(f"{repo_id} has no revision '{revision}'.", "check `model.revision` in the recipe, then `repro setup`")
+        return ReproError(
+            f"{repo_id} has no revision '{revision}'.", "check `model.revision` in the recipe, then `repro setup`"
+        )
     if isinstance(exc, RepositoryNotFoundError):
-        return ReproError(f"Model '{repo_id}' was not found on {endpoint()} (wrong id, or the token cannot see it).",
-                          "check `model.repo_id` in the recipe (`repro recipes show`), log in with `hf auth login`, then `repro setup`")
+        return ReproError(
+            f"Model '{repo_id}' was not found on {endpoint()} (wrong id, or the token cannot see it).",
+            "check `model.repo_id` in the recipe (`repro recipes show`), log in with `hf auth login`, then `repro setup`",
+        )
     if isinstance(exc, HfHubHTTPError):
         status = exc.response.status_code if exc.response is not None else None
         if status == 401:
-            return ReproError("The Hugging Face token was refused (revoked or mistyped).",
-                              "create a new token, `hf auth login` (or set HF_TOKEN), then `repro setup`")
+            return ReproError(
+                "The Hugging Face token was refused (revoked or mistyped).",
+                "create a new token, `hf auth login` (or set HF_TOKEN), then `repro setup`",
+            )
         return ReproError(f"The hub at {endpoint()} answered HTTP {status} for {repo_id}.", "`repro setup` again")
     return None
 
 
 def _network_error(exc: BaseException) -> ReproError | None:
     """huggingface_hub's HTTP client (httpx or its httpx2 fork, by version) raises its own transport errors."""
-    transport = {"ConnectError", "ConnectTimeout", "ReadTimeout", "TimeoutException", "RemoteProtocolError", "ReadError"}
-    if isinstance(exc, ConnectionError) or (type(exc).__module__.split(".")[0].startswith("httpx") and type(exc).__name__ in transport):
-        return ReproError(f"Cannot reach {endpoint()} ({type(exc).__name__}).",
-                          "check the network (or HF_ENDPOINT), then `repro setup`; finished files are kept")
+    transport = {
+        "ConnectError",
+        "ConnectTimeout",
+        "ReadTimeout",
+        "TimeoutException",
+        "RemoteProtocolError",
+        "ReadError",
+    }
+    if isinstance(exc, ConnectionError) or (
+        type(exc).__module__.split(".")[0].startswith("httpx") and type(exc).__name__ in transport
+    ):
+        return ReproError(
+            f"Cannot reach {endpoint()} ({type(exc).__name__}).",
+            "check the network (or HF_ENDPOINT), then `repro setup`; finished files are kept",
+        )
     return None
 
 
-def plan_model(repo_id: str, revision: str, allow_patterns: list[str], token: str | None,
-               repo_type: str = "model") -> ModelPlan:
+def plan_model(
+    repo_id: str, revision: str, allow_patterns: list[str], token: str | None, repo_type: str = "model"
+) -> ModelPlan:
     """Ask the hub which files match and their sizes and checksums; this is also the access check."""
     from huggingface_hub import HfApi
     from huggingface_hub.utils import filter_repo_objects
+
     try:
-        info = HfApi(endpoint=endpoint(), token=token).repo_info(repo_id, revision=revision, repo_type=repo_type,
-                                                                 files_metadata=True)
+        info = HfApi(endpoint=endpoint(), token=token).repo_info(
+            repo_id, revision=revision, repo_type=repo_type, files_metadata=True
+        )
     except Exception as exc:  # noqa: BLE001 - translated below or re-raised
         mapped = _hub_error(exc, repo_id, revision) or _network_error(exc)
         if mapped is None:
@@ -109,10 +133,16 @@ def plan_model(repo_id: str, revision: str, allow_patterns: list[str], token: st
     siblings = {s.rfilename: s for s in (info.siblings or [])}
     wanted = sorted(filter_repo_objects(siblings, allow_patterns=allow_patterns))
     if not wanted:
-        raise InputError(f"{repo_id}@{revision}: no file matches {allow_patterns}.",
-                         "check `model.allow_patterns` in the recipe, then `repro setup`")
-    files = [RemoteFile(p, int(siblings[p].size or 0), siblings[p].lfs.sha256 if siblings[p].lfs else None,
-                        siblings[p].blob_id) for p in wanted]
+        raise InputError(
+            f"{repo_id}@{revision}: no file matches {allow_patterns}.",
+            "check `model.allow_patterns` in the recipe, then `repro setup`",
+        )
+    files = [
+        RemoteFile(
+            p, int(siblings[p].size or 0), siblings[p].lfs.sha256 if siblings[p].lfs else None, siblings[p].blob_id
+        )
+        for p in wanted
+    ]
     return ModelPlan(repo_id, revision, str(info.sha), files, repo_type)
 
 
@@ -152,19 +182,28 @@ class RichBar:
     def close(self) -> None:
         pass
 
-    def __enter__(self) -> "RichBar":
+    def __enter__(self) -> RichBar:
         return self
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
 
 
-def stream_to(url: str, dest: Path, *, expected_size: int, token: str | None, progress: Any = None,
-              label: str | None = None, hub_headers: bool = True) -> int:
+def stream_to(
+    url: str,
+    dest: Path,
+    *,
+    expected_size: int,
+    token: str | None,
+    progress: Any = None,
+    label: str | None = None,
+    hub_headers: bool = True,
+) -> int:
     """Download url into dest's `.incomplete` marker, resuming what an earlier run left; returns bytes resumed."""
     from huggingface_hub import constants
     from huggingface_hub.file_download import http_get
     from huggingface_hub.utils import build_hf_headers
+
     # Bytes reach the file one read-chunk at a time; 1 MiB instead of 10 MiB keeps more of an interrupted download.
     constants.DOWNLOAD_CHUNK_SIZE = min(constants.DOWNLOAD_CHUNK_SIZE, RESUME_CHUNK)
     part = incomplete_path(dest)
@@ -174,9 +213,15 @@ def stream_to(url: str, dest: Path, *, expected_size: int, token: str | None, pr
     resumed = part.stat().st_size if part.exists() else 0
     headers = build_hf_headers(token=token) if hub_headers else {}
     with open(part, "ab") as fh:
-        http_get(url, fh, resume_size=resumed, headers=headers, expected_size=expected_size,
-                 displayed_filename=label or dest.name,
-                 tqdm_class=partial(RichBar, progress, label or dest.name))  # type: ignore[arg-type]
+        http_get(
+            url,
+            fh,
+            resume_size=resumed,
+            headers=headers,
+            expected_size=expected_size,
+            displayed_filename=label or dest.name,
+            tqdm_class=partial(RichBar, progress, label or dest.name),
+        )  # type: ignore[arg-type]
         fh.flush()
         os.fsync(fh.fileno())
     return resumed
@@ -190,7 +235,9 @@ class FileResult:
     resumed_bytes: int = 0
 
 
-def fetch_file(plan: ModelPlan, remote: RemoteFile, dest_dir: Path, token: str | None, progress: Any = None) -> FileResult:
+def fetch_file(
+    plan: ModelPlan, remote: RemoteFile, dest_dir: Path, token: str | None, progress: Any = None
+) -> FileResult:
     """One file: keep it if it verifies, resume a partial, re-fetch once on a checksum mismatch."""
     dest = Path(dest_dir) / remote.path
     if verify_file(dest, remote):
@@ -205,24 +252,39 @@ def fetch_file(plan: ModelPlan, remote: RemoteFile, dest_dir: Path, token: str |
             os.replace(incomplete_path(dest), dest)
             return FileResult(dest, remote, "refetched" if attempt == 2 else action, resumed)
         incomplete_path(dest).unlink(missing_ok=True)
-    raise StepFailed(f"{dest}: checksum still differs from the hub's {remote.checksum} after a fresh download.",
-                     "`repro setup` again; if it persists, report the file to the model's maintainers")
+    raise StepFailed(
+        f"{dest}: checksum still differs from the hub's {remote.checksum} after a fresh download.",
+        "`repro setup` again; if it persists, report the file to the model's maintainers",
+    )
 
 
 def _download_one(plan: ModelPlan, remote: RemoteFile, dest: Path, token: str | None, progress: Any) -> int:
     from huggingface_hub import get_hf_file_metadata, hf_hub_download, hf_hub_url
+
     url = hf_hub_url(plan.repo_id, remote.path, revision=plan.commit, repo_type=plan.repo_type, endpoint=endpoint())
     try:
         meta = get_hf_file_metadata(url, token=token)
         if meta.commit_hash and meta.commit_hash != plan.commit:
-            raise StepFailed(f"{plan.repo_id}/{remote.path}: the hub served commit {meta.commit_hash}, expected {plan.commit}.",
-                             "`repro setup` again")
+            raise StepFailed(
+                f"{plan.repo_id}/{remote.path}: the hub served commit {meta.commit_hash}, expected {plan.commit}.",
+                "`repro setup` again",
+            )
         if meta.xet_file_data is not None and _xet_enabled():
-            hf_hub_download(plan.repo_id, remote.path, revision=plan.commit, repo_type=plan.repo_type, local_dir=_root_of(dest, remote),
-                            token=token, endpoint=endpoint(), tqdm_class=partial(RichBar, progress, remote.path))
+            hf_hub_download(
+                plan.repo_id,
+                remote.path,
+                revision=plan.commit,
+                repo_type=plan.repo_type,
+                local_dir=_root_of(dest, remote),
+                token=token,
+                endpoint=endpoint(),
+                tqdm_class=partial(RichBar, progress, remote.path),
+            )
             os.replace(dest, incomplete_path(dest))
             return 0
-        return stream_to(meta.location, dest, expected_size=remote.size, token=token, progress=progress, label=remote.path)
+        return stream_to(
+            meta.location, dest, expected_size=remote.size, token=token, progress=progress, label=remote.path
+        )
     except ReproError:
         raise
     except Exception as exc:  # noqa: BLE001 - translated below or re-raised
@@ -243,6 +305,7 @@ def _xet_enabled() -> bool:
     if os.environ.get("HF_HUB_DISABLE_XET", "").lower() in ("1", "true", "yes", "on"):
         return False
     from huggingface_hub.utils import is_xet_available
+
     return is_xet_available()
 
 
@@ -262,4 +325,3 @@ def present_bytes(dest_dir: Path, files: list[RemoteFile]) -> int:
             if p.is_file():
                 total += min(p.stat().st_size, f.size)
     return total
-

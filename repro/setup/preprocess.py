@@ -15,9 +15,9 @@ import pickle
 from pathlib import Path
 from typing import Any
 
-from repro.setup.dataset import llama2_prompt
 from repro.core.errors import InputError
 from repro.core.fsutil import atomic_write_bytes
+from repro.setup.dataset import llama2_prompt
 
 REQUIRED_COLUMNS = ("id", "system_prompt", "question", "response")
 RESPONSE_INIT_TOKEN = 29871
@@ -50,28 +50,37 @@ def is_english(text: str) -> bool:
 def load_tokenizer(model_dir: Path) -> Any:
     """The model's own tokenizer (LlamaTokenizerFast for Llama-2, as processorca.py loads it)."""
     from transformers import AutoTokenizer
+
     try:
         return AutoTokenizer.from_pretrained(str(model_dir))
     except (OSError, ValueError) as exc:
-        raise InputError(f"{model_dir}: no usable Llama tokenizer ({str(exc).splitlines()[0]}).",
-                         "`repro setup` to download the model first") from None
+        raise InputError(
+            f"{model_dir}: no usable Llama tokenizer ({str(exc).splitlines()[0]}).",
+            "`repro setup` to download the model first",
+        ) from None
 
 
 def read_raw(parquet: Path):
     import pandas as pd
     import pyarrow.lib
+
     parquet = Path(parquet)
     try:
         df = pd.read_parquet(parquet)
     except FileNotFoundError:
         raise InputError(f"{parquet}: no such parquet file.", "`repro setup --dataset-source rebuild`") from None
     except (pyarrow.lib.ArrowException, OSError, ValueError) as exc:
-        raise InputError(f"{parquet}: not a readable parquet file ({str(exc).splitlines()[0]}).",
-                         "delete it, then `repro setup --dataset-source rebuild`") from None
+        raise InputError(
+            f"{parquet}: not a readable parquet file ({str(exc).splitlines()[0]}).",
+            "delete it, then `repro setup --dataset-source rebuild`",
+        ) from None
     missing = [c for c in REQUIRED_COLUMNS if c not in df.columns]
     if missing:
-        raise InputError(f"{parquet}: missing column(s) {', '.join(missing)}; an OpenOrca parquet has "
-                         f"{', '.join(REQUIRED_COLUMNS)}.", "point at `1M-GPT4-Augmented.parquet`, then `repro setup --dataset-source rebuild`")
+        raise InputError(
+            f"{parquet}: missing column(s) {', '.join(missing)}; an OpenOrca parquet has "
+            f"{', '.join(REQUIRED_COLUMNS)}.",
+            "point at `1M-GPT4-Augmented.parquet`, then `repro setup --dataset-source rebuild`",
+        )
     return df
 
 
@@ -96,7 +105,9 @@ def filtered_frame(df, tokenizer: Any, io_token_limit: int):
     df = df[english].reset_index(drop=True)
     df["tok_input_length"] = [len(x) for x in df["tok_input"]]
     df["tok_output_length"] = [len(x) for x in df["tok_output"]]
-    df = df[(df["tok_input_length"] < io_token_limit) & (df["tok_output_length"] < io_token_limit)].reset_index(drop=True)
+    df = df[(df["tok_input_length"] < io_token_limit) & (df["tok_output_length"] < io_token_limit)].reset_index(
+        drop=True
+    )
     df = df[df["tok_output_length"] >= 3].reset_index(drop=True)
     for prompt in BAD_PROMPTS:
         df = df[~((df["system_prompt"] == prompt) & ((df["origin"] == "niv") | (df["origin"] == "t0")))]
@@ -105,23 +116,33 @@ def filtered_frame(df, tokenizer: Any, io_token_limit: int):
 
 def sample(df, n_samples: int, calib_size: int, source: Path):
     import pandas as pd
+
     groups = {origin: sub.reset_index(drop=True) for origin, sub in df.groupby("origin")}
     if not groups:
-        raise InputError(f"{source}: no rows survive the MLPerf filters.", "check the parquet, then `repro setup --dataset-source rebuild`")
+        raise InputError(
+            f"{source}: no rows survive the MLPerf filters.",
+            "check the parquet, then `repro setup --dataset-source rebuild`",
+        )
     if n_samples % len(groups):
-        raise InputError(f"{source}: {n_samples} samples cannot be split equally over {len(groups)} origins "
-                         f"({', '.join(groups)}).", "check the parquet and the recipe's dataset.samples")
+        raise InputError(
+            f"{source}: {n_samples} samples cannot be split equally over {len(groups)} origins ({', '.join(groups)}).",
+            "check the parquet and the recipe's dataset.samples",
+        )
     per = n_samples // len(groups)
     parts = []
     for origin, sub in groups.items():
         if len(sub) < per:
-            raise InputError(f"{source}: origin '{origin}' has {len(sub)} usable rows, {per} are needed.",
-                             "check the parquet and the recipe's dataset.samples")
+            raise InputError(
+                f"{source}: origin '{origin}' has {len(sub)} usable rows, {per} are needed.",
+                "check the parquet and the recipe's dataset.samples",
+            )
         parts.append(sub.sample(n=per, random_state=SAMPLE_SEED))
     sampled = pd.concat(parts).reset_index(drop=True)
     if calib_size > len(sampled):
-        raise InputError(f"{source}: calibration size {calib_size} exceeds the {len(sampled)} samples.",
-                         "check the recipe's dataset.calibration_samples")
+        raise InputError(
+            f"{source}: calibration size {calib_size} exceeds the {len(sampled)} samples.",
+            "check the recipe's dataset.calibration_samples",
+        )
     calib = sampled.sample(n=calib_size, random_state=CALIB_SEED).reset_index(drop=True)
     return sampled, calib
 
@@ -132,8 +153,9 @@ def _pickle_bytes(df) -> bytes:
     return buf.getvalue()
 
 
-def build_from_parquet(parquet: Path, tokenizer_dir: Path, out_dir: Path, *, n_samples: int, calib_size: int,
-                       io_token_limit: int = 1024) -> dict[str, Path]:
+def build_from_parquet(
+    parquet: Path, tokenizer_dir: Path, out_dir: Path, *, n_samples: int, calib_size: int, io_token_limit: int = 1024
+) -> dict[str, Path]:
     """Write the sampled and calibration pickles (whole files or nothing); returns role -> path."""
     df = read_raw(parquet)
     full = filtered_frame(df, load_tokenizer(tokenizer_dir), io_token_limit)
@@ -149,10 +171,15 @@ def build_from_parquet(parquet: Path, tokenizer_dir: Path, out_dir: Path, *, n_s
 def content_sha256(pkl: Path) -> str:
     """A checksum of what the harness uses (prompt text and tokens, reference output), independent of pickle/pandas versions."""
     import pandas as pd
+
     df = pd.read_pickle(pkl)
     h = hashlib.sha256()
     for row in df[[c for c in ("input", "tok_input", "output") if c in df.columns]].itertuples(index=False):
-        h.update(json.dumps([list(map(int, v)) if not isinstance(v, str) and hasattr(v, "__iter__") else v
-                             for v in row], ensure_ascii=False).encode())
+        h.update(
+            json.dumps(
+                [list(map(int, v)) if not isinstance(v, str) and hasattr(v, "__iter__") else v for v in row],
+                ensure_ascii=False,
+            ).encode()
+        )
         h.update(b"\n")
     return h.hexdigest()

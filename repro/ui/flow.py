@@ -14,13 +14,19 @@ from repro.flow.status import StatusReport
 
 _OUTCOME_STYLE = {"done": "green", "skipped": "cyan", "dry-run": "yellow", "failed": "bold red"}
 _CHECK_STYLE = {"PASS": "green", "WARN": "yellow", "FAIL": "bold red", "SKIP": "dim"}
-_STATE_STYLE = {"done": "green", "stale": "yellow", "failed": "bold red", "interrupted": "red", "running": "cyan",
-                "to do": "white", "not needed": "dim"}
+_STATE_STYLE = {
+    "done": "green",
+    "stale": "yellow",
+    "failed": "bold red",
+    "interrupted": "red",
+    "running": "cyan",
+    "to do": "white",
+    "not needed": "dim",
+}
 
 
 def step_outcome(o: StepOutcome) -> Text:
     return Text.from_markup(f"[{_OUTCOME_STYLE[o.status]}]{o.status}[/] {escape(o.step)}: {escape(o.summary)}")
-
 
 
 def doctor_report(r: DoctorReport) -> Group:
@@ -30,15 +36,16 @@ def doctor_report(r: DoctorReport) -> Group:
     for c in r.checks:
         t.add_row(Text(c.name), Text(c.level, style=_CHECK_STYLE[c.level]), Text(c.detail), Text(c.fix or ""))
     style = _CHECK_STYLE["WARN" if r.verdict == "WARN" else r.verdict]
-    summary = (f"[{style}]{r.verdict}[/]: {len(r.failed)} failed, "
-               f"{sum(c.level == 'WARN' for c in r.checks)} warnings, "
-               f"{sum(c.level == 'PASS' for c in r.checks)} passed, "
-               f"{sum(c.level == 'SKIP' for c in r.checks)} skipped. "
-               f"Recipe: {escape(r.recipe or '(none)')} ({escape(r.recipe_reason)}).")
+    summary = (
+        f"[{style}]{r.verdict}[/]: {len(r.failed)} failed, "
+        f"{sum(c.level == 'WARN' for c in r.checks)} warnings, "
+        f"{sum(c.level == 'PASS' for c in r.checks)} passed, "
+        f"{sum(c.level == 'SKIP' for c in r.checks)} skipped. "
+        f"Recipe: {escape(r.recipe or '(none)')} ({escape(r.recipe_reason)})."
+    )
     if r.failed:
         summary += " Fix the FAIL rows, then `repro doctor` again."
     return Group(t, Text.from_markup(summary))
-
 
 
 def status_report(r: StatusReport) -> Group:
@@ -52,16 +59,13 @@ def status_report(r: StatusReport) -> Group:
     if r.recipe and r.recipe.demo:
         lines.append(Text("Demo recipe: its runs are labelled demo and are never a reproduction.", style="yellow"))
     if not r.recipe:
-        lines.append(Text(f"No recipe ({r.recipe_reason}); staleness is not checked. Use --recipe.",
-                          style="yellow"))
+        lines.append(Text(f"No recipe ({r.recipe_reason}); staleness is not checked. Use --recipe.", style="yellow"))
     lines.append(Text.from_markup(f"Next: [bold]{escape(r.next_command)}[/]"))
     return Group(*lines)
 
 
-
 def guide_result(r: GuideResult) -> Group:
-    t = Table(title=f"Guided flow, recipe {r.recipe}" + (f" [{r.label}]" if r.label else ""),
-              title_justify="left")
+    t = Table(title=f"Guided flow, recipe {r.recipe}" + (f" [{r.label}]" if r.label else ""), title_justify="left")
     for col in ("step", "result", "summary"):
         t.add_column(col, overflow="fold")
     for o in r.outcomes:
@@ -70,7 +74,6 @@ def guide_result(r: GuideResult) -> Group:
     if r.next_command:
         end += f" Next: {r.next_command}"
     return Group(t, Text(end, style="bold"))
-
 
 
 def guide_plan(p: GuidePlan) -> Table:

@@ -88,23 +88,27 @@ def emit(result: Result, as_json: bool) -> None:
 def show(obj: Any) -> None:
     """Print one result (or note) for people, through its registered view."""
     from repro.ui.render import renderable
+
     console.print(renderable(obj))
 
 
 def show_err(obj: Any) -> None:
     """As show, on stderr: the narrative of a --json command, whose stdout holds only the JSON."""
     from repro.ui.render import renderable
+
     err_console.print(renderable(obj))
 
 
 def confirm(question: str) -> bool:
     """Asked on stderr, so a --json run's stdout stays one document."""
     from rich.prompt import Confirm
+
     return Confirm.ask(question, default=True, console=err_console)
 
 
-def error(message: str, next_command: str | None = None, *, exit_code: int | None = None,
-          as_json: bool = False) -> None:
+def error(
+    message: str, next_command: str | None = None, *, exit_code: int | None = None, as_json: bool = False
+) -> None:
     """One line on stderr for people; with --json also the same error as the one JSON document on stdout."""
     text = redact(message)
     if next_command:

@@ -9,8 +9,16 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from rich.progress import (BarColumn, DownloadColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn,
-                           TimeRemainingColumn, TransferSpeedColumn)
+from rich.progress import (
+    BarColumn,
+    DownloadColumn,
+    Progress,
+    SpinnerColumn,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+    TransferSpeedColumn,
+)
 
 from repro.engine.container import STEP_RE
 from repro.ui.output import err_console
@@ -18,8 +26,15 @@ from repro.ui.output import err_console
 
 @contextmanager
 def download_progress() -> Iterator[Progress]:
-    with Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
-                  TimeRemainingColumn(), console=err_console, transient=False) as progress:
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        DownloadColumn(),
+        TransferSpeedColumn(),
+        TimeRemainingColumn(),
+        console=err_console,
+        transient=False,
+    ) as progress:
         yield progress
 
 
@@ -27,9 +42,16 @@ class BuildView:
     """A spinner, the Dockerfile step count and the latest line of a build or step log."""
 
     def __init__(self, title: str, console: Any = None):
-        self.progress = Progress(SpinnerColumn(), TextColumn("[bold]{task.fields[title]}"), BarColumn(bar_width=20),
-                                 TextColumn("{task.completed:.0f}/{task.total:.0f}"), TimeElapsedColumn(),
-                                 TextColumn("{task.description}"), console=console or err_console, transient=True)
+        self.progress = Progress(
+            SpinnerColumn(),
+            TextColumn("[bold]{task.fields[title]}"),
+            BarColumn(bar_width=20),
+            TextColumn("{task.completed:.0f}/{task.total:.0f}"),
+            TimeElapsedColumn(),
+            TextColumn("{task.description}"),
+            console=console or err_console,
+            transient=True,
+        )
         self.task = self.progress.add_task("", total=1, title=title)
 
     def __enter__(self) -> BuildView:

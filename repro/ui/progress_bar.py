@@ -12,9 +12,16 @@ class RunBar:
 
     def __init__(self, what: str) -> None:
         from repro.ui.output import err_console
-        self._progress = Progress(TextColumn(f"[bold]{what}"), BarColumn(), TextColumn("{task.fields[count]}"),
-                                  TextColumn("{task.fields[rate]}"), TextColumn("{task.fields[eta]}"),
-                                  console=err_console, transient=False)
+
+        self._progress = Progress(
+            TextColumn(f"[bold]{what}"),
+            BarColumn(),
+            TextColumn("{task.fields[count]}"),
+            TextColumn("{task.fields[rate]}"),
+            TextColumn("{task.fields[eta]}"),
+            console=err_console,
+            transient=False,
+        )
         self._task: Any = None
 
     def start(self) -> RunBar:
@@ -24,11 +31,13 @@ class RunBar:
 
     def show(self, snap: Any) -> None:
         from repro.run.progress import fmt_duration
+
         total = f"{snap.total:,}" if snap.total is not None else "?"
         rate = f"{snap.tokens_per_s:,.0f} tok/s" if snap.tokens_per_s else ""
         eta = "interrupted" if snap.interrupted else f"ETA {fmt_duration(snap.eta_s)}"
-        self._progress.update(self._task, completed=snap.done, total=snap.total, count=f"{snap.done:,}/{total}",
-                              rate=rate, eta=eta)
+        self._progress.update(
+            self._task, completed=snap.done, total=snap.total, count=f"{snap.done:,}/{total}", rate=rate, eta=eta
+        )
 
     def stop(self) -> None:
         self._progress.stop()

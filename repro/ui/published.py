@@ -10,19 +10,27 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from repro.core.fmt import fmt_num
 from repro.core.published import Filters, PublishedIndex, PublishedResult
 from repro.results.compare import Comparison
-from repro.core.fmt import fmt_num
 from repro.ui.render import renderable
 
-_STYLE = {"PASS": "bold green", "FAIL": "bold red", "NOT A REPRODUCTION": "bold yellow", "REFUSED": "bold yellow",
-          "NO REFERENCE": "bold yellow"}
+_STYLE = {
+    "PASS": "bold green",
+    "FAIL": "bold red",
+    "NOT A REPRODUCTION": "bold yellow",
+    "REFUSED": "bold yellow",
+    "NO REFERENCE": "bold yellow",
+}
 
 
 def provenance_line(index: PublishedIndex) -> Text:
     srcs = "; ".join(f"{s.round} {s.repository}@{s.commit[:12]}" for s in index.provenance.sources if s.results)
-    return Text(f"Index: {index.path.name} ({len(index.rows)} results, sha256 {index.sha256[:12]}), read from {srcs}. "
-                f"Coverage: {index.provenance.coverage}", style="dim")
+    return Text(
+        f"Index: {index.path.name} ({len(index.rows)} results, sha256 {index.sha256[:12]}), read from {srcs}. "
+        f"Coverage: {index.provenance.coverage}",
+        style="dim",
+    )
 
 
 def _gpus(r: PublishedResult) -> str:
@@ -38,23 +46,58 @@ class PublishedList:
 
     def to_json(self) -> dict[str, Any]:
         used = {k: v for k, v in self.filters.__dict__.items() if v is not None}
-        return {"index": self.index.to_json(), "filters": used,
-                "sort": self.sort, "count": len(self.rows), "results": [r.to_json() for r in self.rows]}
+        return {
+            "index": self.index.to_json(),
+            "filters": used,
+            "sort": self.sort,
+            "count": len(self.rows),
+            "results": [r.to_json() for r in self.rows],
+        }
 
     def __rich__(self) -> Group:
-        t = Table(title=f"Published Llama-2-70B results: {len(self.rows)} of {len(self.index.rows)} "
-                        f"(filters: {self.filters.describe()}; sorted by {self.sort})", title_justify="left")
-        for col in ("ID", "round", "div", "submitter", "system", "accelerator", "GPUs", "bench", "scenario",
-                    "tokens/s", "per GPU"):
-            t.add_column(col, justify="right" if col in ("tokens/s", "per GPU") else "left",
-                         no_wrap=col not in ("system", "accelerator", "submitter"))
+        t = Table(
+            title=f"Published Llama-2-70B results: {len(self.rows)} of {len(self.index.rows)} "
+            f"(filters: {self.filters.describe()}; sorted by {self.sort})",
+            title_justify="left",
+        )
+        for col in (
+            "ID",
+            "round",
+            "div",
+            "submitter",
+            "system",
+            "accelerator",
+            "GPUs",
+            "bench",
+            "scenario",
+            "tokens/s",
+            "per GPU",
+        ):
+            t.add_column(
+                col,
+                justify="right" if col in ("tokens/s", "per GPU") else "left",
+                no_wrap=col not in ("system", "accelerator", "submitter"),
+            )
         for r in self.rows:
-            t.add_row(r.result_id or "-", r.round, r.division, escape(r.submitter), escape(r.system_folder),
-                      escape(r.accelerator_model_name), _gpus(r), r.benchmark, r.scenario,
-                      fmt_num(r.tokens_per_second, 2), fmt_num(r.per_accelerator))
-        hint = Text("GPUs = per node x nodes (system JSON). `repro published show ID` for one result; "
-                    "rows without an ID "
-                    "(v4.0, v4.1): `repro published show ROUND/DIVISION/SUBMITTER/SYSTEM`.", style="dim")
+            t.add_row(
+                r.result_id or "-",
+                r.round,
+                r.division,
+                escape(r.submitter),
+                escape(r.system_folder),
+                escape(r.accelerator_model_name),
+                _gpus(r),
+                r.benchmark,
+                r.scenario,
+                fmt_num(r.tokens_per_second, 2),
+                fmt_num(r.per_accelerator),
+            )
+        hint = Text(
+            "GPUs = per node x nodes (system JSON). `repro published show ID` for one result; "
+            "rows without an ID "
+            "(v4.0, v4.1): `repro published show ROUND/DIVISION/SUBMITTER/SYSTEM`.",
+            style="dim",
+        )
         return Group(t, hint, provenance_line(self.index))
 
 
@@ -74,23 +117,34 @@ class PublishedShow:
             t.add_column("field", no_wrap=True)
             t.add_column("value")
             for name, value in (
-                ("result ID", r.result_id or "none (round without IDs)"), ("key", r.key),
-                ("round / division", f"{r.round} {r.division}"), ("submitter", r.submitter),
+                ("result ID", r.result_id or "none (round without IDs)"),
+                ("key", r.key),
+                ("round / division", f"{r.round} {r.division}"),
+                ("submitter", r.submitter),
                 ("system", f"{r.system_name.strip()} (folder {r.system_folder})"),
                 ("accelerator", r.accelerator_model_name),
-                ("accelerators",
-                 f"{r.accelerators_per_node} per node x {r.number_of_nodes} node(s) = {r.total_accelerators}"),
+                (
+                    "accelerators",
+                    f"{r.accelerators_per_node} per node x {r.number_of_nodes} node(s) = {r.total_accelerators}",
+                ),
                 ("benchmark / scenario", f"{r.benchmark_name} {r.scenario} (log says {r.log_scenario})"),
                 ("validity", r.result_validity),
                 ("tokens/s", fmt_num(r.tokens_per_second, 2)),
                 ("tokens/s per accelerator", fmt_num(r.per_accelerator, 2)),
                 ("samples/s", fmt_num(r.samples_per_second, 3)),
-                ("accuracy", "unknown" if r.rouge1 is None else
-                 f"rouge1 {r.rouge1}, rouge2 {r.rouge2}, rougeL {r.rougeL}, tokens/sample {r.tokens_per_sample}, "
-                 f"gen_num {r.gen_num}"),
-                ("LoadGen", r.loadgen_version or "unknown"), ("framework", r.framework),
+                (
+                    "accuracy",
+                    "unknown"
+                    if r.rouge1 is None
+                    else f"rouge1 {r.rouge1}, rouge2 {r.rouge2}, rougeL {r.rougeL}, tokens/sample {r.tokens_per_sample}, "
+                    f"gen_num {r.gen_num}",
+                ),
+                ("LoadGen", r.loadgen_version or "unknown"),
+                ("framework", r.framework),
                 ("summary-table check", r.summary_crosscheck),
-                ("source", f"{r.source_repo} @ {r.source_commit}"), ("source path", r.source_path)):
+                ("source", f"{r.source_repo} @ {r.source_commit}"),
+                ("source path", r.source_path),
+            ):
                 t.add_row(name, escape(str(value)))
             parts.append(t)
         parts.append(provenance_line(self.index))
@@ -114,27 +168,46 @@ class ComparisonView:
 
     def table(self) -> Table:
         c, f = self.comparison, self.comparison.facts
-        t = Table(title=f"{self.title}: {f.tokens_per_s:,.2f} tokens/s / {f.accelerators} = "
-                        f"{f.per_accelerator:,.1f} per accelerator "
-                        f"({f.scenario}, {f.accelerator or 'accelerator unknown'})",
-                  title_justify="left")
-        for col in ("published", "submitter / system", "accelerator", "scenario", "per accel.", "deviation",
-                    f"±{c.band_pct:g}%"):
-            t.add_column(col, justify="right" if col in ("per accel.", "deviation") else "left",
-                         no_wrap=col not in ("submitter / system", "accelerator"))
+        t = Table(
+            title=f"{self.title}: {f.tokens_per_s:,.2f} tokens/s / {f.accelerators} = "
+            f"{f.per_accelerator:,.1f} per accelerator "
+            f"({f.scenario}, {f.accelerator or 'accelerator unknown'})",
+            title_justify="left",
+        )
+        for col in (
+            "published",
+            "submitter / system",
+            "accelerator",
+            "scenario",
+            "per accel.",
+            "deviation",
+            f"±{c.band_pct:g}%",
+        ):
+            t.add_column(
+                col,
+                justify="right" if col in ("per accel.", "deviation") else "left",
+                no_wrap=col not in ("submitter / system", "accelerator"),
+            )
         for e in sorted(c.entries, key=lambda e: -e.row.per_accelerator):
             r = e.row
             mark = "refused" if e.refused else ("[green]in band[/]" if e.in_band else "[red]outside[/]")
-            t.add_row(r.ref, escape(f"{r.submitter} {r.system_folder} ({r.round} {r.division})"),
-                      escape(f"{r.accelerator_model_name} x{r.total_accelerators}"), f"{r.benchmark_name} {r.scenario}",
-                      fmt_num(r.per_accelerator), "-" if e.deviation_pct is None else f"{e.deviation_pct:+.1f}%", mark)
+            t.add_row(
+                r.ref,
+                escape(f"{r.submitter} {r.system_folder} ({r.round} {r.division})"),
+                escape(f"{r.accelerator_model_name} x{r.total_accelerators}"),
+                f"{r.benchmark_name} {r.scenario}",
+                fmt_num(r.per_accelerator),
+                "-" if e.deviation_pct is None else f"{e.deviation_pct:+.1f}%",
+                mark,
+            )
         return t
 
     def __rich__(self) -> Group:
         c, f = self.comparison, self.comparison.facts
-        parts: list[Any] = [self.table(),
-                            Text(f"accelerators: {f.accelerators_source}; accelerator: {f.accelerator_source}",
-                                 style="dim")]
+        parts: list[Any] = [
+            self.table(),
+            Text(f"accelerators: {f.accelerators_source}; accelerator: {f.accelerator_source}", style="dim"),
+        ]
         if c.match:
             parts.append(Text(f"Recognised: {c.match.note}"))
         parts.append(Text(_rank_text(c)))
@@ -165,7 +238,11 @@ class VerdictWithRecord:
         if self.record is not None:
             e = self.record.entries[0]
             dev = "-" if e.deviation_pct is None else f"{e.deviation_pct:+.1f}%"
-            parts.append(Text(f"Published record: {self.record.match.note if self.record.match else e.row.ref}; "
-                              f"{fmt_num(self.record.facts.per_accelerator)} vs {fmt_num(e.row.per_accelerator)} "
-                              f"per accelerator ({dev}), source {e.row.source_path}"))
+            parts.append(
+                Text(
+                    f"Published record: {self.record.match.note if self.record.match else e.row.ref}; "
+                    f"{fmt_num(self.record.facts.per_accelerator)} vs {fmt_num(e.row.per_accelerator)} "
+                    f"per accelerator ({dev}), source {e.row.source_path}"
+                )
+            )
         return Group(*parts)

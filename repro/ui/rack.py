@@ -20,8 +20,14 @@ from repro.run.rack import SCRIPT, RackResult, TaskRow
 from repro.ui.output import console, info
 from repro.ui.render import renderable
 
-_STYLE = {"pending": "dim", "running": "cyan", "done": "green", "failed": "bold red", "cancelled": "yellow",
-          "missing": "bold red"}
+_STYLE = {
+    "pending": "dim",
+    "running": "cyan",
+    "done": "green",
+    "failed": "bold red",
+    "cancelled": "yellow",
+    "missing": "bold red",
+}
 
 
 def task_table(rows: list[TaskRow], manifest: dict[str, Any], rack_dir: Path) -> Table:
@@ -30,9 +36,14 @@ def task_table(rows: list[TaskRow], manifest: dict[str, Any], rack_dir: Path) ->
     for col in ("VM", "job", "state", "host", "tokens/s", "note"):
         t.add_column(col, justify="right" if col == "tokens/s" else "left")
     for r in rows:
-        t.add_row(r.vm, f"{r.job_id}_{r.index}" if r.job_id else "-", Text(r.state, style=_STYLE.get(r.state, "")),
-                  r.host or "", fmt_num(r.tokens_per_s) if r.tokens_per_s is not None else "",
-                  Text(r.reason or (f"exit {r.exit_code}" if r.exit_code else "")))
+        t.add_row(
+            r.vm,
+            f"{r.job_id}_{r.index}" if r.job_id else "-",
+            Text(r.state, style=_STYLE.get(r.state, "")),
+            r.host or "",
+            fmt_num(r.tokens_per_s) if r.tokens_per_s is not None else "",
+            Text(r.reason or (f"exit {r.exit_code}" if r.exit_code else "")),
+        )
     return t
 
 
@@ -44,8 +55,11 @@ def rack_result(result: RackResult) -> Group:
             Text(f"dry run{label}: would write {result.rack_dir / SCRIPT} and submit it with:", style="yellow"),
             Text("  " + " ".join(shlex.quote(c) for c in result.submit_command)),
             Syntax(result.script or "", "bash", theme="ansi_dark", word_wrap=False),
-            Text(f"Each VM's results would land in {result.rack_dir}/vm-NN/ "
-                 "(the folder must be on storage every node sees)."))
+            Text(
+                f"Each VM's results would land in {result.rack_dir}/vm-NN/ "
+                "(the folder must be on storage every node sees)."
+            ),
+        )
     parts: list[Any] = [task_table(result.rows, m, result.rack_dir)]
     if result.report is not None:
         parts.append(renderable(result.report))
@@ -53,8 +67,12 @@ def rack_result(result: RackResult) -> Group:
         parts.append(Text(f"No rack table: {result.report_error}", style="bold red"))
     if result.failed:
         names = ", ".join(r.vm for r in result.failed)
-        parts.append(Text(f"{len(result.failed)} VM(s) not summed ({names}). Re-run only those: "
-                          f"{result.rerun_command}", style="bold red"))
+        parts.append(
+            Text(
+                f"{len(result.failed)} VM(s) not summed ({names}). Re-run only those: {result.rerun_command}",
+                style="bold red",
+            )
+        )
     return Group(*parts)
 
 
@@ -72,8 +90,9 @@ class ConsoleRack:
             info(f"{row.vm}: {row.state}" + (f" ({row.reason})" if row.reason and row.state != "done" else ""))
 
     @contextmanager
-    def watch(self, rows: list[TaskRow], manifest: dict[str, Any],
-              rack_dir: Path) -> Iterator[Callable[[list[TaskRow]], None]]:
+    def watch(
+        self, rows: list[TaskRow], manifest: dict[str, Any], rack_dir: Path
+    ) -> Iterator[Callable[[list[TaskRow]], None]]:
         if not self.live:
             yield lambda _rows: None
             return

@@ -10,9 +10,9 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from repro.core.fmt import fmt_num
 from repro.results.aggregate import RackReport
 from repro.results.verify import Verdict
-from repro.core.fmt import fmt_num
 from repro.ui.views import device_count, published_phrase
 
 _STYLE = {"PASS": "bold green", "FAIL": "bold red", "NOT A REPRODUCTION": "bold yellow", "NO REFERENCE": "bold yellow"}
@@ -21,21 +21,28 @@ _ROW_STYLE = {"PASS": "green", "FAIL": "red", "INVALID": "red", "ERROR": "red"}
 
 def render_verdict(v: Verdict) -> Group:
     pub = v.published
-    table = Table(title=f"repro verify: {v.recipe.title}" + (f" ({v.scenario})" if v.scenario != "Offline" else ""),
-                  title_justify="left", show_lines=False)
+    table = Table(
+        title=f"repro verify: {v.recipe.title}" + (f" ({v.scenario})" if v.scenario != "Offline" else ""),
+        title_justify="left",
+        show_lines=False,
+    )
     table.add_column("check", no_wrap=True)
     table.add_column("result", no_wrap=True)
     table.add_column("detail")
-    table.add_row("tokens/s (VM)", fmt_num(v.run.tokens_per_s),
-                  escape(f"{device_count(v.gpus, v.recipe)} ({v.gpus_source})"))
+    table.add_row(
+        "tokens/s (VM)", fmt_num(v.run.tokens_per_s), escape(f"{device_count(v.gpus, v.recipe)} ({v.gpus_source})")
+    )
     if pub is not None:
         where = published_phrase(pub, v.recipe.demo)
     else:
         where = f"no published {v.scenario} result in recipe {v.recipe.name}"
     table.add_row("tokens/s per GPU", fmt_num(v.per_gpu), escape(where))
     if v.band and pub is not None:
-        table.add_row(f"band ±{pub.band_pct:g}%", f"{fmt_num(v.band[0])}–{fmt_num(v.band[1])}",
-                      "deviation " + (f"{v.deviation_pct:+.1f}%" if v.deviation_pct is not None else "unknown"))
+        table.add_row(
+            f"band ±{pub.band_pct:g}%",
+            f"{fmt_num(v.band[0])}–{fmt_num(v.band[1])}",
+            "deviation " + (f"{v.deviation_pct:+.1f}%" if v.deviation_pct is not None else "unknown"),
+        )
     for c in v.checks:
         mark = "[green]ok[/]" if c.ok else "[red]no[/]" if c.ok is False else "[dim]n/a[/]"
         table.add_row(c.name, mark, escape(c.detail))
@@ -52,11 +59,14 @@ def render_rack(report: RackReport) -> Group:
     for row in report.summary_rows():
         summary.add_row(*row)
     band = report.band()
-    per_vm = Table(title="Per VM" + (f" (band {band[0]:,.1f}–{band[1]:,.1f} tokens/s per GPU)" if band else ""),
-                   title_justify="left")
+    per_vm = Table(
+        title="Per VM" + (f" (band {band[0]:,.1f}–{band[1]:,.1f} tokens/s per GPU)" if band else ""),
+        title_justify="left",
+    )
     for col in ("VM", "tokens/s", "per GPU", "deviation", "verdict", "why"):
-        per_vm.add_column(col, justify="right" if col in ("tokens/s", "per GPU", "deviation") else "left",
-                          no_wrap=col != "why")
+        per_vm.add_column(
+            col, justify="right" if col in ("tokens/s", "per GPU", "deviation") else "left", no_wrap=col != "why"
+        )
     for r in report.rows:
         v = r.verdict
         style = _ROW_STYLE.get(r.status, "yellow")
@@ -65,12 +75,19 @@ def render_rack(report: RackReport) -> Group:
             continue
         dev = f"{v.deviation_pct:+.1f}%" if v.deviation_pct is not None else "-"
         note = "; ".join(v.reasons) + ("" if r.counted else " (excluded from the total)")
-        per_vm.add_row(escape(r.name), fmt_num(v.run.tokens_per_s), fmt_num(v.per_gpu), dev,
-                       f"[{style}]{r.status}[/]", escape(note.strip()))
+        per_vm.add_row(
+            escape(r.name),
+            fmt_num(v.run.tokens_per_s),
+            fmt_num(v.per_gpu),
+            dev,
+            f"[{style}]{r.status}[/]",
+            escape(note.strip()),
+        )
     parts: list[Any] = [summary, per_vm]
     if report.missing_count:
-        parts.append(Text(f"{report.missing_count} of {report.expect} expected VMs have no result folder.",
-                          style="red"))
+        parts.append(
+            Text(f"{report.missing_count} of {report.expect} expected VMs have no result folder.", style="red")
+        )
     parts += [Text(f"note: {n}", style="dim") for n in report.notes]
     return Group(*parts)
 

@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from rich.table import Table
 from rich.markup import escape
+from rich.table import Table
 from rich.text import Text
 
 from repro.core.errors import RecipeError
@@ -49,27 +49,55 @@ class RecipeList:
     recipes: list[Recipe]
 
     def to_json(self) -> dict[str, Any]:
-        return {"recipes": [{"name": r.name, "title": r.title, "vm_size": r.system.vm_size,
-                             "gpu": r.system.gpu_name, "gpus_per_vm": r.system.gpus_per_vm,
-                             "precision": r.precision, "backend": r.backend,
-                             "published_status": r.published.status,
-                             "published_tokens_per_s_per_gpu": r.published.tokens_per_s_per_gpu,
-                             "published_mlperf_id": r.published.mlperf_id, "published_result_id": r.published.result_id,
-                             "reference_only": r.reference_only, "demo": r.demo, "hash": r.hash()}
-                            for r in self.recipes]}
+        return {
+            "recipes": [
+                {
+                    "name": r.name,
+                    "title": r.title,
+                    "vm_size": r.system.vm_size,
+                    "gpu": r.system.gpu_name,
+                    "gpus_per_vm": r.system.gpus_per_vm,
+                    "precision": r.precision,
+                    "backend": r.backend,
+                    "published_status": r.published.status,
+                    "published_tokens_per_s_per_gpu": r.published.tokens_per_s_per_gpu,
+                    "published_mlperf_id": r.published.mlperf_id,
+                    "published_result_id": r.published.result_id,
+                    "reference_only": r.reference_only,
+                    "demo": r.demo,
+                    "hash": r.hash(),
+                }
+                for r in self.recipes
+            ]
+        }
 
     def __rich__(self) -> Table:
         t = Table(title="Recipes")
         # name and VM size are what a user matches against their machine: never cut; the rest may fold.
-        keep = {"name": max((len(r.name) for r in self.recipes), default=4),
-                "VM size": max((len(r.system.vm_size or "-") for r in self.recipes), default=7)}
+        keep = {
+            "name": max((len(r.name) for r in self.recipes), default=4),
+            "VM size": max((len(r.system.vm_size or "-") for r in self.recipes), default=7),
+        }
         for col in ("name", "VM size", "GPUs", "precision", "backend", "published tok/s/GPU", "result", "status"):
-            t.add_column(col, justify="right" if col in ("GPUs", "published tok/s/GPU") else "left",
-                         no_wrap=col in keep, min_width=keep.get(col), overflow="fold")
+            t.add_column(
+                col,
+                justify="right" if col in ("GPUs", "published tok/s/GPU") else "left",
+                no_wrap=col in keep,
+                min_width=keep.get(col),
+                overflow="fold",
+            )
         for r in self.recipes:
             status = "demo" if r.demo else ("reference only" if r.reference_only else r.published.status)
-            t.add_row(r.name, r.system.vm_size or "-", f"{r.system.gpus_per_vm} x {r.system.gpu_name}",
-                      r.precision, r.backend, fmt_num(r.published.tokens_per_s_per_gpu), _result(r), status)
+            t.add_row(
+                r.name,
+                r.system.vm_size or "-",
+                f"{r.system.gpus_per_vm} x {r.system.gpu_name}",
+                r.precision,
+                r.backend,
+                fmt_num(r.published.tokens_per_s_per_gpu),
+                _result(r),
+                status,
+            )
         return t
 
 
@@ -90,7 +118,7 @@ class ValidationReport:
     rows: list[tuple[str, str | None]] = field(default_factory=list)
 
     @classmethod
-    def check(cls, paths: list[Path]) -> "ValidationReport":
+    def check(cls, paths: list[Path]) -> ValidationReport:
         rows: list[tuple[str, str | None]] = []
         for path in paths:
             try:

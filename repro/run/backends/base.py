@@ -10,8 +10,9 @@ from __future__ import annotations
 import queue
 import threading
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, Sequence
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -101,17 +102,30 @@ def recipe_backend_name(recipe_backend: str) -> str:
     return "trtllm" if recipe_backend.startswith("trtllm") else recipe_backend
 
 
-def make_backend(name: str, *, recipe: Any, dataset: Any, model_dir: Any = None, rate_tokens_per_s: float | None = None,
-                 endpoints: list[str] | None = None, **kw: Any) -> Backend:
+def make_backend(
+    name: str,
+    *,
+    recipe: Any,
+    dataset: Any,
+    model_dir: Any = None,
+    rate_tokens_per_s: float | None = None,
+    endpoints: list[str] | None = None,
+    **kw: Any,
+) -> Backend:
     if name == "sim":
         from repro.run.backends.sim import SimBackend
+
         return SimBackend(dataset.output_lens, rate_tokens_per_s=rate_tokens_per_s, **kw)
     if name == "hf":
         from repro.run.backends.hf import HFBackend
+
         return HFBackend(model_dir, **kw)
     if name == "trtllm":
         from repro.run.backends.trtllm import DEFAULT_CONCURRENCY, TrtllmBackend, endpoints_for
+
         trt = getattr(recipe, "trtllm", None)
         kw.setdefault("max_concurrency", trt.gpu_batch_size if trt is not None else DEFAULT_CONCURRENCY)
         return TrtllmBackend(endpoints or endpoints_for(recipe), **kw)
-    raise InputError(f"Unknown backend '{name}'; choose one of {', '.join(NAMES)}.", "`repro run offline --backend sim`")
+    raise InputError(
+        f"Unknown backend '{name}'; choose one of {', '.join(NAMES)}.", "`repro run offline --backend sim`"
+    )

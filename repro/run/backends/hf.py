@@ -9,8 +9,9 @@ free memory can hold the weights: 70B in fp16 is ~138 GB, more than one H100 or 
 from __future__ import annotations
 
 import queue
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -26,6 +27,7 @@ GB = 1e9
 def weight_bytes(model_dir: Path, dtype: str) -> int:
     """The weights' size once loaded in `dtype`: the files' size, rescaled from the dtype they were saved in."""
     import json
+
     model_dir = Path(model_dir)
     files = [f for g in ("*.safetensors", "*.bin", "*.pt") for f in model_dir.glob(g)]
     if any(f.suffix == ".safetensors" for f in files):
@@ -43,11 +45,12 @@ def check_gpu_memory(model_dir: Path, dtype: str, free_per_gpu: list[int]) -> in
     need = weight_bytes(model_dir, dtype)
     have = sum(free_per_gpu)
     if need * (1 + HEADROOM) > have:
-        raise InputError(f"{Path(model_dir).name} needs about {need / GB:,.0f} GB of GPU memory in {dtype} "
-                         f"(+{HEADROOM:.0%} for activations), but the {len(free_per_gpu)} visible GPU(s) have "
-                         f"{have / GB:,.0f} GB free, so the hf backend cannot hold it.",
-                         "use the recipe's TensorRT-LLM backend (`repro run offline` without --backend hf), "
-                         "or a VM with more GPUs")
+        raise InputError(
+            f"{Path(model_dir).name} needs about {need / GB:,.0f} GB of GPU memory in {dtype} "
+            f"(+{HEADROOM:.0%} for activations), but the {len(free_per_gpu)} visible GPU(s) have "
+            f"{have / GB:,.0f} GB free, so the hf backend cannot hold it.",
+            "use the recipe's TensorRT-LLM backend (`repro run offline` without --backend hf), or a VM with more GPUs",
+        )
     return need
 
 
@@ -56,16 +59,22 @@ def check_model_dir(model_dir: Path) -> None:
     if not model_dir.is_dir():
         raise InputError(f"{model_dir}: the model folder does not exist.", "`repro setup`")
     if not (model_dir / "config.json").exists():
-        raise InputError(f"{model_dir}: no config.json; this is not a Hugging Face model folder.", "`repro setup --force`")
+        raise InputError(
+            f"{model_dir}: no config.json; this is not a Hugging Face model folder.", "`repro setup --force`"
+        )
     if not any(any(model_dir.glob(g)) for g in WEIGHT_GLOBS):
-        raise InputError(f"{model_dir}: the model folder has no weights (*.safetensors or *.bin).", "`repro setup --force`")
+        raise InputError(
+            f"{model_dir}: the model folder has no weights (*.safetensors or *.bin).", "`repro setup --force`"
+        )
 
 
 class HFBackend(WorkerBackend):
     join_timeout = 30.0
     name = "hf"
 
-    def __init__(self, model_dir: Path, *, batch_size: int = 64, device: str | None = None, dtype: str | None = None) -> None:
+    def __init__(
+        self, model_dir: Path, *, batch_size: int = 64, device: str | None = None, dtype: str | None = None
+    ) -> None:
         super().__init__()
         check_model_dir(model_dir)
         self.model_dir = Path(model_dir)
@@ -93,14 +102,17 @@ class HFBackend(WorkerBackend):
             try:
                 import accelerate  # type: ignore[import-untyped]  # noqa: F401 - device_map needs it
             except ImportError:
-                raise InputError("Spreading the model over the GPUs needs the `accelerate` package.",
-                                 "`pip install 'repro[hf]'`") from None
+                raise InputError(
+                    "Spreading the model over the GPUs needs the `accelerate` package.", "`pip install 'repro[hf]'`"
+                ) from None
             kwargs["device_map"] = "auto"
         try:
             model = AutoModelForCausalLM.from_pretrained(self.model_dir, **kwargs)
             self.model = (model if self.device == "cuda" else model.to(self.device)).eval()
         except (OSError, ValueError) as exc:
-            raise InputError(f"{self.model_dir}: the model cannot be loaded ({str(exc).splitlines()[0]}).", "`repro setup --force`") from None
+            raise InputError(
+                f"{self.model_dir}: the model cannot be loaded ({str(exc).splitlines()[0]}).", "`repro setup --force`"
+            ) from None
         cfg = self.model.generation_config
         eos = cfg.eos_token_id if cfg.eos_token_id is not None else self.model.config.eos_token_id
         self.eos_id = eos[0] if isinstance(eos, list) else eos
@@ -142,8 +154,8 @@ class HFBackend(WorkerBackend):
         mask = torch.zeros((len(batch), width), dtype=torch.long)
         for row, r in enumerate(batch):
             n = len(r.input_ids)
-            ids[row, width - n:] = torch.as_tensor(np.asarray(r.input_ids, dtype=np.int64))
-            mask[row, width - n:] = 1
+            ids[row, width - n :] = torch.as_tensor(np.asarray(r.input_ids, dtype=np.int64))
+            mask[row, width - n :] = 1
         sink, stopping = self.sink, self._stopping
 
         class _Events(StoppingCriteria):
@@ -158,19 +170,25 @@ class HFBackend(WorkerBackend):
         max_new = max(r.max_tokens for r in batch)
         with torch.inference_mode():
             first = self.model.device
-            out = self.model.generate(input_ids=ids.to(first), attention_mask=mask.to(first),
-                                      max_new_tokens=max_new, min_new_tokens=1, do_sample=False,
-                                      eos_token_id=self.eos_id, pad_token_id=self.pad_id,
-                                      stopping_criteria=StoppingCriteriaList([_Events()]))
+            out = self.model.generate(
+                input_ids=ids.to(first),
+                attention_mask=mask.to(first),
+                max_new_tokens=max_new,
+                min_new_tokens=1,
+                do_sample=False,
+                eos_token_id=self.eos_id,
+                pad_token_id=self.pad_id,
+                stopping_criteria=StoppingCriteriaList([_Events()]),
+            )
         gen = out[:, width:].cpu().numpy().astype(np.int32)
         done = []
         for row, r in enumerate(batch):
-            toks = gen[row, :r.max_tokens]
+            toks = gen[row, : r.max_tokens]
             if self.eos_id is not None:
                 hits = np.flatnonzero(toks == self.eos_id)
                 if hits.size:
-                    toks = toks[:hits[0] + 1]
-            done.append((r.id, np.ascontiguousarray(toks[:max(1, len(toks))])))
+                    toks = toks[: hits[0] + 1]
+            done.append((r.id, np.ascontiguousarray(toks[: max(1, len(toks))])))
         sink.completed(done)
 
     def _work(self) -> None:
@@ -181,5 +199,10 @@ class HFBackend(WorkerBackend):
 
     def describe(self) -> dict[str, Any]:
         spread = sorted({str(d) for d in (getattr(self.model, "hf_device_map", None) or {}).values()})
-        return {"backend": self.name, "model_dir": str(self.model_dir), "device": self.device,
-                "batch_size": self.batch_size, "devices": spread or [self.device]}
+        return {
+            "backend": self.name,
+            "model_dir": str(self.model_dir),
+            "device": self.device,
+            "batch_size": self.batch_size,
+            "devices": spread or [self.device],
+        }

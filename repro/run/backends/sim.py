@@ -8,7 +8,8 @@ follow a virtual clock so aggregate throughput is exactly the rate. Every run it
 from __future__ import annotations
 
 import time
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -22,7 +23,9 @@ class SimBackend(WorkerBackend):
     name = "sim"
     label = "simulated"
 
-    def __init__(self, output_lens: np.ndarray, *, rate_tokens_per_s: float | None = None, fail_after: int | None = None) -> None:
+    def __init__(
+        self, output_lens: np.ndarray, *, rate_tokens_per_s: float | None = None, fail_after: int | None = None
+    ) -> None:
         super().__init__()
         self.output_lens = np.asarray(output_lens, dtype=np.int64)
         self.rate = rate_tokens_per_s if rate_tokens_per_s and rate_tokens_per_s > 0 else None
@@ -32,7 +35,7 @@ class SimBackend(WorkerBackend):
 
     def submit(self, requests: Sequence[Request]) -> None:
         for i in range(0, len(requests), CHUNK):
-            self._queue.put(requests[i:i + CHUNK])
+            self._queue.put(requests[i : i + CHUNK])
 
     def _tokens(self, n: int) -> np.ndarray:
         arr = self._cache.get(n)

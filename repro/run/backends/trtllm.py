@@ -50,8 +50,9 @@ class BackendError(ReproError):
 
     exit_code = 1
 
-    def __init__(self, message: str, next_command: str | None = None, *, kind: str = "http",
-                 status: int | None = None) -> None:
+    def __init__(
+        self, message: str, next_command: str | None = None, *, kind: str = "http", status: int | None = None
+    ) -> None:
         super().__init__(message, next_command)
         self.kind = kind
         self.status = status
@@ -63,8 +64,11 @@ FORM_TRTLLM = "trtllm"
 FORM_OPENAI_IDS = "openai-completions-token-ids"
 FORM_OPENAI_TEXT = "openai-completions-text"
 FORMS = (FORM_TRTLLM, FORM_OPENAI_IDS, FORM_OPENAI_TEXT)
-FORM_TITLES = {FORM_TRTLLM: "TensorRT-LLM's form", FORM_OPENAI_IDS: "OpenAI completions with token ids",
-               FORM_OPENAI_TEXT: "OpenAI completions with text"}
+FORM_TITLES = {
+    FORM_TRTLLM: "TensorRT-LLM's form",
+    FORM_OPENAI_IDS: "OpenAI completions with token ids",
+    FORM_OPENAI_TEXT: "OpenAI completions with text",
+}
 PROBE_IDS = (1, 2, 3)
 PROBE_TEXT = "Hello"
 
@@ -74,20 +78,30 @@ def connect_error(url: str, exc: BaseException) -> BackendError:
     code = getattr(exc, "errno", None)
     if code in (errno.EMFILE, errno.ENFILE):
         import resource
+
         soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
-        return BackendError(f"Too many open files: could not open a connection to {url} "
-                            f"(the open-file limit is {soft}).",
-                            f"`ulimit -n {max(soft * 2, 65536)}`, then run again", kind="emfile")
+        return BackendError(
+            f"Too many open files: could not open a connection to {url} (the open-file limit is {soft}).",
+            f"`ulimit -n {max(soft * 2, 65536)}`, then run again",
+            kind="emfile",
+        )
     if isinstance(exc, (asyncio.TimeoutError, TimeoutError)) or code == errno.ETIMEDOUT:
-        return BackendError(f"Timed out connecting to {url}.", "check the host and port, and that the server runs",
-                            kind="timeout")
+        return BackendError(
+            f"Timed out connecting to {url}.", "check the host and port, and that the server runs", kind="timeout"
+        )
     if code == errno.ECONNREFUSED or isinstance(exc, ConnectionRefusedError):
-        return BackendError(f"Connection refused at {url}: nothing is listening there (yet).",
-                            "start the server, or let `repro run` start it (no --endpoint)", kind="refused")
+        return BackendError(
+            f"Connection refused at {url}: nothing is listening there (yet).",
+            "start the server, or let `repro run` start it (no --endpoint)",
+            kind="refused",
+        )
     if isinstance(exc, (ConnectionResetError, BrokenPipeError)) or code in (errno.ECONNRESET, errno.EPIPE):
         return BackendError(f"{url} reset the connection.", "check the server log", kind="reset")
-    return BackendError(f"Could not connect to {url} ({getattr(exc, 'strerror', None) or exc}).",
-                        "check the URL and that the server runs", kind="refused")
+    return BackendError(
+        f"Could not connect to {url} ({getattr(exc, 'strerror', None) or exc}).",
+        "check the URL and that the server runs",
+        kind="refused",
+    )
 
 
 def endpoints_for(recipe: Any) -> list[str]:
@@ -97,14 +111,23 @@ def endpoints_for(recipe: Any) -> list[str]:
         return [e.strip().rstrip("/") for e in env.split(",") if e.strip()]
     t = getattr(recipe, "trtllm", None)
     if t is None:
-        raise InputError(f"recipe '{getattr(recipe, 'name', '?')}' has no trtllm section, so no server ports are known.",
-                         "pass `--endpoint URL` or pick `--backend hf|sim`")
+        raise InputError(
+            f"recipe '{getattr(recipe, 'name', '?')}' has no trtllm section, so no server ports are known.",
+            "pass `--endpoint URL` or pick `--backend hf|sim`",
+        )
     return [f"http://127.0.0.1:{t.base_port + i}" for i in range(t.servers_per_vm)]
 
 
 def build_payload(api: str, prompt_ids: Sequence[int], max_tokens: int, *, stream: bool, model: str) -> dict[str, Any]:
-    body: dict[str, Any] = {"model": model, "max_tokens": int(max_tokens), "min_tokens": 1, "temperature": 1.0,
-                            "top_k": 1, "top_p": 0.001, "stream": stream}
+    body: dict[str, Any] = {
+        "model": model,
+        "max_tokens": int(max_tokens),
+        "min_tokens": 1,
+        "temperature": 1.0,
+        "top_k": 1,
+        "top_p": 0.001,
+        "stream": stream,
+    }
     if api == "chat":
         body.update(messages=[], prompt_token_ids=[int(t) for t in prompt_ids])
     else:
@@ -116,8 +139,13 @@ def build_payload(api: str, prompt_ids: Sequence[int], max_tokens: int, *, strea
 
 def build_openai_payload(prompt: Sequence[int] | str, max_tokens: int, *, stream: bool, model: str) -> dict[str, Any]:
     """The standard OpenAI completions body: greedy is temperature 0; nothing beyond the published API."""
-    body: dict[str, Any] = {"model": model, "prompt": prompt if isinstance(prompt, str) else [int(t) for t in prompt],
-                            "max_tokens": int(max_tokens), "temperature": 0, "stream": stream}
+    body: dict[str, Any] = {
+        "model": model,
+        "prompt": prompt if isinstance(prompt, str) else [int(t) for t in prompt],
+        "max_tokens": int(max_tokens),
+        "temperature": 0,
+        "stream": stream,
+    }
     if stream:
         body["stream_options"] = {"include_usage": True}
     return body
@@ -167,24 +195,32 @@ class HttpClient:
         except (TimeoutError, OSError) as exc:
             raise connect_error(ep.url, exc) from None
 
-    async def request(self, ep: _Endpoint, method: str, path: str, body: dict[str, Any] | None = None) -> AsyncIterator[bytes]:
+    async def request(
+        self, ep: _Endpoint, method: str, path: str, body: dict[str, Any] | None = None
+    ) -> AsyncIterator[bytes]:
         """Yields the body in pieces as they arrive; raises BackendError on a non-2xx status."""
         reader, writer = await self._open(ep)
         data = json.dumps(body).encode() if body is not None else b""
-        head = (f"{method} {path} HTTP/1.1\r\nHost: {ep.host}:{ep.port}\r\nAccept: */*\r\n"
-                f"Content-Type: application/json\r\nContent-Length: {len(data)}\r\nConnection: keep-alive\r\n\r\n")
+        head = (
+            f"{method} {path} HTTP/1.1\r\nHost: {ep.host}:{ep.port}\r\nAccept: */*\r\n"
+            f"Content-Type: application/json\r\nContent-Length: {len(data)}\r\nConnection: keep-alive\r\n\r\n"
+        )
         reusable = False
         try:
             writer.write(head.encode() + data)
             await writer.drain()
             status_line = await reader.readline()
             if not status_line:
-                raise BackendError(f"{ep.url} closed the connection without answering.", "check the server log",
-                                   kind="reset")
+                raise BackendError(
+                    f"{ep.url} closed the connection without answering.", "check the server log", kind="reset"
+                )
             parts = status_line.decode("latin-1").split(" ", 2)
             if len(parts) < 2 or not parts[0].startswith("HTTP/") or not parts[1].isdigit():
-                raise BackendError(f"{ep.url} does not speak HTTP (first line: {status_line[:60]!r}).",
-                                   "point --endpoint at an OpenAI-compatible server", kind="protocol")
+                raise BackendError(
+                    f"{ep.url} does not speak HTTP (first line: {status_line[:60]!r}).",
+                    "point --endpoint at an OpenAI-compatible server",
+                    kind="protocol",
+                )
             status = int(parts[1])
             headers: dict[str, str] = {}
             while (line := await reader.readline()) not in (b"\r\n", b"\n", b""):
@@ -193,16 +229,23 @@ class HttpClient:
             pieces = self._body(reader, headers)
             if status >= 300:
                 text = b"".join([p async for p in pieces]).decode("utf-8", "replace")[:300]
-                raise BackendError(f"{ep.url}{path} answered HTTP {status}: {text}", "check the server log",
-                                   kind="not-ready" if status in (408, 429, 500, 502, 503, 504) else "http",
-                                   status=status)
+                raise BackendError(
+                    f"{ep.url}{path} answered HTTP {status}: {text}",
+                    "check the server log",
+                    kind="not-ready" if status in (408, 429, 500, 502, 503, 504) else "http",
+                    status=status,
+                )
             async for piece in pieces:
                 yield piece
             reusable = headers.get("connection", "").lower() != "close" and (
-                "content-length" in headers or "chunked" in headers.get("transfer-encoding", ""))
+                "content-length" in headers or "chunked" in headers.get("transfer-encoding", "")
+            )
         except (ConnectionError, asyncio.IncompleteReadError) as exc:
-            raise BackendError(f"{ep.url} reset the connection mid-request ({type(exc).__name__}).",
-                               "check the server log", kind="reset") from None
+            raise BackendError(
+                f"{ep.url} reset the connection mid-request ({type(exc).__name__}).",
+                "check the server log",
+                kind="reset",
+            ) from None
         finally:
             if reusable:
                 ep.idle.append((reader, writer))
@@ -238,7 +281,7 @@ class HttpClient:
                 if size == 0:
                     if out:
                         yield b"".join(out)
-                    rest = buf[eol + 2:]
+                    rest = buf[eol + 2 :]
                     while not (rest == b"\r\n" or rest.endswith(b"\r\n\r\n")):
                         more = await reader.read(1 << 16)
                         if not more:
@@ -248,7 +291,7 @@ class HttpClient:
                 end = eol + 2 + size
                 if len(buf) < end + 2:
                     break
-                out.append(buf[eol + 2:end])
+                out.append(buf[eol + 2 : end])
                 pos = end + 2
             if out:
                 yield b"".join(out)
@@ -263,8 +306,11 @@ class HttpClient:
         try:
             return json.loads(raw) if raw else None
         except ValueError:
-            raise BackendError(f"{ep.url}{path} answered with something that is not JSON: {raw[:120]!r}",
-                               "point --endpoint at an OpenAI-compatible server", kind="protocol") from None
+            raise BackendError(
+                f"{ep.url}{path} answered with something that is not JSON: {raw[:120]!r}",
+                "point --endpoint at an OpenAI-compatible server",
+                kind="protocol",
+            ) from None
 
     async def sse(self, ep: _Endpoint, path: str, body: dict[str, Any]) -> AsyncIterator[dict[str, Any]]:
         """Events up to `data: [DONE]`; the body is read to its end so the connection can be reused."""
@@ -302,10 +348,20 @@ class TokenStats:
 class TrtllmBackend(Backend):
     name = "trtllm"
 
-    def __init__(self, endpoints: Sequence[str], *, api: str = "chat", stream: bool = False, model: str | None = None,
-                 default_model: str = "llama2-70b", max_concurrency: int = DEFAULT_CONCURRENCY, tokenizer: Any = None,
-                 health_timeout_s: float = HEALTH_TIMEOUT_S,
-                 alive: Callable[[], None] | None = None, on_wait: Callable[[str, str], None] | None = None) -> None:
+    def __init__(
+        self,
+        endpoints: Sequence[str],
+        *,
+        api: str = "chat",
+        stream: bool = False,
+        model: str | None = None,
+        default_model: str = "llama2-70b",
+        max_concurrency: int = DEFAULT_CONCURRENCY,
+        tokenizer: Any = None,
+        health_timeout_s: float = HEALTH_TIMEOUT_S,
+        alive: Callable[[], None] | None = None,
+        on_wait: Callable[[str, str], None] | None = None,
+    ) -> None:
         super().__init__()
         if not endpoints:
             raise InputError("No server endpoints given.", "`repro run offline --endpoint http://127.0.0.1:8000`")
@@ -349,17 +405,23 @@ class TrtllmBackend(Backend):
             self._run(self._setup())
         self._run(self.health(), timeout=self.health_timeout_s + 60)
         if not self.server_returns_ids and self.tokenizer is None:
-            raise InputError(f"{self.urls[0]} returns text without token ids, and no tokenizer was found to turn "
-                             "the text back into ids (the accuracy log and the token count need them).",
-                             "`repro setup` (it downloads the model's tokenizer files), then run again")
+            raise InputError(
+                f"{self.urls[0]} returns text without token ids, and no tokenizer was found to turn "
+                "the text back into ids (the accuracy log and the token count need them).",
+                "`repro setup` (it downloads the model's tokenizer files), then run again",
+            )
 
     async def _setup(self) -> None:
         for url in self.urls:
             parts = urlsplit(url)
             if parts.scheme != "http" or not parts.hostname:
-                raise InputError(f"Endpoint '{url}' is not an http://host:port URL.",
-                                 "`repro run offline --endpoint http://127.0.0.1:8000`")
-            self._eps.append(_Endpoint(url, parts.hostname, parts.port or 80, sem=asyncio.Semaphore(self.max_concurrency)))
+                raise InputError(
+                    f"Endpoint '{url}' is not an http://host:port URL.",
+                    "`repro run offline --endpoint http://127.0.0.1:8000`",
+                )
+            self._eps.append(
+                _Endpoint(url, parts.hostname, parts.port or 80, sem=asyncio.Semaphore(self.max_concurrency))
+            )
 
     async def _model_name(self, ep: _Endpoint) -> str | None:
         """The served model's name from /v1/models (vLLM and SGLang check it), or None when the route fails.
@@ -384,8 +446,9 @@ class TrtllmBackend(Backend):
     def _decode(self, ids: Sequence[int]) -> str:
         return str(self.tokenizer.decode([int(t) for t in ids], skip_special_tokens=True))
 
-    def payload(self, form: str, ids: Sequence[int], max_tokens: int, *, model: str,
-                probe: bool = False) -> dict[str, Any]:
+    def payload(
+        self, form: str, ids: Sequence[int], max_tokens: int, *, model: str, probe: bool = False
+    ) -> dict[str, Any]:
         """The body of one request in the endpoint's negotiated form (the probe does not stream)."""
         stream = self.stream and not probe
         if form == FORM_TRTLLM:
@@ -404,8 +467,9 @@ class TrtllmBackend(Backend):
                 continue
             path = self.form_path(form)
             try:
-                doc = await self.client.json(ep, "POST", path,
-                                             self.payload(form, PROBE_IDS, 10, model=model, probe=True))
+                doc = await self.client.json(
+                    ep, "POST", path, self.payload(form, PROBE_IDS, 10, model=model, probe=True)
+                )
             except BackendError as exc:
                 if exc.status not in (400, 422):
                     raise
@@ -413,13 +477,17 @@ class TrtllmBackend(Backend):
                 continue
             choices = doc.get("choices") if isinstance(doc, dict) else None
             if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
-                raise BackendError(f"{ep.url}{path} answered without 'choices': {str(doc)[:160]}",
-                                   "point --endpoint at an OpenAI-compatible server", kind="protocol")
+                raise BackendError(
+                    f"{ep.url}{path} answered without 'choices': {str(doc)[:160]}",
+                    "point --endpoint at an OpenAI-compatible server",
+                    kind="protocol",
+                )
             for refused, why in refusals:
                 if refused not in self.fallbacks:
                     self.fallbacks[refused] = why
-                    self.warnings.append(f"{ep.url} refused {FORM_TITLES[refused]} ({why}); "
-                                         f"sending {FORM_TITLES[form]} instead")
+                    self.warnings.append(
+                        f"{ep.url} refused {FORM_TITLES[refused]} ({why}); sending {FORM_TITLES[form]} instead"
+                    )
             ep.form, ep.model = form, model
             has_ids = token_ids_of(choices[0]) is not None
             known = self.server_returns_ids
@@ -427,9 +495,12 @@ class TrtllmBackend(Backend):
             return
         said = "; ".join(f"{FORM_TITLES[f]}: {why}" for f, why in refusals)
         scenario = "server" if self.stream else "offline"
-        raise BackendError(f"{ep.url} refused every request form repro sends, with model '{model}' ({said}).",
-                           f"`repro run {scenario} --endpoint {ep.url} --served-model NAME` with the name of the model "
-                           "that server loaded (see its log)", kind="refused-all")
+        raise BackendError(
+            f"{ep.url} refused every request form repro sends, with model '{model}' ({said}).",
+            f"`repro run {scenario} --endpoint {ep.url} --served-model NAME` with the name of the model "
+            "that server loaded (see its log)",
+            kind="refused-all",
+        )
 
     async def health(self) -> None:
         """Wait until every endpoint answers a 10-token request (NVIDIA's warm-up), retrying with backoff.
@@ -453,22 +524,28 @@ class TrtllmBackend(Backend):
                     return
                 except BackendError as exc:
                     if exc.kind == "http":
-                        raise BackendError(f"{ep.url} is not a ready OpenAI-compatible server (port in use by another "
-                                           f"program?): {exc.message}",
-                                           "stop whatever holds the port, or fix --endpoint", kind="http") from None
+                        raise BackendError(
+                            f"{ep.url} is not a ready OpenAI-compatible server (port in use by another "
+                            f"program?): {exc.message}",
+                            "stop whatever holds the port, or fix --endpoint",
+                            kind="http",
+                        ) from None
                     if exc.kind not in RETRYABLE:
                         raise
                     if self.alive is not None:
                         await self.loop.run_in_executor(None, self.alive)
                     if self.loop.time() + delay >= deadline:
-                        raise BackendError(f"{ep.url} did not become ready within {self.health_timeout_s:.0f} s "
-                                           f"(last: {exc.message})", exc.next_command or "check the server log",
-                                           kind="timeout") from None
+                        raise BackendError(
+                            f"{ep.url} did not become ready within {self.health_timeout_s:.0f} s (last: {exc.message})",
+                            exc.next_command or "check the server log",
+                            kind="timeout",
+                        ) from None
                     self.ready_retries += 1
                     if self.on_wait is not None:
                         self.on_wait(ep.url, exc.kind)
                     await asyncio.sleep(delay)
                     delay = min(delay * 2, BACKOFF_MAX_S)
+
         await asyncio.gather(*(one(ep) for ep in self._eps))
         self.ready_after_s = round(self.loop.time() - t0, 3)
 
@@ -496,8 +573,11 @@ class TrtllmBackend(Backend):
             ids = self._encode(text)
             st.ids_from_tokenizer += 1
         else:
-            raise BackendError("The server returned text without token ids and no tokenizer is loaded.",
-                               "`repro setup`, then run again", kind="protocol")
+            raise BackendError(
+                "The server returned text without token ids and no tokenizer is loaded.",
+                "`repro setup`, then run again",
+                kind="protocol",
+            )
         if count is None:
             st.samples_without_server_count += 1
         else:
@@ -568,10 +648,12 @@ class TrtllmBackend(Backend):
     def close(self) -> None:
         self.cancel()
         if self._thread.is_alive():
+
             async def _drain() -> None:
                 for ep in self._eps:
                     while ep.idle:
                         ep.idle.pop()[1].close()
+
             try:
                 self._run(_drain(), timeout=5)
             except Exception:  # noqa: BLE001
@@ -581,14 +663,25 @@ class TrtllmBackend(Backend):
 
     def describe(self) -> dict[str, Any]:
         forms = sorted({ep.form for ep in self._eps}) if self.ready_after_s is not None else []
-        return {"backend": self.name, "endpoints": self.urls, "api": self.api, "stream": self.stream,
-                "max_concurrency_per_endpoint": self.max_concurrency, "model": self.model,
-                "served_model_given": self.served_model is not None,
-                "request_form": forms[0] if len(forms) == 1 else ({ep.url: ep.form for ep in self._eps} or None),
-                "request_fallbacks": dict(self.fallbacks),
-                "tokenizer": getattr(self.tokenizer, "name_or_path", None) if self.tokenizer is not None else None}
+        return {
+            "backend": self.name,
+            "endpoints": self.urls,
+            "api": self.api,
+            "stream": self.stream,
+            "max_concurrency_per_endpoint": self.max_concurrency,
+            "model": self.model,
+            "served_model_given": self.served_model is not None,
+            "request_form": forms[0] if len(forms) == 1 else ({ep.url: ep.form for ep in self._eps} or None),
+            "request_fallbacks": dict(self.fallbacks),
+            "tokenizer": getattr(self.tokenizer, "name_or_path", None) if self.tokenizer is not None else None,
+        }
 
     def stats(self) -> dict[str, Any]:
-        return {"tokens": self.tokens.to_json(), "server_returns_ids": self.server_returns_ids,
-                "ready_after_s": self.ready_after_s, "ready_retries": self.ready_retries,
-                "request_fallbacks": dict(self.fallbacks), "warnings": list(self.warnings)}
+        return {
+            "tokens": self.tokens.to_json(),
+            "server_returns_ids": self.server_returns_ids,
+            "ready_after_s": self.ready_after_s,
+            "ready_retries": self.ready_retries,
+            "request_fallbacks": dict(self.fallbacks),
+            "warnings": list(self.warnings),
+        }
