@@ -47,7 +47,9 @@ def make_rack(dest: Path, vms: int) -> Path:
         for log in vm.rglob("mlperf_log_*.txt"):
             text = log.read_text()
             text = re.sub(
-                r"(Tokens per second\s*:\s*)([0-9.]+)", lambda m: f"{m.group(1)}{float(m.group(2)) + i / 10:.1f}", text
+                r"(Tokens per second\s*:\s*)([0-9.]+)",
+                lambda m, i=i: f"{m.group(1)}{float(m.group(2)) + i / 10:.1f}",
+                text,
             )
             log.write_text(text)
     return rack

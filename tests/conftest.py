@@ -35,7 +35,9 @@ CI_PROVIDES = {"REPRO_REQUIRE_DOCKER", "REPRO_REQUIRE_SLURM", "REPRO_REQUIRE_CHR
 
 
 def required(env: str) -> bool:
-    """CI (CI=true) installs Docker, Slurm and Chromium, so there their absence fails instead of skipping; NVML never is in CI."""
+    """CI (CI=true) installs Docker, Slurm, Chromium and shellcheck: there their absence fails instead of skipping.
+
+    NVML is never in CI."""
     return os.environ.get(env) == "1" or (os.environ.get("CI") == "true" and env in CI_PROVIDES)
 
 

@@ -15,8 +15,9 @@ GOLDEN = Path(__file__).resolve().parent / "golden"
 
 
 def render(obj: Any, width: int = 140) -> str:
-    console = Console(width=width, record=True, color_system=None, force_terminal=False, file=open(os.devnull, "w"))
-    console.print(renderable(obj))
+    with open(os.devnull, "w") as sink:
+        console = Console(width=width, record=True, color_system=None, force_terminal=False, file=sink)
+        console.print(renderable(obj))
     return "\n".join(line.rstrip() for line in console.export_text().splitlines()) + "\n"
 
 

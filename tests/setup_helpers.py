@@ -12,7 +12,24 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 MODEL_REPO = "meta-test/Tiny-2-chat-hf"
 N_SAMPLES, N_CALIB = 8, 4
 ORIGINS = ("cot", "flan", "niv", "t0")
-WORDS = ["the", "a", "model", "answer", "question", "because", "river", "city", "number", "seven", "green", "light", "table", "reason", "people", "first"]
+WORDS = [
+    "the",
+    "a",
+    "model",
+    "answer",
+    "question",
+    "because",
+    "river",
+    "city",
+    "number",
+    "seven",
+    "green",
+    "light",
+    "table",
+    "reason",
+    "people",
+    "first",
+]
 
 
 def raw_rows(seed: int = 7) -> list[dict[str, str]]:

@@ -1,4 +1,5 @@
-"""Backends against real things: local HTTP servers speaking trtllm-serve's OpenAI protocol, a tiny HF model, the simulator.
+"""Backends against real things: local HTTP servers speaking trtllm-serve's OpenAI protocol, a tiny HF model,
+the simulator.
 
 FakeServe answers like trtllm-serve (text only in chat choices, `usage.completion_tokens`, SSE events) but records
 every request; the stand-in in tests/standin/ (built from TensorRT-LLM's source) covers readiness and faults.
@@ -33,7 +34,7 @@ from repro.setup.dataset import save_prepared
 
 
 def reply_ids(prompt: list[int], max_tokens: int) -> list[int]:
-    """The fake server's deterministic 'generation': the prompt reversed and shifted inside the vocabulary, cut at max_tokens."""
+    """Deterministic 'generation': the prompt reversed and shifted in the vocabulary, cut at max_tokens."""
     return [3 + (t + 7) % (VOCAB - 3) for t in reversed(prompt)][:max_tokens] or [7]
 
 

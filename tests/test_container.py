@@ -155,7 +155,8 @@ def test_ctrl_c_removes_the_running_container(client, runtime_image, tmp_path: P
         from repro.engine.container import RunSpec, run_container
         from repro.core.errors import Interrupted
         try:
-            run_container(RunSpec({runtime_image!r}, ["exec", "--", "python3", "-c", "import time; print('started', flush=True); time.sleep(120)"],
+            code = "import time; print('started', flush=True); time.sleep(120)"
+            run_container(RunSpec({runtime_image!r}, ["exec", "--", "python3", "-c", code],
                                   labels={{"org.repro.test": {tag!r}}}), step="sleep", on_line=print)
         except Interrupted as exc:
             print("INTERRUPTED:", exc.message, flush=True)

@@ -207,7 +207,7 @@ def test_docker_engine_reachable_reports_runtime():
     docker = pytest.importorskip("docker")
     try:
         docker.from_env(timeout=3).ping()
-    except Exception:
+    except (docker.errors.DockerException, OSError):
         if required("REPRO_REQUIRE_DOCKER"):
             pytest.fail("REPRO_REQUIRE_DOCKER=1 but the Docker engine is not reachable")
         pytest.skip("Docker engine not running")

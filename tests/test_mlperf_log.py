@@ -63,7 +63,7 @@ def test_missing_tokens_line_falls_back_to_detail(fixtures: Path, tmp_path: Path
     run_dir = _copy(fixtures, GB300_16, tmp_path)
     summary = run_dir / "mlperf_log_summary.txt"
     summary.write_text(
-        "".join(l for l in summary.read_text().splitlines(True) if not l.startswith("Tokens per second"))
+        "".join(line for line in summary.read_text().splitlines(True) if not line.startswith("Tokens per second"))
     )
     assert parse_run(run_dir).tokens_per_s == 57599.1
 
@@ -76,7 +76,8 @@ def test_invalid_run_reasons(fixtures: Path, tmp_path: Path) -> None:
         .replace("Result is : VALID", "Result is : INVALID")
         .replace(
             "Min duration satisfied : Yes",
-            "Min duration satisfied : NO\nRecommendations:\n * Increase expected QPS so the loadgen pre-generates a larger (coalesced) query.",
+            "Min duration satisfied : NO\nRecommendations:\n * Increase expected QPS so the loadgen "
+            "pre-generates a larger (coalesced) query.",
         )
     )
     summary.write_text(text)

@@ -5,6 +5,7 @@ Talks the DevTools protocol over --remote-debugging-pipe (fd 3 in, fd 4 out), so
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import select
@@ -112,10 +113,8 @@ class Browser:
         raise AssertionError(f"no {method} event")
 
     def close(self) -> str:
-        try:
+        with contextlib.suppress(AssertionError):
             self.send("Browser.close", timeout=10)
-        except AssertionError:
-            pass
         try:
             _, err = self.proc.communicate(timeout=20)
         except subprocess.TimeoutExpired:

@@ -24,9 +24,7 @@ def show(name: Annotated[str, typer.Argument(help="Recipe name or path.")], json
 
 
 def validate(
-    paths: Annotated[
-        list[Path] | None, typer.Argument(help="Recipe files; all shipped recipes when omitted.")
-    ] = None,
+    paths: Annotated[list[Path] | None, typer.Argument(help="Recipe files; all shipped recipes when omitted.")] = None,
     json: JsonOpt = False,
 ) -> None:
     """Check recipe files against the schema; exit 2 naming the first bad field of each."""

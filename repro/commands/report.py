@@ -26,9 +26,7 @@ def report(
     result_dirs: Annotated[
         list[Path], typer.Argument(help="Run folders, one per VM, or one folder holding per-VM folders.")
     ],
-    html: Annotated[
-        Path | None, typer.Option("--html", help="Also write a self-contained HTML report here.")
-    ] = None,
+    html: Annotated[Path | None, typer.Option("--html", help="Also write a self-contained HTML report here.")] = None,
     markdown: Annotated[Path | None, typer.Option("--markdown", help="Also write a Markdown report here.")] = None,
     recipe: RecipeOpt = None,
     gpus: GpusOpt = None,

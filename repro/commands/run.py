@@ -87,7 +87,8 @@ RerunOpt = Annotated[
     Path | None,
     typer.Option(
         "--rerun-failed",
-        help="Re-run only the failed, cancelled or lost VMs of this rack folder (implies --launcher slurm), then re-aggregate.",
+        help="Re-run only the failed, cancelled or lost VMs of this rack folder (implies --launcher slurm), "
+        "then re-aggregate.",
     ),
 ]
 

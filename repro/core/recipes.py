@@ -161,7 +161,8 @@ class Rack(_Strict):
 
 class Published(_Strict):
     status: Literal["published", "analog", "unknown"] = Field(
-        description="published: this system's own result; analog: another submitter's same-GPU result; unknown: none found"
+        description="published: this system's own result; analog: another submitter's same-GPU result; "
+        "unknown: none found"
     )
     tokens_per_s_per_vm: float | Unknown
     tokens_per_s_per_gpu: float | Unknown

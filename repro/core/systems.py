@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import urllib.request
@@ -61,7 +62,7 @@ class SystemInfo:
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
-        for gpu, row in zip(self.gpus, data["gpus"]):
+        for gpu, row in zip(self.gpus, data["gpus"], strict=False):
             row["arch"] = gpu.arch
         return data
 
@@ -115,10 +116,8 @@ def nvml_gpus() -> tuple[list[GPU], str | None, str | None, str | None]:
     except Exception as exc:  # noqa: BLE001
         return [], None, None, f"NVML query failed: {exc}"
     finally:
-        try:
+        with contextlib.suppress(Exception):
             pynvml.nvmlShutdown()
-        except Exception:  # noqa: BLE001
-            pass
 
 
 def detect_system(imds_timeout: float = 1.0) -> SystemInfo:

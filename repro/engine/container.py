@@ -207,7 +207,7 @@ def build_image(
     step_no: int | None = None
     step_text: str | None = None
     tail: deque[str] = deque(maxlen=20)
-    log = open(log_path, "w", encoding="utf-8") if log_path else None
+    log = open(log_path, "w", encoding="utf-8") if log_path else None  # noqa: SIM115 - closed in the finally below
     try:
         with tempfile.TemporaryDirectory(prefix="repro-build-") as ctx:
             _stage_context(spec, Path(ctx))
@@ -341,7 +341,7 @@ def run_container(
         ]
     container = None
     tail: deque[str] = deque(maxlen=15)
-    log = open(log_path, "w", encoding="utf-8") if log_path else None
+    log = open(log_path, "w", encoding="utf-8") if log_path else None  # noqa: SIM115 - closed in the finally below
     try:
         container = client.containers.run(
             spec.image,

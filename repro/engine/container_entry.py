@@ -85,7 +85,7 @@ def cmd_prepare_calib(args: argparse.Namespace) -> int:
 
 
 def cmd_hf_quantize(args: argparse.Namespace) -> int:
-    """ModelOpt PTQ to an HF checkpoint, as NVIDIA's MLPerf hf_quantize.py does, calibrated on the local OpenOrca 1k set."""
+    """ModelOpt PTQ to an HF checkpoint as NVIDIA's MLPerf hf_quantize.py does, calibrated on the OpenOrca 1k set."""
     import copy
     import random
 

@@ -1,4 +1,4 @@
-"""The exact command lines of the quantize, engine-build and serve steps for a recipe (reference sections 1.3, 3.3, 3.4).
+"""The exact command lines of the quantize, engine-build and serve steps for a recipe (reference §1.3, §3.3, §3.4).
 
 Pure: paths in, argv lists and YAML text out. Every path is the one the container sees, under the
 workspace bind mount, so the same lines appear in `--dry-run`, in the ledger and in the golden tests.

@@ -246,12 +246,12 @@ def run_guide(
             continue
         if state.state != "to do":
             show(GuideNote(f"  ledger says {state.state}: {state.why}; running it again"))
-        if step in EXPENSIVE and interactive and not yes and not dry_run:
-            if ask is None or not ask(f"Run {step} now ({disk}, {time})?"):
-                result.stopped_at = step
-                result.next_command = f"`repro guide --recipe {recipe.name}` resumes here"
-                show(GuideNote(f"  not run. {result.next_command}"))
-                return result
+        expensive = step in EXPENSIVE and interactive and not yes and not dry_run
+        if expensive and (ask is None or not ask(f"Run {step} now ({disk}, {time})?")):
+            result.stopped_at = step
+            result.next_command = f"`repro guide --recipe {recipe.name}` resumes here"
+            show(GuideNote(f"  not run. {result.next_command}"))
+            return result
         try:
             outcome = steps[step](recipe, ws, dry_run)
         except KeyboardInterrupt:

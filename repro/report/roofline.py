@@ -64,7 +64,8 @@ class Roofline:
         return (
             f"{FORMULA}; BW = {self.bandwidth_bytes_s / 1e12:g} TB/s, W = {self.weight_bytes / 1e9:,.2f} GB "
             f"({self.weight_source}), B = {self.batch}, C = {self.context_tokens:,.1f} tokens "
-            f"(mean prompt {MEAN_INPUT_TOKENS:g}, assumed, + half the mean output tokens per sample), KV = 80 x 8 x 128 x 2 x "
+            f"(mean prompt {MEAN_INPUT_TOKENS:g}, assumed, + half the mean output tokens per sample), KV = 80 "
+            "x 8 x 128 x 2 x "
             f"{self.kv_bytes:g} B = {self.kv_bytes_per_token:,.0f} B/token"
         )
 

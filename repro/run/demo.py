@@ -1,4 +1,6 @@
-"""The built-in demo: a tiny Llama-architecture model and tokenizer made locally, so the whole flow runs with no GPU and no downloads.
+"""The built-in demo: a tiny Llama-architecture model and tokenizer made locally.
+
+The whole flow then runs with no GPU and no downloads.
 
 Everything is deterministic (fixed seeds, a tokenizer trained on the built-in sample), so two
 machines build byte-identical weights; the result is never a reproduction and is labelled 'demo'.

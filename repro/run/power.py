@@ -193,7 +193,7 @@ def read_power(run_dir: Path) -> PowerSummary | None:
     for points in series.values():
         points.sort()
         count += len(points)
-        for (t0, w0), (t1, w1) in zip(points, points[1:]):
+        for (t0, w0), (t1, w1) in zip(points, points[1:], strict=False):
             energy += (w0 + w1) / 2 * (t1 - t0)
         window = max(window, points[-1][0] - points[0][0])
     if window <= 0 or energy <= 0:

@@ -208,7 +208,7 @@ class RackPlan:
 
     @classmethod
     def from_manifest(cls, rack_dir: Path, m: dict[str, Any]) -> RackPlan:
-        """From a validated manifest (`load_manifest`); the recipe is a registry name or the file shipped in the rack."""
+        """From a validated manifest (`load_manifest`); the recipe is a registry name or the file in the rack."""
         if m.get("recipe_file"):
             recipe = load_recipe_file(rack_dir / m["recipe_file"])
             if m.get("recipe_hash") and recipe.hash() != m["recipe_hash"]:
@@ -440,7 +440,7 @@ class RackManifest(BaseModel):
 
 
 def load_manifest(rack_dir: Path) -> dict[str, Any]:
-    """rack.json, validated field by field: a malformed one is one error naming the field (exit 2), never a traceback."""
+    """rack.json, validated field by field: a malformed one is one error naming the field (exit 2), no traceback."""
     path = Path(rack_dir) / RACK_JSON
     nxt = "pass the folder `repro run offline --launcher slurm` printed (under $REPRO_HOME/racks/)"
     try:

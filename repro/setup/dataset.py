@@ -140,7 +140,8 @@ def load_prepared(folder: Path, *, verify: bool = True, expected_sha256: str | N
         raise InputError(f"{mpath}: the manifest is corrupt ({exc}).", "`repro setup --force`") from None
     if expected_sha256 and manifest.get("dataset_sha256") != expected_sha256:
         raise InputError(
-            f"{mpath}: dataset checksum {manifest.get('dataset_sha256')} does not match the expected {expected_sha256}.",
+            f"{mpath}: dataset checksum {manifest.get('dataset_sha256')} does not match the expected "
+            f"{expected_sha256}.",
             "`repro setup --force`",
         )
     if verify:
@@ -151,7 +152,8 @@ def load_prepared(folder: Path, *, verify: bool = True, expected_sha256: str | N
             got = sha256_file(path)
             if got != want:
                 raise InputError(
-                    f"{path}: checksum mismatch (manifest {want[:12]}…, file {got[:12]}…); the file is corrupt or was changed.",
+                    f"{path}: checksum mismatch (manifest {want[:12]}…, file {got[:12]}…); the file is "
+                    "corrupt or was changed.",
                     "`repro setup --force`",
                 )
     ids, lens, olens = (_load_npy(folder / f) for f in FILES[:3])
@@ -185,7 +187,9 @@ def _first(row: dict[str, Any], *names: str) -> Any:
 
 
 def records_from_pickle(path: Path) -> tuple[list[list[int]], list[int], list[str]]:
-    """(prompts, reference output lengths, reference texts) from MLPerf's OpenOrca pkl (tok_input, tok_input_length, output)."""
+    """(prompts, reference output lengths, reference texts) from MLPerf's OpenOrca pkl.
+
+    Columns used: tok_input, tok_input_length, output."""
     path = Path(path)
     try:
         import pandas as pd

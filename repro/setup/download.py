@@ -14,7 +14,7 @@ import json
 import sys
 from collections.abc import Callable
 from contextlib import AbstractContextManager as ContextManager
-from contextlib import nullcontext
+from contextlib import nullcontext, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -224,7 +224,8 @@ def checksum_policy(recipe: Recipe) -> list[str]:
         pinned = recipe.dataset.sha256.get(role)
         if pinned not in (None, "unknown"):
             lines.append(
-                f"dataset {role} ({fname}): SHA-256 pinned in the recipe ({str(pinned)[:12]}…), as MLCommons publishes it"
+                f"dataset {role} ({fname}): SHA-256 pinned in the recipe ({str(pinned)[:12]}…), as MLCommons "
+                "publishes it"
             )
         else:
             lines.append(
@@ -471,9 +472,9 @@ def run_setup(
             f"(recipe {recipe.name} disk_needed_gb={recipe.disk_needed_gb:g}, less what is already there).",
             "free space or use `--workspace` on a larger disk (e.g. the local NVMe), then `repro setup`",
         )
-    if not yes and confirm is not None and sys.stdin.isatty():
-        if not confirm(f"Download {plan.download_bytes / 1e9:,.1f} GB into {ws.root}?"):
-            return StepOutcome(step=STEP, status="skipped", summary="cancelled before downloading", details={})
+    ask = not yes and confirm is not None and sys.stdin.isatty()
+    if ask and confirm is not None and not confirm(f"Download {plan.download_bytes / 1e9:,.1f} GB into {ws.root}?"):
+        return StepOutcome(step=STEP, status="skipped", summary="cancelled before downloading", details={})
     ws.ensure()
     ledger = Ledger.load(ws.ledger_path)
     h = inputs_hash(recipe, source)
@@ -529,7 +530,8 @@ def run_setup(
         _record_failure(ledger, f"{exc.strerror or exc} ({exc.filename or ''})")
         if exc.errno == errno.ENOSPC:
             raise ReproError(
-                f"The disk filled up while writing {exc.filename or ws.root}; the partial file is kept as *.incomplete.",
+                f"The disk filled up while writing {exc.filename or ws.root}; the partial file is kept as "
+                "*.incomplete.",
                 "free space (or use `--workspace` on a larger disk), then `repro setup` resumes",
             ) from None
         raise
@@ -554,10 +556,8 @@ def run_setup(
 
 def _record_failure(ledger: Ledger, error: str, *, interrupted: bool = False) -> None:
     """Best effort: on a full disk even the ledger cannot be written, and the original error matters more."""
-    try:
+    with suppress(OSError):
         ledger.fail(STEP, error, interrupted=interrupted)
-    except OSError:
-        pass
 
 
 def compare_sources(fetched: dict[str, Path], rebuilt: dict[str, Path]) -> dict[str, Any]:

@@ -81,7 +81,8 @@ def _hub_error(exc: BaseException, repo_id: str, revision: str) -> ReproError | 
     if isinstance(exc, RepositoryNotFoundError):
         return ReproError(
             f"Model '{repo_id}' was not found on {endpoint()} (wrong id, or the token cannot see it).",
-            "check `model.repo_id` in the recipe (`repro recipes show`), log in with `hf auth login`, then `repro setup`",
+            "check `model.repo_id` in the recipe (`repro recipes show`), log in with `hf auth login`, then "
+            "`repro setup`",
         )
     if isinstance(exc, HfHubHTTPError):
         status = exc.response.status_code if exc.response is not None else None

@@ -29,7 +29,8 @@ BAD_PROMPTS = (
     "You are an AI assistant that follows instruction extremely well. Help as much as you can.",
     "You are an AI assistant. Provide a detailed answer so user don’t need to search outside to understand the answer.",
     "You are an AI assistant. Provide a detailed answer so user don't need to search outside to understand the answer.",
-    "User will you give you a task with some instruction. Your job is follow the instructions as faithfully as you can. "
+    "User will you give you a task with some instruction. Your job is follow the instructions as faithfully "
+    "as you can. "
     "While answering think step-by-step and justify your answer.",
     "Explain how you used the definition to come up with the answer.",
 )
@@ -89,7 +90,7 @@ def _tokenize(tokenizer: Any, texts: list[Any], append_init: bool) -> list[list[
     out: list[list[int]] = [[] for _ in texts]
     if idx:
         ids = tokenizer([texts[i] for i in idx])["input_ids"]
-        for i, toks in zip(idx, ids):
+        for i, toks in zip(idx, ids, strict=False):
             out[i] = list(toks) + ([RESPONSE_INIT_TOKEN] if append_init else [])
     return out
 
@@ -97,11 +98,11 @@ def _tokenize(tokenizer: Any, texts: list[Any], append_init: bool) -> list[list[
 def filtered_frame(df, tokenizer: Any, io_token_limit: int):
     """The full filtered set (processorca's `...full.pkl`)."""
     df = df.rename(columns={"response": "output"}).copy()
-    df["input"] = [llama2_prompt(s or "", q) for s, q in zip(df["system_prompt"], df["question"])]
+    df["input"] = [llama2_prompt(s or "", q) for s, q in zip(df["system_prompt"], df["question"], strict=False)]
     df["tok_input"] = _tokenize(tokenizer, list(df["input"]), True)
     df["tok_output"] = _tokenize(tokenizer, list(df["output"]), False)
     df["origin"] = [str(x).split(".")[0] for x in df["id"]]
-    english = [is_english(i) and is_english(o) for i, o in zip(df["input"], df["output"])]
+    english = [is_english(i) and is_english(o) for i, o in zip(df["input"], df["output"], strict=False)]
     df = df[english].reset_index(drop=True)
     df["tok_input_length"] = [len(x) for x in df["tok_input"]]
     df["tok_output_length"] = [len(x) for x in df["tok_output"]]
@@ -169,7 +170,7 @@ def build_from_parquet(
 
 
 def content_sha256(pkl: Path) -> str:
-    """A checksum of what the harness uses (prompt text and tokens, reference output), independent of pickle/pandas versions."""
+    """A checksum of what the harness uses (prompt text and tokens, reference output), whatever the pickle/pandas."""
     import pandas as pd
 
     df = pd.read_pickle(pkl)

@@ -136,7 +136,8 @@ class PublishedShow:
                     "accuracy",
                     "unknown"
                     if r.rouge1 is None
-                    else f"rouge1 {r.rouge1}, rouge2 {r.rouge2}, rougeL {r.rougeL}, tokens/sample {r.tokens_per_sample}, "
+                    else f"rouge1 {r.rouge1}, rouge2 {r.rouge2}, rougeL {r.rougeL}, tokens/sample "
+                    f"{r.tokens_per_sample}, "
                     f"gen_num {r.gen_num}",
                 ),
                 ("LoadGen", r.loadgen_version or "unknown"),

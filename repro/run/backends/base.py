@@ -66,7 +66,7 @@ class Backend(ABC):
 
 
 class WorkerBackend(Backend):
-    """A backend that works through a queue on one thread; a failure there is reported to the harness, which ends the run."""
+    """Works through a queue on one thread; a failure there is reported to the harness, which ends the run."""
 
     join_timeout = 5.0
 

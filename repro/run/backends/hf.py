@@ -164,7 +164,8 @@ class HFBackend(WorkerBackend):
             def __call__(self, input_ids, scores, **kw):
                 if not self.reported:
                     self.reported = True
-                    sink.first_tokens([(r.id, int(t)) for r, t in zip(batch, input_ids[:, width].tolist())])
+                    firsts = input_ids[:, width].tolist()
+                    sink.first_tokens([(r.id, int(t)) for r, t in zip(batch, firsts, strict=False)])
                 return torch.full((input_ids.shape[0],), stopping.is_set(), dtype=torch.bool, device=input_ids.device)
 
         max_new = max(r.max_tokens for r in batch)

@@ -20,6 +20,7 @@ recorded with the server's answer.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import json
 import os
@@ -654,10 +655,8 @@ class TrtllmBackend(Backend):
                     while ep.idle:
                         ep.idle.pop()[1].close()
 
-            try:
+            with contextlib.suppress(Exception):
                 self._run(_drain(), timeout=5)
-            except Exception:  # noqa: BLE001
-                pass
             self.loop.call_soon_threadsafe(self.loop.stop)
             self._thread.join(timeout=5)
 
