@@ -104,7 +104,9 @@ def _external_mappings() -> list[tuple[type[BaseException], Callable[[BaseExcept
         rows += [
             (
                 BuildError,
-                lambda e: Explained(f"The container build failed: {e.msg}", "`repro build-engine --force`", 1),
+                lambda e: Explained(
+                    f"The container build failed: {getattr(e, 'msg', e)}", "`repro build-engine --force`", 1
+                ),
             ),
             (
                 DockerException,

@@ -242,7 +242,7 @@ class PublishedIndex:
         }
         if sort not in keys:
             raise InputError(f"unknown sort '{sort}'; use one of {', '.join(SORTS)}.", "`repro published --help`")
-        return sorted(out, key=keys[sort])  # type: ignore[operator]
+        return sorted(out, key=keys[sort])
 
     def resolve(self, ref: str) -> list[PublishedResult]:
         """Rows named by a reference (see the module docstring); an unknown reference is an InputError."""

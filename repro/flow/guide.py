@@ -145,7 +145,7 @@ class GuidePlan:
 
 def plan(recipe: Recipe, ledger: Ledger) -> GuidePlan:
     cost = costs(recipe)
-    rows = []
+    rows: list[tuple[str, str, str, str]] = []
     for step in FLOW:
         state = (
             "checks now"

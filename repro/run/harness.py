@@ -429,7 +429,7 @@ def run_benchmark(
     mode = "AccuracyOnly" if accuracy else "PerformanceOnly"
     data_dir = ws.preprocessed / recipe.dataset.name
     planned_dir, paired = choose_run_dir(ws, recipe, scenario, kind, bname, into, create=False)
-    plan = {
+    plan: dict[str, Any] = {
         "recipe": recipe.name,
         "scenario": scenario,
         "mode": mode,
@@ -766,8 +766,7 @@ def _cleanup(
     worker: threading.Thread | None,
     fleet: ServerFleet | None = None,
 ) -> None:
-    running = worker is not None and worker.ident is not None and sut is not None and not sut.finished.is_set()
-    if running:
+    if worker is not None and worker.ident is not None and sut is not None and not sut.finished.is_set():
         sut.stop()
         sut.finished.wait()
     if be is not None:

@@ -42,7 +42,7 @@ SCRIPT = "rack.sbatch"
 TASK_JSON = "task.json"
 RERUN = "repro run offline --launcher slurm --rerun-failed {rack}"
 
-_SLURM_STATE = {
+_SLURM_STATE: dict[str, TaskStateName] = {
     "PENDING": "pending",
     "REQUEUED": "pending",
     "REQUEUE_HOLD": "pending",
@@ -498,7 +498,7 @@ def task_rows(rack_dir: Path, manifest: dict[str, Any] | None = None) -> list[Ta
         if own and own.get("state") in TERMINAL:
             row.state = own["state"]
         elif slurm:
-            name = _SLURM_STATE.get(slurm[0].split()[0], "failed")
+            name: TaskStateName = _SLURM_STATE.get(slurm[0].split()[0], "failed")
             row.state = name if name != "done" else "missing"
             if name == "done":
                 row.reason = "Slurm says COMPLETED but the task wrote no result"

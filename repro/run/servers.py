@@ -224,7 +224,7 @@ class ServerFleet:
         self.stop()
 
     def _existing(self, plan: ServerPlan) -> Any:
-        import docker.errors  # type: ignore[import-untyped]
+        import docker.errors
 
         try:
             return self.client.containers.get(plan.name)
@@ -232,8 +232,8 @@ class ServerFleet:
             return None
 
     def start(self, log_dir: Path | None = None) -> None:
-        import docker.errors  # type: ignore[import-untyped]
-        from docker.types import DeviceRequest, Ulimit  # type: ignore[import-untyped]
+        import docker.errors
+        from docker.types import DeviceRequest, Ulimit
 
         images = {p.image for p in self.plans}
         for image in images:
@@ -323,7 +323,7 @@ class ServerFleet:
             time.sleep(0.2)
 
     def _check_exited(self) -> None:
-        import docker.errors  # type: ignore[import-untyped]
+        import docker.errors
 
         for plan in self.plans:
             c = self.containers.get(plan.rank)
@@ -369,7 +369,7 @@ class ServerFleet:
     def _remove(self, container: Any) -> None:
         if container is None:
             return
-        import docker.errors  # type: ignore[import-untyped]
+        import docker.errors
 
         try:
             container.remove(force=True)

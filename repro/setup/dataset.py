@@ -206,7 +206,9 @@ def records_from_pickle(path: Path) -> tuple[list[list[int]], list[int], list[st
             f"{path}: column 'tok_input' is missing; this is not MLPerf's tokenized OpenOrca set.",
             "`repro setup --force`",
         )
-    prompts, olens, texts = [], [], []
+    prompts: list[list[int]] = []
+    olens: list[int] = []
+    texts: list[str] = []
     for row in df.to_dict("records"):
         toks = [int(t) for t in row["tok_input"]]
         if row.get("tok_input_length") is not None and int(row["tok_input_length"]) != len(toks):

@@ -24,7 +24,7 @@ from repro.core.errors import InputError, Interrupted, ReproError, StepFailed
 from repro.core.fsutil import atomic_write_bytes, sha256_file
 from repro.core.ledger import Artifact, Ledger
 from repro.core.recipes import Recipe
-from repro.core.steps import StepOutcome
+from repro.core.steps import StepOutcome, StepStatus
 from repro.core.workspace import Workspace
 from repro.setup import hub
 
@@ -295,7 +295,7 @@ def _fetch_url(url: str, dest: Path, expected_sha: str | None, known_sha: str | 
             return ("refetched" if attempt == 2 else "resumed" if resumed else "downloaded"), got
         hub.incomplete_path(dest).unlink(missing_ok=True)
     raise StepFailed(
-        f"{dest}: sha256 {got[:12]}… differs from the recipe's {expected_sha[:12]}… after a fresh download.",
+        f"{dest}: sha256 {got[:12]}… differs from the recipe's {str(expected_sha)[:12]}… after a fresh download.",
         "check `dataset.sha256` in the recipe, then `repro setup`",
     )
 
@@ -487,7 +487,7 @@ def run_setup(
             details: dict[str, Any] = {
                 "recipe": recipe.name,
                 "repo_id": recipe.model.repo_id,
-                "revision": plan.model.commit,
+                "revision": plan.model.commit if plan.model is not None else None,
                 "model_dir": str(model_dir(ws, recipe)),
                 "dataset_source": source,
             }
@@ -543,10 +543,11 @@ def run_setup(
         raise
     mismatch = details.get("comparison", {}).get("same_content") is False
     fresh = [f for f in files if f["action"] not in ("verified",)]
-    status = "failed" if mismatch else ("skipped" if was_done and not fresh else "done")
+    status: StepStatus = "failed" if mismatch else ("skipped" if was_done and not fresh else "done")
     total = sum(f["size"] for f in files)
+    revision = plan.model.commit if plan.model is not None else "unknown"
     summary = (
-        f"{len(files)} files ({total / 1e9:,.2f} GB) verified in {ws.root}; revision {plan.model.commit[:12]}; "
+        f"{len(files)} files ({total / 1e9:,.2f} GB) verified in {ws.root}; revision {revision[:12]}; "
         f"{len(fresh)} fetched or rebuilt this run"
     )
     if mismatch:

@@ -15,7 +15,7 @@ import shutil
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from repro.core.errors import InputError, ReproError, StepFailed
 
@@ -131,7 +131,7 @@ def plan_model(
         if mapped is None:
             raise
         raise mapped from None
-    siblings = {s.rfilename: s for s in (info.siblings or [])}
+    siblings = {s.rfilename: s for s in (getattr(info, "siblings", None) or [])}
     wanted = sorted(filter_repo_objects(siblings, allow_patterns=allow_patterns))
     if not wanted:
         raise InputError(
@@ -139,9 +139,7 @@ def plan_model(
             "check `model.allow_patterns` in the recipe, then `repro setup`",
         )
     files = [
-        RemoteFile(
-            p, int(siblings[p].size or 0), siblings[p].lfs.sha256 if siblings[p].lfs else None, siblings[p].blob_id
-        )
+        RemoteFile(p, int(siblings[p].size or 0), getattr(siblings[p].lfs, "sha256", None), siblings[p].blob_id)
         for p in wanted
     ]
     return ModelPlan(repo_id, revision, str(info.sha), files, repo_type)
@@ -221,8 +219,8 @@ def stream_to(
             headers=headers,
             expected_size=expected_size,
             displayed_filename=label or dest.name,
-            tqdm_class=partial(RichBar, progress, label or dest.name),
-        )  # type: ignore[arg-type]
+            tqdm_class=cast(Any, partial(RichBar, progress, label or dest.name)),
+        )
         fh.flush()
         os.fsync(fh.fileno())
     return resumed
@@ -279,7 +277,7 @@ def _download_one(plan: ModelPlan, remote: RemoteFile, dest: Path, token: str | 
                 local_dir=_root_of(dest, remote),
                 token=token,
                 endpoint=endpoint(),
-                tqdm_class=partial(RichBar, progress, remote.path),
+                tqdm_class=cast(Any, partial(RichBar, progress, remote.path)),
             )
             os.replace(dest, incomplete_path(dest))
             return 0

@@ -55,7 +55,7 @@ def status_report(r: StatusReport) -> Group:
         t.add_column(col, overflow="fold")
     for s in r.states:
         t.add_row(s.step, Text(s.state, style=_STATE_STYLE[s.state]), s.finished or "", Text(s.why))
-    lines = [t]
+    lines: list[Table | Text] = [t]
     if r.recipe and r.recipe.demo:
         lines.append(Text("Demo recipe: its runs are labelled demo and are never a reproduction.", style="yellow"))
     if not r.recipe:

@@ -100,14 +100,14 @@ class HFBackend(WorkerBackend):
             free = [torch.cuda.mem_get_info(i)[0] for i in range(torch.cuda.device_count())]
             check_gpu_memory(self.model_dir, name, free)
             try:
-                import accelerate  # type: ignore[import-untyped]  # noqa: F401 - device_map needs it
+                import accelerate  # noqa: F401 - device_map needs it
             except ImportError:
                 raise InputError(
                     "Spreading the model over the GPUs needs the `accelerate` package.", "`pip install 'repro[hf]'`"
                 ) from None
             kwargs["device_map"] = "auto"
         try:
-            model = AutoModelForCausalLM.from_pretrained(self.model_dir, **kwargs)
+            model: Any = AutoModelForCausalLM.from_pretrained(self.model_dir, **kwargs)
             self.model = (model if self.device == "cuda" else model.to(self.device)).eval()
         except (OSError, ValueError) as exc:
             raise InputError(

@@ -51,7 +51,7 @@ class SimBackend(WorkerBackend):
             if batch is None or self._stopping.is_set():
                 return
             self.sink.first_tokens([(r.id, FILL_TOKEN) for r in batch])
-            done = []
+            done: list[tuple[int, np.ndarray]] = []
             for r in batch:
                 n = int(max(1, min(self.output_lens[r.index], r.max_tokens)))
                 if self.rate is not None:
