@@ -19,8 +19,8 @@ from repro.core.published import Accelerator, PublishedResult, load_index
 from repro.core.recipes import Recipe, all_recipes
 from repro.core.textsafe import md_cell, md_code
 from repro.report.roofline import Roofline, roofline
-from repro.results.verify import Verdict
 from repro.results.aggregate import RackReport, VMRow, aggregate
+from repro.results.verify import Verdict
 from repro.run.power import PowerSummary, read_power
 
 PROFILES = (("Q&A", 650), ("RAG", 2500), ("summarisation", 2500), ("agentic", 10000))
