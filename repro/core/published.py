@@ -434,8 +434,10 @@ def rule_reference(
 ) -> PublishedResult | None:
     """The published result a recipe without its own compares with.
 
-    Rule: same accelerator (model and form factor), same accelerators per node, closed division, newest round;
-    among those, the fewest nodes (closest to one VM), then the highest tokens/s per accelerator.
+    Rule: same accelerator (model and form factor), same accelerators per node, closed division, and one node
+    (a VM is one node; multi-node runs only when no single-node result exists, fewest nodes first); of those, the
+    newest round; in that round NVIDIA's own submission (the TensorRT-LLM stack repro's recipes follow), else the
+    median result per accelerator (a typical server of that round, not the best-tuned one).
     """
     idx = index or load_index()
     want = Accelerator.parse(accelerator)
@@ -451,9 +453,14 @@ def rule_reference(
     ]
     if not pool:
         return None
+    fewest = min(r.number_of_nodes for r in pool)
+    pool = [r for r in pool if r.number_of_nodes == fewest]
     newest = max(r.round_tuple for r in pool)
-    pool = [r for r in pool if r.round_tuple == newest]
-    return min(pool, key=lambda r: (r.number_of_nodes, -r.per_accelerator, r.key))
+    pool = sorted((r for r in pool if r.round_tuple == newest), key=lambda r: (r.per_accelerator, r.key))
+    nvidia = [r for r in pool if r.submitter == "NVIDIA"]
+    if nvidia:
+        return max(nvidia, key=lambda r: (r.per_accelerator, r.key))
+    return pool[(len(pool) - 1) // 2]
 
 
 def reference_row(
