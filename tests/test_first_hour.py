@@ -400,7 +400,7 @@ def test_demo_is_valid_three_times_in_a_row_with_heartbeats_and_whole_paths(tmp_
         assert doc["verdict"]["status"] != "PASS" and doc["details"]["label"] == "demo"
         beats = [ln for ln in proc.stderr.splitlines() if ln.startswith("[repro] LoadGen Offline: ")]
         assert len(beats) >= 2 and beats[-1].endswith("done"), proc.stderr[-2000:]
-        run_json = json.loads((Path(doc["details"]["run_dir"]) / "run.json").read_text())
+        run_json = json.loads((Path(doc["details"]["log_dir"]) / "run.json").read_text())
         assert run_json["demo_calibration"]["target_qps"] == run_json["settings"]["target_qps"]
 
 

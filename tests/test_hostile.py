@@ -390,7 +390,7 @@ def test_7_sigterm_is_recorded_as_sigterm_not_ctrl_c(_isolated_home: Path) -> No
     assert proc.returncode == 130 and "SIGTERM" in err and "Traceback" not in err
     rec = Ledger.load(ledger_path).steps["run-offline"]
     assert rec.status == "interrupted" and rec.signal == "SIGTERM" and "Ctrl-C" not in (rec.error or "")
-    run_json = json.loads((Path(rec.details["run_dir"]) / "run.json").read_text())
+    run_json = json.loads((Path(rec.details["run_dir"]) / "performance" / "run_1" / "run.json").read_text())
     assert run_json["signal"] == "SIGTERM" and "Ctrl-C" not in run_json["error"]
 
 
@@ -496,7 +496,7 @@ def test_8_custom_recipe_runs_on_the_nodes(tmp_path: Path, _isolated_home: Path)
     assert doc["done"] == 1 and doc["failed"] == [], doc["tasks"]
     rack = Path(doc["rack_dir"])
     assert (rack / "recipes" / "my-gb300.yaml").is_file()
-    assert json.loads((rack / "vm-00" / "run.json").read_text())["recipe"] == "my-gb300"
+    assert json.loads(next((rack / "vm-00").rglob("run.json")).read_text())["recipe"] == "my-gb300"
 
 
 # 9. rack.json malformed six ways, and negative nodes ---------------------------------------------------------------

@@ -178,7 +178,8 @@ def test_rack_report_renders_in_chromium(fixtures: Path, tmp_path: Path, profile
     page.write_text(render_html(build_report([fixtures / "azure-nd-gb300-v6-rack"])))
     result = check_page(page, profile)
     assert result["errors"] == []
-    assert len(result["images"]) == 3
+    # comparison, standing among the published GB300 results, rack chart, roofline
+    assert len(result["images"]) == 4
     assert all(complete and width > 0 for complete, width, _ in result["images"])
     assert "Azure ND GB300 v6" in result["title"]
     assert "ND_GB300_v6_16" in result["text"] and "57,599.1" in result["text"]

@@ -132,13 +132,13 @@ def test_run_starts_waits_drives_and_removes_the_servers(client, serve_image, ws
     tag = uuid.uuid4().hex[:8]
     opts = _options(serve_image, tag, env={"STANDIN_LOAD_S": "8"})
     out = run_benchmark(RECIPE, ws, accuracy=True, detect=False, servers=opts)
-    run_dir = Path(out.details["run_dir"])
+    run_dir, folder = Path(out.details["log_dir"]), Path(out.details["run_dir"])
     info = json.loads((run_dir / "run.json").read_text())
     assert _left(client, tag) == []
     assert info["status"] == "complete" and len(info["servers"]["removed"]) == 4
     assert [s["gpus"] for s in info["servers"]["servers"]] == [[], [], [], []]
     for rank in range(4):
-        log = (run_dir / "servers" / f"trtllm_serve_{rank}.log").read_text()
+        log = (folder / "servers" / f"trtllm_serve_{rank}.log").read_text()
         assert "--tp_size 2" in log and "Uvicorn running" in log
     stats = info["backend_stats"]
     assert stats["server_returns_ids"] is False and stats["ready_retries"] > 0
@@ -191,7 +191,7 @@ def test_server_dying_mid_run_marks_the_run_incomplete(client, serve_image, ws: 
             RECIPE, ws, samples=16, detect=False, servers=_options(serve_image, tag, env={"STANDIN_CRASH": "after:3"})
         )
     assert "exited with code 3" in err.value.message and "simulated engine failure" in err.value.message
-    run_dir = next((ws.runs / RECIPE / "Offline").iterdir())
+    run_dir = next((ws.runs / RECIPE / "Offline").iterdir()) / "performance" / "run_1"
     info = json.loads((run_dir / "run.json").read_text())
     assert info["incomplete"] is True and info["status"] == "failed"
     assert _left(client, tag) == []
@@ -205,7 +205,7 @@ def test_keep_servers_then_a_later_run_reuses_them(client, serve_image, ws: Work
     assert len(kept) == 4 and all(c.status == "running" for c in kept)
     opts.keep = False
     second = run_benchmark(RECIPE, ws, samples=8, detect=False, servers=opts)
-    info = json.loads((Path(second.details["run_dir"]) / "run.json").read_text())
+    info = json.loads((Path(second.details["log_dir"]) / "run.json").read_text())
     assert sorted(info["servers"]["reused"]) == sorted(c.name for c in kept)
     assert first.details["run_dir"] != second.details["run_dir"] and _left(client, tag) == []
 
