@@ -27,7 +27,7 @@ from repro.core.fsutil import atomic_write_json, atomic_write_text
 from repro.core.recipes import Recipe, get_recipe
 from repro.core.steps import StepOutcome
 from repro.core.workspace import Workspace
-from repro.run.backends.base import Backend, Request, make_backend, recipe_backend_name
+from repro.run.backends import Backend, Request, make_backend, recipe_backend_name
 from repro.run.progress import RunProgress, choose_mode
 from repro.run.servers import ServerDied, ServerFleet, ServerOptions, dry_run_details, plan_servers
 from repro.setup.dataset import PreparedDataset, load_prepared

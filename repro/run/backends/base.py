@@ -16,10 +16,6 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from repro.core.errors import InputError
-
-NAMES = ("sim", "hf", "trtllm")
-
 
 @dataclass(frozen=True)
 class Request:
@@ -96,36 +92,3 @@ class WorkerBackend(Backend):
         self._queue.put(None)
         if self._thread is not None:
             self._thread.join(timeout=self.join_timeout)
-
-
-def recipe_backend_name(recipe_backend: str) -> str:
-    return "trtllm" if recipe_backend.startswith("trtllm") else recipe_backend
-
-
-def make_backend(
-    name: str,
-    *,
-    recipe: Any,
-    dataset: Any,
-    model_dir: Any = None,
-    rate_tokens_per_s: float | None = None,
-    endpoints: list[str] | None = None,
-    **kw: Any,
-) -> Backend:
-    if name == "sim":
-        from repro.run.backends.sim import SimBackend
-
-        return SimBackend(dataset.output_lens, rate_tokens_per_s=rate_tokens_per_s, **kw)
-    if name == "hf":
-        from repro.run.backends.hf import HFBackend
-
-        return HFBackend(model_dir, **kw)
-    if name == "trtllm":
-        from repro.run.backends.trtllm import DEFAULT_CONCURRENCY, TrtllmBackend, endpoints_for
-
-        trt = getattr(recipe, "trtllm", None)
-        kw.setdefault("max_concurrency", trt.gpu_batch_size if trt is not None else DEFAULT_CONCURRENCY)
-        return TrtllmBackend(endpoints or endpoints_for(recipe), **kw)
-    raise InputError(
-        f"Unknown backend '{name}'; choose one of {', '.join(NAMES)}.", "`repro run offline --backend sim`"
-    )
