@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import GOLDEN
@@ -32,7 +33,7 @@ def _system(name: str, cc: str, n: int) -> SystemInfo:
 
 @pytest.mark.parametrize("name", TRT_RECIPES)
 def test_golden_command_lines(name: str) -> None:
-    text = q.golden_text(get_recipe(name))
+    text = golden_text(get_recipe(name))
     golden = GOLDEN / "commands" / f"{name}.txt"
     if os.environ.get("REPRO_UPDATE_GOLDEN") == "1":
         golden.write_text(text, encoding="utf-8")
@@ -188,3 +189,27 @@ def test_entry_prepare_calib_writes_the_text_column(entry: Path, tmp_path: Path)
     pd.DataFrame({"question": ["x"]}).to_pickle(bad)
     res = _run(entry, "prepare-calib", f"--pkl={bad}", f"--output_dir={tmp_path / 'o2'}")
     assert res.returncode == 2 and "no 'input' column" in res.stdout and not (tmp_path / "o2").exists()
+
+
+def golden_text(recipe: Any) -> str:
+    """Everything the build would run or write for a recipe, one block per step, for the golden files."""
+    import shlex
+
+    p = q.paths_for(recipe)
+    lines = [
+        f"# recipe: {recipe.name} ({recipe.backend}, {recipe.precision})",
+        "",
+        "## prepare-calib",
+        shlex.join(q.prepare_calib_command(recipe, p)),
+        "",
+        "## quantize",
+        shlex.join(q.quantize_command(recipe, p)),
+    ]
+    build = q.build_command(recipe, p)
+    lines += ["", "## engine", shlex.join(build) if build else "(none: PyTorch backend serves the checkpoint)"]
+    lines += ["", "## serve"]
+    lines += [
+        f"CUDA_VISIBLE_DEVICES={s.cuda_visible_devices} {shlex.join(s.argv)}" for s in q.serve_commands(recipe, p)
+    ]
+    lines += ["", f"## {p.serve_config.name}", q.serve_config(recipe).rstrip()]
+    return "\n".join(lines) + "\n"

@@ -18,7 +18,7 @@ from repro.core.recipes import get_recipe
 from repro.report.model import build_report
 from repro.results.aggregate import aggregate
 from repro.results.logs import parse_run
-from repro.results.verify import verify_dir, verify_run
+from repro.results.verify import verify_dir
 
 runner = CliRunner()
 GB200 = "azure-nd-gb200-v6-v5.1"
@@ -206,11 +206,11 @@ def test_invalid_server_run_says_why(fixtures: Path) -> None:
 
 
 def test_server_run_is_judged_against_the_published_server_figure(fixtures: Path, tmp_path: Path) -> None:
-    """`repro run server` ends with the run's outcome: verify_run never raises for the scenario."""
+    """`repro run server` ends with the run's outcome: verify_dir never raises for the scenario."""
     run_dir = _copy(fixtures, f"{DGX}/llama2-70b-99.9/Server/performance/run_1", tmp_path / "run")
     gpus = {"count": 4, "names": ["NVIDIA GB200"] * 4}
     (run_dir / "run.json").write_text(json.dumps({"recipe": "nd-gb200-v6", "gpus": gpus}))
-    slow = verify_run(run_dir, "nd-gb200-v6")
+    slow = verify_dir(run_dir, recipe="nd-gb200-v6")
     assert slow.status == "FAIL" and slow.exit_code == 1 and slow.published.scenario == "Server"
     assert slow.per_gpu == pytest.approx(21605.79 / 4)
     _edit(
@@ -218,7 +218,7 @@ def test_server_run_is_judged_against_the_published_server_figure(fixtures: Path
         "Completed tokens per second: 21605.79",
         "Completed tokens per second: 46016.49",
     )
-    ok = verify_run(run_dir, get_recipe("nd-gb200-v6"))
+    ok = verify_dir(run_dir, recipe=get_recipe("nd-gb200-v6"))
     assert ok.status == "PASS" and ok.exit_code == 0 and round(ok.per_gpu, 1) == 11504.1
     assert ok.band == pytest.approx((11504.1 * 0.95, 11504.1 * 1.05))
 

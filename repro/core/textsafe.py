@@ -25,10 +25,6 @@ def terminal_safe(text: str) -> str:
     return _CONTROL.sub(_visible, text)
 
 
-def has_control(text: str) -> bool:
-    return bool(_ANY_CONTROL.search(text))
-
-
 def md_cell(text: object) -> str:
     """One Markdown table cell: HTML escaped (renderers pass raw HTML through), pipes and newlines neutralised."""
     s = _ANY_CONTROL.sub(_visible, str(text).replace("\n", " "))

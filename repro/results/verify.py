@@ -170,11 +170,6 @@ def resolve_recipe(run: LoadGenRun, recipe: str | Recipe | None) -> Recipe:
     )
 
 
-def resolve_gpus(run: LoadGenRun, recipe: Recipe, flag: int | None) -> tuple[int, str]:
-    count = count_gpus(run, recipe, flag)
-    return count.total, count.source
-
-
 # --- the rules, one function each ------------------------------------------------------------------------------
 
 
@@ -536,9 +531,3 @@ def verify_dir(
     verdict = evaluate(run, chosen, count_gpus(run, chosen, gpus))
     verdict.notes = notes + verdict.notes
     return verdict
-
-
-def verify_run(run_dir: Path, recipe: str | Recipe) -> Verdict:
-    """The verdict `repro run offline|server` ends with: the run's own scenario against the recipe's published
-    figure for it (NO REFERENCE, exit 1, where the recipe publishes none), never an input error for the scenario."""
-    return verify_dir(Path(run_dir), recipe=recipe)

@@ -16,12 +16,12 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from repro.core.clock import now_iso, stamped_path
 from repro.core.errors import InputError, Interrupted, ReproError, StepFailed
 from repro.core.fsutil import atomic_write_json, atomic_write_text
 from repro.core.recipes import Recipe, get_recipe
@@ -108,12 +108,7 @@ def user_conf_text(settings: dict[str, Any], scenario: str) -> str:
 
 
 def new_run_dir(ws: Workspace, recipe: str, scenario: str, *, create: bool = True) -> Path:
-    base = ws.runs / recipe / scenario
-    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
-    path, n = base / stamp, 1
-    while path.exists():
-        n += 1
-        path = base / f"{stamp}-{n}"
+    path = stamped_path(ws.runs / recipe / scenario)
     if create:
         path.mkdir(parents=True)
     return path
@@ -211,10 +206,6 @@ def choose_run_dir(
         if newest is not None and not (newest / ("TEST06" if kind == "TEST06" else "accuracy")).exists():
             return newest, str(kind_dir(newest, "performance"))
     return new_run_dir(ws, recipe.name, scenario, create=create), None
-
-
-def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
 class LoadGenSUT:
@@ -509,7 +500,7 @@ def run_benchmark(
         "command": list(argv if argv is not None else sys.argv),
         "model_path": str(model_path) if bname != "sim" else None,
         "dataset_sha256": None,
-        "started": _now(),
+        "started": now_iso(),
         "finished": None,
         "settings": settings,
         "provenance": facts,
@@ -532,7 +523,7 @@ def run_benchmark(
     ledger.start(step, inputs_hash, run_dir=str(run_dir), label=label)
 
     def finish(status: str, error: str | None) -> None:
-        info.update(status=status, error=error, incomplete=status != "complete", finished=_now())
+        info.update(status=status, error=error, incomplete=status != "complete", finished=now_iso())
         atomic_write_json(log_dir / "run.json", info)
 
     sut: LoadGenSUT | None = None

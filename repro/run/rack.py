@@ -19,7 +19,6 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
@@ -27,6 +26,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from repro import __version__
+from repro.core.clock import now_iso, stamped_path
 from repro.core.errors import InputError, Interrupted, ReproError, StepFailed
 from repro.core.fsutil import atomic_write_json, atomic_write_text
 from repro.core.recipes import Recipe, get_recipe, is_registry_recipe, load_recipe_file, registry_recipe
@@ -107,10 +107,6 @@ def _check_path(value: str, what: str) -> str:
 
 def vm_name(index: int) -> str:
     return f"vm-{index:02d}"
-
-
-def _now() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _repro_bin() -> str:
@@ -202,7 +198,7 @@ class RackPlan:
             "workspace": str(self.workspace),
             "repro_bin": self.repro_bin,
             "script": SCRIPT,
-            "created": _now(),
+            "created": now_iso(),
             "jobs": [],
         }
 
@@ -667,7 +663,7 @@ def collect(rack_dir: Path, rows: list[TaskRow] | None = None) -> RackResult:
         result.report_error = "no VM wrote a result folder"
     m["status"] = _rack_status(rows)
     m["tasks"] = {r.vm: r.state for r in rows}
-    m["collected"] = _now()
+    m["collected"] = now_iso()
     atomic_write_json(rack_dir / RACK_JSON, m)
     if result.report is not None:
         atomic_write_text(rack_dir / "rack-report.md", result.report.to_markdown())
@@ -675,12 +671,7 @@ def collect(rack_dir: Path, rows: list[TaskRow] | None = None) -> RackResult:
 
 
 def _new_rack_dir(ws: Workspace, recipe: Recipe) -> Path:
-    base = ws.root / "racks" / recipe.name
-    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
-    path, n = base / stamp, 2
-    while path.exists() or path.with_name(path.name + ".work").exists():
-        path, n = base / f"{stamp}-{n}", n + 1
-    return path
+    return stamped_path(ws.root / "racks" / recipe.name, lambda p: p.exists() or p.with_name(p.name + ".work").exists())
 
 
 def plan_rack(
@@ -759,7 +750,7 @@ def submit(plan: RackPlan, indices: list[int] | None = None) -> str:
     m = load_manifest(rack) if (rack / RACK_JSON).exists() else plan.manifest()
     tasks = sorted(indices) if indices is not None else list(range(plan.nodes))
     job_id = sbatch(script, ",".join(map(str, tasks)) if indices is not None else None, rack)
-    m["jobs"].append({"job_id": job_id, "tasks": tasks, "submitted": _now()})
+    m["jobs"].append({"job_id": job_id, "tasks": tasks, "submitted": now_iso()})
     m["status"] = "submitted"
     atomic_write_json(rack / RACK_JSON, m)
     return job_id

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from rich.console import Group
@@ -90,27 +89,3 @@ def render_rack(report: RackReport) -> Group:
         )
     parts += [Text(f"note: {n}", style="dim") for n in report.notes]
     return Group(*parts)
-
-
-@dataclass
-class VerdictView:
-    """What `emit` shows for a verdict: the same JSON, the Rich table from this module."""
-
-    verdict: Verdict
-
-    def to_json(self) -> dict[str, Any]:
-        return self.verdict.to_json()
-
-    def __rich__(self) -> Group:
-        return render_verdict(self.verdict)
-
-
-@dataclass
-class RackView:
-    report: RackReport
-
-    def to_json(self) -> dict[str, Any]:
-        return self.report.to_json()
-
-    def __rich__(self) -> Group:
-        return render_rack(self.report)
