@@ -7,7 +7,10 @@ grows linearly (run at 1x, 4x and 16x of 18 VMs).
 The rack is made from the three published Azure GB300 VM logs in tests/fixtures, copied and given distinct
 throughput figures so no two VM folders hold the same log.
 
-    python benchmarks/aggregate_speed.py [--pairs 5] [--sizes 18,72,288]
+In-process too: `repro.results.aggregate.aggregate` on the rack against a plain function reading each summary's
+`Tokens per second` line (no interpreter start, no imports), and a count of how often each log file was parsed.
+
+    python benchmarks/aggregate_speed.py [--pairs 5] [--sizes 18,72,288] [--in-process-only]
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from __future__ import annotations
 import argparse
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -35,6 +39,58 @@ for p in sorted(Path(sys.argv[1]).rglob("mlperf_log_summary.txt")):
 print(total)
 """
 GOAL = 1.5
+_TOKENS = re.compile(r"^Tokens per second\s*:\s*([0-9.eE+]+)", re.M)
+
+
+def plain_parse(rack: Path) -> float:
+    """The floor in-process: every summary's tokens line, summed."""
+    total = 0.0
+    for p in sorted(rack.rglob("mlperf_log_summary.txt")):
+        m = _TOKENS.search(p.read_text())
+        assert m is not None
+        total += float(m.group(1))
+    return total
+
+
+def parses_per_log(rack: Path) -> int:
+    """The most times aggregate parsed any one log file (1 = each log parsed once)."""
+    from collections import Counter
+
+    from repro.results import logs
+    from repro.results.aggregate import aggregate
+
+    seen: Counter[str] = Counter()
+    originals = logs.parse_summary, logs.parse_detail
+
+    def counting(fn):  # type: ignore[no-untyped-def]
+        def wrapped(path, *a, **kw):  # type: ignore[no-untyped-def]
+            seen[str(path)] += 1
+            return fn(path, *a, **kw)
+
+        return wrapped
+
+    logs.parse_summary, logs.parse_detail = counting(originals[0]), counting(originals[1])
+    try:
+        aggregate([rack])
+    finally:
+        logs.parse_summary, logs.parse_detail = originals
+    return max(seen.values())
+
+
+def in_process(rack: Path, vms: int, pairs: int) -> float:
+    from repro.results.aggregate import aggregate
+
+    report = aggregate([rack])
+    assert len(report.counted) == vms, (len(report.counted), vms)
+    assert abs(report.stats["total"] - plain_parse(rack)) < 1e-6 * report.stats["total"]
+    agg = alternate(f"in-process aggregate {vms} VMs", lambda: aggregate([rack]), lambda: plain_parse(rack), pairs)
+    slower = 1 / agg.ratio
+    per_vm = statistics.median(agg.repro_s) / vms * 1000
+    print(
+        agg.line() + f"; repro is {slower:.1f}x the plain parse, {per_vm:.2f} ms per VM; "
+        f"each log parsed at most {parses_per_log(rack)}x"
+    )
+    return statistics.median(agg.repro_s)
 
 
 def make_rack(dest: Path, vms: int) -> Path:
@@ -59,12 +115,18 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--pairs", type=int, default=5)
     ap.add_argument("--sizes", default="18,72,288")
+    ap.add_argument("--in-process-only", action="store_true")
     args = ap.parse_args()
+    sys.path.insert(0, str(REPO))
     repro = [sys.executable, "-c", "from repro.cli import main; main()"]
     medians = []
+    inproc = []
     with tempfile.TemporaryDirectory(prefix="repro-agg-bench-") as tmp:
         for vms in (int(s) for s in args.sizes.split(",")):
             rack = make_rack(Path(tmp), vms)
+            inproc.append((vms, in_process(rack, vms, max(args.pairs, 5))))
+            if args.in_process_only:
+                continue
             agg = alternate(
                 f"aggregate {vms} VMs",
                 lambda r=rack: subprocess.run(
@@ -79,11 +141,13 @@ def main() -> int:
                 f"{'reached' if slower <= GOAL else 'not reached'})"
             )
             medians.append((vms, sorted(agg.repro_s)[len(agg.repro_s) // 2]))
-        if len(medians) > 1:
-            (n0, t0), (n1, t1) = medians[0], medians[-1]
-            print(
-                f"growth: {n1 / n0:.0f}x the VMs took {t1 / t0:.2f}x the time (linear would be at most {n1 / n0:.0f}x)"
-            )
+        for what, series in (("whole process", medians), ("in-process", inproc)):
+            if len(series) > 1:
+                (n0, t0), (n1, t1) = series[0], series[-1]
+                print(
+                    f"growth ({what}): {n1 / n0:.0f}x the VMs took {t1 / t0:.2f}x the time "
+                    f"(linear would be {n1 / n0:.0f}x)"
+                )
     return 0
 
 

@@ -1,7 +1,9 @@
 """CLI start-up: `repro --help` and `repro verify <published run>` against `python -c pass`, side by side.
 
 Goal (issue 17): both within 0.15 s on the 2-core dev VM. Prints each command's median, the ratio to a bare
-interpreter start, and whether the goal was reached.
+interpreter start, and whether the goal was reached. Then the floors any Typer CLI pays, measured the same way:
+`import typer`, and a do-nothing Typer app built like repro's (same settings, the verify signature's kinds of
+parameters) asked for --help and run: Typer 0.29 builds a pydantic TypeAdapter per parameter when a command runs.
 
     python benchmarks/cli_startup.py [--pairs 15]
 """
@@ -25,6 +27,28 @@ def _cmd(*args: str) -> list[str]:
     return [sys.executable, "-c", "from repro.cli import main; main()", *args]
 
 
+FLOOR_APP = """
+from pathlib import Path
+from typing import Annotated
+import sys, typer
+app = typer.Typer(help="floor", pretty_exceptions_enable=False, rich_markup_mode=None, add_completion=False)
+@app.command()
+def verify(
+    result_dir: Annotated[Path, typer.Argument(exists=True, file_okay=False, help="A folder.")],
+    recipe: Annotated[str | None, typer.Option("--recipe", help="r")] = None,
+    gpus: Annotated[int | None, typer.Option("--gpus", min=1, help="g")] = None,
+    scenario: Annotated[str | None, typer.Option("--scenario", help="s")] = None,
+    json: Annotated[bool, typer.Option("--json", help="j")] = False,
+    against: Annotated[list[str] | None, typer.Option("--against", help="a")] = None,
+) -> None:
+    print(result_dir)
+@app.command()
+def other() -> None:
+    pass
+typer.main.get_command(app).main(args=sys.argv[1:], prog_name="floor", standalone_mode=False)
+"""
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--pairs", type=int, default=15)
@@ -44,6 +68,19 @@ def main() -> int:
             pair.line()
             + f"; python -c pass = reference; goal <= {GOAL_S} s: {'reached' if med <= GOAL_S else 'not reached'}"
         )
+    floors = (
+        ("floor: import typer", [sys.executable, "-c", "import typer"]),
+        ("floor: Typer app --help", [sys.executable, "-c", FLOOR_APP, "--help"]),
+        ("floor: Typer app verify DIR (does nothing)", [sys.executable, "-c", FLOOR_APP, "verify", str(FIXTURE)]),
+    )
+    for label, argv in floors:
+        pair = alternate(
+            label,
+            lambda a=argv: subprocess.run(a, capture_output=True, check=True),
+            lambda: subprocess.run(bare, capture_output=True, check=True),
+            args.pairs,
+        )
+        print(pair.line() + "; python -c pass = reference")
     return 0
 
 

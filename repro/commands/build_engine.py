@@ -3,21 +3,16 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Group
-from rich.markup import escape
-from rich.text import Text
 
-from repro.core.steps import StepOutcome
-from repro.core.systems import resolve_recipe
-from repro.core.workspace import Workspace
-from repro.engine import plan as b
 from repro.ui.options import DryRunOpt, ForceOpt, JsonOpt, RecipeOpt, WorkspaceOpt
-from repro.ui.output import emit
-from repro.ui.progress import BuildView
-from repro.ui.render import renderable
+
+if TYPE_CHECKING:  # imported where used, so `repro --help` does not load the build stack
+    from rich.console import Group
+
+    from repro.core.steps import StepOutcome
 
 BaseImageOpt = Annotated[
     str | None,
@@ -35,6 +30,12 @@ class BuildResult:
         return self.outcome.to_json()
 
     def __rich__(self) -> Group:
+        from rich.console import Group
+        from rich.markup import escape
+        from rich.text import Text
+
+        from repro.ui.render import renderable
+
         parts: list[Any] = [renderable(self.outcome)]
         if self.outcome.status == "dry-run":
             parts += [Text("")] + [
@@ -53,6 +54,12 @@ def build_engine(
     base_image: BaseImageOpt = None,
 ) -> None:
     """Build the TensorRT-LLM container, quantize to NVFP4 (FP8 on Hopper) and build the engine."""
+    from repro.core.systems import resolve_recipe
+    from repro.core.workspace import Workspace
+    from repro.engine import plan as b
+    from repro.ui.output import emit
+    from repro.ui.progress import BuildView
+
     ws = Workspace.open(workspace)
     chosen, _ = resolve_recipe(recipe, ws)
     outcome = b.run_build(

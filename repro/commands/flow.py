@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import typer
 
-from repro.core.workspace import Workspace
 from repro.ui.options import DryRunOpt, JsonOpt, RecipeOpt, WorkspaceOpt, YesOpt
-from repro.ui.output import confirm, emit, info, show, show_err
 
 
 def doctor(recipe: RecipeOpt = None, workspace: WorkspaceOpt = None, json: JsonOpt = False) -> None:
     """Check GPUs, driver, Docker, disk, token and LoadGen before hours are spent."""
+    from repro.core.workspace import Workspace
     from repro.flow.doctor import run_doctor
+    from repro.ui.output import emit
 
     report = run_doctor(recipe, Workspace.open(workspace))
     emit(report, json)
@@ -21,7 +21,9 @@ def doctor(recipe: RecipeOpt = None, workspace: WorkspaceOpt = None, json: JsonO
 
 def status(recipe: RecipeOpt = None, workspace: WorkspaceOpt = None, json: JsonOpt = False) -> None:
     """Show the step ledger: done, stale, failed, to do, and the next command."""
+    from repro.core.workspace import Workspace
     from repro.flow.status import run_status
+    from repro.ui.output import emit, info
 
     report, note = run_status(recipe, Workspace.open(workspace))
     if note:
@@ -38,7 +40,9 @@ def guide(
 ) -> None:
     """Walk through doctor -> setup -> build-engine -> run offline -> verify, resuming from the ledger."""
     from repro.core.systems import resolve_recipe
+    from repro.core.workspace import Workspace
     from repro.flow.guide import run_guide
+    from repro.ui.output import confirm, emit, show, show_err
 
     ws = Workspace.open(workspace)
     chosen, reason = resolve_recipe(recipe, ws)

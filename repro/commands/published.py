@@ -6,10 +6,10 @@ from typing import Annotated
 
 import typer
 
-from repro.core.published import SORTS, Filters, load_index
 from repro.ui.options import JsonOpt
-from repro.ui.output import emit
-from repro.ui.published import PublishedList, PublishedShow
+
+# repro.core.published.SORTS, spelled out so the help needs no pydantic import (tests/test_cli_imports.py checks it).
+SORTS_HELP = "per-accelerator, tokens, round, submitter"
 
 REF_HELP = (
     "An official result ID (5.1-0008: every benchmark and scenario of that system), optionally narrowed "
@@ -42,13 +42,17 @@ def list_published(
     ] = None,
     sort: Annotated[
         str,
-        typer.Option("--sort", help=f"One of: {', '.join(SORTS)} (default: tokens/s per accelerator, highest first)."),
+        typer.Option("--sort", help=f"One of: {SORTS_HELP} (default: tokens/s per accelerator, highest first)."),
     ] = "per-accelerator",
     json: JsonOpt = False,
 ) -> None:
     """List every published MLPerf Llama-2-70B result in the shipped index, filtered, best per accelerator first."""
     if ctx.invoked_subcommand is not None:
         return
+    from repro.core.published import Filters, load_index
+    from repro.ui.output import emit
+    from repro.ui.published import PublishedList
+
     index = load_index()
     filters = Filters(accelerator, submitter, round_, scenario, benchmark, division, min_nodes)
     emit(PublishedList(index, index.select(filters, sort), filters, sort), json)
@@ -56,5 +60,9 @@ def list_published(
 
 def show(ref: Annotated[str, typer.Argument(help=REF_HELP)], json: JsonOpt = False) -> None:
     """Show one published result (or every row of one result ID) with its source repository, commit and path."""
+    from repro.core.published import load_index
+    from repro.ui.output import emit
+    from repro.ui.published import PublishedShow
+
     index = load_index()
     emit(PublishedShow(index, ref, index.resolve(ref)), json)

@@ -8,9 +8,7 @@ from typing import Annotated
 import typer
 
 from repro.core.errors import InputError
-from repro.core.fsutil import atomic_write_text
 from repro.ui.options import DryRunOpt, GpusOpt, JsonOpt, RecipeOpt
-from repro.ui.output import emit, info
 
 
 def _target(path: Path | None, kind: str) -> Path | None:
@@ -34,8 +32,10 @@ def report(
     dry_run: DryRunOpt = False,
 ) -> None:
     """Compare your runs with every published result, with plots, business and efficiency figures."""
+    from repro.core.fsutil import atomic_write_text
     from repro.report.html import render_html
     from repro.report.model import build_report
+    from repro.ui.output import emit, info
 
     html, markdown = _target(html, "html"), _target(markdown, "markdown")
     result = build_report(result_dirs, recipe=recipe, gpus=gpus)

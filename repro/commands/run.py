@@ -5,17 +5,17 @@ from __future__ import annotations
 import signal
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Group
-from rich.text import Text
 
-from repro.core.steps import StepOutcome
-from repro.core.workspace import Workspace
 from repro.ui.options import DryRunOpt, JsonOpt, RecipeOpt, WorkspaceOpt
-from repro.ui.output import emit
-from repro.ui.render import renderable
+
+if TYPE_CHECKING:  # imported where used, so `repro --help` does not load the run stack
+    from rich.console import Group
+    from rich.text import Text
+
+    from repro.core.steps import StepOutcome
 
 BackendOpt = Annotated[
     str | None, typer.Option("--backend", "-b", help="sim | hf | trtllm; overrides the recipe's backend.")
@@ -116,6 +116,11 @@ class RunView:
         return out
 
     def __rich__(self) -> Group:
+        from rich.console import Group
+        from rich.text import Text
+
+        from repro.ui.render import renderable
+
         parts: list[Any] = [renderable(self.outcome)]
         d = self.outcome.details
         if self.outcome.status == "dry-run":
@@ -141,6 +146,8 @@ class RunView:
 
 def _server_lines(d: dict[str, Any]) -> list[Text]:
     """Each server container with its GPUs and command, and the readiness wait (or the endpoints given)."""
+    from rich.text import Text
+
     out: list[Text] = []
     for s in d.get("servers") or []:
         gpus = ",".join(s["gpus"]) if s["gpus"] else "none"
@@ -161,6 +168,8 @@ def _server_lines(d: dict[str, Any]) -> list[Text]:
 
 def _accuracy_text(scores: dict[str, Any]) -> Text:
     """The scores the run computed (issue 15 item 4), as accuracy.txt states them."""
+    from rich.text import Text
+
     keys = [k for k in ("rouge1", "rouge2", "rougeL", "rougeLsum") if isinstance(scores.get(k), (int, float))]
     line = ", ".join(f"{k} {scores[k]:.4f}" for k in keys)
     tps = scores.get("tokens_per_sample")
@@ -171,6 +180,8 @@ def _accuracy_text(scores: dict[str, Any]) -> Text:
 
 def _compliance_text(doc: dict[str, Any]) -> Text:
     """The three TEST06 checks as verify_accuracy.txt states them, then why it failed."""
+    from rich.text import Text
+
     text = Text()
     for raw in str(doc.get("verify_text", "")).splitlines():
         style = "green" if raw.endswith(("True", "Skipped", "complete")) else "red"
@@ -208,9 +219,11 @@ def _run(
     served_model: str | None = None,
 ) -> None:
     from repro.core.systems import resolve_recipe
+    from repro.core.workspace import Workspace
     from repro.results.verify import verify_dir
     from repro.run.harness import run_benchmark
     from repro.run.servers import ServerOptions
+    from repro.ui.output import emit
     from repro.ui.progress_bar import RunBar
 
     ws = Workspace.open(workspace)
@@ -257,6 +270,7 @@ def _rack_ui(json: bool) -> Any:
 def _show_rack(result: Any, json: bool) -> None:
     """The rack result first, then its exit code (failed VMs, or a rack outside the band) through the error table."""
     from repro.run.rack import check
+    from repro.ui.output import emit
 
     emit(result, json)
     check(result)

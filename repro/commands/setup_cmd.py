@@ -2,20 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Group
-from rich.table import Table
-from rich.text import Text
 
-from repro.core.steps import StepOutcome
-from repro.core.systems import resolve_recipe
-from repro.core.workspace import Workspace
 from repro.ui.options import DryRunOpt, ForceOpt, JsonOpt, RecipeOpt, WorkspaceOpt, YesOpt
-from repro.ui.output import confirm, emit
-from repro.ui.progress import download_progress
-from repro.ui.render import renderable
+
+if TYPE_CHECKING:  # imported where used, so `repro --help` does not load the setup stack
+    from rich.console import Group
+
+    from repro.core.steps import StepOutcome
 
 SourceOpt = Annotated[
     str,
@@ -37,6 +33,12 @@ class SetupView:
         return self.outcome.to_json()
 
     def __rich__(self) -> Group:
+        from rich.console import Group
+        from rich.table import Table
+        from rich.text import Text
+
+        from repro.ui.render import renderable
+
         files = self.outcome.details.get("files") or []
         table = Table(title="repro setup" + (" (dry run: nothing changed)" if self.outcome.status == "dry-run" else ""))
         for col in ("file", "size", "action", "from"):
@@ -78,7 +80,11 @@ def setup(
 ) -> None:
     """Download the model and the MLPerf OpenOrca dataset into the workspace, verified by checksum."""
     from repro.core.errors import InputError
+    from repro.core.systems import resolve_recipe
+    from repro.core.workspace import Workspace
     from repro.setup.download import run_setup
+    from repro.ui.output import confirm, emit
+    from repro.ui.progress import download_progress
 
     if dataset_source not in ("fetch", "rebuild", "both"):
         raise InputError(f"--dataset-source {dataset_source!r}: use fetch, rebuild or both.", "`repro setup --help`")

@@ -3,19 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from repro.core.errors import InputError
-from repro.core.fsutil import atomic_write_text
-from repro.results.aggregate import aggregate as build_rack
-from repro.results.compare import Comparison, pick_perf_run, recognise, verify_against
-from repro.results.rules import SCENARIOS
-from repro.results.verify import NoRecipeFor, verify_dir
 from repro.ui.options import GpusOpt, JsonOpt, RecipeOpt, ResultDirArg
-from repro.ui.output import emit
-from repro.ui.published import ComparisonView, VerdictWithRecord
+
+if TYPE_CHECKING:  # the results stack is imported by the command that runs, not by `repro --help`
+    from repro.results.compare import Comparison
+    from repro.results.logs import LoadGenRun
 
 AgainstOpt = Annotated[
     list[str] | None,
@@ -37,6 +33,9 @@ ScenarioOpt = Annotated[
 def _scenario(value: str | None) -> str | None:
     if value is None:
         return None
+    from repro.core.errors import InputError
+    from repro.results.rules import SCENARIOS
+
     for name in SCENARIOS:
         if name.lower() == value.lower():
             return name
@@ -56,14 +55,19 @@ def verify(
     A published bundle (its system JSON and path, or its exact tokens/s, match the shipped index) is also
     compared with its own published record, with or without a recipe.
     """
+    from repro.results.compare import recognise, verify_against
+    from repro.results.verify import NoRecipeFor, verify_dir
+    from repro.ui.output import emit
+    from repro.ui.published import ComparisonView, VerdictWithRecord
+
     if against:
         result = verify_against(result_dir, against, gpus=gpus)
         emit(ComparisonView(result), json)
         raise typer.Exit(result.exit_code)
     try:
         verdict = verify_dir(result_dir, recipe=recipe, gpus=gpus, scenario=_scenario(scenario))
-    except NoRecipeFor:
-        own = None if recipe else _recognised(result_dir, gpus, _scenario(scenario))
+    except NoRecipeFor as exc:
+        own = None if recipe else _recognised(result_dir, gpus, _scenario(scenario), exc.runs)
         if own is None:
             raise
         emit(ComparisonView(own, "repro verify: published record"), json)
@@ -73,10 +77,15 @@ def verify(
     raise typer.Exit(verdict.exit_code)
 
 
-def _recognised(result_dir: Path, gpus: int | None, scenario: str | None) -> Comparison | None:
+def _recognised(
+    result_dir: Path, gpus: int | None, scenario: str | None, parsed: list[LoadGenRun] | None = None
+) -> Comparison | None:
     """The run against its own published record when no recipe fits (e.g. another submitter's bundle)."""
+    from repro.core.errors import InputError
+    from repro.results.compare import pick_perf_run, recognise
+
     try:
-        return recognise(pick_perf_run(result_dir, scenario), gpus)
+        return recognise(pick_perf_run(result_dir, scenario, parsed), gpus)
     except InputError:
         return None
 
@@ -98,6 +107,10 @@ def aggregate(
     json: JsonOpt = False,
 ) -> None:
     """The rack table over per-VM runs: total, max, min, mean, median, spread, and each VM's verdict."""
+    from repro.core.fsutil import atomic_write_text
+    from repro.results.aggregate import aggregate as build_rack
+    from repro.ui.output import emit
+
     report = build_rack(dirs, recipe=recipe, gpus=gpus, expect=expect, scenario=_scenario(scenario) or "Offline")
     if markdown:
         atomic_write_text(markdown, report.to_markdown())

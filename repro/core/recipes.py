@@ -280,11 +280,15 @@ def _not_too_deep(text: str) -> str:
     return text
 
 
+# libyaml's safe loader when PyYAML was built with it (7x faster; the recipes load on every `repro verify`).
+_SAFE_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
 def load_recipe_file(path: Path) -> Recipe:
     """A recipe file: regular files only (a FIFO or /dev/zero is refused, not read), at most 1 MB."""
     path = Path(path)
     try:
-        raw = yaml.safe_load(_not_too_deep(read_text_bounded(path, MAX_RECIPE_BYTES, what="recipe")))
+        raw = yaml.load(_not_too_deep(read_text_bounded(path, MAX_RECIPE_BYTES, what="recipe")), Loader=_SAFE_LOADER)
     except FileNotFoundError:
         raise RecipeError(f"{path}: no such recipe file.", "`repro recipes list`") from None
     except OSError as exc:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import urllib.request
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -74,6 +73,8 @@ class SystemInfo:
 def imds_vm_size(url: str | None = None, timeout: float = 1.0) -> tuple[str | None, str | None]:
     """(vmSize, error). The endpoint only answers inside Azure; elsewhere it times out quickly."""
     url = url or os.environ.get("REPRO_IMDS_URL", IMDS_URL)
+    import urllib.request  # only detection asks IMDS; `repro verify` imports this module too
+
     req = urllib.request.Request(url, headers={"Metadata": "true"})
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
     try:

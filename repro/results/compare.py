@@ -354,8 +354,9 @@ def pick_row(rows: list[PublishedResult], facts: RunFacts, ref: str) -> Publishe
     return same[0]
 
 
-def pick_perf_run(path: Path, scenario: str | None = None) -> LoadGenRun:
-    runs = [r for r in find_runs(path) if r.mode == "PerformanceOnly"]
+def pick_perf_run(path: Path, scenario: str | None = None, parsed: list[LoadGenRun] | None = None) -> LoadGenRun:
+    """The one performance run under `path` (`parsed`: its runs, when the caller has already parsed them)."""
+    runs = [r for r in (find_runs(path) if parsed is None else parsed) if r.mode == "PerformanceOnly"]
     if scenario:
         runs = [r for r in runs if effective_scenario(r) == scenario]
     if not runs:

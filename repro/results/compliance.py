@@ -17,15 +17,16 @@ import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-import numpy as np
+if TYPE_CHECKING:  # numpy is imported when a TEST06 log is read, not by every `repro verify`
+    import numpy as np
 
 from repro.core.errors import InputError
 
 TEST06 = "TEST06"
 EOS_ID = 2
-DTYPE = np.dtype("<i4")
+DTYPE_ITEMSIZE = 4  # LoadGen logs token ids as little-endian int32 ("<i4")
 ACCURACY_LOG = "mlperf_log_accuracy.json"
 VERIFY_TXT = "verify_accuracy.txt"
 AUDIT_CONFIG = "audit.config"
@@ -118,12 +119,20 @@ class Test06Result:
 
 
 def _tokens(hexdata: Any) -> np.ndarray | None:
-    if not isinstance(hexdata, str) or len(hexdata) % (2 * DTYPE.itemsize):
+    import numpy as np
+
+    if not isinstance(hexdata, str) or len(hexdata) % (2 * DTYPE_ITEMSIZE):
         return None
     try:
-        return np.frombuffer(bytes.fromhex(hexdata), dtype=DTYPE)
+        return np.frombuffer(bytes.fromhex(hexdata), dtype="<i4")
     except ValueError:
         return None
+
+
+def _equal(a: np.ndarray, b: np.ndarray) -> bool:
+    import numpy as np
+
+    return bool(np.array_equal(a, b))
 
 
 def _trailing(ids: np.ndarray, token: int) -> int:
@@ -187,7 +196,7 @@ def check_entries(
             fails["first_token"].append(f"{where}: first token {int(first[0])} reported but no output logged")
         else:
             k = min(len(first), len(data))
-            if not np.array_equal(first[:k], data[:k]):
+            if not _equal(first[:k], data[:k]):
                 fails["first_token"].append(
                     f"{where}: first token reported {first[:k].tolist()}, output starts {data[:k].tolist()}"
                 )

@@ -143,7 +143,11 @@ def _within(per_gpu: float, band: tuple[float, float], centre: float) -> tuple[b
 
 
 class NoRecipeFor(InputError):
-    """No recipe covers the run's system; the published index may still hold its own record."""
+    """No recipe covers the run's system; the published index may still hold its own record.
+
+    `runs` holds the runs verify_dir already parsed, so the caller looks for that record without parsing again."""
+
+    runs: list[LoadGenRun] | None = None
 
 
 def resolve_recipe(run: LoadGenRun, recipe: str | Recipe | None) -> Recipe:
@@ -526,8 +530,13 @@ def verify_dir(
     path: Path, recipe: str | Recipe | None = None, gpus: int | None = None, scenario: str | None = None
 ) -> Verdict:
     path = Path(path)
-    run, notes = pick_run(find_runs(path), path, scenario)
-    chosen = resolve_recipe(run, recipe)
+    runs = find_runs(path)
+    run, notes = pick_run(runs, path, scenario)
+    try:
+        chosen = resolve_recipe(run, recipe)
+    except NoRecipeFor as exc:
+        exc.runs = runs
+        raise
     verdict = evaluate(run, chosen, count_gpus(run, chosen, gpus))
     verdict.notes = notes + verdict.notes
     return verdict

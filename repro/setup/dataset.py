@@ -42,12 +42,13 @@ class PreparedDataset:
 
     def __post_init__(self) -> None:
         self.offsets = np.concatenate([[0], np.cumsum(self.input_lens, dtype=np.int64)])
+        self._bounds: list[int] = self.offsets.tolist()  # Python ints: prompt() runs once per issued sample
 
     def __len__(self) -> int:
         return int(self.input_lens.shape[0])
 
     def prompt(self, index: int) -> np.ndarray:
-        return self.input_ids[self.offsets[index] : self.offsets[index + 1]]
+        return self.input_ids[self._bounds[index] : self._bounds[index + 1]]
 
     @property
     def sha256(self) -> str:

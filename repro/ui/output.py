@@ -10,13 +10,12 @@ from __future__ import annotations
 import json
 import math
 import sys
-from typing import IO, Any, Protocol
-
-from rich.console import Console
-from rich.markup import escape
+from typing import IO, TYPE_CHECKING, Any, Protocol
 
 from repro.core.secrets import redact
-from repro.ui.safe import SafeConsole
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 SCHEMA_VERSION = 1
 # A pipe or a log file has no width; this one is wider than any path, command or script line.
@@ -34,12 +33,27 @@ def _width(stream: IO[str]) -> int | None:
 
 def make_console(stderr: bool = False) -> Console:
     """An explicit width also keeps a COLUMNS variable from narrowing a pipe."""
+    from repro.ui.safe import SafeConsole
+
     width = _width(sys.stderr if stderr else sys.stdout)
     return SafeConsole(stderr=stderr, highlight=False, soft_wrap=stderr or width is not None, width=width)
 
 
-console = make_console()
-err_console = make_console(stderr=True)
+_consoles: dict[str, Console] = {}
+
+
+def _console(name: str) -> Console:
+    """Made on first use: importing Rich costs more than a `repro --help` should take."""
+    if name not in _consoles:
+        _consoles[name] = make_console(stderr=name == "err_console")
+    return _consoles[name]
+
+
+def __getattr__(name: str) -> Console:
+    """`from repro.ui.output import console, err_console` still works; they are created when first asked for."""
+    if name in ("console", "err_console"):
+        return _console(name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def finite(value: Any) -> Any:
@@ -89,35 +103,39 @@ def show(obj: Any) -> None:
     """Print one result (or note) for people, through its registered view."""
     from repro.ui.render import renderable
 
-    console.print(renderable(obj))
+    _console("console").print(renderable(obj))
 
 
 def show_err(obj: Any) -> None:
     """As show, on stderr: the narrative of a --json command, whose stdout holds only the JSON."""
     from repro.ui.render import renderable
 
-    err_console.print(renderable(obj))
+    _console("err_console").print(renderable(obj))
 
 
 def confirm(question: str) -> bool:
     """Asked on stderr, so a --json run's stdout stays one document."""
     from rich.prompt import Confirm
 
-    return Confirm.ask(question, default=True, console=err_console)
+    return Confirm.ask(question, default=True, console=_console("err_console"))
 
 
 def error(
     message: str, next_command: str | None = None, *, exit_code: int | None = None, as_json: bool = False
 ) -> None:
     """One line on stderr for people; with --json also the same error as the one JSON document on stdout."""
+    from rich.markup import escape
+
     text = redact(message)
     if next_command:
         text += f" Next: {redact(next_command)}"
-    err_console.print(f"[bold red]error:[/] {escape(text)}", markup=True, highlight=False)
+    _console("err_console").print(f"[bold red]error:[/] {escape(text)}", markup=True, highlight=False)
     if as_json and not _json_written["count"]:  # a result already printed is the one document; its error is on stderr
         hint = redact(next_command) if next_command else None
         _write_json({"ok": False, "error": {"message": redact(message), "next_command": hint, "exit_code": exit_code}})
 
 
 def info(message: str) -> None:
-    err_console.print(escape(redact(message)))
+    from rich.markup import escape
+
+    _console("err_console").print(escape(redact(message)))

@@ -11,16 +11,16 @@ import queue
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 
 
-@dataclass(frozen=True)
-class Request:
+class Request(NamedTuple):
+    """One sample to generate (immutable; a tuple, so the harness makes one per sample cheaply)."""
+
     id: int
-    index: int
+    index: int  # type: ignore[assignment]  # the field shadows tuple.index(), which nothing here calls
     input_ids: np.ndarray
     max_tokens: int
 

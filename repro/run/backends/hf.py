@@ -160,13 +160,19 @@ class HFBackend(WorkerBackend):
 
         class _Events(StoppingCriteria):
             reported = False
+            go_on: Any = None  # one all-False tensor per batch, not one per decoding step
 
             def __call__(self, input_ids, scores, **kw):
                 if not self.reported:
                     self.reported = True
-                    firsts = input_ids[:, width].tolist()
-                    sink.first_tokens([(r.id, int(t)) for r, t in zip(batch, firsts, strict=False)])
-                return torch.full((input_ids.shape[0],), stopping.is_set(), dtype=torch.bool, device=input_ids.device)
+                    sink.first_tokens(
+                        [(r.id, int(t)) for r, t in zip(batch, input_ids[:, width].tolist(), strict=False)]
+                    )
+                if stopping.is_set():
+                    return torch.ones((input_ids.shape[0],), dtype=torch.bool, device=input_ids.device)
+                if self.go_on is None or self.go_on.shape[0] != input_ids.shape[0]:
+                    self.go_on = torch.zeros((input_ids.shape[0],), dtype=torch.bool, device=input_ids.device)
+                return self.go_on
 
         max_new = max(r.max_tokens for r in batch)
         with torch.inference_mode():

@@ -28,6 +28,7 @@ class SimBackend(WorkerBackend):
     ) -> None:
         super().__init__()
         self.output_lens = np.asarray(output_lens, dtype=np.int64)
+        self._lens: list[int] = self.output_lens.tolist()  # read once per sample; numpy scalars cost 2x
         self.rate = rate_tokens_per_s if rate_tokens_per_s and rate_tokens_per_s > 0 else None
         self.fail_after = fail_after
         self._cache: dict[int, np.ndarray] = {}
@@ -52,8 +53,9 @@ class SimBackend(WorkerBackend):
                 return
             self.sink.first_tokens([(r.id, FILL_TOKEN) for r in batch])
             done: list[tuple[int, np.ndarray]] = []
+            lens, tokens = self._lens, self._tokens
             for r in batch:
-                n = int(max(1, min(self.output_lens[r.index], r.max_tokens)))
+                n = max(1, min(lens[r.index], r.max_tokens))
                 if self.rate is not None:
                     clock = max(clock, time.monotonic()) + n / self.rate
                     wait = clock - time.monotonic()
@@ -65,7 +67,7 @@ class SimBackend(WorkerBackend):
                             return
                 if self.fail_after is not None and self._done >= self.fail_after:
                     raise RuntimeError(f"simulated backend failure after {self._done} samples")
-                done.append((r.id, self._tokens(n)))
+                done.append((r.id, tokens(n)))
                 self._done += 1
             self.sink.completed(done)
 
