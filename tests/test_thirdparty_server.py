@@ -163,3 +163,17 @@ def test_offline_accuracy_through_endpoint_writes_real_token_ids(
         ids = [int.from_bytes(data[i : i + 4], "little", signed=True) for i in range(0, len(data), 4)]
         assert ids and any(ids), f"sample {entry['qsl_idx']}: placeholder zeros instead of token ids"
         assert all(0 <= t < len(tok) for t in ids)
+
+
+def test_test06_passes_through_the_endpoint(thirdparty_server: ThirdPartyServer, tmp_path: Path) -> None:
+    """MLPerf TEST06 on a run through `--endpoint` (issue 19): the counts LoadGen gets match the ids logged."""
+    ws = tmp_path / "ws"
+    argv = ["run", "offline", "--recipe", "demo", "--endpoint", thirdparty_server.base_url]
+    argv += ["--served-model", thirdparty_server.model, "--compliance", "TEST06", "--workspace", str(ws), "--json"]
+    res = subprocess.run([*REPRO, *argv], check=False, capture_output=True, text=True, timeout=600, env=_env())
+    assert res.returncode == 0, res.stdout + res.stderr
+    doc = json.loads(res.stdout)
+    assert doc["details"]["compliance"]["passed"] is True
+    text = (Path(doc["details"]["run_dir"]) / "TEST06" / "verify_accuracy.txt").read_text().splitlines()
+    assert text[0] == "First token check pass: Skipped"  # Offline
+    assert text[1:] == ["EOS check pass: True", "Sample length check pass: True", "TEST06 verification complete"]
