@@ -109,10 +109,23 @@ class RunView:
         self.outcome = outcome
         self.verdict = verdict
 
+    @property
+    def next_command(self) -> str | None:
+        """What to do with a finished run: the report (a verdict was shown) or the verdict (accuracy/TEST06)."""
+        import shlex
+
+        run_dir = self.outcome.details.get("run_dir")
+        if self.outcome.status != "done" or not run_dir:
+            return None
+        if self.verdict is not None:
+            return f"repro report {shlex.quote(str(run_dir))} --html report.html"
+        return f"repro verify {shlex.quote(str(run_dir))}"
+
     def to_json(self) -> dict[str, Any]:
         out = self.outcome.to_json()
         if self.verdict is not None:
             out["verdict"] = self.verdict.to_json()
+        out["next_command"] = self.next_command
         return out
 
     def __rich__(self) -> Group:
@@ -141,6 +154,8 @@ class RunView:
             parts.append(_compliance_text(d["compliance"]))
         if self.verdict is not None:
             parts.append(renderable(self.verdict))
+        if self.next_command:
+            parts.append(Text(f"Next: {self.next_command}"))
         return Group(*parts)
 
 
