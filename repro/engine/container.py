@@ -13,7 +13,7 @@ import shlex
 import shutil
 import tempfile
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -58,6 +58,18 @@ def docker_client():
     import docker
 
     return docker.from_env(timeout=600)
+
+
+def docker_cli_options(shm_size: str | None, mounts: Sequence[Mount], env: Mapping[str, str]) -> list[str]:
+    """The `docker run` options a dry run prints for limits, mounts and environment (build steps and servers)."""
+    argv: list[str] = []
+    if shm_size:
+        argv += [f"--shm-size={shm_size}", "--ulimit", "memlock=-1", "--ulimit", "stack=67108864"]
+    for m in mounts:
+        argv += ["-v", f"{m.host}:{m.target}{':ro' if m.read_only else ''}"]
+    for k, v in sorted(env.items()):
+        argv += ["-e", f"{k}={v}"]
+    return argv
 
 
 @dataclass(frozen=True)
@@ -287,12 +299,7 @@ class RunSpec:
         argv = ["docker", "run", "--rm", f"--network={self.network}"]
         if self.gpus:
             argv.append("--gpus=all")
-        if self.shm_size:
-            argv += [f"--shm-size={self.shm_size}", "--ulimit", "memlock=-1", "--ulimit", "stack=67108864"]
-        for m in self.mounts:
-            argv += ["-v", f"{m.host}:{m.target}{':ro' if m.read_only else ''}"]
-        for k, v in sorted(self.env.items()):
-            argv += ["-e", f"{k}={v}"]
+        argv += docker_cli_options(self.shm_size, self.mounts, self.env)
         return shlex.join(argv + [self.image, *self.command])
 
     def to_json(self) -> dict[str, Any]:

@@ -22,7 +22,7 @@ from typing import Any
 from repro.core.errors import InputError, ReproError, StepFailed
 from repro.core.recipes import Recipe
 from repro.core.workspace import Workspace
-from repro.engine.container import LABEL, Mount
+from repro.engine.container import LABEL, Mount, docker_cli_options
 
 SERVER_LABEL = "org.repro.server"
 HASH_LABEL = "org.repro.server-spec"
@@ -88,12 +88,7 @@ class ServerPlan:
         argv = ["docker", "run", "-d", "--name", self.name, "--network=host"]
         if self.gpus:
             argv.append(f'--gpus="device={",".join(self.gpus)}"')
-        if self.shm_size:
-            argv += [f"--shm-size={self.shm_size}", "--ulimit", "memlock=-1", "--ulimit", "stack=67108864"]
-        for m in self.mounts:
-            argv += ["-v", f"{m.host}:{m.target}{':ro' if m.read_only else ''}"]
-        for k, v in sorted(self.env.items()):
-            argv += ["-e", f"{k}={v}"]
+        argv += docker_cli_options(self.shm_size, self.mounts, self.env)
         return shlex.join(argv + [self.image, *self.argv])
 
     def to_json(self) -> dict[str, Any]:

@@ -139,27 +139,21 @@ def plan_setup(recipe: Recipe, ws: Workspace, token: str | None, source: Dataset
                 )
             dest = data_dir(ws, recipe) / fname
             plan.rows.append(PlanRow(f"dataset {role}", url, dest, _url_size(url), _local_action(dest, None)))
+    plan.rows += _local_rows(recipe, ws, source)
+    return plan
+
+
+def _local_rows(recipe: Recipe, ws: Workspace, source: DatasetSource) -> list[PlanRow]:
+    """The rows every plan shares: the raw parquet for a rebuild, and the prepared arrays made locally."""
+    rows = []
     if source in ("rebuild", "both"):
         dest = ws.data / "raw" / RAW_REPO.split("/")[-1] / RAW_FILE
-        plan.rows.append(
-            PlanRow(
-                "raw OpenOrca parquet",
-                f"{hub.endpoint()}/datasets/{RAW_REPO}/resolve/{RAW_REVISION}/{RAW_FILE}",
-                dest,
-                None,
-                _local_action(dest, None),
-            )
-        )
-    plan.rows.append(
-        PlanRow(
-            "prepared arrays",
-            "made locally from the sampled set",
-            prepared_dir(ws, recipe),
-            None,
-            "keep" if (prepared_dir(ws, recipe) / "manifest.json").exists() else "write",
-        )
-    )
-    return plan
+        url = f"{hub.endpoint()}/datasets/{RAW_REPO}/resolve/{RAW_REVISION}/{RAW_FILE}"
+        rows.append(PlanRow("raw OpenOrca parquet", url, dest, None, _local_action(dest, None)))
+    prepared = prepared_dir(ws, recipe)
+    action = "keep" if (prepared / "manifest.json").exists() else "write"
+    rows.append(PlanRow("prepared arrays", "made locally from the sampled set", prepared, None, action))
+    return rows
 
 
 def recipe_plan(recipe: Recipe, ws: Workspace, source: DatasetSource, why: str) -> SetupPlan:
@@ -189,26 +183,7 @@ def recipe_plan(recipe: Recipe, ws: Workspace, source: DatasetSource, why: str) 
                     _local_action(dest, None),
                 )
             )
-    if source in ("rebuild", "both"):
-        dest = ws.data / "raw" / RAW_REPO.split("/")[-1] / RAW_FILE
-        plan.rows.append(
-            PlanRow(
-                "raw OpenOrca parquet",
-                f"{hub.endpoint()}/datasets/{RAW_REPO}/resolve/{RAW_REVISION}/{RAW_FILE}",
-                dest,
-                None,
-                _local_action(dest, None),
-            )
-        )
-    plan.rows.append(
-        PlanRow(
-            "prepared arrays",
-            "made locally from the sampled set",
-            prepared_dir(ws, recipe),
-            None,
-            "keep" if (prepared_dir(ws, recipe) / "manifest.json").exists() else "write",
-        )
-    )
+    plan.rows += _local_rows(recipe, ws, source)
     plan.notes.append(
         f"The hub was not asked ({why}): this plan comes from the recipe, so the sizes are the recipe's "
         f"(model.size_gb = {size_gb}), dataset sizes are unknown, and the exact file list and revision "
