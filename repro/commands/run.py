@@ -215,8 +215,33 @@ def _compliance_text(doc: dict[str, Any]) -> Text:
     return text
 
 
+_RUN_OPTIONS = (
+    "recipe",
+    "workspace",
+    "backend",
+    "duration",
+    "samples",
+    "accuracy",
+    "sim_rate",
+    "dry_run",
+    "json",
+    "endpoint",
+    "keep_servers",
+    "ready_timeout",
+    "compliance",
+    "into",
+    "served_model",
+)
+
+
+def _options(values: dict[str, Any]) -> dict[str, Any]:
+    """The options `_run` takes, from a command's parameters (both scenarios share them)."""
+    return {k: values[k] for k in _RUN_OPTIONS if k in values}
+
+
 def _run(
     scenario: str,
+    *,
     recipe: str | None,
     workspace: Any,
     backend: str | None,
@@ -350,24 +375,7 @@ def offline(
             json,
         )
         return
-    _run(
-        "Offline",
-        recipe,
-        workspace,
-        backend,
-        duration,
-        samples,
-        accuracy,
-        sim_rate,
-        dry_run,
-        json,
-        endpoint,
-        keep_servers,
-        ready_timeout,
-        compliance,
-        into,
-        served_model,
-    )
+    _run("Offline", **_options(locals()))
 
 
 def server(
@@ -387,21 +395,4 @@ def server(
     json: JsonOpt = False,
 ) -> None:
     """Run the Server scenario through MLCommons LoadGen (streaming, so TTFT and TPOT are measured)."""
-    _run(
-        "Server",
-        recipe,
-        workspace,
-        backend,
-        duration,
-        samples,
-        False,
-        sim_rate,
-        dry_run,
-        json,
-        endpoint,
-        keep_servers,
-        ready_timeout,
-        compliance,
-        into,
-        served_model,
-    )
+    _run("Server", **_options({**locals(), "accuracy": False}))

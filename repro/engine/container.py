@@ -369,7 +369,7 @@ def run_container(
                 on_line(line)
         code = int(container.wait().get("StatusCode", 1))
     except KeyboardInterrupt:
-        _remove(container)
+        remove_container(container)
         container = None
         raise Interrupted(
             f"Interrupted during {step}; its container was stopped and removed.",
@@ -378,7 +378,7 @@ def run_container(
     finally:
         if log:
             log.close()
-        _remove(container)
+        remove_container(container)
     if code != 0:
         last = " | ".join(list(tail)[-3:])
         raise StepFailed(
@@ -388,7 +388,8 @@ def run_container(
     return code
 
 
-def _remove(container) -> None:
+def remove_container(container: Any) -> None:
+    """Force-remove a container; gone already, or being removed by someone else, is fine."""
     if container is None:
         return
     import docker.errors

@@ -22,7 +22,7 @@ from typing import Any
 from repro.core.errors import InputError, ReproError, StepFailed
 from repro.core.recipes import Recipe
 from repro.core.workspace import Workspace
-from repro.engine.container import LABEL, Mount, docker_cli_options
+from repro.engine.container import LABEL, Mount, docker_cli_options, remove_container
 
 SERVER_LABEL = "org.repro.server"
 HASH_LABEL = "org.repro.server-spec"
@@ -251,7 +251,7 @@ class ServerFleet:
                     self.reused.append(plan.name)
                     self._follow(plan, old)
                     continue
-                self._remove(old)
+                remove_container(old)
             if _port_busy(plan.port):
                 raise InputError(
                     f"Port {plan.port} (server {plan.rank}) is already in use by another program.",
@@ -281,7 +281,7 @@ class ServerFleet:
                     **kwargs,
                 )
             except docker.errors.APIError as exc:
-                self._remove(self._existing(plan))
+                remove_container(self._existing(plan))
                 text = str(exc)
                 if "device driver" in text or "nvidia" in text.lower():
                     raise StepFailed(
@@ -351,7 +351,7 @@ class ServerFleet:
                     try:
                         c = self.containers.pop(plan.rank, None) or self._existing(plan)
                         if c is not None:
-                            self._remove(c)
+                            remove_container(c)
                             self.removed.append(plan.name)
                         break
                     except KeyboardInterrupt as exc:
@@ -360,19 +360,6 @@ class ServerFleet:
             f.join(timeout=2 if not self.keep else 0)
         if pending is not None:
             raise pending
-
-    def _remove(self, container: Any) -> None:
-        if container is None:
-            return
-        import docker.errors
-
-        try:
-            container.remove(force=True)
-        except docker.errors.NotFound:
-            pass
-        except docker.errors.APIError as exc:
-            if "already in progress" not in str(exc):
-                raise
 
     def to_json(self) -> dict[str, Any]:
         return {
