@@ -7,6 +7,9 @@ from pathlib import Path
 
 import pytest
 
+# The Docker fixtures (`client`, `base_image`) live in container_base.py, shared by every Docker test.
+pytest_plugins = ["container_base"]
+
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = Path(os.environ.get("REPRO_FIXTURES", REPO / "tests" / "fixtures" / "published")).resolve()
 GOLDEN = Path(__file__).resolve().parent / "golden"

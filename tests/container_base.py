@@ -14,6 +14,9 @@ import sys
 import tarfile
 from pathlib import Path
 
+import pytest
+from conftest import required
+
 SKIP_DIRS = {
     "test",
     "tests",
@@ -121,3 +124,30 @@ def base_dockerfile_dir(dest: Path) -> Path:
 def rootfs_key() -> str:
     python = _python()
     return hashlib.sha256(f"{python}:{python.stat().st_size}:{sys.version}".encode()).hexdigest()[:12]
+
+
+@pytest.fixture(scope="session")
+def client():
+    """The local Docker engine; CI (REPRO_REQUIRE_DOCKER) fails without one, a developer's machine skips."""
+    try:
+        import docker
+
+        c = docker.from_env(timeout=300)
+        c.ping()
+    except Exception as exc:  # noqa: BLE001 - any failure means no usable engine
+        if required("REPRO_REQUIRE_DOCKER"):
+            pytest.fail(f"REPRO_REQUIRE_DOCKER=1 but no Docker engine answers: {exc}")
+        pytest.skip(f"no Docker engine ({exc}); start one with .ci/start-dockerd.sh")
+    return c
+
+
+@pytest.fixture(scope="session")
+def base_image(client, tmp_path_factory) -> str:
+    """FROM scratch + the host's Python and /bin/sh, built through the same build_image as the recipe image."""
+    from repro.engine.container import ImageSpec, build_image
+
+    ctx = base_dockerfile_dir(tmp_path_factory.mktemp("testbase"))
+    ref = build_image(
+        ImageSpec(ctx / "Dockerfile", f"repro-testbase:{rootfs_key()}", {}, with_repro_source=False), client=client
+    )
+    return ref.tag

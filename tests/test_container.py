@@ -15,8 +15,8 @@ import uuid
 from pathlib import Path
 
 import pytest
-from conftest import REPO, required
-from container_base import base_dockerfile_dir, rootfs_key
+from conftest import REPO
+from container_base import rootfs_key
 
 from repro.core.errors import StepFailed
 from repro.core.ledger import Ledger
@@ -35,30 +35,6 @@ from repro.engine.container import (
 from repro.engine.plan import run_build
 
 pytestmark = pytest.mark.docker
-
-
-@pytest.fixture(scope="session")
-def client():
-    try:
-        import docker
-
-        c = docker.from_env(timeout=300)
-        c.ping()
-    except Exception as exc:  # noqa: BLE001
-        if required("REPRO_REQUIRE_DOCKER"):
-            pytest.fail(f"REPRO_REQUIRE_DOCKER=1 but no Docker engine answers: {exc}")
-        pytest.skip(f"no Docker engine ({exc}); start one with .ci/start-dockerd.sh")
-    return c
-
-
-@pytest.fixture(scope="session")
-def base_image(client, tmp_path_factory) -> str:
-    """FROM scratch + the host's Python and /bin/sh, built through the same build_image as the recipe image."""
-    ctx = base_dockerfile_dir(tmp_path_factory.mktemp("testbase"))
-    ref = build_image(
-        ImageSpec(ctx / "Dockerfile", f"repro-testbase:{rootfs_key()}", {}, with_repro_source=False), client=client
-    )
-    return ref.tag
 
 
 @pytest.fixture(scope="session")

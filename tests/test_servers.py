@@ -22,8 +22,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import REPO, required
-from container_base import base_dockerfile_dir, rootfs_key
+from conftest import REPO
 from standin_util import STANDIN, prompts, write_tokenizer
 
 from repro.core.errors import InputError, StepFailed
@@ -41,27 +40,11 @@ RECIPE = "nd-h100-v5"
 
 
 @pytest.fixture(scope="module")
-def client():
-    try:
-        import docker
-
-        c = docker.from_env(timeout=300)
-        c.ping()
-    except Exception as exc:  # noqa: BLE001
-        if required("REPRO_REQUIRE_DOCKER"):
-            pytest.fail(f"REPRO_REQUIRE_DOCKER=1 but no Docker engine answers: {exc}")
-        pytest.skip(f"no Docker engine ({exc}); start one with .ci/start-dockerd.sh")
-    return c
-
-
-@pytest.fixture(scope="module")
-def serve_image(client, tmp_path_factory) -> str:
+def serve_image(client, base_image) -> str:
     """FROM scratch + host Python, + the stand-in as /usr/local/bin/trtllm-serve, + the recipe's own Dockerfile."""
-    ctx = base_dockerfile_dir(tmp_path_factory.mktemp("testbase"))
-    base = build_image(
-        ImageSpec(ctx / "Dockerfile", f"repro-testbase:{rootfs_key()}", {}, with_repro_source=False), client=client
-    ).tag
     import hashlib
+
+    base = base_image
 
     digest = hashlib.sha256(STANDIN.read_bytes() + base.encode()).hexdigest()[:12]
     standin = build_image(
