@@ -37,14 +37,28 @@ def repro(
     stdin: int | None = subprocess.DEVNULL,
 ) -> subprocess.CompletedProcess[str]:
     full_env = {**os.environ, **(env or {})}
+    # Run where the test's own workspace is, so a pasted command that writes a file (`--html report.html`)
+    # writes it there and never into the checkout.
+    cwd = Path(full_env["REPRO_HOME"]).parent if full_env.get("REPRO_HOME") else None
+    while cwd is not None and not cwd.is_dir():
+        cwd = cwd.parent
     if stderr_path is not None:
         with open(stderr_path, "w") as err:
             proc = subprocess.run(
-                [*CLI, *args], stdout=subprocess.PIPE, stderr=err, stdin=stdin, text=True, env=full_env, timeout=timeout
+                [*CLI, *args],
+                stdout=subprocess.PIPE,
+                stderr=err,
+                stdin=stdin,
+                text=True,
+                env=full_env,
+                timeout=timeout,
+                cwd=cwd,
             )
         proc.stderr = stderr_path.read_text()
         return proc
-    return subprocess.run([*CLI, *args], capture_output=True, text=True, env=full_env, timeout=timeout, stdin=stdin)
+    return subprocess.run(
+        [*CLI, *args], capture_output=True, text=True, env=full_env, timeout=timeout, stdin=stdin, cwd=cwd
+    )
 
 
 def _sim_dataset(recipe: str) -> None:
