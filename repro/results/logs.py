@@ -112,10 +112,9 @@ def _stat_key(word: str) -> str:
     return "p" + (word[:-3] if word.endswith(".00") else word.rstrip("0"))
 
 
-def parse_summary(path: Path) -> dict[str, Any]:
-    """Fields of mlperf_log_summary.txt across loadgen versions and scenarios."""
-    text = _read_text(path)
-    out: dict[str, Any] = {
+def _empty_summary() -> dict[str, Any]:
+    """The summary's shape before any line is read; a detail-only run starts from it too."""
+    return {
         "params": {},
         "latency": {},
         "ttft": {},
@@ -126,6 +125,12 @@ def parse_summary(path: Path) -> dict[str, Any]:
         "warnings": [],
         "errors": [],
     }
+
+
+def parse_summary(path: Path) -> dict[str, Any]:
+    """Fields of mlperf_log_summary.txt across loadgen versions and scenarios."""
+    text = _read_text(path)
+    out = _empty_summary()
     section = "head"
     group: str | None = None
     lines = text.splitlines()
@@ -459,17 +464,7 @@ def parse_run(folder: Path) -> LoadGenRun:
                 f"{detail_path}: no result_validity entry and no summary; the run did not finish.",
                 f"restore {SUMMARY} from the run, or re-run your own (`repro run offline`)",
             )
-        summary = {
-            "validity": str(v["result_validity"]).upper(),
-            "params": {},
-            "latency": {},
-            "ttft": {},
-            "tpot": {},
-            "satisfied": {},
-            "recommendations": [],
-            "warnings": [],
-            "errors": [],
-        }
+        summary = {**_empty_summary(), "validity": str(v["result_validity"]).upper()}
     scenario = summary.get("scenario") or v.get("effective_scenario") or v.get("requested_scenario")
     known = {s.lower(): s for s in LOADGEN_SCENARIOS}
     if scenario is not None and str(scenario).replace(" ", "").lower() not in known:
