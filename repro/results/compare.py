@@ -17,12 +17,11 @@ from typing import Any, Literal
 from repro.core.errors import InputError
 from repro.core.published import Accelerator, PublishedIndex, PublishedResult, load_index
 from repro.results.hardware import count_accelerators, count_value, run_accelerator
-from repro.results.logs import LoadGenRun, find_runs
+from repro.results.logs import LoadGenRun, benchmark_target, find_runs
 
 BAND_PCT = 5.0
 # MLPerf llama2-70b Interactive: TTFT 450 ms / TPOT 40 ms (Server: 2,000 / 200); the log prints "Scenario : Server".
 INTERACTIVE_MAX_TTFT_NS = 500_000_000
-_BENCH = re.compile(r"llama2-70b-(99\.9|99)(?![.\d])", re.I)
 _ROUND = re.compile(r"inference_results_(v\d+\.\d+)", re.I)
 Status = Literal["PASS", "FAIL", "NOT A REPRODUCTION", "REFUSED"]
 EXIT_CODES = {"PASS": 0, "FAIL": 1, "NOT A REPRODUCTION": 1, "REFUSED": 2}
@@ -38,14 +37,6 @@ def system_accelerators(system: dict[str, Any]) -> tuple[int, int] | None:
 def effective_scenario(run: LoadGenRun) -> str:
     """The benchmark scenario as the verdict sees it (Interactive logs say Server; see results.logs)."""
     return run.benchmark_scenario or run.scenario
-
-
-def path_benchmark(folder: Path) -> str | None:
-    """99 or 99.9 from the nearest folder naming the benchmark (llama2-70b-99.9/...)."""
-    for part in reversed(folder.resolve().parts):
-        if m := _BENCH.search(part):
-            return m.group(1)
-    return None
 
 
 def _path_identity(folder: Path) -> dict[str, str]:
@@ -106,7 +97,7 @@ def match_run(run: LoadGenRun, index: PublishedIndex | None = None) -> IndexMatc
     """
     idx = index or load_index()
     scenario = effective_scenario(run)
-    bench = path_benchmark(run.folder)
+    bench = benchmark_target(run.folder)
     where = _path_identity(run.folder)
     system = run.system or {}
     folders = {n.lower() for n in (run.system_path.stem if run.system_path else None, where.get("system")) if n}
@@ -203,7 +194,7 @@ def facts_from_run(run: LoadGenRun, gpus: int | None = None, match: IndexMatch |
         total,
         source,
         effective_scenario(run),
-        path_benchmark(run.folder),
+        benchmark_target(run.folder),
         accel,
         accel_source or "unknown",
         run.valid,
