@@ -21,7 +21,6 @@ from repro.results.logs import LoadGenRun, benchmark_target, find_runs
 
 BAND_PCT = 5.0
 # MLPerf llama2-70b Interactive: TTFT 450 ms / TPOT 40 ms (Server: 2,000 / 200); the log prints "Scenario : Server".
-INTERACTIVE_MAX_TTFT_NS = 500_000_000
 _ROUND = re.compile(r"inference_results_(v\d+\.\d+)", re.I)
 Status = Literal["PASS", "FAIL", "NOT A REPRODUCTION", "REFUSED"]
 EXIT_CODES = {"PASS": 0, "FAIL": 1, "NOT A REPRODUCTION": 1, "REFUSED": 2}
