@@ -120,3 +120,13 @@ def test_newer_ledger_is_refused_with_upgrade_hint():
     assert res.exit_code == 2
     assert "newer repro" in res.output and "pip install -U repro" in res.output and "Traceback" not in res.output
     assert json.loads(ws.ledger_path.read_text())["schema_version"] == 7
+
+
+def test_status_after_a_run_knows_its_recipe_without_the_flag() -> None:
+    """`repro status` right after `repro run offline --recipe demo` resumes from the run, not from `repro setup`."""
+    run = runner.invoke(app, ["run", "offline", "--recipe", "demo", "--samples", "8", "--json"])
+    assert run.exit_code in (0, 1), run.output
+    doc = json.loads(runner.invoke(app, ["status", "--json"]).stdout)
+    assert doc["recipe"] == "demo" and doc["recipe_reason"] == "recorded in the workspace ledger"
+    assert doc["next_command"].startswith("repro verify ")
+    assert Ledger.load(Workspace.open().ledger_path).recipe_name() == "demo"

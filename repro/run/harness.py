@@ -555,7 +555,7 @@ def run_benchmark(
     except OSError:
         _remove_empty(log_dir, run_dir, everything=True)  # a full disk must not leave an empty, unmarked folder
         raise
-    ledger.start(step, inputs_hash, run_dir=str(run_dir), label=label)
+    ledger.start(step, inputs_hash, recipe=recipe.name, run_dir=str(run_dir), label=label)
 
     def finish(status: str, error: str | None) -> None:
         info.update(status=status, error=error, incomplete=status != "complete", finished=now_iso())
