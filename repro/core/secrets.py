@@ -7,6 +7,12 @@ import re
 
 _TOKEN_RE = re.compile(r"hf_[A-Za-z0-9]{8,}")
 _ENV_NAMES = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
+_USERINFO_RE = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s@]*@")
+
+
+def redact_url(url: str) -> str:
+    """A URL with its user:password part replaced, so an endpoint can be named without its credentials."""
+    return _USERINFO_RE.sub(r"\1***@", url)
 
 
 def redact(text: str) -> str:
@@ -14,4 +20,4 @@ def redact(text: str) -> str:
         value = os.environ.get(name)
         if value and len(value) >= 4:
             text = text.replace(value, "***")
-    return _TOKEN_RE.sub("hf_***", text)
+    return _TOKEN_RE.sub("hf_***", redact_url(text))

@@ -124,7 +124,7 @@ def plan_setup(recipe: Recipe, ws: Workspace, token: str | None, source: Dataset
             PlanRow(
                 f"model {f.path}",
                 f"{hub.endpoint()}/{model.repo_id}/resolve/{model.commit}/{f.path}",
-                mdir / f.path,
+                hub.inside(mdir, f),
                 f.size,
                 _local_action(mdir / f.path, f.size),
             )
@@ -435,6 +435,8 @@ def run_setup(
     if dry_run:
         try:
             plan = plan_setup(recipe, ws, token, source)
+        except hub.UnsafeListing:
+            raise
         except ReproError as exc:
             plan = recipe_plan(recipe, ws, source, exc.message.rstrip("."))
         need, free = check_disk(plan)

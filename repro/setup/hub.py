@@ -14,10 +14,11 @@ import os
 import shutil
 from dataclasses import dataclass
 from functools import partial
-from pathlib import Path
+from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any, cast
 
 from repro.core.errors import InputError, ReproError, StepFailed
+from repro.core.secrets import redact_url
 
 INCOMPLETE = ".incomplete"
 RESUME_CHUNK = 1 << 20
@@ -133,6 +134,8 @@ def plan_model(
         raise mapped from None
     siblings = {s.rfilename: s for s in (getattr(info, "siblings", None) or [])}
     wanted = sorted(filter_repo_objects(siblings, allow_patterns=allow_patterns))
+    for name in wanted:
+        check_listed_name(name, repo_id)
     if not wanted:
         raise InputError(
             f"{repo_id}@{revision}: no file matches {allow_patterns}.",
@@ -143,6 +146,43 @@ def plan_model(
         for p in wanted
     ]
     return ModelPlan(repo_id, revision, str(info.sha), files, repo_type)
+
+
+class UnsafeListing(InputError):
+    """The hub listed a file whose name would be written outside the model folder: never planned around."""
+
+
+def check_listed_name(name: object, repo_id: str) -> str:
+    """A file name from a hub listing becomes a path under the model folder: a mirror must not steer it outside."""
+    text = name if isinstance(name, str) else ""
+    pure = PurePosixPath(text)
+    bad = (
+        not text
+        or "\\" in text
+        or "\0" in text
+        or pure.is_absolute()
+        or PureWindowsPath(text).drive != ""
+        or any(part in ("..", ".", "") for part in text.split("/"))
+    )
+    if bad:
+        raise UnsafeListing(
+            f"The hub at {redact_url(endpoint())} lists a file for {repo_id} whose name leaves the model folder: "
+            f"{name!r}; nothing was downloaded or deleted.",
+            "unset HF_ENDPOINT (or point it at a trusted mirror), then run: repro setup",
+        )
+    return text
+
+
+def inside(root: Path, remote: RemoteFile) -> Path:
+    """The destination of a listed file, refused when symlinks already on disk would carry it outside root."""
+    dest = Path(root) / check_listed_name(remote.path, "this model")
+    base = Path(root).resolve()
+    if not dest.resolve().is_relative_to(base):
+        raise UnsafeListing(
+            f"{dest}: resolves outside the model folder {base} (a symlink on the way); nothing was written.",
+            "remove that symlink, then run: repro setup",
+        )
+    return dest
 
 
 def file_digest(path: Path, remote: RemoteFile, chunk: int = 1 << 20) -> str:
@@ -238,7 +278,7 @@ def fetch_file(
     plan: ModelPlan, remote: RemoteFile, dest_dir: Path, token: str | None, progress: Any = None
 ) -> FileResult:
     """One file: keep it if it verifies, resume a partial, re-fetch once on a checksum mismatch."""
-    dest = Path(dest_dir) / remote.path
+    dest = inside(dest_dir, remote)
     if verify_file(dest, remote):
         return FileResult(dest, remote, "verified")
     dest.unlink(missing_ok=True)
@@ -320,7 +360,8 @@ def present_bytes(dest_dir: Path, files: list[RemoteFile]) -> int:
     """Bytes already on disk for these files (finished or partial), which need no new space."""
     total = 0
     for f in files:
-        for p in (Path(dest_dir) / f.path, incomplete_path(Path(dest_dir) / f.path)):
+        dest = inside(dest_dir, f)
+        for p in (dest, incomplete_path(dest)):
             if p.is_file():
                 total += min(p.stat().st_size, f.size)
     return total
