@@ -20,6 +20,17 @@ Generation is a deterministic function of the prompt over the word-level vocabul
 Faults for tests, from the environment: STANDIN_LOAD_S (seconds between bind and listen), STANDIN_CRASH=load
 (exit 1 while loading) or after:N (exit 3 after N answers), STANDIN_HANG=load (bind, never listen);
 STANDIN_OUT_LEN fixes the answer length (for the client benchmark).
+
+Fixed-speed mode (off unless STANDIN_TOKENS_PER_S is set), a queue whose capacity can be computed by hand:
+- STANDIN_MAX_BATCH slots (default: unlimited); a request takes a free slot or waits in one FIFO queue.
+- In its slot a request with p prompt tokens whose answer is n token ids (EOS included) emits token k
+  (k = 1..n) at  start + p * STANDIN_PREFILL_S_PER_TOKEN (default 0) + k / STANDIN_TOKENS_PER_S,
+  and frees the slot after the last one. Slots do not slow each other down.
+So with prefill 0: TPOT = 1 / tokens_per_s at any load, TTFT = queue wait + 1 / tokens_per_s, and the service time is
+S = p * prefill + n / tokens_per_s; the server saturates at  capacity = max_batch / mean(S)  requests per second
+(an M/G/c queue fed by LoadGen's Poisson arrivals). With STANDIN_OUT_LEN=L every answer has n = L + 1 ids when
+max_tokens > L. `service_time_s` and `capacity_qps` below compute it for tests. Non-streaming answers are sent at
+the time the last token would have been, so Offline runs see the same speed.
 Only the standard library, so it runs in the FROM-scratch test image.
 """
 
@@ -33,6 +44,7 @@ import socket
 import sys
 import time
 import uuid
+from collections import deque
 from pathlib import Path
 
 CHAT_FIELDS = {
@@ -145,6 +157,81 @@ def generate(prompt: list[int], max_tokens: int, vocab: Vocab) -> tuple[list[int
     return ids, "length"
 
 
+def _env_float(name: str) -> float | None:
+    raw = os.environ.get(name, "").strip()
+    return float(raw) if raw else None
+
+
+def service_time_s(
+    prompt_tokens: float, answer_ids: float, tokens_per_s: float, prefill_s_per_token: float = 0.0
+) -> float:
+    """Seconds a request holds its slot in fixed-speed mode."""
+    return prompt_tokens * prefill_s_per_token + answer_ids / tokens_per_s
+
+
+def capacity_qps(
+    max_batch: int, tokens_per_s: float, mean_answer_ids: float, mean_prompt_tokens: float = 0.0, prefill: float = 0.0
+) -> float:
+    """Requests per second the fixed-speed server completes when every slot is busy (the saturation rate)."""
+    return max_batch / service_time_s(mean_prompt_tokens, mean_answer_ids, tokens_per_s, prefill)
+
+
+class Pace:
+    """Fixed-speed mode: max_batch slots, a FIFO queue beyond them, a fixed per-sequence token rate."""
+
+    def __init__(self, tokens_per_s: float, max_batch: int | None, prefill_s_per_token: float) -> None:
+        if tokens_per_s <= 0 or (max_batch is not None and max_batch < 1) or prefill_s_per_token < 0:
+            raise ValueError("STANDIN_TOKENS_PER_S > 0, STANDIN_MAX_BATCH >= 1, STANDIN_PREFILL_S_PER_TOKEN >= 0")
+        self.tokens_per_s = tokens_per_s
+        self.max_batch = max_batch
+        self.prefill = prefill_s_per_token
+        self.busy = 0
+        self.waiting: deque[asyncio.Future[None]] = deque()
+
+    @classmethod
+    def from_env(cls) -> Pace | None:
+        rate = _env_float("STANDIN_TOKENS_PER_S")
+        if rate is None:
+            return None
+        batch = os.environ.get("STANDIN_MAX_BATCH", "").strip()
+        return cls(rate, int(batch) if batch else None, _env_float("STANDIN_PREFILL_S_PER_TOKEN") or 0.0)
+
+    async def acquire(self) -> float:
+        """Wait for a slot (first come, first served); returns the loop time the request starts."""
+        if self.waiting or (self.max_batch is not None and self.busy >= self.max_batch):
+            fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self.waiting.append(fut)
+            try:
+                await fut  # release() hands its slot over directly, so busy stays counted
+            except asyncio.CancelledError:
+                if fut.done() and not fut.cancelled():
+                    self.release()
+                elif fut in self.waiting:
+                    self.waiting.remove(fut)
+                raise
+        else:
+            self.busy += 1
+        return asyncio.get_running_loop().time()
+
+    def release(self) -> None:
+        while self.waiting:
+            fut = self.waiting.popleft()
+            if not fut.done():
+                fut.set_result(None)
+                return
+        self.busy -= 1
+
+    def token_time(self, start: float, prompt_tokens: int, k: int) -> float:
+        """Loop time token k (1-based) is due."""
+        return start + prompt_tokens * self.prefill + k / self.tokens_per_s
+
+
+async def _until(when: float) -> None:
+    delay = when - asyncio.get_running_loop().time()
+    if delay > 0:
+        await asyncio.sleep(delay)
+
+
 class Server:
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
@@ -153,6 +240,7 @@ class Server:
         self.answered = 0
         crash = os.environ.get("STANDIN_CRASH", "")
         self.crash_after = int(crash.split(":", 1)[1]) if crash.startswith("after:") else None
+        self.pace: Pace | None = None
 
     def _done(self) -> None:
         self.answered += 1
@@ -234,6 +322,31 @@ class Server:
             return
         max_tokens = int(req.get("max_tokens") or req.get("max_completion_tokens") or 16)
         ids, finish = generate(prompt, max_tokens, self.vocab)
+        if self.pace is None:
+            await self.answer(req, chat, prompt, ids, finish, writer, None)
+            return
+        start = await self.pace.acquire()
+        try:
+            await self.answer(req, chat, prompt, ids, finish, writer, start)
+        finally:
+            self.pace.release()
+
+    async def answer(
+        self,
+        req: dict,
+        chat: bool,
+        prompt: list[int],
+        ids: list[int],
+        finish: str,
+        writer: asyncio.StreamWriter,
+        start: float | None,
+    ) -> None:
+        """Write the answer; in fixed-speed mode (start set) each token waits for its due time."""
+
+        async def due(k: int) -> None:
+            if start is not None and self.pace is not None:
+                await _until(self.pace.token_time(start, len(prompt), k))
+
         usage = {
             "prompt_tokens": len(prompt),
             "total_tokens": len(prompt) + len(ids),
@@ -243,6 +356,7 @@ class Server:
         rid = f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex}"
         created = int(time.time())
         if not req.get("stream"):
+            await due(len(ids))
             text = self.vocab.decode(ids)
             if chat:
                 choice = {
@@ -299,6 +413,7 @@ class Server:
             writer.write(f"{len(payload):x}\r\n".encode() + payload + b"\r\n")
 
         kind = "chat.completion.chunk" if chat else "text_completion"
+        await due(1)
         if chat:
             event(
                 json.dumps(
@@ -314,6 +429,7 @@ class Server:
                 space=True,
             )
         for k, t in enumerate(ids):
+            await due(k + 1)
             piece = self.vocab.decode([t])
             piece = piece if k == 0 or not piece else " " + piece
             last = k == len(ids) - 1
@@ -379,6 +495,18 @@ def main(argv: list[str]) -> int:
     except (OSError, KeyError, ValueError) as e:
         print(f"[stand-in] OSError: cannot load the tokenizer: {e}", flush=True)
         return 1
+    try:
+        server.pace = Pace.from_env()
+    except ValueError as e:
+        print(f"[stand-in] ValueError: bad fixed-speed settings: {e}", flush=True)
+        return 1
+    if server.pace is not None:
+        p = server.pace
+        print(
+            f"[stand-in] fixed speed: {p.tokens_per_s} tokens/s per sequence, {p.max_batch or 'unlimited'} slots, "
+            f"{p.prefill} s prefill per prompt token",
+            flush=True,
+        )
     time.sleep(float(os.environ.get("STANDIN_LOAD_S", "0") or 0))
     if os.environ.get("STANDIN_HANG") == "load":
         while True:
