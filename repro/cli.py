@@ -187,28 +187,12 @@ def main(args: list[str] | None = None) -> None:
     except typer.TyperException as exc:  # Typer's vendored Click: usage errors and bad parameters
         ctx = getattr(exc, "ctx", None)
         where = ctx.command_path if ctx is not None else "repro"
-        show = getattr(exc, "show", None)
-        if show is not None:
-            show()
-        else:
-            error(exc.format_message())
-        if _json_requested(argv):
-            from repro.ui.output import json_document
-
-            sys.stdout.write(
-                json_document(
-                    {
-                        "ok": False,
-                        "error": {
-                            "message": exc.format_message(),
-                            "next_command": f"`{where} --help`",
-                            "exit_code": exc.exit_code,
-                        },
-                    }
-                )
-                + "\n"
-            )
-        sys.exit(exc.exit_code)
+        code = getattr(exc, "exit_code", 2)
+        if type(exc).__name__ == "NoArgsIsHelpError":
+            exc.show()  # type: ignore[attr-defined]
+            sys.exit(code)
+        error(exc.format_message(), f"`{where} --help`", exit_code=code, as_json=_json_requested(argv))
+        sys.exit(code)
     except typer.Abort:
         error("Aborted.", "`repro status`", exit_code=1, as_json=_json_requested(argv))
         sys.exit(1)

@@ -9,7 +9,10 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from repro.ui.options import DryRunOpt, JsonOpt, RecipeOpt, WorkspaceOpt
+from repro.ui.options import DryRunOpt, JsonOpt, RecipeOpt, WorkspaceOpt, endpoint_urls, finite_in
+
+# LoadGen takes durations in whole milliseconds; a week is longer than any run and far from overflow.
+MAX_DURATION_S = 7 * 86400
 
 if TYPE_CHECKING:  # imported where used, so `repro --help` does not load the run stack
     from rich.console import Group
@@ -21,7 +24,12 @@ BackendOpt = Annotated[
     str | None, typer.Option("--backend", "-b", help="sim | hf | trtllm; overrides the recipe's backend.")
 ]
 DurationOpt = Annotated[
-    float | None, typer.Option("--duration", help="Smoke run: LoadGen min/max duration in seconds (labelled smoke).")
+    float | None,
+    typer.Option(
+        "--duration",
+        callback=finite_in(0, MAX_DURATION_S),
+        help="Smoke run: LoadGen min/max duration in seconds (labelled smoke).",
+    ),
 ]
 SamplesOpt = Annotated[
     int | None, typer.Option("--samples", help="Smoke run: exactly this many samples (labelled smoke).")
@@ -54,7 +62,11 @@ IntoOpt = Annotated[
 ]
 RateOpt = Annotated[
     float | None,
-    typer.Option("--sim-rate", help="sim backend: tokens/s to replay at (default: as fast as possible)."),
+    typer.Option(
+        "--sim-rate",
+        callback=finite_in(0, 1e9),
+        help="sim backend: tokens/s to replay at (default: as fast as possible).",
+    ),
 ]
 NodesOpt = Annotated[int, typer.Option("--nodes", min=1, help="VMs to run on (with --launcher slurm).")]
 LauncherOpt = Annotated[str, typer.Option("--launcher", help="local: this VM; slurm: one run per node through sbatch.")]
@@ -65,7 +77,9 @@ ImageOpt = Annotated[
 EndpointOpt = Annotated[
     list[str] | None,
     typer.Option(
-        "--endpoint", help="URL of an OpenAI-compatible server you already run (repeatable); repro starts none."
+        "--endpoint",
+        callback=endpoint_urls,
+        help="URL of an OpenAI-compatible server you already run (repeatable); repro starts none.",
     ),
 ]
 ServedModelOpt = Annotated[
@@ -81,7 +95,11 @@ KeepServersOpt = Annotated[
 ]
 ReadyTimeoutOpt = Annotated[
     float | None,
-    typer.Option("--ready-timeout", help="Seconds to wait for the servers to load the model and answer."),
+    typer.Option(
+        "--ready-timeout",
+        callback=finite_in(0, 7 * 86400),
+        help="Seconds to wait for the servers to load the model and answer.",
+    ),
 ]
 RerunOpt = Annotated[
     Path | None,
@@ -262,10 +280,12 @@ def _run(
     from repro.core.workspace import Workspace
     from repro.results.verify import verify_dir
     from repro.run.harness import run_benchmark
+    from repro.run.progress import heartbeat_interval
     from repro.run.servers import ServerOptions
     from repro.ui.output import emit
     from repro.ui.progress_bar import RunBar
 
+    heartbeat_interval()  # a bad REPRO_HEARTBEAT_S is an input error now, not a traceback an hour into the run
     ws = Workspace.open(workspace)
     chosen, _ = resolve_recipe(recipe, ws)
     if not dry_run:

@@ -11,25 +11,34 @@ import json
 import os
 import stat
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 
 class NotARegularFile(OSError):
     """The path is a FIFO, a device, a socket or a folder: reading it could hang or never end."""
 
 
-def read_head(path: Path | str, limit: int) -> tuple[bytes, bool]:
-    """At most `limit` bytes of a regular file and whether there was more; never opens a FIFO or device blocking."""
+def open_regular(path: Path | str) -> BinaryIO:
+    """A regular file opened for binary reading; the open never blocks and the check is made on the open handle.
+
+    Checking the path first and opening it after is a race: a symlink swapped to a FIFO in between hangs the open.
+    """
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             kind = "a folder" if stat.S_ISDIR(st.st_mode) else "not a regular file (a FIFO, device or socket)"
             raise NotARegularFile(0, kind, str(path))
-        with os.fdopen(fd, "rb", closefd=False) as fh:
-            data = fh.read(limit + 1)
-    finally:
+        return os.fdopen(fd, "rb")
+    except BaseException:
         os.close(fd)
+        raise
+
+
+def read_head(path: Path | str, limit: int) -> tuple[bytes, bool]:
+    """At most `limit` bytes of a regular file and whether there was more; never opens a FIFO or device blocking."""
+    with open_regular(path) as fh:
+        data = fh.read(limit + 1)
     return data[:limit], len(data) > limit
 
 

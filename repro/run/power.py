@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -18,6 +19,7 @@ from typing import Any
 
 from repro.core.errors import InputError
 from repro.core.fsutil import atomic_write_text
+from repro.core.safeio import open_regular
 
 POWER_CSV = "power.csv"
 HEADER = ("time_s", "gpu_index", "watts")
@@ -157,46 +159,83 @@ class PowerSummary:
         }
 
 
+# A sampler line is ~30 bytes; a longer one is not ours. More GPUs than this is not one VM.
+MAX_LINE_BYTES = 256
+MAX_GPUS = 1024
+
+
+@dataclass
+class _Series:
+    """One GPU's running integral: the file is read once, line by line, so memory does not grow with its size."""
+
+    first_t: float
+    last_t: float
+    last_w: float
+    count: int = 1
+    energy: float = 0.0
+
+
+def _bad(path: Path, problem: str) -> InputError:
+    return InputError(f"{path}: {problem}", "re-run the benchmark (`repro run offline`) or delete the file")
+
+
+def _parse_row(path: Path, lineno: int, raw: bytes) -> tuple[float, int, float] | None:
+    if len(raw) > MAX_LINE_BYTES:
+        raise _bad(path, f"line {lineno} is longer than {MAX_LINE_BYTES} bytes; not time_s,gpu_index,watts.")
+    try:
+        line = raw.decode("ascii").strip()
+    except UnicodeDecodeError:
+        raise _bad(path, f"line {lineno} is not ASCII text; not time_s,gpu_index,watts.") from None
+    if not line:
+        return None
+    try:
+        t, gpu, watts = line.split(",")
+        row = float(t), int(gpu), float(watts)
+    except ValueError:
+        raise _bad(path, f"line {lineno} is not time_s,gpu_index,watts.") from None
+    if not all(math.isfinite(v) for v in (row[0], row[2])):
+        raise _bad(path, f"line {lineno} has a value that is not a finite number.")
+    if row[0] < 0 or row[1] < 0 or row[2] < 0:
+        raise _bad(path, f"line {lineno} has a negative value.")
+    return row
+
+
 def read_power(run_dir: Path) -> PowerSummary | None:
     """The run's power.csv summarised, or None when the run has none."""
     path = Path(run_dir) / POWER_CSV
     if not path.is_file():
         return None
-    series: dict[int, list[tuple[float, float]]] = {}
+    series: dict[int, _Series] = {}
     try:
-        with path.open(newline="", encoding="utf-8") as fh:
-            reader = csv.reader(fh)
-            header = next(reader, None)
-            if header is None or tuple(h.strip() for h in header) != HEADER:
+        with open_regular(path) as fh:
+            header = fh.readline(MAX_LINE_BYTES + 1)
+            if tuple(h.strip() for h in header.decode("ascii", "replace").split(",")) != HEADER:
                 raise InputError(
                     f"{path}: header must be {','.join(HEADER)}.",
                     "delete the file or re-run the benchmark with NVML present",
                 )
-            for lineno, row in enumerate(reader, start=2):
-                if not row:
+            lineno = 1
+            while raw := fh.readline(MAX_LINE_BYTES + 1):
+                lineno += 1
+                row = _parse_row(path, lineno, raw)
+                if row is None:
                     continue
-                try:
-                    t, gpu, watts = float(row[0]), int(row[1]), float(row[2])
-                except (ValueError, IndexError):
-                    raise InputError(
-                        f"{path}: line {lineno} is not time_s,gpu_index,watts.",
-                        "delete the file or re-run the benchmark",
-                    ) from None
-                if watts < 0 or t < 0:
-                    raise InputError(
-                        f"{path}: line {lineno} has a negative value.", "delete the file or re-run the benchmark"
-                    )
-                series.setdefault(gpu, []).append((t, watts))
+                t, gpu, watts = row
+                s = series.get(gpu)
+                if s is None:
+                    if len(series) >= MAX_GPUS:
+                        raise _bad(path, f"line {lineno} names more than {MAX_GPUS} GPUs.")
+                    series[gpu] = _Series(t, t, watts)
+                    continue
+                if t < s.last_t:
+                    raise _bad(path, f"line {lineno}: GPU {gpu}'s time goes backwards.")
+                s.energy += (s.last_w + watts) / 2 * (t - s.last_t)
+                s.last_t, s.last_w, s.count = t, watts, s.count + 1
     except OSError as exc:
         raise InputError(f"{path}: cannot be read ({exc.strerror}).", "check the run folder") from None
-    energy, window, count = 0.0, 0.0, 0
-    for points in series.values():
-        points.sort()
-        count += len(points)
-        for (t0, w0), (t1, w1) in zip(points, points[1:], strict=False):
-            energy += (w0 + w1) / 2 * (t1 - t0)
-        window = max(window, points[-1][0] - points[0][0])
-    if window <= 0 or energy <= 0:
+    energy = sum(s.energy for s in series.values())
+    window = max((s.last_t - s.first_t for s in series.values()), default=0.0)
+    if window <= 0 or energy <= 0 or not math.isfinite(energy):
         raise InputError(
             f"{path}: fewer than two samples in time per GPU; no energy can be computed.",
             "re-run the benchmark (`repro run offline`)",
@@ -205,7 +244,7 @@ def read_power(run_dir: Path) -> PowerSummary | None:
     return PowerSummary(
         path=path,
         gpus=len(series),
-        samples=count,
+        samples=sum(s.count for s in series.values()),
         window_s=window,
         energy_j=energy,
         mean_watts_total=total,

@@ -19,6 +19,7 @@ from typing import IO, Any, Literal, Protocol
 
 Mode = Literal["bar", "heartbeat", "off"]
 DEFAULT_INTERVAL_S = 60.0
+MAX_INTERVAL_S = 86400.0
 
 
 class Counts(Protocol):
@@ -80,10 +81,23 @@ def choose_mode(progress: bool | None, stream: IO[str] | None = None) -> Mode:
 
 def heartbeat_interval() -> float:
     """REPRO_HEARTBEAT_S overrides the default minute (a Slurm log with one line a minute stays readable)."""
-    try:
-        return max(0.5, float(os.environ.get("REPRO_HEARTBEAT_S", DEFAULT_INTERVAL_S)))
-    except ValueError:
+    import math
+
+    from repro.core.errors import InputError
+
+    raw = os.environ.get("REPRO_HEARTBEAT_S")
+    if raw is None or not raw.strip():
         return DEFAULT_INTERVAL_S
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or not 0.5 <= value <= MAX_INTERVAL_S:
+        raise InputError(
+            f"REPRO_HEARTBEAT_S={raw[:40]!r} must be seconds between 0.5 and {MAX_INTERVAL_S:.0f}.",
+            "`unset REPRO_HEARTBEAT_S`",
+        )
+    return value
 
 
 class RunProgress:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
 
@@ -34,3 +36,37 @@ GpusOpt = Annotated[
 ResultDirArg = Annotated[
     Path, typer.Argument(help="A LoadGen result folder (searched recursively for mlperf_log_summary.txt).")
 ]
+
+
+def finite_in(low: float, high: float, *, above: bool = True) -> Callable[[float | None], float | None]:
+    """A float option's check: finite and in (low, high]; Click reads `nan` and `1e400` as floats, so it must."""
+
+    def check(value: float | None) -> float | None:
+        if value is None:
+            return None
+        sign = ">" if above else ">="
+        if not math.isfinite(value) or value > high or value < low or (above and value == low):
+            raise typer.BadParameter(f"must be a finite number {sign} {low:g} and <= {high:g} (got {value!r}).")
+        return value
+
+    return check
+
+
+def endpoint_urls(values: list[str] | None) -> list[str] | None:
+    """Each --endpoint is an http(s) URL with a host and a port in 1-65535, checked before any request is made."""
+    from urllib.parse import urlsplit
+
+    from repro.core.secrets import redact_url
+
+    for url in values or []:
+        shown = redact_url(url)
+        try:
+            parts = urlsplit(url)
+            port = parts.port
+        except ValueError as exc:
+            raise typer.BadParameter(f"{shown!r} is not a URL ({exc}).") from None
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise typer.BadParameter(f"{shown!r} must be http://HOST[:PORT] or https://HOST[:PORT].")
+        if port == 0:
+            raise typer.BadParameter(f"{shown!r}: port 0 is not a port a server listens on.")
+    return values
