@@ -6,7 +6,6 @@ import functools
 import inspect
 import os
 import sys
-import traceback
 from collections.abc import Callable
 from typing import Annotated, Any
 
@@ -20,7 +19,7 @@ from repro.commands import recipes as recipes_cmd
 from repro.commands import setup_cmd as setup
 from repro.core.errors import explain
 from repro.ui.options import DryRunOpt, JsonOpt, RecipeOpt, WorkspaceOpt, YesOpt
-from repro.ui.output import error, start_command
+from repro.ui.output import error, start_command, traceback_text
 
 # Root options that act as defaults for the subcommand (`repro --json status`, `repro --recipe demo`).
 _state: dict[str, Any] = {
@@ -53,7 +52,7 @@ def _guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
             if explained is None:
                 raise
             if _state["debug"]:
-                traceback.print_exc(file=sys.stderr)
+                sys.stderr.write(traceback_text(exc))
             error(
                 explained.message,
                 explained.next_command,
@@ -195,5 +194,8 @@ def main(args: list[str] | None = None) -> None:
         sys.exit(code)
     except typer.Abort:
         error("Aborted.", "`repro status`", exit_code=1, as_json=_json_requested(argv))
+        sys.exit(1)
+    except Exception as exc:  # noqa: BLE001 - a bug keeps its traceback, redacted like --debug
+        sys.stderr.write(traceback_text(exc))
         sys.exit(1)
     sys.exit(rv if isinstance(rv, int) else 0)

@@ -6,10 +6,25 @@ and fails on commit 11be551.
 
 from __future__ import annotations
 
+import os
+import subprocess
 from pathlib import Path
 
 import pytest
-from test_hostile import cli, one_line_error
+from test_hostile import CLI, _memory_cap, cli, one_line_error
+
+
+def debug_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    """The CLI with --debug, whose traceback on stderr is expected (cli() treats one as a failure)."""
+    return subprocess.run(
+        [*CLI, "--debug", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        preexec_fn=_memory_cap,
+        env={**os.environ, "COLUMNS": "200", **(env or {})},
+    )
+
 
 # ---- item 7: one line, exit 2, for every bad value at the option edge ----------------------------------------
 
@@ -78,3 +93,79 @@ def test_7_bad_power_csv_is_an_input_error(body: bytes, problem: str, tmp_path: 
     with pytest.raises(InputError) as exc:
         read_power(tmp_path)
     assert str(tmp_path / "power.csv") in exc.value.message and problem in exc.value.message
+
+
+# ---- item 6: no secret in output or files ----------------------------------------------------------------------
+
+SECRET = "S3cretPass"
+
+
+def _closed_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _no_secret_under(root: Path) -> None:
+    for path in root.rglob("*"):
+        if path.is_file():
+            assert SECRET.encode() not in path.read_bytes(), path
+
+
+@pytest.mark.parametrize("json_flag", [[], ["--json"]])
+def test_6_hf_endpoint_userinfo_is_redacted_in_setup_dry_run(json_flag: list[str], tmp_path: Path) -> None:
+    env = {"HF_ENDPOINT": f"http://user:{SECRET}@127.0.0.1:{_closed_port()}"}
+    proc = cli("setup", "--recipe", "nd-gb300-v6", "--workspace", str(tmp_path), "--dry-run", *json_flag, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert SECRET not in proc.stdout + proc.stderr
+    assert "127.0.0.1" in proc.stdout + proc.stderr  # the endpoint is still named, without its password
+
+
+def test_6_unreachable_hub_error_and_debug_traceback_are_redacted(tmp_path: Path) -> None:
+    env = {"HF_ENDPOINT": f"http://user:{SECRET}@127.0.0.1:{_closed_port()}"}
+    proc = debug_cli("setup", "--recipe", "nd-gb300-v6", "--workspace", str(tmp_path), "--yes", env=env)
+    assert proc.returncode == 2 and "Cannot reach http://***@127.0.0.1" in proc.stderr, proc.stderr
+    assert "ReproError" in proc.stderr  # --debug did print the traceback
+    assert SECRET not in proc.stdout + proc.stderr
+    _no_secret_under(tmp_path)
+
+
+def test_6_endpoint_userinfo_never_reaches_run_json_or_the_terminal(tmp_path: Path) -> None:
+    url = f"http://admin:{SECRET}@127.0.0.1:{_closed_port()}"
+    ws = tmp_path / "ws"
+    proc = debug_cli(
+        "run",
+        "offline",
+        "--recipe",
+        "demo",
+        "--workspace",
+        str(ws),
+        "--endpoint",
+        url,
+        "--ready-timeout",
+        "1",
+        "--samples",
+        "2",
+        timeout=300,
+    )
+    assert proc.returncode != 0 and "http://***@127.0.0.1" in proc.stderr, proc.stderr
+    assert SECRET not in proc.stdout + proc.stderr
+    runs = list(ws.rglob("run.json"))
+    assert runs, "the failed run left no run.json to check"
+    _no_secret_under(ws)
+    dry = cli("run", "offline", "--recipe", "demo", "--workspace", str(ws), "--endpoint", url, "--dry-run", "--json")
+    assert dry.returncode == 0 and SECRET not in dry.stdout + dry.stderr
+
+
+# ---- item 5: nothing printed or written is an injection --------------------------------------------------------
+
+
+def test_5_debug_traceback_never_sends_an_escape_sequence(tmp_path: Path) -> None:
+    osc52 = "\x1b]52;c;cm0gLXJmIH4K\x07"
+    missing = tmp_path / f"run{osc52}"
+    proc = debug_cli("verify", str(missing))
+    assert proc.returncode == 2 and "Traceback" not in proc.stdout
+    assert "\x1b" not in proc.stderr and "\x07" not in proc.stderr, repr(proc.stderr)
+    assert "\\x1b]52" in proc.stderr

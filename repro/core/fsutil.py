@@ -37,6 +37,13 @@ def atomic_write_json(path: Path, obj: Any) -> None:
     atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n")
 
 
+def write_published_json(path: Path, obj: Any) -> None:
+    """A file users publish (run.json): no URL credential or token in it, whatever the run was given."""
+    from repro.core.secrets import redact_tree
+
+    atomic_write_json(path, redact_tree(obj))
+
+
 def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as fh:

@@ -23,7 +23,7 @@ import numpy as np
 
 from repro.core.clock import now_iso, stamped_path
 from repro.core.errors import InputError, Interrupted, ReproError, StepFailed
-from repro.core.fsutil import atomic_write_json, atomic_write_text
+from repro.core.fsutil import atomic_write_text, write_published_json
 from repro.core.recipes import Recipe, get_recipe
 from repro.core.steps import StepOutcome
 from repro.core.workspace import Workspace
@@ -551,7 +551,7 @@ def run_benchmark(
         if compliance:
             atomic_write_text(log_dir / AUDIT_CONFIG, audit_config_text())
         atomic_write_text(log_dir / "user.conf", user_conf_text(settings, scenario))
-        atomic_write_json(log_dir / "run.json", info)
+        write_published_json(log_dir / "run.json", info)
     except OSError:
         _remove_empty(log_dir, run_dir, everything=True)  # a full disk must not leave an empty, unmarked folder
         raise
@@ -559,7 +559,7 @@ def run_benchmark(
 
     def finish(status: str, error: str | None) -> None:
         info.update(status=status, error=error, incomplete=status != "complete", finished=now_iso())
-        atomic_write_json(log_dir / "run.json", info)
+        write_published_json(log_dir / "run.json", info)
 
     sut: LoadGenSUT | None = None
     be: Backend | None = None
@@ -696,7 +696,7 @@ def run_benchmark(
             summary["accuracy"] = scores
     if compliance:
         summary["compliance"] = finish_compliance(run_dir, scenario, info)
-        atomic_write_json(log_dir / "run.json", info)
+        write_published_json(log_dir / "run.json", info)
     outputs = [Artifact.of(p) for p in (log_dir / "mlperf_log_summary.txt", log_dir / "run.json") if p.exists()]
     ledger.finish(step, outputs, run_dir=str(run_dir), label=label, **summary)
     tag = f" [{label}]" if label else ""
@@ -938,7 +938,7 @@ def _write_accuracy(
     )
     if not tokenizer_dir or not Path(tokenizer_dir).is_dir():
         info.setdefault("warnings", []).append("accuracy.txt not written: no tokenizer folder to decode the log with")
-        atomic_write_json(run_dir / "run.json", info)
+        write_published_json(run_dir / "run.json", info)
         return None
     scores = acc.evaluate_accuracy_log(run_dir / "mlperf_log_accuracy.json", dataset.outputs, tokenizer_dir)
     acc.write_accuracy_txt(run_dir, scores)

@@ -24,6 +24,7 @@ from repro.core.errors import InputError, Interrupted, ReproError, StepFailed
 from repro.core.fsutil import atomic_write_bytes, sha256_file
 from repro.core.ledger import Artifact, Ledger
 from repro.core.recipes import Recipe
+from repro.core.secrets import redact_url
 from repro.core.steps import StepOutcome, StepStatus
 from repro.core.workspace import Workspace
 from repro.setup import hub
@@ -43,6 +44,9 @@ class PlanRow:
     dest: Path
     size: int | None
     action: str
+
+    def __post_init__(self) -> None:
+        self.source = redact_url(self.source)  # shown and stored: a recipe URL or HF_ENDPOINT may carry user:password@
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -123,7 +127,7 @@ def plan_setup(recipe: Recipe, ws: Workspace, token: str | None, source: Dataset
         plan.rows.append(
             PlanRow(
                 f"model {f.path}",
-                f"{hub.endpoint()}/{model.repo_id}/resolve/{model.commit}/{f.path}",
+                f"{hub.shown_endpoint()}/{model.repo_id}/resolve/{model.commit}/{f.path}",
                 hub.inside(mdir, f),
                 f.size,
                 _local_action(mdir / f.path, f.size),
@@ -148,7 +152,7 @@ def _local_rows(recipe: Recipe, ws: Workspace, source: DatasetSource) -> list[Pl
     rows = []
     if source in ("rebuild", "both"):
         dest = ws.data / "raw" / RAW_REPO.split("/")[-1] / RAW_FILE
-        url = f"{hub.endpoint()}/datasets/{RAW_REPO}/resolve/{RAW_REVISION}/{RAW_FILE}"
+        url = f"{hub.shown_endpoint()}/datasets/{RAW_REPO}/resolve/{RAW_REVISION}/{RAW_FILE}"
         rows.append(PlanRow("raw OpenOrca parquet", url, dest, None, _local_action(dest, None)))
     prepared = prepared_dir(ws, recipe)
     action = "keep" if (prepared / "manifest.json").exists() else "write"
@@ -165,7 +169,7 @@ def recipe_plan(recipe: Recipe, ws: Workspace, source: DatasetSource, why: str) 
     plan.rows.append(
         PlanRow(
             f"model {recipe.model.repo_id} ({', '.join(recipe.model.allow_patterns)})",
-            f"{hub.endpoint()}/{recipe.model.repo_id}/tree/{recipe.model.revision}",
+            f"{hub.shown_endpoint()}/{recipe.model.repo_id}/tree/{recipe.model.revision}",
             mdir,
             size,
             "keep or resume" if mdir.is_dir() else "download",

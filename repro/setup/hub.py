@@ -30,8 +30,13 @@ def endpoint() -> str:
     return os.environ.get("HF_ENDPOINT", DEFAULT_ENDPOINT).rstrip("/")
 
 
+def shown_endpoint() -> str:
+    """The endpoint as printed and stored: an HF_ENDPOINT with user:password@ is named without them."""
+    return redact_url(endpoint())
+
+
 def model_page(repo_id: str) -> str:
-    return f"{endpoint()}/{repo_id}"
+    return f"{shown_endpoint()}/{repo_id}"
 
 
 def get_token() -> str | None:
@@ -81,7 +86,7 @@ def _hub_error(exc: BaseException, repo_id: str, revision: str) -> ReproError | 
         )
     if isinstance(exc, RepositoryNotFoundError):
         return ReproError(
-            f"Model '{repo_id}' was not found on {endpoint()} (wrong id, or the token cannot see it).",
+            f"Model '{repo_id}' was not found on {shown_endpoint()} (wrong id, or the token cannot see it).",
             "check `model.repo_id` in the recipe (`repro recipes show`), log in with `hf auth login`, then "
             "`repro setup`",
         )
@@ -92,7 +97,7 @@ def _hub_error(exc: BaseException, repo_id: str, revision: str) -> ReproError | 
                 "The Hugging Face token was refused (revoked or mistyped).",
                 "create a new token, `hf auth login` (or set HF_TOKEN), then `repro setup`",
             )
-        return ReproError(f"The hub at {endpoint()} answered HTTP {status} for {repo_id}.", "`repro setup` again")
+        return ReproError(f"The hub at {shown_endpoint()} answered HTTP {status} for {repo_id}.", "`repro setup` again")
     return None
 
 
@@ -110,7 +115,7 @@ def _network_error(exc: BaseException) -> ReproError | None:
         type(exc).__module__.split(".")[0].startswith("httpx") and type(exc).__name__ in transport
     ):
         return ReproError(
-            f"Cannot reach {endpoint()} ({type(exc).__name__}).",
+            f"Cannot reach {shown_endpoint()} ({type(exc).__name__}).",
             "check the network (or HF_ENDPOINT), then `repro setup`; finished files are kept",
         )
     return None
@@ -166,7 +171,7 @@ def check_listed_name(name: object, repo_id: str) -> str:
     )
     if bad:
         raise UnsafeListing(
-            f"The hub at {redact_url(endpoint())} lists a file for {repo_id} whose name leaves the model folder: "
+            f"The hub at {shown_endpoint()} lists a file for {repo_id} whose name leaves the model folder: "
             f"{name!r}; nothing was downloaded or deleted.",
             "unset HF_ENDPOINT (or point it at a trusted mirror), then run: repro setup",
         )

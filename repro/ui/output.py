@@ -135,6 +135,18 @@ def error(
         _write_json({"ok": False, "error": {"message": redact(message), "next_command": hint, "exit_code": exit_code}})
 
 
+def traceback_text(exc: BaseException) -> str:
+    """A traceback as --debug (or a bug) prints it: secrets redacted and escape sequences shown, never sent.
+
+    Its lines quote folder names, URLs and server answers; an OSC 52 in one would write the user's clipboard.
+    """
+    import traceback
+
+    from repro.core.textsafe import terminal_safe
+
+    return terminal_safe(redact("".join(traceback.format_exception(exc))))
+
+
 def info(message: str) -> None:
     from rich.markup import escape
 

@@ -3,7 +3,7 @@
 Folder names, task reasons and log lines come from result folders and shared storage; an escape sequence in
 one could clear the screen or overwrite a verdict. Rich keeps ESC in plain text, so every text segment is
 passed through `terminal_safe` after rendering; Rich's own styling (applied later, from Style objects) and
-control segments (cursor moves of a Live view) are untouched.
+control segments (cursor moves of a Live view) are untouched. URL credentials and tokens are redacted there too.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from rich.console import Console, ConsoleOptions, RenderableType
 from rich.segment import Segment
 
+from repro.core.secrets import redact
 from repro.core.textsafe import terminal_safe
 
 
@@ -20,6 +21,6 @@ class SafeConsole(Console):
     def render(self, renderable: RenderableType, options: ConsoleOptions | None = None) -> Iterable[Segment]:
         for seg in super().render(renderable, options):
             if seg.control is None and seg.text:
-                yield Segment(terminal_safe(seg.text), seg.style, None)
+                yield Segment(terminal_safe(redact(seg.text)), seg.style, None)
             else:
                 yield seg
