@@ -13,6 +13,7 @@ import typer
 
 from repro import __version__
 from repro.commands import build_engine as build
+from repro.commands import explain as explain_cmd
 from repro.commands import flow as doctor
 from repro.commands import published, report, run, verify
 from repro.commands import recipes as recipes_cmd
@@ -93,6 +94,7 @@ _add(app, doctor.doctor)
 _add(app, doctor.status)
 _add(app, doctor.guide)
 _add(app, report.report)
+_add(app, explain_cmd.explain)
 _add(run_app, run.offline)
 _add(run_app, run.server)
 _add(recipes_app, recipes_cmd.list_recipes, "list")

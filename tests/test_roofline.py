@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from repro.core.recipes import get_recipe
-from repro.report.roofline import MEAN_INPUT_TOKENS, kv_bytes_per_token, roofline
+from repro.report.roofline import MEAN_INPUT_TOKENS, flops_per_output_token, kv_bytes_per_token, roofline
 
 
 def test_kv_bytes_for_llama2_70b_gqa() -> None:
@@ -19,9 +19,29 @@ def test_gb300_bound_by_hand() -> None:
     context = MEAN_INPUT_TOKENS + 140.0
     expected = 8.0e12 / (weights / 2048 + context * 163_840)
     assert roof is not None
-    assert roof.bound_tokens_per_s == pytest.approx(expected)
-    assert roof.fraction == pytest.approx(15_200.0 / expected)
+    assert roof.hbm_tokens_per_s == pytest.approx(expected)
     assert "bound = BW / (W / B + C x KV)" in roof.explanation and "B = 2048" in roof.explanation
+
+
+def test_gb300_ceiling_is_the_tensor_core_bound_not_the_hbm_one() -> None:
+    """Issue 27: 15.2k tokens/s per GPU read as 28% of an HBM-only bound (3.6x headroom that does not exist)."""
+    roof = roofline(get_recipe("nd-gb300-v6"), measured_per_gpu=15_200.0)
+    assert roof is not None and roof.limiter == "compute"
+    per_token = 2 * 70e9 * (624 + 294.45) + 4 * 80 * 8192 * (624 * 624 / 2 + 294.45 * (624 + 294.45 / 2))
+    assert flops_per_output_token(624, 294.45) == pytest.approx(per_token / 294.45)
+    assert roof.compute_tokens_per_s == pytest.approx(15_000e12 / (per_token / 294.45))
+    assert roof.bound_tokens_per_s == roof.compute_tokens_per_s < roof.hbm_tokens_per_s
+    assert 0.40 < (roof.fraction or 0) < 0.50  # not 0.28
+    assert "datasheet" in roof.peak_source and "assumed" in roof.input_source
+
+
+def test_measured_lengths_replace_the_assumed_ones() -> None:
+    roof = roofline(
+        get_recipe("nd-h200-v5"), 4_000.0, 290.0, input_tokens=500.0, input_source="measured: 24,576 prompts"
+    )
+    assert roof is not None and roof.input_tokens == 500.0 and roof.output_tokens == 290.0
+    assert roof.input_source.startswith("measured") and "I = 500.0" in roof.explanation
+    assert roof.compute_tokens_per_s == pytest.approx(1979e12 / flops_per_output_token(500.0, 290.0))
 
 
 def test_fp16_kv_cache_doubles_kv_bytes_and_bound_grows_with_batch() -> None:

@@ -1,14 +1,21 @@
-"""A memory-bandwidth roofline for Llama-2-70B decode, so a measured tokens/s can be read as a fraction of a ceiling.
+"""Two ceilings for Llama-2-70B serving, so a measured tokens/s reads as a fraction of what the GPU can do.
 
-Each decode step of a batch of B sequences reads every weight once and the KV cache of every sequence, and
-produces B tokens. Time per step >= bytes read / bandwidth, so per GPU:
+Memory (HBM): each decode step of a batch of B sequences reads every weight once and the KV cache of every
+sequence, and produces B tokens:
 
-    bound = BW / (W / B + C * KV)
+    hbm bound = BW / (W / B + C x KV)
+
+Compute (tensor cores, at the recipe's precision): every output token costs its share of the sample's matmul
+and attention FLOPs, prefill included:
+
+    compute bound = peak FLOP/s / (2 x P x (I + O) + 4 x L x D x (I^2 / 2 + O x (I + O / 2))) x O
 
 BW: HBM bandwidth (recipe system.memory_bandwidth_tbps); W: weight bytes per GPU (quantized_size_gb when known,
-else 70e9 params x precision bits / 8, divided by the tensor-parallel size); B: recipe trtllm.gpu_batch_size;
-C: mean context length during decode = mean prompt + half the mean output; KV = 80 layers x 8 KV heads x 128 dim
-x 2 (K and V) x KV-cache bytes. Prefill compute, activations and scheduling are ignored, so it is an upper bound.
+else 70e9 params x precision bits / 8, over TP x PP); B: recipe trtllm.gpu_batch_size; I, O: mean input and
+output tokens per sample (measured from the dataset and the run when given, else the stated defaults); C = I + O/2,
+the mean context while decoding; KV = 80 layers x 8 KV heads x 128 dims x 2 x KV-cache bytes; P = 70e9;
+L x D = 80 x 8192. The lower bound is the ceiling; at batch 2048 that is the compute bound on Blackwell and
+Hopper. Activations, scheduling and communication are ignored, so both are upper bounds.
 """
 
 from __future__ import annotations
@@ -20,20 +27,63 @@ from typing import Any
 from repro.core.recipes import Recipe
 
 PARAMS = 70e9
-LAYERS, KV_HEADS, HEAD_DIM = 80, 8, 128
+LAYERS, KV_HEADS, HEAD_DIM, D_MODEL = 80, 8, 128, 8192
 MEAN_INPUT_TOKENS = 624.0
 MEAN_OUTPUT_TOKENS = 294.45
 MAX_OUTPUT_TOKENS = 1e6  # more per sample than any model emits: the log is wrong, use the mean
 FORMULA = "bound = BW / (W / B + C x KV)"
+COMPUTE_FORMULA = "compute bound = F / (2 P (I + O) + 4 L D (I^2/2 + O (I + O/2))) x O"
 
 BITS = {"nvfp4": 4.5, "fp4": 4.5, "fp8": 8, "bf16": 16, "fp16": 16, "fp32": 32}
 BITS_NOTE = "NVFP4 counted as 4.5 bits (4-bit values + one FP8 scale per 16)"
 _DTYPE_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4}
 
+# Dense (no sparsity) tensor-core peak per GPU, TFLOP/s, by chip and the recipe's precision family.
+_DATASHEETS = {
+    "H100-SXM": "NVIDIA H100 datasheet: FP8 3,958 / BF16 1,979 TFLOPS with sparsity, halved for dense",
+    "H100-NVL": "NVIDIA H100 NVL datasheet: FP8 3,341 / BF16 1,671 TFLOPS with sparsity, halved for dense",
+    "H200": "NVIDIA H200 datasheet: FP8 3,958 / BF16 1,979 TFLOPS with sparsity, halved for dense",
+    "B200": "NVIDIA HGX B200 datasheet: FP4 18 / FP8 9 PFLOPS per GPU with sparsity, halved for dense",
+    "GB200": "NVIDIA GB200 NVL72 datasheet: FP4 1,440 / FP8 720 PFLOPS per 72 GPUs with sparsity, halved for dense",
+    "GB300": "NVIDIA GB300 NVL72 datasheet: FP4 1,080 PFLOPS dense / FP8 720 PFLOPS with sparsity, per 72 GPUs",
+}
+PEAK_TFLOPS: dict[str, dict[str, float]] = {
+    "H100-SXM": {"fp8": 1979.0, "fp16": 989.5},
+    "H100-NVL": {"fp8": 1670.5, "fp16": 835.5},
+    "H200": {"fp8": 1979.0, "fp16": 989.5},
+    "B200": {"fp4": 9000.0, "fp8": 4500.0, "fp16": 2250.0},
+    "GB200": {"fp4": 10000.0, "fp8": 5000.0, "fp16": 2500.0},
+    "GB300": {"fp4": 15000.0, "fp8": 5000.0, "fp16": 2500.0},
+}
+_FAMILY = {"nvfp4": "fp4", "fp4": "fp4", "fp8": "fp8", "bf16": "fp16", "fp16": "fp16"}
+
 
 def kv_bytes_per_token(kv_bytes: float) -> float:
     """Llama-2-70B GQA: K and V for 8 KV heads of 128 dims in each of 80 layers."""
     return LAYERS * KV_HEADS * HEAD_DIM * 2 * kv_bytes
+
+
+def flops_per_output_token(input_tokens: float, output_tokens: float) -> float:
+    """Matmul FLOPs of prefill and decode plus attention over the growing context, per generated token."""
+    i, o = input_tokens, output_tokens
+    matmul = 2 * PARAMS * (i + o)
+    attention = 4 * LAYERS * D_MODEL * (i * i / 2 + o * (i + o / 2))
+    return (matmul + attention) / o
+
+
+def peak_for(recipe: Recipe) -> tuple[float, str] | None:
+    """(dense tensor FLOP/s per GPU at the recipe precision, its source), or None for an unlisted chip."""
+    from repro.core.published import Accelerator
+
+    acc = Accelerator.parse(recipe.system.gpu_name)
+    chip = acc.model.upper()
+    if chip == "H100":
+        chip = f"H100-{(acc.effective_variant or 'sxm').upper()}"
+    family = _FAMILY.get(recipe.precision)
+    peaks = PEAK_TFLOPS.get(chip)
+    if family is None or peaks is None or family not in peaks:
+        return None
+    return peaks[family] * 1e12, f"{chip} {family.upper()} dense {peaks[family]:,.0f} TFLOP/s ({_DATASHEETS[chip]})"
 
 
 @dataclass(frozen=True)
@@ -46,8 +96,28 @@ class Roofline:
     context_tokens: float
     kv_bytes: float
     kv_bytes_per_token: float
-    bound_tokens_per_s: float
+    hbm_tokens_per_s: float
     measured_tokens_per_s: float | None
+    input_tokens: float = MEAN_INPUT_TOKENS
+    input_source: str = "assumed mean prompt of the MLPerf OpenOrca set (not measured)"
+    output_tokens: float = MEAN_OUTPUT_TOKENS
+    output_source: str = "MLPerf reference mean (not measured)"
+    compute_tokens_per_s: float | None = None
+    peak_flops: float | None = None
+    peak_source: str = "no tensor-core peak listed for this GPU"
+
+    @property
+    def bound_tokens_per_s(self) -> float:
+        """The ceiling: the lower of the two bounds."""
+        if self.compute_tokens_per_s is None:
+            return self.hbm_tokens_per_s
+        return min(self.hbm_tokens_per_s, self.compute_tokens_per_s)
+
+    @property
+    def limiter(self) -> str:
+        if self.compute_tokens_per_s is not None and self.compute_tokens_per_s < self.hbm_tokens_per_s:
+            return "compute"
+        return "hbm"
 
     @property
     def fraction(self) -> float | None:
@@ -64,9 +134,19 @@ class Roofline:
         return (
             f"{FORMULA}; BW = {self.bandwidth_bytes_s / 1e12:g} TB/s, W = {self.weight_bytes / 1e9:,.2f} GB "
             f"({self.weight_source}), B = {self.batch}, C = {self.context_tokens:,.1f} tokens "
-            f"(mean prompt {MEAN_INPUT_TOKENS:g}, assumed, + half the mean output tokens per sample), KV = 80 "
-            "x 8 x 128 x 2 x "
-            f"{self.kv_bytes:g} B = {self.kv_bytes_per_token:,.0f} B/token"
+            f"(I = {self.input_tokens:,.1f}: {self.input_source}; + O/2, O = {self.output_tokens:,.1f}: "
+            f"{self.output_source}), KV = 80 x 8 x 128 x 2 x {self.kv_bytes:g} B = "
+            f"{self.kv_bytes_per_token:,.0f} B/token"
+        )
+
+    @property
+    def compute_explanation(self) -> str:
+        if self.compute_tokens_per_s is None or self.peak_flops is None:
+            return f"compute bound not computed: {self.peak_source}"
+        per_token = flops_per_output_token(self.input_tokens, self.output_tokens)
+        return (
+            f"{COMPUTE_FORMULA}; F = {self.peak_source}; P = 70e9, L x D = 80 x 8192, I = {self.input_tokens:,.1f}, "
+            f"O = {self.output_tokens:,.1f}: {per_token / 1e9:,.1f} GFLOP per output token"
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -74,23 +154,47 @@ class Roofline:
             "recipe": self.recipe,
             "formula": FORMULA,
             "explanation": self.explanation,
+            "compute_formula": COMPUTE_FORMULA,
+            "compute_explanation": self.compute_explanation,
             "bandwidth_bytes_s": self.bandwidth_bytes_s,
             "weight_bytes": self.weight_bytes,
             "weight_source": self.weight_source,
             "batch": self.batch,
+            "input_tokens": self.input_tokens,
+            "input_source": self.input_source,
+            "output_tokens": self.output_tokens,
+            "output_source": self.output_source,
             "context_tokens": self.context_tokens,
             "kv_bytes": self.kv_bytes,
             "kv_bytes_per_token": self.kv_bytes_per_token,
+            "hbm_bound_tokens_per_s_per_gpu": self.hbm_tokens_per_s,
+            "compute_bound_tokens_per_s_per_gpu": self.compute_tokens_per_s,
+            "peak_flops": self.peak_flops,
+            "peak_source": self.peak_source,
+            "limiter": self.limiter,
             "bound_tokens_per_s_per_gpu": self.bound_tokens_per_s,
             "measured_tokens_per_s_per_gpu": self.measured_tokens_per_s,
             "fraction": self.fraction,
         }
 
 
+def _plausible(value: float | None) -> bool:
+    return value is not None and math.isfinite(value) and 0 < value <= MAX_OUTPUT_TOKENS
+
+
 def roofline(
-    recipe: Recipe, measured_per_gpu: float | None = None, output_tokens: float | None = None
+    recipe: Recipe,
+    measured_per_gpu: float | None = None,
+    output_tokens: float | None = None,
+    *,
+    input_tokens: float | None = None,
+    input_source: str | None = None,
+    output_source: str | None = None,
 ) -> Roofline | None:
-    """The bound for a recipe's GPU, or None when the recipe lacks bandwidth (the CPU demo)."""
+    """Both bounds for a recipe's GPU, or None when the recipe lacks bandwidth (the CPU demo).
+
+    input/output_tokens: measured means per sample (the dataset, the run's logs); the defaults are used, and said
+    to be assumed, when they are missing or implausible."""
     bw = recipe.system.memory_bandwidth_tbps
     if bw == "unknown" or recipe.trtllm is None:
         return None
@@ -108,12 +212,18 @@ def roofline(
         )
     kv_dtype = recipe.quantization.kv_cache_dtype
     kv_bytes = 1.0 if kv_dtype in ("fp8", "int8") else float(_DTYPE_BYTES[recipe.quantization.dtype])
-    plausible = output_tokens is not None and 0 < output_tokens <= MAX_OUTPUT_TOKENS
-    out = output_tokens if plausible and output_tokens else MEAN_OUTPUT_TOKENS
-    context = MEAN_INPUT_TOKENS + out / 2
+    out, out_src = MEAN_OUTPUT_TOKENS, "MLPerf reference mean 294.45 (not measured)"
+    if _plausible(output_tokens):
+        out, out_src = float(output_tokens or 0), output_source or "measured: the run's tokens/s / samples/s"
+    inp, inp_src = MEAN_INPUT_TOKENS, "assumed mean prompt of the MLPerf OpenOrca set (not measured)"
+    if _plausible(input_tokens):
+        inp, inp_src = float(input_tokens or 0), input_source or "measured from the dataset"
+    context = inp + out / 2
     per_token = kv_bytes_per_token(kv_bytes)
     batch = recipe.trtllm.gpu_batch_size
-    bound = float(bw) * 1e12 / (weights / batch + context * per_token)
+    hbm = float(bw) * 1e12 / (weights / batch + context * per_token)
+    peak = peak_for(recipe)
+    compute = peak[0] / flops_per_output_token(inp, out) if peak else None
     return Roofline(
         recipe=recipe.name,
         bandwidth_bytes_s=float(bw) * 1e12,
@@ -123,6 +233,13 @@ def roofline(
         context_tokens=context,
         kv_bytes=kv_bytes,
         kv_bytes_per_token=per_token,
-        bound_tokens_per_s=bound,
+        hbm_tokens_per_s=hbm,
         measured_tokens_per_s=measured_per_gpu,
+        input_tokens=inp,
+        input_source=inp_src,
+        output_tokens=out,
+        output_source=out_src,
+        compute_tokens_per_s=compute,
+        peak_flops=peak[0] if peak else None,
+        peak_source=peak[1] if peak else f"no dense tensor-core peak listed for {recipe.system.gpu_name}",
     )

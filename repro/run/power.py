@@ -23,8 +23,19 @@ from repro.core.safeio import open_regular
 
 POWER_CSV = "power.csv"
 HEADER = ("time_s", "gpu_index", "watts")
+GPU_CSV = "gpu.csv"
+GPU_HEADER = ("time_s", "gpu_index", "sm_clock_mhz", "mem_clock_mhz", "temp_c", "throttle_reasons")
+# NVML clocks-event (throttle) reason bits that slow a GPU down; idle (0x1) and app settings (0x2) are not slowdowns.
+SLOWDOWN_BITS = {
+    0x4: "SW power cap",
+    0x8: "HW slowdown",
+    0x20: "SW thermal",
+    0x40: "HW thermal",
+    0x80: "HW power brake",
+}
 
 Reader = Callable[[], list[float]]
+StateReader = Callable[[], list[tuple[float, float, float, int]]]
 
 
 def _nvml_reader() -> tuple[Reader | None, Callable[[], None] | None, str]:
@@ -49,7 +60,19 @@ def _nvml_reader() -> tuple[Reader | None, Callable[[], None] | None, str]:
     def read() -> list[float]:
         return [pynvml.nvmlDeviceGetPowerUsage(h) / 1000.0 for h in handles]
 
-    return read, pynvml.nvmlShutdown, f"NVML power of {len(handles)} GPU(s)"
+    def state() -> list[tuple[float, float, float, int]]:
+        return [
+            (
+                float(pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_SM)),
+                float(pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_MEM)),
+                float(pynvml.nvmlDeviceGetTemperature(h, pynvml.NVML_TEMPERATURE_GPU)),
+                int(pynvml.nvmlDeviceGetCurrentClocksThrottleReasons(h)),
+            )
+            for h in handles
+        ]
+
+    read.state = state  # type: ignore[attr-defined]
+    return read, pynvml.nvmlShutdown, f"NVML power, clocks, temperature and throttle reasons of {len(handles)} GPU(s)"
 
 
 class PowerSampler:
@@ -58,12 +81,21 @@ class PowerSampler:
     `reader` replaces NVML (returns watts per GPU); it exists for machines without a GPU.
     """
 
-    def __init__(self, run_dir: Path, interval_s: float = 1.0, *, reader: Reader | None = None):
+    def __init__(
+        self,
+        run_dir: Path,
+        interval_s: float = 1.0,
+        *,
+        reader: Reader | None = None,
+        state_reader: StateReader | None = None,
+    ):
         if interval_s <= 0:
             raise ValueError("interval_s must be positive")
         self.run_dir = Path(run_dir)
         self.interval_s = float(interval_s)
         self._reader = reader
+        self._state_reader = state_reader
+        self.states: list[tuple[float, int, float, float, float, int]] = []
         self._shutdown: Callable[[], None] | None = None
         self.note = "not started"
         self.samples: list[tuple[float, int, float]] = []
@@ -84,6 +116,8 @@ class PowerSampler:
             self.note = "power from the given reader"
         if self._reader is None:
             return self
+        if self._state_reader is None:
+            self._state_reader = getattr(self._reader, "state", None)
         self._t0 = time.monotonic()
         self._stop.clear()
         self._thread = threading.Thread(target=self._loop, name="repro-power", daemon=True)
@@ -99,6 +133,12 @@ class PowerSampler:
             return
         t = round(time.monotonic() - self._t0, 3)
         self.samples.extend((t, i, round(float(w), 3)) for i, w in enumerate(watts))
+        if self._state_reader is not None:
+            try:
+                states = self._state_reader()
+            except Exception:  # noqa: BLE001 - clocks are a diagnosis, never a reason to stop
+                return
+            self.states.extend((t, i, sm, mem, temp, int(r)) for i, (sm, mem, temp, r) in enumerate(states))
 
     def _loop(self) -> None:
         self._sample()
@@ -126,6 +166,12 @@ class PowerSampler:
         writer.writerows(self.samples)
         self.path = self.run_dir / POWER_CSV
         atomic_write_text(self.path, buf.getvalue())
+        if self.states:
+            buf = io.StringIO()
+            writer = csv.writer(buf, lineterminator="\n")
+            writer.writerow(GPU_HEADER)
+            writer.writerows(self.states)
+            atomic_write_text(self.run_dir / GPU_CSV, buf.getvalue())
         return self.path
 
     def __enter__(self) -> PowerSampler:
@@ -258,3 +304,42 @@ def tokens_per_joule(run_dir: Path, tokens: float) -> float | None:
     if summary is None:
         return None
     return tokens / summary.energy_j
+
+
+def read_gpu_samples(run_dir: Path) -> dict[str, Any] | None:
+    """gpu.csv summarised for `repro explain`: mean clocks and temperature, and the share of samples throttled."""
+    path = Path(run_dir) / GPU_CSV
+    if not path.is_file():
+        return None
+    rows: list[tuple[float, float, float, int]] = []
+    try:
+        with path.open(newline="", encoding="utf-8") as fh:
+            reader = csv.reader(fh)
+            header = next(reader, None)
+            if header is None or tuple(h.strip() for h in header) != GPU_HEADER:
+                raise InputError(f"{path}: header must be {','.join(GPU_HEADER)}.", "delete the file or re-run")
+            for lineno, row in enumerate(reader, start=2):
+                if not row:
+                    continue
+                try:
+                    rows.append((float(row[2]), float(row[3]), float(row[4]), int(row[5])))
+                except (ValueError, IndexError):
+                    raise InputError(
+                        f"{path}: line {lineno} is not {','.join(GPU_HEADER)}.", "delete the file or re-run"
+                    ) from None
+    except OSError as exc:
+        raise InputError(f"{path}: cannot be read ({exc.strerror}).", "check the run folder") from None
+    if not rows:
+        return None
+    slowed = [r for r in rows if r[3] & sum(SLOWDOWN_BITS)]
+    reasons = sorted({name for r in slowed for bit, name in SLOWDOWN_BITS.items() if r[3] & bit})
+    return {
+        "gpu_samples": len(rows),
+        "sm_clock_mhz_mean": sum(r[0] for r in rows) / len(rows),
+        "mem_clock_mhz_mean": sum(r[1] for r in rows) / len(rows),
+        "temp_c_mean": sum(r[2] for r in rows) / len(rows),
+        "temp_c_max": max(r[2] for r in rows),
+        "throttle_share": len(slowed) / len(rows),
+        "throttle_reasons": ", ".join(reasons),
+        "gpu_csv": str(path),
+    }

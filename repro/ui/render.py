@@ -17,6 +17,7 @@ _VIEWS: dict[str, str] = {
     "repro.flow.guide.GuidePlan": "repro.ui.flow:guide_plan",
     "repro.flow.guide.GuideNote": "repro.ui.flow:guide_note",
     "repro.report.model.Report": "repro.ui.report:report",
+    "repro.report.explain.Explanation": "repro.ui.explain:explanation",
     "repro.results.verify.Verdict": "repro.ui.results:render_verdict",
     "repro.results.aggregate.RackReport": "repro.ui.results:render_rack",
     "repro.run.rack.RackResult": "repro.ui.rack:rack_result",

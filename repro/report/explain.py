@@ -1,0 +1,1004 @@
+"""`repro explain`: why a run is below (or above) the figure it is compared with, as ranked causes with evidence.
+
+A run is compared with one reference: a published result of the index (its effective LoadGen settings, stack and
+accuracy figures ship in data/published/settings.json), another run folder (a rack's best VM, a colleague's
+bundle), or the recipe's published figure. Causes come from, in order of how surely they move the figure:
+the LoadGen settings diff, the serving configuration (own runs: run.json against the recipe), output length
+(tokens per sample; a server that stops early looks fast), the machine during the run (NVML, harness CPU time),
+the software stack, and what is left once those are accounted for. Nothing here judges PASS/FAIL; verify does.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import shlex
+import statistics
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Literal
+
+from repro.core.errors import InputError
+from repro.core.published import DATA_DIR, PublishedResult, load_index
+from repro.core.recipes import Recipe
+from repro.report.roofline import MEAN_INPUT_TOKENS, flops_per_output_token, roofline
+from repro.results.compare import effective_scenario, pick_perf_run
+from repro.results.logs import LoadGenRun, benchmark_target, find_runs, parse_detail
+
+SETTINGS_JSON = DATA_DIR / "settings.json"
+REFERENCE_TOKENS_PER_SAMPLE = 294.45  # MLPerf reference (FP16) mean output tokens per sample
+NOISE_PCT = 1.0  # run-to-run spread of one system below which a deviation needs no cause
+OUTPUT_SHIFT_PCT = 2.0  # tokens/sample differences above this change what a token costs
+Effect = Literal["moves", "may move", "none"]
+_RANK = {"moves": 0, "may move": 1, "none": 2}
+
+# LoadGen settings (effective_*/requested_* without the prefix) and how each moves the throughput figure.
+_OFFLINE_SIZE: tuple[Effect, str] = (
+    "may move",
+    "sets the size of Offline's one query (target QPS x min duration): a shorter run makes the drain at the end "
+    "a larger share",
+)
+_SETTING_EFFECT: dict[str, tuple[Effect, str]] = {
+    "scenario": ("moves", "another scenario is another benchmark"),
+    "test_mode": ("moves", "only PerformanceOnly measures throughput"),
+    "target_qps": _OFFLINE_SIZE,
+    "offline_expected_qps": _OFFLINE_SIZE,
+    "samples_per_query": _OFFLINE_SIZE,
+    "min_sample_count": _OFFLINE_SIZE,
+    "generated_samples_per_query": _OFFLINE_SIZE,
+    "min_duration_ms": ("may move", "a shorter run has a larger share of ramp-up and drain"),
+    "max_duration_ms": ("moves", "a capped run stops before the queue drains"),
+    "max_query_count": ("moves", "a capped run stops early"),
+    "performance_sample_count": ("moves", "fewer distinct samples: another mix of prompt and output lengths"),
+    "performance_sample_count_override": ("moves", "fewer distinct samples: another mix of prompt and output lengths"),
+    "qsl_rng_seed": ("may move", "another round's seed: another sample mix"),
+    "sample_index_rng_seed": ("may move", "another round's seed: another sample order"),
+    "schedule_rng_seed": ("may move", "another round's seed: another arrival schedule"),
+    "performance_issue_unique": ("moves", "a compliance-audit setting: the run repeats or dedups samples"),
+    "performance_issue_same": ("moves", "a compliance-audit setting: the run repeats one sample"),
+    "performance_issue_same_index": ("moves", "a compliance-audit setting"),
+    "accuracy_log_probability": ("may move", "logging outputs costs the harness time"),
+    "accuracy_log_sampling_target": ("may move", "logging outputs costs the harness time"),
+    "sample_concatenate_permutation": ("may move", "changes how the query is filled to its size"),
+    "max_async_queries": ("may move", "limits queries in flight"),
+    "use_token_latencies": ("moves", "without it LoadGen counts no tokens"),
+    "ttft_latency_ns": ("moves", "the first-token limit a Server run must keep"),
+    "tpot_latency_ns": ("moves", "the per-token limit a Server run must keep"),
+    "target_latency_ns": ("may move", "the latency bound of a Server run"),
+    "target_latency_percentile": ("may move", "the percentile the latency bound applies to"),
+}
+_UNKNOWN_SETTING: tuple[Effect, str] = ("may move", "a LoadGen setting this tool has no rule for")
+_SERVER_QPS: tuple[Effect, str] = ("moves", "Server issues queries at this rate: completed tokens/s cannot exceed it")
+_GROUP = {
+    k: "target_qps"
+    for k in ("offline_expected_qps", "samples_per_query", "min_sample_count", "generated_samples_per_query")
+}
+_IGNORED = re.compile(r"^(result_|loadgen_|qsl_reported|test_datetime|sut_name|min_query_count$|print_timestamps$)")
+
+
+@dataclass(frozen=True)
+class Diff:
+    """One setting or version that differs between the run and its reference."""
+
+    area: Literal["settings", "serving", "stack"]
+    key: str
+    yours: Any
+    reference: Any
+    effect: Effect
+    why: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "area": self.area,
+            "key": self.key,
+            "yours": self.yours,
+            "reference": self.reference,
+            "effect": self.effect,
+            "why": self.why,
+        }
+
+
+@dataclass(frozen=True)
+class Cause:
+    """A reason the figure differs, with what shows it and the figure it moves (by how much, where measurable)."""
+
+    title: str
+    area: str
+    effect: Effect
+    evidence: tuple[str, ...]
+    moves: str
+    impact_pct: float | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "title": self.title,
+            "area": self.area,
+            "effect": self.effect,
+            "evidence": list(self.evidence),
+            "moves": self.moves,
+            "impact_pct": None if self.impact_pct is None else round(self.impact_pct, 2),
+        }
+
+
+@dataclass
+class Side:
+    """What a comparison needs of either side: the figures, the effective settings, the stack, the serving config."""
+
+    name: str
+    kind: Literal["run", "published", "recipe"]
+    scenario: str
+    tokens_per_s: float | None
+    samples_per_s: float | None
+    accelerators: int | None
+    settings: dict[str, Any] = field(default_factory=dict)
+    stack: dict[str, str] = field(default_factory=dict)
+    serving: dict[str, Any] = field(default_factory=dict)
+    tokens_per_sample: float | None = None
+    tokens_source: str = ""
+    ttft_ns: dict[str, float] = field(default_factory=dict)
+    machine: dict[str, Any] = field(default_factory=dict)
+    label: str | None = None
+    source: str = ""
+
+    @property
+    def per_gpu(self) -> float | None:
+        if self.tokens_per_s is None or not self.accelerators:
+            return None
+        return self.tokens_per_s / self.accelerators
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "kind": self.kind,
+            "scenario": self.scenario,
+            "label": self.label,
+            "tokens_per_s": self.tokens_per_s,
+            "samples_per_s": self.samples_per_s,
+            "accelerators": self.accelerators,
+            "tokens_per_s_per_gpu": self.per_gpu,
+            "tokens_per_sample": self.tokens_per_sample,
+            "tokens_per_sample_source": self.tokens_source,
+            "stack": self.stack,
+            "serving": self.serving,
+            "ttft_ns": self.ttft_ns,
+            "machine": self.machine,
+            "source": self.source,
+        }
+
+
+@dataclass
+class TokenStats:
+    """Output and input lengths of the run, and where each figure came from."""
+
+    output_per_sample: float | None
+    output_source: str
+    reference_output: float = REFERENCE_TOKENS_PER_SAMPLE
+    input_per_sample: float | None = None
+    input_source: str = "not measured (no dataset in the workspace)"
+    max_tokens: int | None = None
+    share_at_max: float | None = None
+    share_source: str = "not measured (no per-sample output lengths: run `repro run offline --accuracy`)"
+    ttft_ns: dict[str, float] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "output_tokens_per_sample": self.output_per_sample,
+            "output_source": self.output_source,
+            "reference_output_tokens_per_sample": self.reference_output,
+            "output_vs_reference_pct": _pct(self.output_per_sample, self.reference_output),
+            "input_tokens_per_sample": self.input_per_sample,
+            "input_source": self.input_source,
+            "max_tokens": self.max_tokens,
+            "share_at_max_tokens": self.share_at_max,
+            "share_source": self.share_source,
+            "ttft_ns": self.ttft_ns,
+        }
+
+
+@dataclass
+class RackRow:
+    name: str
+    tokens_per_s: float | None
+    samples_per_s: float | None
+    tokens_per_sample: float | None
+    deviation_pct: float | None
+    differs: list[str]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "vm": self.name,
+            "tokens_per_s": self.tokens_per_s,
+            "samples_per_s": self.samples_per_s,
+            "tokens_per_sample": self.tokens_per_sample,
+            "deviation_from_median_pct": None if self.deviation_pct is None else round(self.deviation_pct, 2),
+            "differs": self.differs,
+        }
+
+
+@dataclass
+class Explanation:
+    """`repro explain`'s result: the two sides, the ranked causes, and the material they were drawn from."""
+
+    run: Side
+    reference: Side
+    deviation_pct: float | None
+    compared_per: Literal["gpu", "system"]
+    causes: list[Cause]
+    diffs: list[Diff]
+    tokens: TokenStats
+    roofline: Any = None
+    rack: list[RackRow] = field(default_factory=list)
+    straggler: str | None = None
+    notes: list[str] = field(default_factory=list)
+    sources: list[str] = field(default_factory=list)
+
+    @property
+    def label(self) -> str | None:
+        return self.run.label
+
+    @property
+    def headline(self) -> str:
+        if self.deviation_pct is None:
+            return f"{self.run.name} against {self.reference.name}: no figure to compare"
+        side = "below" if self.deviation_pct < 0 else "above"
+        what = "per GPU" if self.compared_per == "gpu" else "per system"
+        return f"{self.run.name} is {abs(self.deviation_pct):.1f}% {side} {self.reference.name} (tokens/s {what}); " + (
+            f"{len(self.causes)} cause(s), most likely first" if self.causes else "no cause found"
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "explain": "repro explain",
+            "label": self.label,
+            "reproduction": False if self.label else None,
+            "headline": self.headline,
+            "run": self.run.to_json(),
+            "reference": self.reference.to_json(),
+            "deviation_pct": None if self.deviation_pct is None else round(self.deviation_pct, 3),
+            "compared_per": self.compared_per,
+            "causes": [c.to_json() for c in self.causes],
+            "diffs": [d.to_json() for d in self.diffs],
+            "tokens": self.tokens.to_json(),
+            "roofline": self.roofline.to_json() if self.roofline is not None else None,
+            "rack": [r.to_json() for r in self.rack],
+            "straggler": self.straggler,
+            "notes": self.notes,
+            "sources": self.sources,
+        }
+
+
+# --- reading either side -------------------------------------------------------------------------------------------
+
+
+def _as_float(value: Any) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def _pct(a: float | None, b: float | None) -> float | None:
+    if a is None or b is None or not b or not math.isfinite(a) or not math.isfinite(b):
+        return None
+    return (a / b - 1) * 100
+
+
+@lru_cache(maxsize=1)
+def published_settings() -> dict[str, Any]:
+    """The shipped effective settings of indexed results (scripts/extract_published_settings.py)."""
+    try:
+        doc = json.loads(SETTINGS_JSON.read_text())
+    except (OSError, ValueError) as exc:
+        raise InputError(
+            f"{SETTINGS_JSON}: unreadable ({exc}).", "reinstall repro (`pip install --force-reinstall repro`)"
+        ) from None
+    results = doc.get("results")
+    return results if isinstance(results, dict) else {}
+
+
+def _settings_from_detail(values: dict[str, Any]) -> dict[str, Any]:
+    """Effective settings win over requested ones; generated_* say what LoadGen actually issued."""
+    out: dict[str, Any] = {}
+    for key, value in values.items():
+        if key.startswith("requested_"):
+            out.setdefault(key[len("requested_") :], value)
+    for key, value in values.items():
+        if key.startswith("effective_"):
+            out[key[len("effective_") :]] = value
+        elif key.startswith("generated_"):
+            out[key] = value
+    if "server_ttft_latency" in out:
+        out.setdefault("ttft_latency_ns", out.pop("server_ttft_latency"))
+    if "server_tpot_latency" in out:
+        out.setdefault("tpot_latency_ns", out.pop("server_tpot_latency"))
+    return out
+
+
+_VERSION_PATTERNS = {
+    "TensorRT-LLM": r"TensorRT[- ]LLM[ /v]*([0-9][\w.+-]*)",
+    "TensorRT": r"TensorRT(?![- ]LLM)[ /v]*([0-9][\w.+-]*)",
+    "CUDA": r"CUDA[ /v]*([0-9][\w.]*)",
+    "cuDNN": r"cuDNN[ /v]*([0-9][\w.]*)",
+    "driver": r"Driver[ /v]*([0-9][\w.]*)",
+    "vLLM": r"vLLM[ /v]*([0-9][\w.+-]*)",
+    "PyTorch": r"PyTorch[ /v]*([0-9][\w.+-]*)",
+    "ROCm": r"ROCm[ /v]*([0-9][\w.]*)",
+    "power limit": r"TGP\s*([0-9]+\s*W)",
+}
+
+
+def stack_of_system(system: dict[str, Any] | None) -> dict[str, str]:
+    """Component versions named in a system JSON's framework, software and hardware notes."""
+    if not system:
+        return {}
+    text = " ".join(
+        str(system.get(k) or "") for k in ("framework", "other_software_stack", "sw_notes", "hw_notes")
+    ).strip()
+    out: dict[str, str] = {}
+    for name, pattern in _VERSION_PATTERNS.items():
+        if m := re.search(pattern, text, re.I):
+            out[name] = m.group(1).rstrip(",;").replace(" ", "")
+    if system.get("operating_system"):
+        out["OS"] = str(system["operating_system"]).strip()
+    return out
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _stack_of_run_info(info: dict[str, Any], recipe: Recipe | None) -> dict[str, str]:
+    out: dict[str, str] = {}
+    if info.get("driver"):
+        out["driver"] = str(info["driver"])
+    prov = _dict(info.get("provenance"))
+    for key, name in (("cuda", "CUDA"), ("tensorrt_llm", "TensorRT-LLM"), ("trtllm_version", "TensorRT-LLM")):
+        if prov.get(key):
+            out[name] = str(prov[key])
+    if (
+        "TensorRT-LLM" not in out
+        and recipe is not None
+        and recipe.trtllm is not None
+        and info.get("backend") == "trtllm"
+    ):
+        out["TensorRT-LLM"] = f"{recipe.trtllm.version} (the recipe's image)"
+    return out
+
+
+_SERVE_FLAGS = {
+    "--max_batch_size": "gpu_batch_size",
+    "--max_num_tokens": "max_num_tokens",
+    "--tp_size": "tp_size",
+    "--pp_size": "pp_size",
+    "--kv_cache_free_gpu_memory_fraction": "kv_cache_free_gpu_memory_fraction",
+    "--max_seq_len": "max_seq_len",
+}
+
+
+def _number(text: Any) -> Any:
+    try:
+        value = float(text)
+    except (TypeError, ValueError):
+        return text
+    return int(value) if value.is_integer() else value
+
+
+def serving_of_run(info: dict[str, Any]) -> dict[str, Any]:
+    """The serving configuration a run recorded: its `serving` block, else the server argv and client concurrency."""
+    if isinstance(info.get("serving"), dict):
+        return {k: v for k, v in info["serving"].items() if v is not None}
+    out: dict[str, Any] = {}
+    servers = _dict(info.get("servers"))
+    for server in (servers.get("servers") or [])[:1]:
+        argv = server.get("command") or []
+        argv = shlex.split(argv) if isinstance(argv, str) else [str(a) for a in argv]
+        for i, arg in enumerate(argv[:-1]):
+            if arg in _SERVE_FLAGS:
+                out[_SERVE_FLAGS[arg]] = _number(argv[i + 1])
+    details = _dict(info.get("backend_details"))
+    if details.get("max_concurrency") is not None:
+        out["client_concurrency"] = _number(details["max_concurrency"])
+    return out
+
+
+def serving_of_recipe(recipe: Recipe) -> dict[str, Any]:
+    if recipe.trtllm is None:
+        return {}
+    trt = recipe.trtllm
+    kv = trt.serve_extra_options.get("kv_cache_config", {}) if isinstance(trt.serve_extra_options, dict) else {}
+    out: dict[str, Any] = {
+        "gpu_batch_size": trt.gpu_batch_size,
+        "tp_size": trt.tp_size,
+        "pp_size": trt.pp_size,
+        "precision": recipe.precision,
+        "servers_per_vm": trt.servers_per_vm,
+        "client_concurrency": trt.gpu_batch_size,
+    }
+    if "max_num_tokens" in trt.runtime_flags:
+        out["max_num_tokens"] = trt.runtime_flags["max_num_tokens"]
+    if isinstance(kv, dict) and "free_gpu_memory_fraction" in kv:
+        out["kv_cache_free_gpu_memory_fraction"] = kv["free_gpu_memory_fraction"]
+    return out
+
+
+def _accelerators(run: LoadGenRun) -> int | None:
+    from repro.results.hardware import count_accelerators
+
+    try:
+        found, _ = count_accelerators(run, None)
+    except InputError:
+        return None
+    return found.total if found else None
+
+
+def _output_lengths(folder: Path) -> list[int] | None:
+    """Per-sample output token counts from an accuracy log (mlperf_log_accuracy.json) beside or near the run."""
+    for cand in (folder / "mlperf_log_accuracy.json", folder.parent.parent / "accuracy" / "mlperf_log_accuracy.json"):
+        if not cand.is_file() or cand.stat().st_size > 512 << 20:
+            continue
+        try:
+            entries = json.loads(cand.read_text())
+        except (OSError, ValueError):
+            continue
+        if not isinstance(entries, list) or not entries:
+            continue
+        lengths = []
+        for e in entries:
+            if not isinstance(e, dict):
+                continue
+            if isinstance(e.get("token_count"), int):
+                lengths.append(int(e["token_count"]))
+            elif isinstance(e.get("data"), str):
+                lengths.append(len(e["data"]) // 8)  # int32 token ids, hex-encoded
+        if lengths:
+            return lengths
+    return None
+
+
+def _machine_of_run(run: LoadGenRun) -> dict[str, Any]:
+    """What the run recorded about the machine: NVML samples (nvml.csv/power.csv) and the harness's CPU time."""
+    out: dict[str, Any] = {}
+    info = run.run_info or {}
+    cpu = info.get("harness_cpu") if isinstance(info.get("harness_cpu"), dict) else None
+    if cpu and cpu.get("wall_s"):
+        out["harness_cpu_s"] = cpu.get("cpu_s")
+        out["harness_wall_s"] = cpu.get("wall_s")
+        out["harness_cpu_share"] = cpu.get("cpu_s", 0) / cpu["wall_s"]
+        if cpu.get("main_thread_cpu_s") is not None:
+            out["harness_main_thread_share"] = cpu["main_thread_cpu_s"] / cpu["wall_s"]
+    from repro.run.power import read_gpu_samples
+
+    try:
+        samples = read_gpu_samples(run.folder)
+    except InputError:
+        samples = None
+    if samples:
+        out.update(samples)
+    return out
+
+
+def side_of_run(run: LoadGenRun, recipe: Recipe | None, name: str | None = None) -> Side:
+    info = run.run_info or {}
+    values = parse_detail(run.detail_path)["values"] if run.detail_path else {}
+    settings = _settings_from_detail(values) if values else dict(run.settings)
+    for key in ("ttft_latency_ns", "tpot_latency_ns"):
+        if key in run.settings:
+            settings.setdefault(key, run.settings[key])
+    tps = run.tokens_per_s / run.samples_per_s if run.tokens_per_s and run.samples_per_s else None
+    stack = stack_of_system(run.system) or _stack_of_run_info(info, recipe)
+    if run.loadgen_version:
+        stack["LoadGen"] = str(run.loadgen_version).split(" @")[0]
+    return Side(
+        name=name or str(run.folder),
+        kind="run",
+        scenario=effective_scenario(run),
+        tokens_per_s=run.tokens_per_s,
+        samples_per_s=run.samples_per_s,
+        accelerators=_accelerators(run),
+        settings=settings,
+        stack=stack,
+        serving=serving_of_run(info) if info else {},
+        tokens_per_sample=tps,
+        tokens_source="LoadGen: tokens per second / samples per second" if tps else "",
+        ttft_ns=dict(run.ttft_ns),
+        machine=_machine_of_run(run),
+        label=run.label,
+        source=str(run.summary_path or run.detail_path or run.folder),
+    )
+
+
+def side_of_published(row: PublishedResult) -> Side:
+    shipped = published_settings().get(row.key)
+    settings: dict[str, Any] = {}
+    stack: dict[str, str] = {}
+    ttft: dict[str, float] = {}
+    source = row.source
+    if shipped:
+        values = shipped.get("detail", {})
+        settings = _settings_from_detail(values)
+        stack = stack_of_system(shipped.get("stack"))
+        if values.get("loadgen_version"):
+            stack["LoadGen"] = str(values["loadgen_version"]).split(" @")[0]
+        for key, value in values.items():
+            if m := re.match(r"^result_first_token_(\d+\.\d+)_percentile_latency_ns$", key):
+                ttft["p" + m.group(1).rstrip("0").rstrip(".")] = value
+            elif m := re.match(r"^result_first_token_(min|max|mean)_latency_ns$", key):
+                ttft[m.group(1)] = value
+        src = shipped.get("source", {})
+        source = f"{src.get('repository')}@{str(src.get('commit'))[:12]} {src.get('path')}/performance/run_1"
+    elif row.framework:
+        stack = stack_of_system({"framework": row.framework})
+    tps = row.tokens_per_second / row.samples_per_second if row.samples_per_second else None
+    return Side(
+        name=row.ref,
+        kind="published",
+        scenario=row.scenario,
+        tokens_per_s=row.tokens_per_second,
+        samples_per_s=row.samples_per_second,
+        accelerators=row.total_accelerators,
+        settings=settings,
+        stack=stack,
+        tokens_per_sample=tps,
+        tokens_source="published tokens/s / samples/s" if tps else "",
+        ttft_ns=ttft,
+        source=source,
+    )
+
+
+def side_of_recipe(recipe: Recipe, scenario: str) -> Side:
+    pub = recipe.published_for(scenario) or recipe.published
+    per_vm = pub.tokens_per_s_per_vm
+    return Side(
+        name=f"{recipe.name} published figure",
+        kind="recipe",
+        scenario=pub.scenario,
+        tokens_per_s=float(per_vm) if per_vm != "unknown" else None,
+        samples_per_s=None,
+        accelerators=recipe.system.gpus_per_vm,
+        serving=serving_of_recipe(recipe),
+        source=pub.source,
+    )
+
+
+# --- the comparison ------------------------------------------------------------------------------------------------
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)) and not isinstance(a, bool):
+        return math.isclose(float(a), float(b), rel_tol=1e-9)
+    return str(a).strip().lower() == str(b).strip().lower()
+
+
+def settings_diffs(run: Side, ref: Side) -> list[Diff]:
+    if not run.settings or not ref.settings:
+        return []
+    out: list[Diff] = []
+    for key in sorted(set(run.settings) & set(ref.settings)):
+        if _IGNORED.match(key) or key == "generated_query_duration":
+            continue
+        a, b = run.settings[key], ref.settings[key]
+        if _same(a, b):
+            continue
+        effect, why = _SETTING_EFFECT.get(key, _UNKNOWN_SETTING)
+        if key in ("target_qps", "server_target_qps") and run.scenario != "Offline":
+            effect, why = _SERVER_QPS
+        out.append(Diff("settings", key, a, b, effect, why))
+    return out
+
+
+_STACK_EFFECT: dict[str, tuple[Effect, str]] = {
+    "TensorRT-LLM": ("may move", "another engine release: other kernels and scheduler"),
+    "TensorRT": ("may move", "another engine release: other kernels"),
+    "vLLM": ("may move", "another engine release"),
+    "CUDA": ("may move", "another CUDA: other libraries (cuBLAS, NCCL)"),
+    "cuDNN": ("none", "Llama-2 inference does not run through cuDNN"),
+    "driver": ("may move", "another driver: clocks and power management can differ"),
+    "power limit": ("moves", "a lower power limit lowers sustained clocks"),
+    "LoadGen": ("none", "LoadGen counts, it does not serve; versions only differ in rules"),
+    "OS": ("none", "the OS does not serve tokens"),
+}
+
+
+def stack_diffs(run: Side, ref: Side) -> list[Diff]:
+    out = []
+    for key in sorted(set(run.stack) & set(ref.stack)):
+        if _same(run.stack[key], ref.stack[key]):
+            continue
+        effect, why = _STACK_EFFECT.get(key, ("may move", "another component version"))
+        out.append(Diff("stack", key, run.stack[key], ref.stack[key], effect, why))
+    return out
+
+
+_SERVING_WHY = {
+    "gpu_batch_size": "fewer sequences per step: the weights are read for fewer tokens",
+    "client_concurrency": "the client keeps fewer requests in flight than the server can batch",
+    "max_num_tokens": "a smaller token budget per step slows prefill and batching",
+    "tp_size": "another tensor-parallel split: other communication and per-GPU batch",
+    "pp_size": "another pipeline split",
+    "precision": "another precision: other weight bytes and tensor-core rate",
+    "kv_cache_free_gpu_memory_fraction": "less KV cache: fewer sequences fit at once",
+    "servers_per_vm": "another number of servers per VM",
+    "max_seq_len": "another sequence limit",
+}
+
+
+def serving_diffs(run: Side, ref: Side) -> list[Diff]:
+    out = []
+    for key in sorted(set(run.serving) & set(ref.serving)):
+        if _same(run.serving[key], ref.serving[key]):
+            continue
+        out.append(Diff("serving", key, run.serving[key], ref.serving[key], "moves", _SERVING_WHY.get(key, "")))
+    return out
+
+
+def _token_stats(
+    run: LoadGenRun, side: Side, recipe: Recipe | None, input_tokens: float | None, input_src: str
+) -> TokenStats:
+    lengths = _output_lengths(run.folder)
+    max_tokens = recipe.loadgen.max_tokens if recipe is not None else 1024
+    stats = TokenStats(
+        output_per_sample=side.tokens_per_sample,
+        output_source=side.tokens_source or "not measured (no tokens per second in the logs)",
+        input_per_sample=input_tokens,
+        input_source=input_src,
+        max_tokens=max_tokens,
+        ttft_ns=dict(run.ttft_ns),
+    )
+    if lengths:
+        stats.share_at_max = sum(1 for n in lengths if n >= max_tokens) / len(lengths)
+        stats.share_source = f"{len(lengths):,} samples of the run's mlperf_log_accuracy.json"
+        if stats.output_per_sample is None:
+            stats.output_per_sample = statistics.fmean(lengths)
+            stats.output_source = stats.share_source
+    if stats.output_per_sample is None and run.accuracy and run.accuracy.get("tokens_per_sample"):
+        stats.output_per_sample = float(run.accuracy["tokens_per_sample"])
+        stats.output_source = f"{run.accuracy_path}: tokens_per_sample"
+    return stats
+
+
+def dataset_input_tokens(recipe: Recipe | None, ws: Any = None) -> tuple[float | None, str]:
+    """Mean prompt length of the dataset `repro setup` prepared (the demo's own set for the demo); nothing is built."""
+    if recipe is None:
+        return None, "not measured (no recipe)"
+    from repro.core.workspace import Workspace
+    from repro.setup.dataset import load_prepared
+
+    ws = ws or Workspace.open()
+    name = recipe.dataset.name
+    if recipe.demo:
+        from repro.run.demo import DATASET_NAME
+
+        name = DATASET_NAME
+    folder = ws.preprocessed / name
+    try:
+        data = load_prepared(folder, verify=False)
+    except InputError:
+        return None, f"not measured (no prepared dataset at {folder}: `repro setup`)"
+    lens = data.input_lens
+    return float(lens.mean()), f"measured: mean of {len(lens):,} prompts in {folder}"
+
+
+def _causes(
+    run: Side, ref: Side, deviation: float | None, diffs: list[Diff], tokens: TokenStats, per: str
+) -> list[Cause]:
+    causes: list[Cause] = []
+    figure = f"tokens/s per {'GPU' if per == 'gpu' else 'system'}"
+    grouped: dict[str, list[Diff]] = {}
+    for d in diffs:
+        if d.effect != "none":
+            grouped.setdefault(_GROUP.get(d.key, d.key), []).append(d)
+    for group, members in grouped.items():
+        head = next((d for d in members if d.key == group), members[0])
+        evidence = [head.why] + [f"{d.key}: yours {d.yours}, reference {d.reference}" for d in members]
+        effect = head.effect
+        if group == "target_qps" and run.scenario == "Offline" and deviation is not None:
+            bigger = _as_float(head.yours) > _as_float(head.reference)
+            if bigger == (deviation < 0):
+                effect = "none"
+                evidence.append(
+                    "a larger query shrinks the drain share, so it does not explain a lower figure"
+                    if bigger
+                    else "a smaller query grows the drain share, so it does not explain a higher figure"
+                )
+        if effect == "none":
+            continue
+        causes.append(
+            Cause(
+                f"{head.area}: {head.key} is {head.yours} here, {head.reference} in {ref.name}",
+                head.area,
+                effect,
+                tuple(evidence),
+                figure,
+            )
+        )
+    # Output length: shorter answers put more prefill behind every output token (and finish samples sooner).
+    out_shift = _pct(run.tokens_per_sample, ref.tokens_per_sample)
+    ref_out, ref_src, measured_ref = ref.tokens_per_sample, ref.name, True
+    if out_shift is None and run.tokens_per_sample is not None:
+        ref_out, ref_src, measured_ref = REFERENCE_TOKENS_PER_SAMPLE, "the MLPerf reference (FP16)", False
+        out_shift = _pct(run.tokens_per_sample, ref_out)
+    if out_shift is not None and ref_out and run.tokens_per_sample and abs(out_shift) > OUTPUT_SHIFT_PCT:
+        shorter = out_shift < 0
+        inp = tokens.input_per_sample or MEAN_INPUT_TOKENS
+        impact = (flops_per_output_token(inp, ref_out) / flops_per_output_token(inp, run.tokens_per_sample) - 1) * 100
+        evidence = [
+            f"{run.tokens_per_sample:,.1f} output tokens per sample vs {ref_out:,.1f} in {ref_src} ({out_shift:+.1f}%)",
+            f"at {inp:,.0f} input tokens each output token carries {'more' if shorter else 'less'} prefill: "
+            f"{impact:+.1f}% tokens/s where compute bounds the run (samples/s moves {-out_shift:+.1f}% the other way)",
+        ]
+        if not measured_ref:
+            evidence.append(
+                f"{ref.name} publishes no output length; NVFP4 runs publish about 272-276 tokens/sample, FP8 290-294"
+            )
+        if tokens.share_at_max is not None:
+            evidence.append(
+                f"{tokens.share_at_max * 100:.1f}% of samples hit max_tokens {tokens.max_tokens} "
+                f"({tokens.share_source})"
+            )
+        causes.append(
+            Cause(
+                "output length: the server stops early" if shorter else "output length: answers run longer",
+                "tokens",
+                "moves" if measured_ref else "may move",
+                tuple(evidence),
+                "tokens/s and samples/s",
+                impact,
+            )
+        )
+    if tokens.share_at_max is not None and tokens.share_at_max > 0.05 and not any(c.area == "tokens" for c in causes):
+        causes.append(
+            Cause(
+                "output length: many samples stop at max_tokens",
+                "tokens",
+                "moves",
+                (f"{tokens.share_at_max * 100:.1f}% of samples hit max_tokens {tokens.max_tokens}",),
+                "samples/s and tokens/s",
+            )
+        )
+    causes += _machine_causes(run, ref, figure)
+    # What is left: the run produced tokens more slowly with nothing above to account for it.
+    moving = [c for c in causes if c.effect == "moves"]
+    residual = None if deviation is None else deviation - sum(c.impact_pct or 0 for c in moving)
+    if residual is not None and abs(residual) > NOISE_PCT and all(c.impact_pct is not None for c in moving):
+        rate = _pct(run.samples_per_s, ref.samples_per_s)
+        evidence = [f"{figure}: {deviation:+.1f}% against {ref.name}"]
+        if moving:
+            evidence.append(f"{residual:+.1f}% left after the causes above")
+        if rate is not None and out_shift is not None and abs(out_shift) <= OUTPUT_SHIFT_PCT:
+            evidence.append(
+                f"samples/s {rate:+.1f}% with output tokens per sample {out_shift:+.1f}%: each sample took longer, "
+                "the answers did not change"
+            )
+        if run.settings and ref.settings and not any(d.area == "settings" and d.effect == "moves" for d in diffs):
+            evidence.append("every LoadGen setting that moves the figure is the same")
+        what = "slower" if residual < 0 else "faster"
+        evidence.append(
+            f"no setting, serving option or output length accounts for it: the serving engine or the GPUs ran {what}"
+            + ("" if run.machine else " (the run recorded no NVML samples or harness CPU time to say which)")
+        )
+        causes.append(
+            Cause(
+                f"the server or its GPUs are {what} ({abs(residual):.1f}%)",
+                "server",
+                "moves",
+                tuple(evidence),
+                figure,
+                residual,
+            )
+        )
+    causes.sort(key=lambda c: (_RANK[c.effect], -abs(c.impact_pct or 0), c.area))
+    return causes
+
+
+def _machine_causes(run: Side, ref: Side, figure: str) -> list[Cause]:
+    m = run.machine
+    out: list[Cause] = []
+    share = m.get("harness_main_thread_share") or m.get("harness_cpu_share")
+    if isinstance(share, (int, float)) and share >= 0.85:
+        out.append(
+            Cause(
+                "client-bound: the harness used a whole CPU core",
+                "machine",
+                "moves",
+                (
+                    f"harness CPU time {m.get('harness_cpu_s', 0):,.1f} s over "
+                    f"{m.get('harness_wall_s', 0):,.1f} s of run "
+                    f"({share * 100:.0f}% of a core on its busiest thread)",
+                    "LoadGen and the client share the Python interpreter: a saturated harness issues and answers "
+                    "samples late, so the GPUs idle",
+                ),
+                figure,
+            )
+        )
+    throttle = m.get("throttle_share")
+    if isinstance(throttle, (int, float)) and throttle > 0.05:
+        out.append(
+            Cause(
+                "GPU throttling during the run",
+                "machine",
+                "moves",
+                (f"{throttle * 100:.0f}% of NVML samples report a slowdown reason ({m.get('throttle_reasons', '')})",),
+                figure,
+            )
+        )
+    clock, ref_clock = m.get("sm_clock_mhz_mean"), ref.machine.get("sm_clock_mhz_mean")
+    if isinstance(clock, (int, float)) and isinstance(ref_clock, (int, float)) and ref_clock:
+        shift = (clock / ref_clock - 1) * 100
+        if shift < -3:
+            out.append(
+                Cause(
+                    "lower GPU clocks",
+                    "machine",
+                    "moves",
+                    (f"mean SM clock {clock:,.0f} MHz vs {ref_clock:,.0f} MHz in {ref.name} ({shift:+.1f}%)",),
+                    figure,
+                    shift,
+                )
+            )
+    return out
+
+
+def _rack_rows(runs: list[LoadGenRun]) -> tuple[list[RackRow], str | None, LoadGenRun | None, LoadGenRun | None]:
+    """Each VM against the rack median; the slowest VM more than the noise below it is the straggler."""
+    figures = [r.tokens_per_s for r in runs if r.tokens_per_s]
+    if len(figures) < 2:
+        return [], None, None, None
+    median = statistics.median(figures)
+    best = max(runs, key=lambda r: r.tokens_per_s or 0)
+    best_side = side_of_run(best, None)
+    rows = []
+    for r in runs:
+        side = side_of_run(r, None)
+        differs = [
+            f"{d.key}: {d.yours} (best VM {d.reference})"
+            for d in settings_diffs(side, best_side) + stack_diffs(side, best_side)
+        ]
+        rows.append(
+            RackRow(
+                _vm_name(r),
+                r.tokens_per_s,
+                r.samples_per_s,
+                side.tokens_per_sample,
+                _pct(r.tokens_per_s, median),
+                differs,
+            )
+        )
+    slowest = min(runs, key=lambda r: r.tokens_per_s or math.inf)
+    dev = _pct(slowest.tokens_per_s, median)
+    straggler = _vm_name(slowest) if dev is not None and dev < -NOISE_PCT * 2 else None
+    return rows, straggler, slowest, best
+
+
+def _display_name(run: LoadGenRun) -> str:
+    """A VM folder's name (ND_GB300_v6_16), a published bundle's system folder, else the run folder."""
+    for part in reversed(run.folder.parts):
+        if re.search(r"_\d+$", part) and not part.startswith("run_"):
+            return part
+    return run.system_folder or str(run.folder)
+
+
+def _vm_name(run: LoadGenRun) -> str:
+    for part in reversed(run.folder.parts):
+        if re.search(r"_\d+$", part) or part.lower().startswith("vm"):
+            return part
+    return run.folder.name
+
+
+def _fill_from_index(run: LoadGenRun, side: Side, notes: list[str]) -> None:
+    """A published bundle without its detail log (fixtures keep them small) takes the shipped settings of its log."""
+    if run.detail_path is not None:
+        return
+    from repro.results.compare import match_run
+
+    match = match_run(run)
+    if match is None or not match.exact:
+        return
+    shipped = side_of_published(match.row)
+    if shipped.settings:
+        side.settings = {**side.settings, **shipped.settings}
+        for key, value in shipped.stack.items():
+            side.stack.setdefault(key, value)
+        notes.append(f"this is the published log of {match.row.ref}: its effective settings come from the shipped copy")
+
+
+def _resolve_recipe(run: LoadGenRun, recipe: str | Recipe | None) -> Recipe | None:
+    from repro.results.verify import resolve_recipe
+
+    try:
+        return resolve_recipe(run, recipe)
+    except InputError:
+        if recipe:
+            raise
+        return None
+
+
+def _reference(against: str | None, run: LoadGenRun, recipe: Recipe | None) -> tuple[Side, LoadGenRun | None]:
+    """--against: a run folder, an index reference, or (default) the recipe's published result."""
+    if against and Path(against).exists():
+        other = pick_perf_run(Path(against), effective_scenario(run))
+        return side_of_run(other, recipe, name=_display_name(other)), other
+    idx = load_index()
+    if against:
+        rows = idx.resolve(against)
+        same = [r for r in rows if r.scenario == effective_scenario(run)] or rows
+        bench = benchmark_target(run.folder)
+        same = [r for r in same if bench is None or r.benchmark == bench] or same
+        return side_of_published(same[0]), None
+    if recipe is None:
+        raise InputError(
+            f"{run.folder}: no recipe and no --against, so nothing to compare it with.",
+            f"`repro explain {run.folder} --against 5.1-0008`",
+        )
+    pub = recipe.published_for(effective_scenario(run)) or recipe.published
+    if pub.result_id:
+        rows = idx.resolve(pub.result_id)
+        same = [r for r in rows if r.scenario == effective_scenario(run) and r.benchmark == recipe.accuracy.target]
+        if same:
+            return side_of_published(same[0]), None
+    return side_of_recipe(recipe, effective_scenario(run)), None
+
+
+def explain(
+    result_dir: Path,
+    against: str | None = None,
+    recipe: str | Recipe | None = None,
+    *,
+    input_tokens: tuple[float | None, str] | None = None,
+    ws: Any = None,
+) -> Explanation:
+    """Ranked causes for one run (or, for a folder of VMs, its straggler) against a reference."""
+    result_dir = Path(result_dir)
+    runs = [r for r in find_runs(result_dir) if r.mode == "PerformanceOnly"]
+    notes: list[str] = []
+    rack: list[RackRow] = []
+    straggler = None
+    if len(runs) > 1 and len({effective_scenario(r) for r in runs}) == 1:
+        rack, straggler, slowest, best = _rack_rows(runs)
+        run = slowest if slowest is not None else runs[0]
+        if against is None and best is not None and best is not run:
+            against = str(best.folder)
+            notes.append(
+                f"{len(runs)} VM runs here: the slowest ({_vm_name(run)}) against the fastest ({_vm_name(best)})"
+            )
+    else:
+        run = pick_perf_run(result_dir)
+    chosen = _resolve_recipe(run, recipe)
+    ref, other = _reference(against, run, chosen)
+    mine = side_of_run(run, chosen, name=_display_name(run))
+    _fill_from_index(run, mine, notes)
+    if chosen is not None and ref.kind != "run" and not mine.serving:
+        notes.append("the run recorded no serving configuration (no run.json): serving options not compared")
+    if chosen is not None and ref.kind == "published" and mine.serving:
+        ref.serving = serving_of_recipe(chosen)
+        ref.name = f"{ref.name} (serving: recipe {chosen.name})"
+    per: Literal["gpu", "system"] = "gpu" if mine.per_gpu is not None and ref.per_gpu is not None else "system"
+    deviation = _pct(mine.per_gpu, ref.per_gpu) if per == "gpu" else _pct(mine.tokens_per_s, ref.tokens_per_s)
+    if mine.scenario != ref.scenario:
+        notes.append(f"scenarios differ ({mine.scenario} vs {ref.scenario}): the figures are not comparable")
+    diffs = settings_diffs(mine, ref) + serving_diffs(mine, ref) + stack_diffs(mine, ref)
+    if not ref.settings:
+        notes.append(
+            f"no effective LoadGen settings for {ref.name}: settings not compared "
+            f"(point --against at its result folder to compare them)"
+        )
+    inp, inp_src = input_tokens if input_tokens is not None else dataset_input_tokens(chosen, ws)
+    tokens = _token_stats(run, mine, chosen, inp, inp_src)
+    causes = _causes(mine, ref, deviation, diffs, tokens, per)
+    roof = None
+    if chosen is not None:
+        roof = roofline(
+            chosen,
+            mine.per_gpu,
+            tokens.output_per_sample,
+            input_tokens=inp,
+            input_source=inp_src,
+            output_source=tokens.output_source,
+        )
+    if mine.label:
+        notes.insert(
+            0, f"{mine.label} run: it rehearses the flow; its causes describe the rehearsal, never a reproduction"
+        )
+    sources = [s for s in (mine.source, ref.source) if s]
+    return Explanation(mine, ref, deviation, per, causes, diffs, tokens, roof, rack, straggler, notes, sources)

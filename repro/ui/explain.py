@@ -1,0 +1,106 @@
+"""The Rich view of `repro explain`: headline, ranked causes with their evidence, the diffs, tokens and ceilings."""
+
+from __future__ import annotations
+
+from rich.console import Group, RenderableType
+from rich.markup import escape
+from rich.table import Table
+from rich.text import Text
+
+from repro.core.fmt import fmt_num
+from repro.report.explain import Explanation
+
+_EFFECT_STYLE = {"moves": "bold red", "may move": "yellow", "none": "dim"}
+
+
+def explanation(e: Explanation) -> Group:
+    parts: list[RenderableType] = []
+    if e.label:
+        parts.append(Text(f"[{e.label.upper()}, NOT A REPRODUCTION]", style="bold yellow"))
+    parts.append(Text(e.headline, style="bold"))
+    figures = Table(title="repro explain", title_justify="left")
+    for col in ("", "yours", "reference"):
+        figures.add_column(col, justify="left" if not col else "right", no_wrap=not col)
+    figures.add_row("", escape(e.run.name), escape(e.reference.name))
+    figures.add_row("tokens/s", fmt_num(e.run.tokens_per_s), fmt_num(e.reference.tokens_per_s))
+    figures.add_row("tokens/s per GPU", fmt_num(e.run.per_gpu), fmt_num(e.reference.per_gpu))
+    figures.add_row("samples/s", fmt_num(e.run.samples_per_s, 2), fmt_num(e.reference.samples_per_s, 2))
+    figures.add_row(
+        "output tokens/sample", fmt_num(e.run.tokens_per_sample, 1), fmt_num(e.reference.tokens_per_sample, 1)
+    )
+    parts.append(figures)
+    if e.causes:
+        causes = Table(title="Causes, most likely first", title_justify="left", show_lines=True)
+        for col in ("#", "cause", "effect", "moves", "evidence"):
+            causes.add_column(col)
+        for i, c in enumerate(e.causes, 1):
+            impact = f" ({c.impact_pct:+.1f}%)" if c.impact_pct is not None else ""
+            causes.add_row(
+                str(i),
+                escape(c.title),
+                Text(c.effect, style=_EFFECT_STYLE[c.effect]),
+                escape(c.moves + impact),
+                escape("\n".join(c.evidence)),
+            )
+        parts.append(causes)
+    else:
+        parts.append(Text("No cause: nothing that moves the figure differs, and the gap is within run-to-run noise."))
+    if e.diffs:
+        diffs = Table(title="What differs", title_justify="left")
+        for col in ("area", "key", "yours", "reference", "effect"):
+            diffs.add_column(col)
+        for d in e.diffs:
+            diffs.add_row(
+                d.area,
+                escape(d.key),
+                escape(str(d.yours)),
+                escape(str(d.reference)),
+                Text(d.effect, style=_EFFECT_STYLE[d.effect]),
+            )
+        parts.append(diffs)
+    t = e.tokens
+    lines = [
+        f"output tokens/sample: {fmt_num(t.output_per_sample, 1)} ({t.output_source}); "
+        f"MLPerf reference {t.reference_output:g}",
+        f"input tokens/sample: {fmt_num(t.input_per_sample, 1)} ({t.input_source})",
+        "share at max_tokens: "
+        + (
+            f"{t.share_at_max * 100:.1f}% of samples ({t.share_source})"
+            if t.share_at_max is not None
+            else t.share_source
+        ),
+    ]
+    if t.ttft_ns:
+        lines.append("first-token latency: " + ", ".join(f"{k} {v / 1e6:,.0f} ms" for k, v in t.ttft_ns.items()))
+    parts.append(Text("Tokens\n" + "\n".join(f"  {escape(x)}" for x in lines)))
+    roof = e.roofline
+    if roof is not None:
+        text = [
+            f"memory bound {fmt_num(roof.hbm_tokens_per_s)} tokens/s per GPU: {roof.explanation}",
+            f"compute bound {fmt_num(roof.compute_tokens_per_s)} tokens/s per GPU: {roof.compute_explanation}",
+            f"ceiling ({roof.limiter}): {fmt_num(roof.bound_tokens_per_s)}; yours "
+            + (
+                f"{fmt_num(roof.measured_tokens_per_s)} = {roof.fraction * 100:.1f}% of it"
+                if roof.fraction
+                else "not comparable"
+            ),
+        ]
+        parts.append(Text("Roofline\n" + "\n".join(f"  {x}" for x in text)))
+    if e.rack:
+        rack = Table(
+            title="VMs side by side" + (f" (straggler: {e.straggler})" if e.straggler else ""), title_justify="left"
+        )
+        for col in ("VM", "tokens/s", "samples/s", "tokens/sample", "vs median", "differs from the fastest VM"):
+            rack.add_column(col)
+        for r in e.rack:
+            rack.add_row(
+                escape(r.name),
+                fmt_num(r.tokens_per_s),
+                fmt_num(r.samples_per_s, 2),
+                fmt_num(r.tokens_per_sample, 1),
+                f"{r.deviation_pct:+.1f}%" if r.deviation_pct is not None else "-",
+                escape("; ".join(r.differs) or "-"),
+            )
+        parts.append(rack)
+    parts += [Text(f"note: {n}", style="dim") for n in e.notes]
+    return Group(*parts)
