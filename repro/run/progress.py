@@ -17,6 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import IO, Any, Literal, Protocol
 
+from repro.run.projection import Projection, Projector
+
 Mode = Literal["bar", "heartbeat", "off"]
 DEFAULT_INTERVAL_S = 60.0
 MAX_INTERVAL_S = 86400.0
@@ -47,6 +49,7 @@ class Snapshot:
     tokens: int
     elapsed_s: float
     interrupted: bool = False
+    projection: Projection | None = None
 
     @property
     def tokens_per_s(self) -> float | None:
@@ -63,7 +66,10 @@ class Snapshot:
         pct = f" ({100 * self.done / self.total:.1f}%)" if self.total else ""
         rate = f"{self.tokens_per_s:,.0f} tokens/s so far" if self.tokens_per_s else "no tokens yet"
         tail = "interrupted" if self.interrupted else f"ETA {fmt_duration(self.eta_s)}"
-        return f"{what}: {self.done:,}/{total} samples{pct}, {rate}, elapsed {fmt_duration(self.elapsed_s)}, {tail}"
+        ahead = f"; {self.projection.text}" if self.projection is not None and not self.interrupted else ""
+        return (
+            f"{what}: {self.done:,}/{total} samples{pct}, {rate}, elapsed {fmt_duration(self.elapsed_s)}, {tail}{ahead}"
+        )
 
 
 def choose_mode(progress: bool | None, stream: IO[str] | None = None) -> Mode:
@@ -114,9 +120,10 @@ class RunProgress:
         stream: IO[str] | None = None,
         clock: Any = time.monotonic,
         bar_factory: Callable[[str], Any] | None = None,
+        projector: Projector | None = None,
     ) -> None:
         """bar_factory makes the terminal bar (the CLI passes repro.ui.progress_bar.RunBar); without one a
-        terminal gets heartbeat lines too."""
+        terminal gets heartbeat lines too. projector adds the projected final tokens/s against the band."""
         self.mode = mode
         self.what = what
         self.total_hint = max(1, total_hint)
@@ -130,6 +137,8 @@ class RunProgress:
         self._bar: Any = None
         self.bar_factory = bar_factory
         self.lines: list[str] = []
+        self.projector = projector
+        self.projections: list[Projection] = []
 
     def __enter__(self) -> RunProgress:
         if self.mode == "bar" and self.bar_factory is not None:
@@ -145,7 +154,18 @@ class RunProgress:
             return self.frozen
         elapsed = self.clock() - counts.t0 if counts.t0 is not None else 0.0
         total = (counts.issued or None) if self.fixed_total else max(self.total_hint, counts.issued)
-        return Snapshot(counts.samples_done, total, counts.tokens_done, elapsed)
+        projection = None
+        if self.projector is not None and counts.t0 is not None:
+            self.projector.total = total
+            self.projector.feed(elapsed, counts.tokens_done, counts.samples_done)
+            projection = self.projector.project()
+            if projection is not None:
+                self.projections.append(projection)
+        return Snapshot(counts.samples_done, total, counts.tokens_done, elapsed, projection=projection)
+
+    def below_band(self) -> Projection | None:
+        """The projection that shows the band floor cannot be reached (99% confidence), else None."""
+        return self.projector.should_stop() if self.projector is not None and self.frozen is None else None
 
     def update(self, counts: Counts) -> None:
         snap = self.snapshot(counts)

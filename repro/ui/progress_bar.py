@@ -35,6 +35,8 @@ class RunBar:
         total = f"{snap.total:,}" if snap.total is not None else "?"
         rate = f"{snap.tokens_per_s:,.0f} tok/s" if snap.tokens_per_s else ""
         eta = "interrupted" if snap.interrupted else f"ETA {fmt_duration(snap.eta_s)}"
+        if snap.projection is not None and not snap.interrupted:
+            eta += f"  {snap.projection.text}"
         self._progress.update(
             self._task, completed=snap.done, total=snap.total, count=f"{snap.done:,}/{total}", rate=rate, eta=eta
         )
