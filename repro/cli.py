@@ -192,10 +192,10 @@ def main(args: list[str] | None = None) -> None:
         if type(exc).__name__ == "NoArgsIsHelpError":
             exc.show()  # type: ignore[attr-defined]
             sys.exit(code)
-        error(exc.format_message(), f"`{where} --help`", exit_code=code, as_json=_json_requested(argv))
+        error(exc.format_message(), f"{where} --help", exit_code=code, as_json=_json_requested(argv))
         sys.exit(code)
     except typer.Abort:
-        error("Aborted.", "`repro status`", exit_code=1, as_json=_json_requested(argv))
+        error("Aborted.", "repro status", exit_code=1, as_json=_json_requested(argv))
         sys.exit(1)
     except Exception as exc:  # noqa: BLE001 - a bug keeps its traceback, redacted like --debug
         sys.stderr.write(traceback_text(exc))

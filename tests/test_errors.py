@@ -58,7 +58,8 @@ def test_json_error_is_one_document_on_stdout_and_a_line_on_stderr():
         doc = json.loads(proc.stdout)
         assert proc.returncode == 2 == doc["error"]["exit_code"]
         assert doc["schema_version"] == 1 and doc["ok"] is False
-        assert "/no/such/run" in doc["error"]["message"] and "repro verify" in doc["error"]["next_command"]
+        assert "/no/such/run" in doc["error"]["message"] and doc["error"]["next_command"] == "repro status"
+        assert "check the path" in doc["error"]["hint"]
         assert "error: /no/such/run" in proc.stderr
     usage = subprocess.run(
         [sys.executable, "-c", "from repro.cli import main; main()", "status", "--bogus", "--json"],
@@ -68,7 +69,7 @@ def test_json_error_is_one_document_on_stdout_and_a_line_on_stderr():
     )
     doc = json.loads(usage.stdout)
     assert usage.returncode == 2 == doc["error"]["exit_code"] and "--bogus" in doc["error"]["message"]
-    assert doc["error"]["next_command"] == "`repro status --help`"
+    assert doc["error"]["next_command"] == "repro status --help"
 
 
 def test_v1_ledger_is_migrated(tmp_path):

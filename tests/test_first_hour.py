@@ -290,7 +290,8 @@ def test_a_missing_optional_package_is_one_line_naming_the_extra(fixtures):
             timeout=120,
         )
         assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
-        assert "repro[report]" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+        lines = proc.stderr.strip().splitlines()
+        assert len(lines) == 2 and lines[0].startswith("error: ") and lines[1] == "Next: pip install 'repro[report]'"
         if extra:
             assert "repro[report]" in json.loads(proc.stdout)["error"]["next_command"]
 

@@ -117,7 +117,7 @@ def test_wrong_scenario(fixtures: Path, tmp_path: Path) -> None:
     shutil.copytree(fixtures / DGX / "llama2-70b-99.9/Server", tmp_path / "Server")
     res = runner.invoke(app, ["verify", str(tmp_path), "--recipe", "dgx-h100", "--scenario", "offline"])
     assert res.exit_code == 2 and "holds Server runs, not Offline" in res.output
-    assert f"`repro verify {tmp_path} --scenario Server`" in res.output
+    assert f"Next: repro verify {tmp_path} --scenario Server" in res.output
     ok = runner.invoke(app, ["verify", str(tmp_path), "--recipe", "dgx-h100", "--scenario", "Server"])
     assert ok.exit_code == 1 and "no published Server result" in ok.output
 

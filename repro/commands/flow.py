@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from repro.ui.options import DryRunOpt, JsonOpt, RecipeOpt, WorkspaceOpt, YesOpt
+from repro.ui.options import DryRunOpt, JsonOpt, RecipeOpt, WorkspaceOpt, YesOpt, workspace_flag
 
 
 def doctor(recipe: RecipeOpt = None, workspace: WorkspaceOpt = None, json: JsonOpt = False) -> None:
@@ -25,7 +25,7 @@ def status(recipe: RecipeOpt = None, workspace: WorkspaceOpt = None, json: JsonO
     from repro.flow.status import run_status
     from repro.ui.output import emit, info
 
-    report, note = run_status(recipe, Workspace.open(workspace))
+    report, note = run_status(recipe, Workspace.open(workspace), workspace_flag(workspace))
     if note:
         info(f"note: {note} A fresh ledger starts with the next step.")
     emit(report, json)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 import signal
 import sys
 from pathlib import Path
@@ -9,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from repro.ui.options import DryRunOpt, JsonOpt, RecipeOpt, WorkspaceOpt, endpoint_urls, finite_in
+from repro.ui.options import DryRunOpt, JsonOpt, RecipeOpt, WorkspaceOpt, endpoint_urls, finite_in, workspace_flag
 
 # LoadGen takes durations in whole milliseconds; a week is longer than any run and far from overflow.
 MAX_DURATION_S = 7 * 86400
@@ -123,20 +124,23 @@ def _sigterm_as_interrupt() -> None:
 class RunView:
     """The run's StepOutcome, plus the verdict when one was computed; JSON and Rich from the same data."""
 
-    def __init__(self, outcome: StepOutcome, verdict: Any = None):
+    def __init__(self, outcome: StepOutcome, verdict: Any = None, again: list[str] | None = None):
         self.outcome = outcome
         self.verdict = verdict
+        self.again = again or []
 
     @property
     def next_command(self) -> str | None:
         """What to do with a finished run: the report (a verdict was shown) or the verdict (accuracy/TEST06)."""
-        import shlex
-
         run_dir = self.outcome.details.get("run_dir")
         if self.outcome.status != "done" or not run_dir:
             return None
         if self.verdict is not None:
             return f"repro report {shlex.quote(str(run_dir))} --html report.html"
+        if self.outcome.details.get("kind") != "performance" and not self.outcome.details.get("paired_with"):
+            # an accuracy or TEST06 folder alone gives verify nothing to judge: the performance run comes first
+            scenario = str(self.outcome.details.get("scenario", "Offline")).lower()
+            return shlex.join(["repro", "run", scenario, *self.again])
         return f"repro verify {shlex.quote(str(run_dir))}"
 
     def to_json(self) -> dict[str, Any]:
@@ -172,8 +176,6 @@ class RunView:
             parts.append(_compliance_text(d["compliance"]))
         if self.verdict is not None:
             parts.append(renderable(self.verdict))
-        if self.next_command:
-            parts.append(Text(f"Next: {self.next_command}"))
         return Group(*parts)
 
 
@@ -276,6 +278,7 @@ def _run(
     into: Path | None = None,
     served_model: str | None = None,
 ) -> None:
+    from repro.core.errors import Interrupted
     from repro.core.systems import resolve_recipe
     from repro.core.workspace import Workspace
     from repro.results.verify import verify_dir
@@ -290,29 +293,35 @@ def _run(
     chosen, _ = resolve_recipe(recipe, ws)
     if not dry_run:
         _sigterm_as_interrupt()
-    outcome = run_benchmark(
-        chosen,
-        ws,
-        scenario=scenario,
-        backend=backend,
-        duration_s=duration,
-        samples=samples,
-        accuracy=accuracy,
-        dry_run=dry_run,
-        progress=None,
-        rate_tokens_per_s=sim_rate,
-        argv=["repro", *sys.argv[1:]],
-        endpoints=endpoint or None,
-        servers=ServerOptions(keep=keep_servers, ready_timeout_s=ready_timeout),
-        compliance=compliance,
-        into=into,
-        bar=RunBar,
-        served_model=served_model,
-    )
+    try:
+        outcome = run_benchmark(
+            chosen,
+            ws,
+            scenario=scenario,
+            backend=backend,
+            duration_s=duration,
+            samples=samples,
+            accuracy=accuracy,
+            dry_run=dry_run,
+            progress=None,
+            rate_tokens_per_s=sim_rate,
+            argv=["repro", *sys.argv[1:]],
+            endpoints=endpoint or None,
+            servers=ServerOptions(keep=keep_servers, ready_timeout_s=ready_timeout),
+            compliance=compliance,
+            into=into,
+            bar=RunBar,
+            served_model=served_model,
+        )
+    except Interrupted as stop:
+        # the hint is the command the user typed, every flag kept (--duration, --workspace, ...)
+        stop.next_command = shlex.join(["repro", *sys.argv[1:]])
+        raise
     verdict = None
     if outcome.status == "done" and not accuracy and not compliance:
         verdict = verify_dir(outcome.details["log_dir"], recipe=chosen, scenario=scenario)
-    emit(RunView(outcome, verdict), json)
+    again = ["--recipe", chosen.name] + (["--workspace", flag] if (flag := workspace_flag(workspace)) else [])
+    emit(RunView(outcome, verdict, again), json)
     test = outcome.details.get("compliance")
     if isinstance(test, dict) and not test.get("passed"):
         raise typer.Exit(1)

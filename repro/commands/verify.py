@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from repro.ui.options import GpusOpt, JsonOpt, RecipeOpt, ResultDirArg
+from repro.ui.options import GpusOpt, JsonOpt, RecipeOpt, ResultDirArg, WorkspaceOpt
 
 if TYPE_CHECKING:  # the results stack is imported by the command that runs, not by `repro --help`
     from repro.results.compare import Comparison
@@ -49,15 +50,18 @@ def verify(
     scenario: ScenarioOpt = None,
     json: JsonOpt = False,
     against: AgainstOpt = None,
+    workspace: WorkspaceOpt = None,
 ) -> None:
     """Say per GPU whether a run is inside the published band, and why not (exit 0 PASS, 1 not, 2 unreadable).
 
     A published bundle (its system JSON and path, or its exact tokens/s, match the shipped index) is also
     compared with its own published record, with or without a recipe.
     """
+    from repro.core.workspace import Workspace
+    from repro.flow.status import record_verify
     from repro.results.compare import recognise, verify_against
     from repro.results.verify import NoRecipeFor, verify_dir
-    from repro.ui.output import emit
+    from repro.ui.output import WithNext, emit
     from repro.ui.published import ComparisonView, VerdictWithRecord
 
     if against:
@@ -73,7 +77,9 @@ def verify(
         emit(ComparisonView(own, "repro verify: published record"), json)
         raise typer.Exit(own.exit_code) from None
     record = None if recipe else recognise(verdict.run, gpus)
-    emit(VerdictWithRecord(verdict, record) if record else verdict, json)
+    record_verify(Workspace.open(workspace), result_dir, verdict.recipe, verdict.status, verdict.exit_code)
+    report = shlex.join(["repro", "report", str(result_dir), "--html", "report.html"])
+    emit(WithNext(VerdictWithRecord(verdict, record) if record else verdict, report), json)
     raise typer.Exit(verdict.exit_code)
 
 

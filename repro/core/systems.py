@@ -8,6 +8,8 @@ import os
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from repro.core.errors import RecipeError
+
 if TYPE_CHECKING:
     from repro.core.recipes import Recipe
     from repro.core.workspace import Workspace
@@ -154,19 +156,32 @@ def match_recipe(info: SystemInfo) -> tuple[Recipe | None, str]:
     return None, f"{place}; {gpus}"
 
 
+class NoRecipeForMachine(RecipeError):
+    """Nothing matches the detected VM or GPU; without a GPU the CPU demo is the one recipe that runs."""
+
+    def __init__(self, why: str, *, gpus: int):
+        self.why, self.gpus = why, gpus
+        if gpus:
+            super().__init__(
+                f"No recipe matches this machine: {why}. Pick one with --recipe NAME from the list.",
+                "repro recipes list",
+            )
+        else:
+            super().__init__(
+                f"No recipe matches this machine: {why}. Without a GPU, the CPU demo runs (never a reproduction).",
+                "repro run offline --recipe demo",
+            )
+
+
 def select_recipe(info: SystemInfo, explicit: str | None = None) -> tuple[Recipe, str]:
     """The recipe to use and why; an explicit --recipe always wins, and nothing is guessed."""
-    from repro.core.errors import RecipeError
     from repro.core.recipes import get_recipe
 
     if explicit:
         return get_recipe(explicit), "chosen with --recipe"
     recipe, why = match_recipe(info)
     if recipe is None:
-        raise RecipeError(
-            f"No recipe matches this machine: {why}.",
-            "pick one with `--recipe NAME` (see `repro recipes list`; `--recipe demo` runs on CPU)",
-        )
+        raise NoRecipeForMachine(why, gpus=len(info.gpus))
     return recipe, why
 
 

@@ -15,14 +15,22 @@ STEPS = ("setup", "build-engine", "run-offline", "verify")
 State = Literal["done", "stale", "failed", "interrupted", "running", "to do", "not needed"]
 
 
-def step_command(step: str, recipe: Recipe | None, run_dir: str | None = None) -> str:
-    r = f" --recipe {recipe.name}" if recipe else ""
-    return {
-        "setup": f"repro setup{r}",
-        "build-engine": f"repro build-engine{r}",
-        "run-offline": f"repro run offline{r}",
-        "verify": f"repro verify {shlex.quote(run_dir)}" if run_dir else f"repro verify <run folder>{r}",
+def step_command(step: str, recipe: Recipe | None, run_dir: str | None = None, workspace: str | None = None) -> str:
+    """The one command for a step, with the flags that got the user here (recipe, workspace): pasteable as is.
+
+    Verify without a performance run folder has nothing to read, so it points at the run that makes one.
+    """
+    flags = (["--recipe", recipe.name] if recipe else []) + (["--workspace", workspace] if workspace else [])
+    if step == "verify" and not run_dir:
+        step = "run-offline"
+    argv = {
+        "setup": ["repro", "setup"],
+        "build-engine": ["repro", "build-engine"],
+        "run-offline": ["repro", "run", "offline"],
+        "verify": ["repro", "verify", str(run_dir)],
+        "report": ["repro", "report", str(run_dir), "--html", "report.html"],
     }[step]
+    return shlex.join(argv + flags)
 
 
 def needs_step(step: str, recipe: Recipe | None) -> bool:
@@ -127,21 +135,33 @@ class StatusReport:
     recipe_reason: str
     states: list[StepState] = field(default_factory=list)
     run_dir: str | None = None
+    other_runs: list[StepState] = field(default_factory=list)
+    workspace_flag: str | None = None
+    no_recipe_command: str | None = None
 
     @property
     def next_step(self) -> StepState | None:
         return next((s for s in self.states if s.state not in ("done", "not needed")), None)
 
     @property
+    def hint(self) -> str | None:
+        if self.recipe is None:
+            return f"No recipe: {self.recipe_reason}"
+        if self.next_step is None:
+            again = step_command("run-offline", self.recipe, workspace=self.workspace_flag)
+            return f"All steps done. The report comes next; another run: {again}"
+        return None
+
+    @property
     def next_command(self) -> str:
+        if self.recipe is None and self.no_recipe_command:
+            return self.no_recipe_command
         nxt = self.next_step
         if nxt is None:
-            again = step_command("run-offline", self.recipe)
             if self.run_dir:
-                report = f"repro report {shlex.quote(self.run_dir)} --html report.html"
-                return f"all steps done: `{report}`, or `{again}` for another run"
-            return f"all steps done: `{again}` for another run"
-        return step_command(nxt.step, self.recipe, self.run_dir)
+                return step_command("report", self.recipe, self.run_dir, self.workspace_flag)
+            return step_command("run-offline", self.recipe, workspace=self.workspace_flag)
+        return step_command(nxt.step, self.recipe, self.run_dir, self.workspace_flag)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -150,16 +170,44 @@ class StatusReport:
             "recipe_hash": self.recipe.hash() if self.recipe else None,
             "recipe_reason": self.recipe_reason,
             "steps": [s.to_json() for s in self.states],
+            "other_runs": [s.to_json() for s in self.other_runs],
             "run_dir": self.run_dir,
+            "hint": self.hint,
             "next_command": self.next_command,
         }
 
 
-def build_status(ws: Workspace, ledger: Ledger, recipe: Recipe | None, reason: str) -> StatusReport:
-    report = StatusReport(str(ws.root), recipe, reason, run_dir=run_dir_of(ledger))
+def other_run_steps(ledger: Ledger) -> list[str]:
+    """Runs outside the main flow (Server, accuracy, TEST06), so status shows them, interrupted ones too."""
+    return sorted(name for name in ledger.steps if name.startswith("run-") and name not in STEPS)
+
+
+def build_status(
+    ws: Workspace, ledger: Ledger, recipe: Recipe | None, reason: str, workspace_flag: str | None = None
+) -> StatusReport:
+    report = StatusReport(str(ws.root), recipe, reason, run_dir=run_dir_of(ledger), workspace_flag=workspace_flag)
     for i, step in enumerate(STEPS):
         report.states.append(step_state(step, ledger, recipe, list(STEPS[:i])))
+    for step in other_run_steps(ledger):
+        report.other_runs.append(step_state(step, ledger, recipe, ["setup", "build-engine"]))
     return report
+
+
+def record_verify(ws: Workspace, folder: Path, recipe: Recipe, verdict: str, exit_code: int) -> bool:
+    """`repro verify` of this workspace's Offline run marks the verify step done (with its verdict), so status moves
+    on to the report; verifying any other folder leaves the ledger alone. True when it recorded."""
+    if not ws.ledger_path.exists():
+        return False
+    ledger = Ledger.load(ws.ledger_path)
+    run_dir = run_dir_of(ledger)
+    if run_dir is None:
+        return False
+    target, folder = Path(run_dir).resolve(), Path(folder).resolve()
+    if folder != target and target not in folder.parents:
+        return False
+    ledger.start("verify", recipe.hash(), recipe=recipe.name, recipe_hash=recipe.hash(), run_dir=run_dir)
+    ledger.finish("verify", verdict=verdict, exit_code=exit_code)
+    return True
 
 
 def load_ledger_fresh_if_corrupt(ws: Workspace) -> tuple[Ledger, str | None]:
@@ -174,16 +222,23 @@ def load_ledger_fresh_if_corrupt(ws: Workspace) -> tuple[Ledger, str | None]:
         return Ledger(path=ws.ledger_path), exc.message
 
 
-def run_status(explicit_recipe: str | None, ws: Workspace) -> tuple[StatusReport, str | None]:
+def run_status(
+    explicit_recipe: str | None, ws: Workspace, workspace_flag: str | None = None
+) -> tuple[StatusReport, str | None]:
     from repro.core.errors import ReproError
     from repro.core.systems import resolve_recipe
 
     ledger, note = load_ledger_fresh_if_corrupt(ws)
     recipe: Recipe | None
+    fallback = None
     try:
         recipe, reason = resolve_recipe(explicit_recipe, ws)
     except ReproError as exc:
         if explicit_recipe:
             raise
-        recipe, reason = None, exc.message
-    return build_status(ws, ledger, recipe, reason), note
+        recipe, reason, fallback = None, exc.message, exc.next_command
+    report = build_status(ws, ledger, recipe, reason, workspace_flag)
+    if fallback:
+        keep = workspace_flag is not None and fallback.startswith("repro run")
+        report.no_recipe_command = fallback + (f" --workspace {shlex.quote(workspace_flag or '')}" if keep else "")
+    return report, note

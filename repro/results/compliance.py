@@ -151,7 +151,7 @@ def load_accuracy_log(path: Path) -> list[dict[str, Any]]:
         doc = json.loads(raw.decode("utf-8", errors="replace"))
     except OSError as exc:
         raise InputError(
-            f"{path}: cannot be read ({exc.strerror}).", "check the path, then `repro verify` again"
+            f"{path}: cannot be read ({exc.strerror}).", "check the path; `repro status` names the latest run folder"
         ) from None
     except ValueError:
         raise InputError(

@@ -216,7 +216,7 @@ def _read_head_checked(path: Path, limit: int) -> bytes:
         raw, _ = read_head(path, limit)
     except OSError as exc:
         raise InputError(
-            f"{path}: cannot be read ({exc.strerror}).", "check the path, then `repro verify` again"
+            f"{path}: cannot be read ({exc.strerror}).", "check the path; `repro status` names the latest run folder"
         ) from None
     if b"\x00" in raw[:4096]:
         raise InputError(f"{path}: is binary, not a LoadGen text log.", "point `repro verify` at the run folder")
@@ -450,7 +450,7 @@ def _benchmark_scenario(log_scenario: str, folder: Path, settings: dict[str, Any
 def parse_run(folder: Path) -> LoadGenRun:
     folder = Path(folder)
     if not folder.is_dir():
-        raise InputError(f"{folder}: no such folder.", "check the path, then `repro verify` again")
+        raise InputError(f"{folder}: no such folder.", "check the path; `repro status` names the latest run folder")
     summary_path, detail_path = folder / SUMMARY, folder / DETAIL
     if not summary_path.is_file() and not detail_path.is_file():
         raise InputError(f"{folder}: no {SUMMARY} or {DETAIL} here.", "point `repro verify` at a LoadGen result folder")
@@ -596,7 +596,9 @@ def run_folders(root: Path) -> list[Path]:
     """Every folder holding LoadGen logs below root (root included), in path order."""
     root = Path(root)
     if not root.exists():
-        raise InputError(f"{root}: no such file or folder.", "check the path, then `repro verify` again")
+        raise InputError(
+            f"{root}: no such file or folder.", "check the path; `repro status` names the latest run folder"
+        )
     if root.is_file():
         root = root.parent
     folders = sorted(

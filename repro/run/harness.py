@@ -448,7 +448,9 @@ def run_benchmark(
     check_compliance_options(compliance, scenario, accuracy=accuracy, duration_s=duration_s, samples=samples)
     kind = run_kind(accuracy, compliance)
     label = run_label(recipe, bname, duration_s, samples)
-    step = ledger_step(scenario) + (f"-{compliance.lower()}" if compliance else "")
+    # An accuracy run is its own step: it must not mark the performance run done and send status to a verify
+    # that finds only AccuracyOnly logs.
+    step = ledger_step(scenario) + (f"-{compliance.lower()}" if compliance else "-accuracy" if accuracy else "")
     settings = loadgen_settings(
         recipe, scenario, duration_s=duration_s, samples=samples, dataset_size=recipe.dataset.samples, accuracy=accuracy
     )

@@ -58,9 +58,13 @@ def status_report(r: StatusReport) -> Group:
     lines: list[Table | Text] = [t]
     if r.recipe and r.recipe.demo:
         lines.append(Text("Demo recipe: its runs are labelled demo and are never a reproduction.", style="yellow"))
-    if not r.recipe:
-        lines.append(Text(f"No recipe ({r.recipe_reason}); staleness is not checked. Use --recipe.", style="yellow"))
-    lines.append(Text.from_markup(f"Next: [bold]{escape(r.next_command)}[/]"))
+    if r.other_runs:
+        others = Table(title="Other runs (outside the main flow)", title_justify="left")
+        for col in ("run", "state", "finished", "why"):
+            others.add_column(col, overflow="fold")
+        for s in r.other_runs:
+            others.add_row(s.step, Text(s.state, style=_STATE_STYLE[s.state]), s.finished or "", Text(s.why))
+        lines.append(others)
     return Group(*lines)
 
 
@@ -71,8 +75,6 @@ def guide_result(r: GuideResult) -> Group:
     for o in r.outcomes:
         t.add_row(o.step, o.status, Text(o.summary))
     end = f"Stopped at {r.stopped_at}." if r.stopped_at else "All steps finished."
-    if r.next_command:
-        end += f" Next: {r.next_command}"
     return Group(t, Text(end, style="bold"))
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
@@ -70,3 +71,10 @@ def endpoint_urls(values: list[str] | None) -> list[str] | None:
         if port == 0:
             raise typer.BadParameter(f"{shown!r}: port 0 is not a port a server listens on.")
     return values
+
+
+def workspace_flag(workspace: Path | None) -> str | None:
+    """--workspace as the user gave it, so hints keep it; None when it only came from $REPRO_HOME."""
+    if workspace is None or str(workspace) == os.environ.get("REPRO_HOME"):
+        return None
+    return str(workspace)

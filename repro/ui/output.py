@@ -92,25 +92,62 @@ def start_command() -> None:
     _json_written["count"] = 0
 
 
+def _with_hint(payload: dict[str, Any]) -> dict[str, Any]:
+    """`next_command` in every document is one pasteable command (or null), with any prose beside it as `hint`:
+    the same shape as an error's."""
+    if "next_command" not in payload:
+        return payload
+    from repro.core.hints import split_hint
+
+    hint = split_hint(payload["next_command"])
+    return {**payload, "next_command": hint.command, "hint": payload.get("hint") or hint.prose}
+
+
+class WithNext:
+    """A result plus the command that follows it, for results whose own type does not know the next step."""
+
+    def __init__(self, result: Result, next_command: str | None):
+        self.result, self.next_command = result, next_command
+
+    def to_json(self) -> dict[str, Any]:
+        return {**self.result.to_json(), "next_command": self.next_command}
+
+    def __rich__(self) -> Any:
+        from repro.ui.render import renderable
+
+        return renderable(self.result)
+
+
 def emit(result: Result, as_json: bool) -> None:
     if as_json:
-        _write_json(result.to_json())
+        _write_json(_with_hint(result.to_json()))
     else:
         show(result)
 
 
 def show(obj: Any) -> None:
-    """Print one result (or note) for people, through its registered view."""
+    """Print one result (or note) for people, through its registered view; its next command goes last, alone."""
+    _show(obj, "console")
+
+
+def _show(obj: Any, console: str) -> None:
+    from rich.text import Text
+
+    from repro.core.hints import split_hint
     from repro.ui.render import renderable
 
-    _console("console").print(renderable(obj))
+    _console(console).print(renderable(obj))
+    hint = split_hint(getattr(obj, "next_command", None) if not isinstance(obj, dict) else None)
+    prose = getattr(obj, "hint", None) if not isinstance(obj, dict) else None
+    if prose or hint.prose:
+        _console(console).print(Text(prose or hint.prose or ""))
+    if hint.command:
+        print_next(hint.command, stderr=console == "err_console")
 
 
 def show_err(obj: Any) -> None:
     """As show, on stderr: the narrative of a --json command, whose stdout holds only the JSON."""
-    from repro.ui.render import renderable
-
-    _console("err_console").print(renderable(obj))
+    _show(obj, "err_console")
 
 
 def confirm(question: str) -> bool:
@@ -123,16 +160,37 @@ def confirm(question: str) -> bool:
 def error(
     message: str, next_command: str | None = None, *, exit_code: int | None = None, as_json: bool = False
 ) -> None:
-    """One line on stderr for people; with --json also the same error as the one JSON document on stdout."""
+    """One line on stderr for people, then `Next:` with one command alone on its line (so it pastes whole);
+    with --json also the same error as the one JSON document on stdout."""
     from rich.markup import escape
 
+    from repro.core.hints import split_hint
+
+    hint = split_hint(redact(next_command) if next_command else None)
     text = redact(message)
-    if next_command:
-        text += f" Next: {redact(next_command)}"
+    if hint.prose:
+        prose = hint.sentence
+        text += f" {prose}" if text.rstrip().endswith((".", ":", ")", "?")) else f". {prose}"
     _console("err_console").print(f"[bold red]error:[/] {escape(text)}", markup=True, highlight=False)
+    if hint.command:
+        print_next(hint.command, stderr=True)
     if as_json and not _json_written["count"]:  # a result already printed is the one document; its error is on stderr
-        hint = redact(next_command) if next_command else None
-        _write_json({"ok": False, "error": {"message": redact(message), "next_command": hint, "exit_code": exit_code}})
+        _write_json({"ok": False, "error": {"message": redact(message), **hint.to_json(), "exit_code": exit_code}})
+
+
+def next_text(command: str) -> Any:
+    """`Next: COMMAND` as a Rich Text that never wraps: a terminal narrower than the line lets it run past the
+    edge, and copying the screen line gives the whole command."""
+    from rich.text import Text
+
+    text = Text("Next: ")
+    text.append(command, style="bold")
+    text.no_wrap, text.overflow = True, "ignore"
+    return text
+
+
+def print_next(command: str, *, stderr: bool = False) -> None:
+    _console("err_console" if stderr else "console").print(next_text(command), soft_wrap=True, crop=False)
 
 
 def traceback_text(exc: BaseException) -> str:
