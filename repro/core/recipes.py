@@ -102,9 +102,19 @@ class TensorRTLLM(_Strict):
     serve_extra_options: dict[str, Any] = Field(default_factory=dict)
 
 
+class ScenarioTarget(_Strict):
+    """The arrival rate LoadGen schedules in Server or Interactive. Above what the system sustains the queue grows
+    without bound and TTFT/TPOT fail, so it comes from a published Server (Interactive) run, never the Offline rate."""
+
+    target_qps: float = Field(gt=0)
+    min_duration_ms: int | None = Field(default=None, ge=0, description="The source's own min_duration, if it says")
+    source: str = Field(min_length=1, description="Where the rate comes from (user.conf or published result)")
+
+
 class LoadGen(_Strict):
     offline_expected_qps: float = Field(gt=0)
-    server_target_qps: float | Unknown | None = None
+    server: ScenarioTarget | None = None
+    interactive: ScenarioTarget | None = None
     min_duration_ms: int = Field(ge=0)
     min_query_count: int = Field(ge=0)
     performance_sample_count: int = Field(gt=0)
@@ -228,6 +238,8 @@ class Recipe(_Strict):
             raise ValueError(f"published results repeat a scenario: {', '.join(scenarios)}")
         if self.backend.startswith("trtllm") and self.trtllm is None:
             raise ValueError(f"backend {self.backend} needs a trtllm section")
+        if self.backend.startswith("trtllm") and self.loadgen.server is None:
+            raise ValueError("a trtllm recipe needs loadgen.server (its Server target_qps and the source)")
         if self.precision in ("nvfp4", "fp4") and not self.blackwell:
             raise ValueError(
                 f"precision {self.precision} needs a Blackwell GPU (sm_100 or newer), not {self.system.gpu_arch}"

@@ -131,6 +131,17 @@ def prepare_demo(ws: Workspace, *, sample: Path | None = None) -> dict[str, Path
 # INVALID once in a CI run where the probe ran while another job held the CPU and the run itself did not;
 # 6x survives a run 6 times faster than its probe, for a ~13 s demo at the measured rate.
 CALIBRATION_HEADROOM = 6.0
+# With --duration the user asked for a run of about that length: 2x still outlasts a probe twice as slow as the run.
+DURATION_HEADROOM = 2.0
+# Server: target_qps is an arrival rate, not a sample count. Scheduling above what the CPU sustains grows the queue
+# until TTFT fails (the old 6x Server target completed 48 of 1,547 q/s). The hf backend batches statically, so a
+# request waits for the batch in progress, so the probe times a small batch (the size Server batches reach) and the
+# run schedules 40% of that rate: batches stay below the probe's and TTFT below its time.
+SERVER_LOAD = 0.4
+SERVER_PROBE_BATCH = 16
+# LoadGen's early stopping states the TTFT/TPOT p99 at 99% confidence only after ~459 queries all within the limits
+# (0.99^n <= 0.01), so a shorter Server run is INVALID however fast it is.
+SERVER_MIN_QUERIES = 500
 
 
 class _ProbeSink:
@@ -167,6 +178,8 @@ def calibrate(
     *,
     max_tokens: int,
     min_duration_ms: int,
+    scenario: str = "Offline",
+    headroom: float = CALIBRATION_HEADROOM,
     batch: int = 64,
     timeout_s: float = 600.0,
 ) -> dict[str, Any]:
@@ -182,6 +195,8 @@ def calibrate(
     from repro.run.backends.hf import HFBackend
 
     dataset = load_prepared(dataset_dir)
+    if scenario == "Server":
+        batch = SERVER_PROBE_BATCH
     n = max(1, min(batch, len(dataset)))
     backend = HFBackend(model_dir, batch_size=batch)
     sink = _ProbeSink()
@@ -198,11 +213,24 @@ def calibrate(
     finally:
         backend.close()
     measured = rates[-1]
-    qps = max(1.0, round(measured * CALIBRATION_HEADROOM, 1))
+    if scenario == "Server":
+        qps = max(0.1, round(measured * SERVER_LOAD, 2))
+        return {
+            "scenario": scenario,
+            "probe_samples": n,
+            "probe_samples_per_s": round(measured, 2),
+            "server_load": SERVER_LOAD,
+            "target_qps": qps,
+            "min_query_count": SERVER_MIN_QUERIES,
+            "min_duration_ms": min_duration_ms,
+            "expected_run_s": round(max(min_duration_ms / 1000, SERVER_MIN_QUERIES / qps), 1),
+        }
+    qps = max(1.0, round(measured * headroom, 1))
     return {
+        "scenario": scenario,
         "probe_samples": n,
         "probe_samples_per_s": round(measured, 2),
-        "headroom": CALIBRATION_HEADROOM,
+        "headroom": headroom,
         "target_qps": qps,
         "min_duration_ms": min_duration_ms,
         "expected_run_s": round(1.1 * qps * min_duration_ms / 1000 / measured, 1),
@@ -210,17 +238,32 @@ def calibrate(
 
 
 def calibrate_settings(
-    settings: dict[str, Any], paths: dict[str, Path], recipe: Any, backend: str, *, smoke: bool, accuracy: bool
+    settings: dict[str, Any],
+    paths: dict[str, Path],
+    recipe: Any,
+    backend: str,
+    *,
+    scenario: str = "Offline",
+    samples: int | None = None,
+    duration_s: float | None = None,
+    accuracy: bool = False,
 ) -> dict[str, Any] | None:
-    """The demo's performance run only: the recipe's fixed target_qps becomes a measured one (kept in run.json)."""
-    if backend != "hf" or smoke or accuracy:
+    """The demo's performance run: the recipe's fixed target_qps becomes a measured one (kept in run.json).
+
+    A --samples run fixes its own count and needs none; a --duration run does, or the CPU finishes the recipe's
+    fixed count before the duration and LoadGen calls the run INVALID."""
+    if backend != "hf" or samples is not None or accuracy:
         return None
     result = calibrate(
         paths["model_dir"],
         paths["dataset"],
         max_tokens=recipe.loadgen.max_tokens,
         min_duration_ms=int(settings["min_duration"]),
+        scenario=scenario,
+        headroom=CALIBRATION_HEADROOM if duration_s is None else DURATION_HEADROOM,
     )
     result["recipe_target_qps"] = settings["target_qps"]
     settings["target_qps"] = result["target_qps"]
+    if "min_query_count" in result:
+        settings["min_query_count"] = max(int(settings["min_query_count"]), result["min_query_count"])
     return result

@@ -65,14 +65,19 @@ def loadgen_settings(
     """The user.conf keys for this run; smoke options shorten the run, nothing else changes."""
     lg = recipe.loadgen
     size = dataset_size or lg.performance_sample_count
-    qps = (
-        lg.offline_expected_qps
-        if scenario == "Offline"
-        else (lg.server_target_qps if isinstance(lg.server_target_qps, (int, float)) else lg.offline_expected_qps)
-    )
+    qps, min_duration = lg.offline_expected_qps, lg.min_duration_ms
+    if scenario == "Server":
+        if lg.server is not None:
+            qps, min_duration = lg.server.target_qps, lg.server.min_duration_ms or min_duration
+        elif not recipe.demo:  # the demo measures its Server rate before the run (run/demo.py)
+            raise InputError(
+                f"Recipe '{recipe.name}' has no Server target_qps (loadgen.server): the Offline rate would schedule "
+                "more than the system sustains and the run would be INVALID.",
+                "repro recipes validate",
+            )
     s: dict[str, Any] = {
         "target_qps": qps,
-        "min_duration": lg.min_duration_ms,
+        "min_duration": min_duration,
         "min_query_count": lg.min_query_count,
         "performance_sample_count_override": min(lg.performance_sample_count, size),
         "use_token_latencies": 1,
@@ -509,7 +514,7 @@ def run_benchmark(
         paths = prepare_demo(ws)
         data_dir, model_path = paths["dataset"], paths["model_dir"]
         calibration = calibrate_settings(
-            settings, paths, recipe, bname, accuracy=accuracy, smoke=duration_s is not None or samples is not None
+            settings, paths, recipe, bname, scenario=scenario, samples=samples, duration_s=duration_s, accuracy=accuracy
         )
     else:
         model_path = _resolve_model_dir(recipe, ws, model_dir)

@@ -156,7 +156,8 @@ class HFBackend(WorkerBackend):
             n = len(r.input_ids)
             ids[row, width - n :] = torch.as_tensor(np.asarray(r.input_ids, dtype=np.int64))
             mask[row, width - n :] = 1
-        sink, stopping = self.sink, self._stopping
+        sink, stopping, eos = self.sink, self._stopping, self.eos_id
+        answered: set[int] = set()  # rows completed at their EOS, before the batch ends
 
         class _Events(StoppingCriteria):
             reported = False
@@ -168,6 +169,17 @@ class HFBackend(WorkerBackend):
                     sink.first_tokens(
                         [(r.id, int(t)) for r, t in zip(batch, input_ids[:, width].tolist(), strict=False)]
                     )
+                if eos is not None:
+                    # A sample is answered when it ends, as a serving engine answers it, not when the longest
+                    # sample of its batch ends: otherwise a 2-token answer reports the whole batch as its TPOT.
+                    ended = (input_ids[:, -1] == eos).nonzero().flatten().tolist()
+                    made = input_ids.shape[1] - width
+                    early = [row for row in ended if row not in answered and made <= batch[row].max_tokens]
+                    if early:
+                        answered.update(early)
+                        sink.completed(
+                            [(batch[row].id, input_ids[row, width:].cpu().numpy().astype(np.int32)) for row in early]
+                        )
                 if stopping.is_set():
                     return torch.ones((input_ids.shape[0],), dtype=torch.bool, device=input_ids.device)
                 if self.go_on is None or self.go_on.shape[0] != input_ids.shape[0]:
@@ -190,6 +202,8 @@ class HFBackend(WorkerBackend):
         gen = out[:, width:].cpu().numpy().astype(np.int32)
         done = []
         for row, r in enumerate(batch):
+            if row in answered:
+                continue
             toks = gen[row, : r.max_tokens]
             if self.eos_id is not None:
                 hits = np.flatnonzero(toks == self.eos_id)
