@@ -250,14 +250,15 @@ def test_4_hf_token_is_not_exported_to_the_job(tmp_path: Path, monkeypatch: pyte
 
 
 def test_5_escape_sequences_in_folder_names_never_reach_the_terminal(fixtures: Path, tmp_path: Path) -> None:
-    evil = tmp_path / "vm\x1b[2J\x1b]0;pwned\x07 <img src=x onerror=alert(1)>"
+    rack = tmp_path / "rack"
+    evil = rack / "vm\x1b[2J\x1b]0;pwned\x07 <img src=x onerror=alert(1)>"
     shutil.copytree(fixtures / "azure-nd-gb300-v6-rack" / "ND_GB300_v6_1", evil)
-    shutil.copy(fixtures / "azure-nd-gb300-v6-rack" / "ND_GB300_v6.json", tmp_path)
-    md = tmp_path / "out.md"
+    shutil.copy(fixtures / "azure-nd-gb300-v6-rack" / "ND_GB300_v6.json", rack)
+    md = tmp_path / "out.md"  # beside the results, never inside them (issue 29)
     for args in (
         ["verify", str(evil)],
-        ["aggregate", str(tmp_path)],
-        ["report", str(tmp_path), "--markdown", str(md)],
+        ["aggregate", str(rack)],
+        ["report", str(rack), "--markdown", str(md)],
         ["verify", str(evil / "nothing-here")],
     ):
         proc = cli(*args, env={"TERM": "xterm", "FORCE_COLOR": "1"})

@@ -7,6 +7,7 @@ and fails on commit 11be551.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -169,3 +170,126 @@ def test_5_debug_traceback_never_sends_an_escape_sequence(tmp_path: Path) -> Non
     assert proc.returncode == 2 and "Traceback" not in proc.stdout
     assert "\x1b" not in proc.stderr and "\x07" not in proc.stderr, repr(proc.stderr)
     assert "\\x1b]52" in proc.stderr
+
+
+MARKUP = "[link=https://evil.example/]click[/link][blink]x"
+COLOR_ENV = {"TERM": "xterm-256color", "FORCE_COLOR": "1"}
+
+
+def test_5_rich_markup_in_the_ledger_is_shown_as_text_in_status(tmp_path: Path) -> None:
+    import json
+
+    from repro.core.ledger import Ledger
+
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    ledger = Ledger.load(ws / "ledger.json")
+    ledger.start("setup", "h", recipe="demo")
+    ledger.finish("setup")
+    doc = json.loads((ws / "ledger.json").read_text())
+    doc["steps"]["setup"]["finished"] = MARKUP
+    (ws / "ledger.json").write_text(json.dumps(doc))
+    proc = cli("status", "--recipe", "demo", "--workspace", str(ws), env=COLOR_ENV)
+    out = proc.stdout + proc.stderr
+    assert "\x1b]8;" not in out and "\x1b[5m" not in out, repr(out)  # no OSC 8 hyperlink, no blink
+    assert "[link=https://evil.example/]click[/link]" in out
+
+
+def test_5_rich_markup_in_task_json_is_shown_as_text_in_the_rack_view() -> None:
+    import io
+
+    from repro.run.rack import TaskRow
+    from repro.ui.rack import task_table
+    from repro.ui.safe import SafeConsole
+
+    row = TaskRow(0, f"vm-{MARKUP}", "failed", job_id="7", host=MARKUP, reason=MARKUP)
+    manifest = {"recipe": MARKUP, "nodes": 1, "label": MARKUP}
+    buf = io.StringIO()
+    console = SafeConsole(file=buf, force_terminal=True, color_system="truecolor", width=400, markup=False)
+    console.print(task_table([row], manifest, Path(f"/racks/{MARKUP}")))
+    out = buf.getvalue()
+    assert "\x1b]8;" not in out and "\x1b[5m" not in out, repr(out)
+    assert out.count("[link=https://evil.example/]click[/link]") >= 4
+
+
+def test_5_the_cli_console_reads_no_markup_from_data() -> None:
+    from repro.ui.output import make_console
+
+    console = make_console()
+    with console.capture() as cap:
+        console.print(MARKUP)
+    assert cap.get().strip() == MARKUP
+
+
+BIDI = ["\u202e", "\u202a", "\u2066", "\u2069", "\u200b", "\u200f", "\ufeff", "\u2028"]
+
+
+@pytest.mark.parametrize("ch", BIDI, ids=[f"U+{ord(c):04X}" for c in BIDI])
+def test_5_bidi_and_zero_width_characters_are_shown_escaped(ch: str, tmp_path: Path) -> None:
+    from repro.core.textsafe import md_cell, terminal_safe
+
+    assert ch not in terminal_safe(f"run{ch}exe.txt") and f"\\u{ord(ch):04x}" in terminal_safe(f"a{ch}b")
+    assert ch not in md_cell(f"a{ch}b")
+    missing = tmp_path / f"run{ch}gnp.txt"
+    proc = cli("verify", str(missing))
+    assert proc.returncode == 2 and ch not in proc.stderr and f"\\u{ord(ch):04x}" in proc.stderr, repr(proc.stderr)
+
+
+def _rack_copy(fixtures: Path, root: Path, names: list[str]) -> Path:
+    import shutil
+
+    root.mkdir(parents=True)
+    for name in names:
+        shutil.copytree(fixtures / "azure-nd-gb300-v6-rack" / "ND_GB300_v6_1", root / name)
+    shutil.copy(fixtures / "azure-nd-gb300-v6-rack" / "ND_GB300_v6.json", root)
+    return root
+
+
+def test_5_markdown_notes_and_cells_carry_no_html_or_links(fixtures: Path, tmp_path: Path) -> None:
+    evil = ["vm <img src=x onerror=alert(1)>", "vm [x](javascript:alert(1))", "vm ![i](http://e.example/p.png)"]
+    rack = _rack_copy(fixtures, tmp_path / "rack", evil)  # three copies of one log: each note names two folders
+    for args, md in (
+        (["aggregate", str(rack), "--markdown"], tmp_path / "agg.md"),
+        (["report", str(rack), "--markdown"], tmp_path / "rep.md"),
+    ):
+        proc = cli(*args, str(md))
+        assert proc.returncode in (0, 1), proc.stderr
+        text = md.read_text()
+        assert "counted once" in text or args[0] == "report"  # aggregate's notes name the folders
+        assert "<img" not in text, text
+        live = re.sub(r"`[^`\n]*`", "", text)  # a code span shows its text as it is
+        assert not re.search(r"(?<!\\)\]\((javascript|http)", live), text  # no live link or image
+        if args[0] == "aggregate":
+            assert "&lt;img src=x onerror=alert(1)&gt;" in text and "\\[x\\](javascript:alert(1))" in text
+
+
+def test_5_mathtext_in_a_folder_name_is_text_in_the_html_charts(fixtures: Path, tmp_path: Path) -> None:
+    rack = _rack_copy(fixtures, tmp_path / "rack", ["vm $\\frac{1}{$", "vm2 $x^$"])
+    html = tmp_path / "r.html"
+    proc = cli("report", str(rack), "--html", str(html))
+    assert proc.returncode in (0, 1), proc.stderr
+    assert html.stat().st_size > 1000
+
+
+def test_5_report_markdown_onto_its_own_input_is_refused(fixtures: Path, tmp_path: Path) -> None:
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(fixtures / "azure-nd-gb200-v6-v5.1", run)
+    summary = next(run.rglob("mlperf_log_summary.txt"))
+    before = summary.read_bytes()
+    for flag in ("--markdown", "--html"):
+        err = one_line_error(cli("report", str(run), flag, str(summary)))
+        assert "input" in err and str(run) in err
+        assert summary.read_bytes() == before
+    one_line_error(cli("report", str(run), "--markdown", str(run / "report.md")))
+    assert not (run / "report.md").exists()
+
+
+def test_5_aggregate_markdown_onto_the_system_json_is_refused(fixtures: Path, tmp_path: Path) -> None:
+    rack = _rack_copy(fixtures, tmp_path / "rack", ["ND_GB300_v6_1"])
+    system = rack / "ND_GB300_v6.json"
+    before = system.read_bytes()
+    err = one_line_error(cli("aggregate", str(rack), "--markdown", str(system)))
+    assert "input" in err and system.read_bytes() == before
+    assert cli("aggregate", str(rack), "--markdown", str(tmp_path / "rack.md")).returncode in (0, 1)

@@ -32,12 +32,15 @@ def report(
     dry_run: DryRunOpt = False,
 ) -> None:
     """Compare your runs with every published result, with plots, business and efficiency figures."""
-    from repro.core.fsutil import atomic_write_text
+    from repro.core.fsutil import atomic_write_text, check_output
     from repro.report.html import render_html
     from repro.report.model import build_report
     from repro.ui.output import emit, info
 
     html, markdown = _target(html, "html"), _target(markdown, "markdown")
+    for path, kind in ((html, "html"), (markdown, "markdown")):
+        if path is not None:
+            check_output(path, result_dirs, kind, "repro report")
     result = build_report(result_dirs, recipe=recipe, gpus=gpus)
     files = [(p, kind, render) for p, kind, render in ((html, "html", render_html), (markdown, "markdown", None)) if p]
     for path, kind, render in files:

@@ -113,10 +113,12 @@ def aggregate(
     json: JsonOpt = False,
 ) -> None:
     """The rack table over per-VM runs: total, max, min, mean, median, spread, and each VM's verdict."""
-    from repro.core.fsutil import atomic_write_text
+    from repro.core.fsutil import atomic_write_text, check_output
     from repro.results.aggregate import aggregate as build_rack
     from repro.ui.output import emit
 
+    if markdown:
+        check_output(markdown, dirs, "markdown", "repro aggregate")
     report = build_rack(dirs, recipe=recipe, gpus=gpus, expect=expect, scenario=_scenario(scenario) or "Offline")
     if markdown:
         atomic_write_text(markdown, report.to_markdown())

@@ -44,6 +44,25 @@ def write_published_json(path: Path, obj: Any) -> None:
     atomic_write_json(path, redact_tree(obj))
 
 
+def check_output(output: Path, inputs: list[Path], option: str, command: str) -> Path:
+    """An output file is never one of the inputs or inside an input folder: a report would overwrite a log
+    or a system JSON, or be read back as part of the next run's results."""
+    from repro.core.errors import InputError
+    from repro.core.textsafe import sh_quote
+
+    out = Path(output).resolve()
+    for given in inputs:
+        src = Path(given).resolve()
+        if out == src or src in out.parents:
+            instead = src.parent / Path(output).name
+            raise InputError(
+                f"{output}: --{option} would write {'over' if out == src else 'inside'} the input {given}; "
+                "an output never replaces or joins the results it was made from.",
+                f"{command} {' '.join(sh_quote(str(p)) for p in inputs)} --{option} {sh_quote(str(instead))}",
+            )
+    return output
+
+
 def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as fh:

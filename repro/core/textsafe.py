@@ -10,14 +10,18 @@ from __future__ import annotations
 import re
 import shlex
 
-# C0 controls except tab and newline, DEL, and the C1 controls (0x80-0x9f: 0x9b is a one-byte CSI).
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-_ANY_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+# C0 controls except tab and newline, DEL, and the C1 controls (0x80-0x9f: 0x9b is a one-byte CSI); then the
+# invisible format characters that reorder or hide text (bidi embeddings/overrides/isolates, zero-width
+# spaces and joiners, LRM/RLM, line/paragraph separators): a folder name must read as what it is.
+_INVISIBLE = "\u200b-\u200f\u2028-\u202e\u2060-\u2064\u2066-\u2069\ufeff"
+_CONTROL = re.compile(f"[\\x00-\\x08\\x0b-\\x1f\\x7f-\\x9f{_INVISIBLE}]")
+_ANY_CONTROL = re.compile(f"[\\x00-\\x1f\\x7f-\\x9f{_INVISIBLE}]")
 _SHELL_CONTROL = re.compile(r"[\x00-\x1f\x7f]")  # C1 code points are plain UTF-8 bytes inside single quotes
 
 
 def _visible(match: re.Match[str]) -> str:
-    return f"\\x{ord(match[0]):02x}"
+    code = ord(match[0])
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
 def terminal_safe(text: str) -> str:
@@ -26,10 +30,13 @@ def terminal_safe(text: str) -> str:
 
 
 def md_cell(text: object) -> str:
-    """One Markdown table cell: HTML escaped (renderers pass raw HTML through), pipes and newlines neutralised."""
+    """One Markdown table cell: HTML escaped (renderers pass raw HTML through), pipes and newlines neutralised,
+    brackets escaped so `[x](javascript:...)` or `![x](...)` is text, never a link or an image."""
     s = _ANY_CONTROL.sub(_visible, str(text).replace("\n", " "))
-    s = s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-    return s.replace("|", "\\|").replace("`", "\\`")
+    s = s.replace("\\", "\\\\").replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    for ch in "|`[]":
+        s = s.replace(ch, "\\" + ch)
+    return s
 
 
 def sh_quote(value: str) -> str:

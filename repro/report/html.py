@@ -137,6 +137,14 @@ def _table(head: list[str], rows: list[list[Any]], numeric: set[int]) -> str:
 
 
 def render_html(report: Report) -> str:
+    """Chart labels are folder names and system names: `$...$` in one is text, never mathtext to parse (or fail on)."""
+    import matplotlib
+
+    with matplotlib.rc_context({"text.parse_math": False}):
+        return _render_html(report)
+
+
+def _render_html(report: Report) -> str:
     lab = f" [{report.label}]" if report.label else ""
     parts = [f"<h1>{escape(report.title)}</h1>"]
     if report.banner:

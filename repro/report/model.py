@@ -316,9 +316,9 @@ class Report:
 
     def to_markdown(self) -> str:
         lab = f" [{self.label}]" if self.label else ""
-        lines = [f"# {self.title}", ""]
+        lines = [f"# {md_cell(self.title)}", ""]
         if self.banner:
-            lines += [f"> **{self.banner}**", ""]
+            lines += [f"> **{md_cell(self.banner)}**", ""]
         lines += [
             f"Measured: **{fmt_num(self.per_gpu)} tokens/s per GPU** over {len(self.used)} VM(s), "
             f"{fmt_num(self.total_tokens_per_s)} tokens/s in total{lab}.",

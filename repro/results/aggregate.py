@@ -164,7 +164,7 @@ class RackReport:
         ]
 
     def to_markdown(self) -> str:
-        lines = [f"# Rack result: {self.recipe.title}", "", "| | measured | published |", "|---|---:|---:|"]
+        lines = [f"# Rack result: {md_cell(self.recipe.title)}", "", "| | measured | published |", "|---|---:|---:|"]
         lines += [f"| {a} | {b} | {c} |" for a, b, c in self.summary_rows()]
         lines += ["", "| VM | tokens/s | per GPU | deviation | verdict | why |", "|---|---:|---:|---:|---|---|"]
         for r in self.rows:
@@ -180,7 +180,7 @@ class RackReport:
         if self.missing_count:
             lines += ["", f"{self.missing_count} of {self.expect} expected VMs have no result folder."]
         if self.notes:
-            lines += [""] + [f"- {n}" for n in self.notes]
+            lines += [""] + [f"- {md_cell(n)}" for n in self.notes]
         return "\n".join(lines) + "\n"
 
 

@@ -36,7 +36,7 @@ def make_console(stderr: bool = False) -> Console:
     from repro.ui.safe import SafeConsole
 
     width = _width(sys.stderr if stderr else sys.stdout)
-    return SafeConsole(stderr=stderr, highlight=False, soft_wrap=stderr or width is not None, width=width)
+    return SafeConsole(stderr=stderr, highlight=False, markup=False, soft_wrap=stderr or width is not None, width=width)
 
 
 _consoles: dict[str, Console] = {}
@@ -153,8 +153,9 @@ def show_err(obj: Any) -> None:
 def confirm(question: str) -> bool:
     """Asked on stderr, so a --json run's stdout stays one document."""
     from rich.prompt import Confirm
+    from rich.text import Text
 
-    return Confirm.ask(question, default=True, console=_console("err_console"))
+    return Confirm.ask(Text(question), default=True, console=_console("err_console"))
 
 
 def error(
@@ -206,6 +207,4 @@ def traceback_text(exc: BaseException) -> str:
 
 
 def info(message: str) -> None:
-    from rich.markup import escape
-
-    _console("err_console").print(escape(redact(message)))
+    _console("err_console").print(redact(message))

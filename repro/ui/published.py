@@ -6,7 +6,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from rich.console import Group
-from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
@@ -83,9 +82,9 @@ class PublishedList:
                 r.result_id or "-",
                 r.round,
                 r.division,
-                escape(r.submitter),
-                escape(r.system_folder),
-                escape(r.accelerator_model_name),
+                r.submitter,
+                r.system_folder,
+                r.accelerator_model_name,
                 _gpus(r),
                 r.benchmark,
                 r.scenario,
@@ -146,7 +145,7 @@ class PublishedShow:
                 ("source", f"{r.source_repo} @ {r.source_commit}"),
                 ("source path", r.source_path),
             ):
-                t.add_row(name, escape(str(value)))
+                t.add_row(name, str(value))
             parts.append(t)
         parts.append(provenance_line(self.index))
         return Group(*parts)
@@ -191,11 +190,11 @@ class ComparisonView:
             )
         for e in sorted(c.entries, key=lambda e: -e.row.per_accelerator):
             r = e.row
-            mark = "refused" if e.refused else ("[green]in band[/]" if e.in_band else "[red]outside[/]")
+            mark = Text("refused") if e.refused else Text("in band", "green") if e.in_band else Text("outside", "red")
             t.add_row(
                 r.ref,
-                escape(f"{r.submitter} {r.system_folder} ({r.round} {r.division})"),
-                escape(f"{r.accelerator_model_name} x{r.total_accelerators}"),
+                f"{r.submitter} {r.system_folder} ({r.round} {r.division})",
+                f"{r.accelerator_model_name} x{r.total_accelerators}",
                 f"{r.benchmark_name} {r.scenario}",
                 fmt_num(r.per_accelerator),
                 "-" if e.deviation_pct is None else f"{e.deviation_pct:+.1f}%",

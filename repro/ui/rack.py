@@ -10,7 +10,6 @@ from typing import Any
 
 from rich.console import Group
 from rich.live import Live
-from rich.markup import escape
 from rich.syntax import Syntax
 from rich.table import Table
 from rich.text import Text
@@ -31,8 +30,8 @@ _STYLE = {
 
 
 def task_table(rows: list[TaskRow], manifest: dict[str, Any], rack_dir: Path) -> Table:
-    label = f" \\[{manifest['label'].upper()}]" if manifest.get("label") else ""
-    t = Table(title=f"Rack run{label}: {manifest['recipe']} x {manifest['nodes']} VMs ({escape(str(rack_dir))})")
+    label = f" [{manifest['label'].upper()}]" if manifest.get("label") else ""
+    t = Table(title=f"Rack run{label}: {manifest['recipe']} x {manifest['nodes']} VMs ({rack_dir})")
     for col in ("VM", "job", "state", "host", "tokens/s", "note"):
         t.add_column(col, justify="right" if col == "tokens/s" else "left")
     for r in rows:

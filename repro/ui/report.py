@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 from rich.console import Group
-from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
@@ -50,7 +49,7 @@ def report(r: Report) -> Group:
     for row in r.vm_rows():
         dev = f"{row['deviation_pct']:+.1f}%" if row["deviation_pct"] is not None else "-"
         vms.add_row(
-            escape(row["vm"]),
+            row["vm"],
             fmt_num(row["tokens_per_s"]),
             fmt_num(row["tokens_per_s_per_gpu"]),
             dev,

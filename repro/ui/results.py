@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 from rich.console import Group
-from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
@@ -28,14 +27,12 @@ def render_verdict(v: Verdict) -> Group:
     table.add_column("check", no_wrap=True)
     table.add_column("result", no_wrap=True)
     table.add_column("detail")
-    table.add_row(
-        "tokens/s (VM)", fmt_num(v.run.tokens_per_s), escape(f"{device_count(v.gpus, v.recipe)} ({v.gpus_source})")
-    )
+    table.add_row("tokens/s (VM)", fmt_num(v.run.tokens_per_s), f"{device_count(v.gpus, v.recipe)} ({v.gpus_source})")
     if pub is not None:
         where = published_phrase(pub, v.recipe.demo)
     else:
         where = f"no published {v.scenario} result in recipe {v.recipe.name}"
-    table.add_row("tokens/s per GPU", fmt_num(v.per_gpu), escape(where))
+    table.add_row("tokens/s per GPU", fmt_num(v.per_gpu), where)
     if v.band and pub is not None:
         table.add_row(
             f"band ±{pub.band_pct:g}%",
@@ -43,8 +40,8 @@ def render_verdict(v: Verdict) -> Group:
             "deviation " + (f"{v.deviation_pct:+.1f}%" if v.deviation_pct is not None else "unknown"),
         )
     for c in v.checks:
-        mark = "[green]ok[/]" if c.ok else "[red]no[/]" if c.ok is False else "[dim]n/a[/]"
-        table.add_row(c.name, mark, escape(c.detail))
+        mark = Text("ok", "green") if c.ok else Text("no", "red") if c.ok is False else Text("n/a", "dim")
+        table.add_row(c.name, mark, c.detail)
     head = Text.assemble(("Verdict: ", "bold"), (v.status, _STYLE[v.status]))
     why = [Text(f"  - {r}") for r in v.reasons]
     notes = [Text(f"  note: {n}", style="dim") for n in v.notes]
@@ -70,17 +67,17 @@ def render_rack(report: RackReport) -> Group:
         v = r.verdict
         style = _ROW_STYLE.get(r.status, "yellow")
         if v is None:
-            per_vm.add_row(escape(r.name), "-", "-", "-", f"[{style}]{r.status}[/]", escape(r.problem or ""))
+            per_vm.add_row(r.name, "-", "-", "-", Text(r.status, style), r.problem or "")
             continue
         dev = f"{v.deviation_pct:+.1f}%" if v.deviation_pct is not None else "-"
         note = "; ".join(v.reasons) + ("" if r.counted else " (excluded from the total)")
         per_vm.add_row(
-            escape(r.name),
+            r.name,
             fmt_num(v.run.tokens_per_s),
             fmt_num(v.per_gpu),
             dev,
-            f"[{style}]{r.status}[/]",
-            escape(note.strip()),
+            Text(r.status, style),
+            note.strip(),
         )
     parts: list[Any] = [summary, per_vm]
     if report.missing_count:

@@ -18,6 +18,11 @@ from repro.core.textsafe import terminal_safe
 
 
 class SafeConsole(Console):
+    """Made with markup=False: a string from data (a host name, a ledger field) is never read as Rich markup.
+
+    Styling comes from Text objects; only a print(..., markup=True) of a string we built parses markup.
+    """
+
     def render(self, renderable: RenderableType, options: ConsoleOptions | None = None) -> Iterable[Segment]:
         for seg in super().render(renderable, options):
             if seg.control is None and seg.text:

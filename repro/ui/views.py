@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
@@ -140,5 +139,5 @@ class ValidationReport:
         t.add_column("recipe")
         t.add_column("result")
         for p, e in self.rows:
-            t.add_row(p, "[green]valid[/]" if e is None else f"[red]{escape(e)}[/]")
+            t.add_row(p, Text("valid", "green") if e is None else Text(e, "red"))
         return t
