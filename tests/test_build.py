@@ -80,7 +80,7 @@ def test_serve_commands_give_each_rank_its_gpus_and_port() -> None:
     assert serve[0].argv[serve[0].argv.index("--backend") + 1] == "pytorch"
     gb200 = get_recipe("nd-gb200-v6")
     s0 = q.serve_commands(gb200, q.paths_for(gb200))[0].argv
-    assert s0[s0.index("--tokenizer") + 1] == "meta-llama/Llama-2-70b-chat-hf"
+    assert s0[s0.index("--tokenizer") + 1] == "/workspace/models/Llama-2-70b-chat-hf"
     assert s0[s0.index("--max_num_tokens") + 1] == "3584"
 
 

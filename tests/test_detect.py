@@ -139,3 +139,27 @@ def test_explicit_recipe_wins_and_unknown_name_is_rejected():
     with pytest.raises(RecipeError) as exc:
         select_recipe(info, "nd-a100")
     assert "Unknown recipe 'nd-a100'" in exc.value.message
+
+
+def test_a_demo_in_the_ledger_does_not_outrank_detected_gpus(imds, monkeypatch: pytest.MonkeyPatch) -> None:
+    """README command 1 records the demo; on the GPU VM, `repro setup` and `run` must plan the VM's recipe."""
+    from typer.testing import CliRunner
+
+    from repro.cli import app
+    from repro.core.ledger import Ledger
+    from repro.core.recipes import get_recipe
+    from repro.core.systems import DEMO_OUTRANKED, resolve_recipe
+    from repro.core.workspace import Workspace
+
+    ws = Workspace.open()
+    ws.ensure()
+    led = Ledger.load(ws.ledger_path)
+    led.start("run-offline", get_recipe("demo").hash(), recipe="demo")
+    led.finish("run-offline", [])
+    assert resolve_recipe(None, ws, info=SystemInfo(None))[0].name == "demo"  # no GPU here: the demo it is
+    chosen, why = resolve_recipe(None, ws, info=SystemInfo("Standard_ND128isr_NDR_GB200_v6"))
+    assert chosen.name == "nd-gb200-v6" and DEMO_OUTRANKED in why and "Standard_ND128isr_NDR_GB200_v6" in why
+    monkeypatch.setenv("REPRO_IMDS_URL", imds({"compute": {"vmSize": "Standard_ND128isr_GB300_v6"}}))
+    res = CliRunner().invoke(app, ["setup", "--dry-run", "--json"])
+    assert json.loads(res.stdout)["details"]["recipe"] == "nd-gb300-v6", res.output
+    assert "Recipe nd-gb300-v6: detected Azure VM size Standard_ND128isr_GB300_v6" in res.stderr

@@ -148,3 +148,15 @@ def test_hf_answers_a_sample_at_its_eos_not_at_the_end_of_its_batch(demo_paths) 
     assert sink.done[100].tolist() == first_run[100][: first_run[100].index(eos, 1) + 1]
     assert ends_late and len(sink.calls) >= 2 and 100 in sink.calls[0]
     assert not set(ends_late) & set(sink.calls[0])
+
+
+@pytest.mark.parametrize("name", [*RUNNABLE_GPU, "nc-h100-v5"])
+def test_servers_read_the_tokenizer_from_the_downloaded_checkpoint(name: str) -> None:
+    """GB200 servers asked the gated hub for `meta-llama/Llama-2-70b-chat-hf` with no token and no cache mounted."""
+    from repro.engine import quantize as q
+
+    recipe = get_recipe(name)
+    paths = q.paths_for(recipe)
+    for serve in q.serve_commands(recipe, paths):
+        tokenizer = serve.argv[serve.argv.index("--tokenizer") + 1]
+        assert tokenizer.startswith("/workspace/") and recipe.model.repo_id not in serve.argv

@@ -279,7 +279,7 @@ def _run(
     served_model: str | None = None,
 ) -> None:
     from repro.core.errors import Interrupted
-    from repro.core.systems import resolve_recipe
+    from repro.core.systems import DEMO_OUTRANKED, resolve_recipe
     from repro.core.workspace import Workspace
     from repro.results.verify import verify_dir
     from repro.run.harness import run_benchmark
@@ -290,7 +290,11 @@ def _run(
 
     heartbeat_interval()  # a bad REPRO_HEARTBEAT_S is an input error now, not a traceback an hour into the run
     ws = Workspace.open(workspace)
-    chosen, _ = resolve_recipe(recipe, ws)
+    chosen, why = resolve_recipe(recipe, ws)
+    if DEMO_OUTRANKED in why:
+        from repro.ui.output import info
+
+        info(f"Recipe {chosen.name}: {why}.")
     if not dry_run:
         _sigterm_as_interrupt()
     try:

@@ -185,6 +185,9 @@ def select_recipe(info: SystemInfo, explicit: str | None = None) -> tuple[Recipe
     return recipe, why
 
 
+DEMO_OUTRANKED = "the demo recorded in the workspace ledger does not outrank real GPUs"
+
+
 def resolve_recipe(
     explicit: str | None, ws: Workspace | None = None, *, info: SystemInfo | None = None
 ) -> tuple[Recipe, str]:
@@ -204,5 +207,12 @@ def resolve_recipe(
         except LedgerError:
             remembered = None
         if remembered:
-            return get_recipe(remembered), "recorded in the workspace ledger"
+            recipe = get_recipe(remembered)
+            if not recipe.demo:
+                return recipe, "recorded in the workspace ledger"
+            # A rehearsal on the CPU demo must not plan the demo again on the GPU VM it rehearsed for.
+            found, why = match_recipe(info if info is not None else detect_system())
+            if found is not None:
+                return found, f"detected {why}; {DEMO_OUTRANKED}"
+            return recipe, "recorded in the workspace ledger"
     return select_recipe(info if info is not None else detect_system())

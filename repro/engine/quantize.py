@@ -205,7 +205,9 @@ def serve_commands(recipe: Recipe, p: Paths) -> list[ServeInstance]:
             "--max_beam_width",
             str(t.runtime_flags.get("max_beam_width", 1)),
             "--tokenizer",
-            recipe.model.repo_id if engine else str(p.checkpoint_dir),
+            # The folder `repro setup` downloaded: a hub id would make every server fetch the gated repo, and the
+            # server containers get no token and no hub cache.
+            str(p.model_dir) if engine else str(p.checkpoint_dir),
             "--backend",
             serve_backend(recipe),
         ]
