@@ -27,6 +27,13 @@ def debug_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 30
     )
 
 
+def assert_one_error(err: str) -> None:
+    """One `error:` line, then at most the `Next:` line with one command."""
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert lines[0].startswith("error: ") and len(lines) <= 2, err
+    assert len(lines) == 1 or lines[1].startswith("Next: "), err
+
+
 # ---- item 7: one line, exit 2, for every bad value at the option edge ----------------------------------------
 
 BAD_OPTIONS = [
@@ -53,8 +60,8 @@ BAD_OPTIONS = [
 def test_7_bad_option_value_is_one_line_exit_2(scenario: str, option: str, value: str, tmp_path: Path) -> None:
     proc = cli("run", scenario, "--recipe", "demo", "--workspace", str(tmp_path), "--dry-run", option, value)
     err = one_line_error(proc)
-    assert len([ln for ln in err.splitlines() if ln.strip()]) == 1, err
-    assert option in err and "Next: " in err
+    assert_one_error(err)
+    assert option in err
     assert not any(tmp_path.iterdir()), "a refused value wrote into the workspace"
 
 
@@ -71,7 +78,8 @@ def test_7_heartbeat_env_out_of_range(value: str, tmp_path: Path) -> None:
         env={"REPRO_HEARTBEAT_S": value},
     )
     err = one_line_error(proc)
-    assert "REPRO_HEARTBEAT_S" in err and len(err.strip().splitlines()) == 1
+    assert "REPRO_HEARTBEAT_S" in err
+    assert_one_error(err)
 
 
 @pytest.mark.parametrize(
