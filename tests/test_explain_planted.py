@@ -1,0 +1,84 @@
+"""`repro explain` on real LoadGen runs of the sim backend with one planted cause each (issue 27).
+
+Every run here is a real mlperf_loadgen run (labelled simulated), each in its own `repro run offline` process as a
+user runs them (LoadGen reads mlperf.conf once per process: a second run in one process gets other seeds, which
+explain rightly reports). The cause is planted in what the run does, never in its files, and explain must name it
+first. A run with nothing planted must name nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from repro.core.recipes import get_recipe
+from repro.core.workspace import Workspace
+from repro.report.explain import explain
+from repro.setup.dataset import save_prepared
+
+RECIPE = "nd-h100-v5"
+RATE = 6_000.0
+SAMPLES = 160
+
+
+@pytest.fixture
+def ws() -> Workspace:
+    ws = Workspace.open().ensure()
+    rng = np.random.default_rng(7)
+    prompts = [rng.integers(3, 32000, size=int(rng.integers(100, 900))).tolist() for _ in range(SAMPLES)]
+    olens = rng.integers(150, 450, size=SAMPLES).tolist()
+    folder = ws.preprocessed / get_recipe(RECIPE).dataset.name
+    save_prepared(folder, "mlperf-openorca", prompts, olens, [f"r{i}" for i in range(SAMPLES)], source="test")
+    return ws
+
+
+CLI = [sys.executable, "-c", "from repro.cli import main; main()"]
+
+
+def _run(ws: Workspace, recipe: str = RECIPE, rate: float = RATE) -> Path:
+    before = set((ws.runs / RECIPE / "Offline").glob("*")) if (ws.runs / RECIPE / "Offline").is_dir() else set()
+    argv = [*CLI, "run", "offline", "--recipe", recipe, "--backend", "sim", "--samples", str(SAMPLES)]
+    argv += ["--sim-rate", str(rate)]
+    env = {**os.environ, "REPRO_HOME": str(ws.root)}
+    done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=300, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    (new,) = set((ws.runs / RECIPE / "Offline").glob("*")) - before
+    return new
+
+
+def test_nothing_planted_names_nothing(ws: Workspace) -> None:
+    base, again = _run(ws), _run(ws)
+    e = explain(again, against=str(base))
+    assert e.causes == [], [c.title for c in e.causes]
+    assert e.label == "simulated" and e.to_json()["reproduction"] is False
+    assert e.tokens.input_source.startswith("measured") and e.tokens.input_per_sample == pytest.approx(
+        e.tokens.input_per_sample
+    )
+
+
+def test_a_slower_server_is_the_top_cause(ws: Workspace) -> None:
+    base, slow = _run(ws), _run(ws, rate=RATE * 0.7)
+    e = explain(slow, against=str(base))
+    assert e.deviation_pct is not None and e.deviation_pct < -20
+    assert e.causes[0].area == "server" and e.causes[0].title.startswith("the server or its GPUs are slower")
+    assert any("the answers did not change" in x for x in e.causes[0].evidence)
+
+
+def test_early_stopping_outputs_are_the_top_cause(ws: Workspace) -> None:
+    base = _run(ws)
+    doc = yaml.safe_load((Path(__file__).resolve().parents[1] / "recipes" / f"{RECIPE}.yaml").read_text())
+    doc["loadgen"]["max_tokens"] = 120  # a server configured to stop at 120 tokens
+    edited = ws.root / f"{RECIPE}.yaml"
+    edited.write_text(yaml.safe_dump(doc))
+    short = _run(ws, recipe=str(edited))
+    e = explain(short, against=str(base))
+    top = e.causes[0]
+    assert top.area == "tokens" and top.title == "output length: the server stops early"
+    assert top.impact_pct is not None and top.impact_pct < 0
+    assert e.run.tokens_per_sample is not None and e.run.tokens_per_sample <= 121
