@@ -60,6 +60,8 @@ def _guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
                 exit_code=explained.exit_code,
                 as_json=bool(kwargs.get("json")),
             )
+            if getattr(exc, "abandoned_threads", False):
+                _state["abandoned"] = True
             raise typer.Exit(explained.exit_code) from None
 
     return wrapper
@@ -200,4 +202,11 @@ def main(args: list[str] | None = None) -> None:
     except Exception as exc:  # noqa: BLE001 - a bug keeps its traceback, redacted like --debug
         sys.stderr.write(traceback_text(exc))
         sys.exit(1)
-    sys.exit(rv if isinstance(rv, int) else 0)
+    code = rv if isinstance(rv, int) else 0
+    if _state.get("abandoned"):
+        # A stopped Server run leaves LoadGen's scheduler thread in C++; interpreter shutdown would wait for it or
+        # crash in its destructors. Everything is written and marked, so leave now with the signal's exit code.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    sys.exit(code)

@@ -46,6 +46,8 @@ class Interrupted(ReproError):
     """The user pressed Ctrl-C; partial work was kept and marked incomplete."""
 
     exit_code = 130
+    # True when a LoadGen thread is still waiting out its schedule: the console script then exits at once.
+    abandoned_threads = False
 
 
 @dataclass(frozen=True)

@@ -645,7 +645,8 @@ def run_benchmark(
             worker.start()
             if on_started is not None:
                 on_started(sut)
-            while not sut.finished.is_set():
+            give_up = float("inf")
+            while not sut.finished.is_set() and time.monotonic() < give_up:
                 try:
                     sut.finished.wait(0.25)
                     progress_view.update(sut)
@@ -655,11 +656,13 @@ def run_benchmark(
                     interrupted, stop_signal = True, _signal_name(stop)
                     progress_view.interrupted(sut)
                     sut.stop()
+                    give_up = time.monotonic() + INTERRUPT_GRACE_S
             progress_view.finish(sut)
     except KeyboardInterrupt as stop:
         interrupted, stop_signal = True, _signal_name(stop)
         if sut is not None:
             sut.stop()
+            sut.finished.wait(INTERRUPT_GRACE_S)
     except ReproError as exc:
         _record_failure(log_dir, run_dir, finish, ledger, step, exc.message)
         _cleanup(be, sut, sampler, info, worker, fleet)
@@ -682,14 +685,25 @@ def run_benchmark(
     if interrupted:
         why = f"interrupted by {STOP_SIGNALS.get(stop_signal, stop_signal)}"
         info["signal"] = stop_signal
+        abandoned = sut is not None and not sut.finished.is_set()
+        info["loadgen_finished"] = not abandoned
+        _mark_interrupted_summary(log_dir, stop_signal)
         _record_failure(
             log_dir, run_dir, lambda st, err: finish("interrupted", err), ledger, step, why, signal=stop_signal
         )
-        raise Interrupted(
-            f"Interrupted ({stop_signal}); LoadGen stopped cleanly and the partial logs in {log_dir} "
-            "are marked incomplete.",
-            f"`repro run {scenario.lower()}` to start again",
+        how = (
+            "LoadGen was still waiting out its minimum duration and was left behind"
+            if abandoned
+            else "LoadGen stopped cleanly"
         )
+        stopped = Interrupted(
+            f"Interrupted ({stop_signal}); repro stopped issuing and answered what was in flight, {how}; "
+            f"the partial logs in {log_dir} are marked interrupted.",
+            f"`repro run {scenario.lower()}` to start again",
+            exit_code=SIGNAL_EXIT.get(stop_signal, 130),
+        )
+        stopped.abandoned_threads = abandoned
+        raise stopped
     empty = _empty_logs(log_dir)
     if empty:
         msg = f"LoadGen wrote empty logs ({', '.join(empty)}); is the disk full?"
@@ -728,6 +742,28 @@ def run_benchmark(
             **summary,
         },
     )
+
+
+# After Ctrl-C/SIGTERM: how long LoadGen gets to return once nothing is in flight. Offline returns at once; Server
+# keeps its schedule to min_duration, so it is left behind and the process exits (exit 130/143).
+INTERRUPT_GRACE_S = 5.0
+SIGNAL_EXIT = {"SIGINT": 130, "SIGTERM": 143, "SIGHUP": 129}
+INTERRUPTED_MARK = " * Run interrupted by {signal}: repro stopped issuing queries; this partial run is not a result"
+
+
+def _mark_interrupted_summary(log_dir: Path, stop_signal: str) -> None:
+    """LoadGen judges only what it saw: a run cut short can read `Result is : VALID`. It never does here."""
+    path = log_dir / "mlperf_log_summary.txt"
+    with contextlib.suppress(OSError, UnicodeDecodeError):
+        text = path.read_text(encoding="utf-8")
+        if not text:
+            return
+        mark = INTERRUPTED_MARK.format(signal=stop_signal)
+        text = text.replace("Result is : VALID", "Result is : INVALID", 1)
+        lines = text.splitlines(keepends=True)
+        at = next((i + 1 for i, line in enumerate(lines) if line.startswith("Result is :")), 0)
+        lines.insert(at, mark + "\n")
+        atomic_write_text(path, "".join(lines))
 
 
 STOP_SIGNALS = {
@@ -801,7 +837,9 @@ def _cleanup(
 ) -> None:
     if worker is not None and worker.ident is not None and sut is not None and not sut.finished.is_set():
         sut.stop()
-        sut.finished.wait()
+        # Server and Interactive schedule queries until min_duration whatever the SUT answers; after a signal
+        # repro does not wait that out (up to 40 min on the GPU recipes).
+        sut.finished.wait(INTERRUPT_GRACE_S if sut.stopping else None)
     if be is not None:
         try:
             info["backend_stats"] = be.stats()
