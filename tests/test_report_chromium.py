@@ -195,3 +195,54 @@ def test_checker_catches_broken_images_and_external_resources(fixtures: Path, tm
     widths = [w for _, w, _ in result["images"]]
     assert widths.count(0) == 2
     assert any("Content Security Policy" in e or "Refused" in e for e in result["errors"]), result["errors"]
+
+
+def layout_at(path: Path, profile: Path, width: int, shot: Path) -> dict[str, Any]:
+    """Open the page in a `width`-px window: page and table widths, one-line cells, and a PNG screenshot."""
+    browser = Browser(profile)
+    try:
+        target = browser.send("Target.createTarget", {"url": "about:blank"})["targetId"]
+        session = browser.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
+        browser.send("Page.enable", session=session)
+        browser.send(
+            "Emulation.setDeviceMetricsOverride",
+            {"width": width, "height": 900, "deviceScaleFactor": 1, "mobile": False},
+            session=session,
+        )
+        browser.send("Page.navigate", {"url": path.resolve().as_uri()}, session=session)
+        browser.wait_event("Page.loadEventFired")
+        probe = """JSON.stringify({
+            scroll: document.documentElement.scrollWidth, inner: window.innerWidth,
+            tables: [...document.querySelectorAll('table')].map(t => t.getBoundingClientRect().right),
+            tall: [...document.querySelectorAll('td.w, th')].filter(c => {
+                const s = getComputedStyle(c); const line = parseFloat(s.lineHeight) || parseFloat(s.fontSize) * 1.4;
+                return c.getBoundingClientRect().height > 2 * line + parseFloat(s.paddingTop) * 2 + 2;
+            }).map(c => c.innerText)})"""
+        found = json.loads(
+            browser.send("Runtime.evaluate", {"expression": probe, "returnByValue": True}, session=session)["result"][
+                "value"
+            ]
+        )
+        import base64
+
+        png = browser.send("Page.captureScreenshot", {"format": "png", "captureBeyondViewport": True}, session=session)
+        shot.write_bytes(base64.b64decode(png["data"]))
+    finally:
+        browser.close()
+    return found
+
+
+def test_gb300_rack_report_fits_1400_px_without_a_horizontal_scrollbar(
+    fixtures: Path, tmp_path: Path, profile: Path
+) -> None:
+    page = tmp_path / "rack.html"
+    page.write_text(render_html(build_report([fixtures / "azure-nd-gb300-v6-rack"])))
+    shot = tmp_path / "rack-1400.png"
+    found = layout_at(page, profile, 1400, shot)
+    assert found["scroll"] <= found["inner"] == 1400, found
+    assert all(right <= 1400 for right in found["tables"]), found
+    assert found["tall"] == [], f"cells that wrapped: {found['tall']}"
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 10_000
+    html = page.read_text()
+    assert 'title="mlcommons/inference_results_v5.1' in html and "ND_GB300_v6_4" in html
+    assert html.index(">ND_GB300_v6_4<") < html.index(">ND_GB300_v6_16<")  # natural order, not 1, 16, 4

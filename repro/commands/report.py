@@ -33,7 +33,6 @@ def report(
 ) -> None:
     """Compare your runs with every published result, with plots, business and efficiency figures."""
     from repro.core.fsutil import atomic_write_text, check_output
-    from repro.report.html import render_html
     from repro.report.model import build_report
     from repro.ui.output import emit, info
 
@@ -42,9 +41,15 @@ def report(
         if path is not None:
             check_output(path, result_dirs, kind, "repro report")
     result = build_report(result_dirs, recipe=recipe, gpus=gpus)
-    files = [(p, kind, render) for p, kind, render in ((html, "html", render_html), (markdown, "markdown", None)) if p]
-    for path, kind, render in files:
-        text = render(result) if render else result.to_markdown()
+    for path, kind in ((html, "html"), (markdown, "markdown")):
+        if path is None:
+            continue
+        if kind == "html":
+            from repro.report.html import render_html  # matplotlib: the report extra, only when a plot is drawn
+
+            text = render_html(result)
+        else:
+            text = result.to_markdown()
         if dry_run:
             result.outputs[kind] = f"would write {path} ({len(text.encode()):,} bytes)"
         else:

@@ -8,19 +8,21 @@ from __future__ import annotations
 import base64
 import io
 from html import escape
-from typing import Any
 
 from matplotlib.figure import Figure
 
-from repro.core.fmt import fmt_num
-from repro.report.model import TDP_LABEL, Report
+from repro.report.model import Report
+from repro.report.tables import Chart, Paragraph, Table, natural_key
 
 CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'"
 CSS = """body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}
-table{border-collapse:collapse;margin:.5em 0 1.5em}th,td{border:1px solid #ccc;padding:.25em .6em}
-td.n{text-align:right;font-variant-numeric:tabular-nums}th{background:#f3f3f3}
+table{border-collapse:collapse;margin:.5em 0 .5em}th,td{border:1px solid #ccc;padding:.25em .6em}
+th{background:#f3f3f3;white-space:nowrap}td.w{white-space:nowrap}td.p{overflow-wrap:normal}
+td.n{text-align:right;font-variant-numeric:tabular-nums}
 .banner{background:#fff3cd;border:2px solid #e0a800;padding:.6em 1em;font-weight:bold}
-.own{font-weight:bold}.FAIL{color:#b00}.PASS{color:#070}code{font-size:.9em}img{max-width:100%}"""
+.own{font-weight:bold}.FAIL td:nth-child(5){color:#b00}.PASS td:nth-child(5){color:#070}
+code{font-size:.9em;overflow-wrap:anywhere}ol.src{font-size:.85em;color:#555;margin:0 0 1.5em}
+img{max-width:100%}"""
 
 
 def _png(fig: Figure) -> str:
@@ -33,7 +35,7 @@ def _comparison_fig(report: Report) -> Figure:
     names, values = report.chart_bars()
     fig = Figure(figsize=(8, 0.45 * len(names) + 1.2))
     ax = fig.add_subplot()
-    colors = ["#999999" if n.endswith("(published)") else "#1f77b4" for n in names]
+    colors = ["#999999" if n.endswith("(published)") else _yours_colour(report) for n in names]
     ax.barh(names, values, color=colors)
     own = next((c for c in report.comparisons if c.own), None)
     if own:
@@ -48,6 +50,12 @@ def _comparison_fig(report: Report) -> Figure:
 STANDING_MAX_ROWS = 40
 
 
+def _yours_colour(report: Report) -> str:
+    """Red means outside the band; inside it (or with no band to be inside) the run is green or blue."""
+    inside = report.own_in_band()
+    return "#1f77b4" if inside is None else "#2ca02c" if inside else "#d62728"
+
+
 def _standing_fig(report: Report) -> Figure:
     """Every published result for the run's accelerator as a bar, the run as a red bar in its ranked place."""
     st = report.standing
@@ -55,7 +63,7 @@ def _standing_fig(report: Report) -> Figure:
     rows = st.rows[:STANDING_MAX_ROWS]
     bars = [
         (
-            f"{r.label} {r.submitter} {r.system_folder[:28]} ({r.round}, {r.total_accelerators} GPUs)",
+            f"{r.label} {r.submitter} {r.system_folder} ({r.round}, {r.total_accelerators} GPUs)",
             r.per_accelerator,
             "#999999",
         )
@@ -63,12 +71,16 @@ def _standing_fig(report: Report) -> Figure:
     ]
     bars.insert(
         st.rank - 1,
-        (f"yours ({report.recipe.name})" + (f" [{report.label}]" if report.label else ""), st.per_gpu, "#d62728"),
+        (
+            f"yours ({report.recipe.name})" + (f" [{report.label}]" if report.label else ""),
+            st.per_gpu,
+            _yours_colour(report),
+        ),
     )
-    fig = Figure(figsize=(9, 0.32 * len(bars) + 1.4))
+    fig = Figure(figsize=(11, 0.3 * len(bars) + 1.4))
     ax = fig.add_subplot()
     ax.barh([b[0] for b in bars], [b[1] for b in bars], color=[b[2] for b in bars])
-    ax.axvline(st.per_gpu, color="#d62728", lw=1, ls="--")
+    ax.axvline(st.per_gpu, color=_yours_colour(report), lw=1, ls="--")
     ax.set_xlabel("tokens/s per GPU")
     more = f", top {STANDING_MAX_ROWS} shown" if len(st.rows) > STANDING_MAX_ROWS else ""
     ax.set_title(
@@ -76,13 +88,15 @@ def _standing_fig(report: Report) -> Figure:
         + (f" [{report.label}]" if report.label else ""),
         fontsize=9,
     )
-    ax.tick_params(axis="y", labelsize=7)
+    ax.tick_params(axis="y", labelsize=8)
     ax.invert_yaxis()
     return fig
 
 
 def _rack_fig(report: Report) -> Figure:
-    rows = [r for r in report.vm_rows() if r["tokens_per_s_per_gpu"] is not None]
+    rows = sorted(
+        (r for r in report.vm_rows() if r["tokens_per_s_per_gpu"] is not None), key=lambda r: natural_key(r["vm"])
+    )
     fig = Figure(figsize=(8, 3.5))
     ax = fig.add_subplot()
     ax.bar(
@@ -125,15 +139,35 @@ def _roofline_fig(report: Report) -> Figure:
     return fig
 
 
-def _table(head: list[str], rows: list[list[Any]], numeric: set[int]) -> str:
-    out = ["<table><tr>" + "".join(f"<th>{escape(h)}</th>" for h in head) + "</tr>"]
-    for row in rows:
-        cells = "".join(
-            f'<td class="n">{escape(str(c))}</td>' if i in numeric else f"<td>{escape(str(c))}</td>"
-            for i, c in enumerate(row)
+_FIGURES = {"comparison": _comparison_fig, "standing": _standing_fig, "rack": _rack_fig, "roofline": _roofline_fig}
+
+
+def _table(t: Table, tid: str) -> str:
+    """Names and numbers never wrap (`nowrap`); prose columns wrap between words; a source is a short [n] link
+    whose full path is its title and a footnote under the table."""
+    out = ["<table><tr>" + "".join(f"<th>{escape(c.name)}</th>" for c in t.columns) + "</tr>"]
+    for i, row in enumerate(t.rows):
+        cls = t.row_class[i] if i < len(t.row_class) else ""
+        cells = []
+        for col, value in zip(t.columns, row, strict=True):
+            klass = ("n " if col.numeric else "") + ("p" if col.prose else "w")
+            text = escape(value)
+            if t.footnotes and value.startswith("[") and "]" in value:
+                n = value[1 : value.index("]")]
+                if n.isdigit() and 0 < int(n) <= len(t.footnotes):
+                    full = escape(t.footnotes[int(n) - 1])
+                    rest = escape(value[value.index("]") + 1 :])
+                    text = f'<a href="#{tid}-{n}" title="{full}">[{n}]</a>{rest}'
+            cells.append(f'<td class="{klass}">{text}</td>')
+        out.append(f'<tr class="{escape(cls)}">' + "".join(cells) + "</tr>")
+    out.append("</table>")
+    if t.footnotes:
+        out.append(
+            '<ol class="src">'
+            + "".join(f'<li id="{tid}-{n}"><code>{escape(f)}</code></li>' for n, f in enumerate(t.footnotes, 1))
+            + "</ol>"
         )
-        out.append(f"<tr>{cells}</tr>")
-    return "".join(out) + "</table>"
+    return "".join(out)
 
 
 def render_html(report: Report) -> str:
@@ -145,127 +179,27 @@ def render_html(report: Report) -> str:
 
 
 def _render_html(report: Report) -> str:
-    lab = f" [{report.label}]" if report.label else ""
     parts = [f"<h1>{escape(report.title)}</h1>"]
     if report.banner:
         parts.append(f'<p class="banner">{escape(report.banner)}</p>')
-    parts.append(
-        f"<p>Measured: <b>{fmt_num(report.per_gpu)} tokens/s per GPU</b> over {len(report.used)} VM(s), "
-        f"{fmt_num(report.total_tokens_per_s)} tokens/s in total{escape(lab)}.</p>"
-    )
-    parts.append(f"<h2>1. Against every published result{escape(lab)}</h2>")
-    parts.append(
-        _table(
-            ["system", "GPU", "published tok/s/GPU", "band", "yours", "deviation", "in band", "status", "source"],
-            [
-                [
-                    ("* " if c.own else "") + c.recipe,
-                    c.gpu,
-                    fmt_num(c.published_per_gpu),
-                    f"{fmt_num(c.band[0])}–{fmt_num(c.band[1])}",
-                    fmt_num(report.per_gpu),
-                    f"{c.deviation_pct:+.1f}%",
-                    "yes" if c.in_band else "no",
-                    c.status,
-                    c.source,
-                ]
-                for c in report.comparisons
-            ],
-            {2, 4, 5},
-        )
-    )
-    parts.append(f'<img alt="tokens/s per GPU, yours vs published" src="{_png(_comparison_fig(report))}">')
-    if report.standing:
-        parts.append(f"<p>{escape(report.standing.sentence + lab)}</p>")
-        parts.append(
-            f'<img alt="your run among the published {escape(report.standing.accelerator)} results" '
-            f'src="{_png(_standing_fig(report))}">'
-        )
-    parts.append(f"<h2>2. {'Rack table' if report.multi else 'Run'}{escape(lab)}</h2>")
-    parts.append(
-        _table(
-            ["VM", "tokens/s", "per GPU", "deviation", "verdict", "mean W", "tokens/J", "source"],
-            [
-                [
-                    r["vm"],
-                    fmt_num(r["tokens_per_s"]),
-                    fmt_num(r["tokens_per_s_per_gpu"]),
-                    f"{r['deviation_pct']:+.1f}%" if r["deviation_pct"] is not None else "-",
-                    r["status"] + ("" if r["counted"] else " (excluded)"),
-                    fmt_num(r["mean_watts"], 0) if r["mean_watts"] else "-",
-                    fmt_num(r["tokens_per_joule"], 2) if r["tokens_per_joule"] else "-",
-                    r["summary"] or r["folder"],
-                ]
-                for r in report.vm_rows()
-            ],
-            {1, 2, 3, 5, 6},
-        )
-    )
-    if report.multi:
-        stats = report.rack.to_json()["stats"]
-        rack = report.recipe.published.rack
-        if stats:
-            parts.append(
-                _table(
-                    ["", "measured", "published"],
-                    [
-                        ["VMs", f"{stats['vms']:.0f}", rack.vms if rack else "-"],
-                        ["total tokens/s", fmt_num(stats["total"]), fmt_num(rack.total_tokens_per_s) if rack else "-"],
-                        ["mean per VM", fmt_num(stats["mean"]), fmt_num(rack.mean_tokens_per_s) if rack else "-"],
-                        ["min per VM", fmt_num(stats["min"]), fmt_num(rack.min_tokens_per_s) if rack else "-"],
-                        ["max per VM", fmt_num(stats["max"]), fmt_num(rack.max_tokens_per_s) if rack else "-"],
-                    ],
-                    {1, 2},
-                )
-            )
-        parts.append(f'<img alt="tokens/s per GPU per VM with the published band" src="{_png(_rack_fig(report))}">')
-    parts.append(
-        f"<h2>3. Business translation{escape(lab)}</h2><p>interactions/s = tokens/s / tokens per interaction</p>"
-    )
-    parts.append(
-        _table(
-            ["profile", "tokens/interaction", "per GPU", "per VM", "total"],
-            [
-                [
-                    b.profile,
-                    f"{b.tokens_per_interaction:,}",
-                    fmt_num(b.per_gpu, 2),
-                    fmt_num(b.per_vm, 1),
-                    fmt_num(b.total, 1),
-                ]
-                for b in report.business
-            ],
-            {1, 2, 3, 4},
-        )
-    )
-    parts.append(f"<h2>4. Efficiency{escape(lab)}</h2>")
-    eff = [
-        [
-            f"measured (NVML), {m.vm}",
-            fmt_num(m.tokens_per_joule, 2),
-            f"{m.power.path} ({m.power.gpus} GPUs, mean {m.power.mean_watts_total:,.0f} W)",
-        ]
-        for m in report.measured
-    ]
-    if not eff:
-        eff.append(["measured (NVML)", "not measured", "no power.csv in the run folders"])
-    eff += [[f"{TDP_LABEL}: {n}", fmt_num(v, 2), g] for n, g, v in report.tdp]
-    parts.append(_table(["what", "tokens/J (= tokens/s per W)", "from"], eff, {1}))
-    parts.append(f"<h2>5. Roofline{escape(lab)}</h2>")
-    if report.roof:
-        parts.append(
-            f"<p><code>{escape(report.roof.explanation)}</code></p><p>Bound "
-            f"{fmt_num(report.roof.bound_tokens_per_s)} tokens/s per GPU; yours {fmt_num(report.per_gpu)} = "
-            f"{(report.roof.fraction or 0) * 100:.1f}% of it.</p>"
-        )
-        parts.append(f'<img alt="roofline" src="{_png(_roofline_fig(report))}">')
-    else:
-        parts.append(f"<p>Not computed ({escape(report.recipe.name)} has no memory bandwidth).</p>")
-    if report.notes:
-        parts.append("<h2>Notes</h2><ul>" + "".join(f"<li>{escape(n)}</li>" for n in report.notes) + "</ul>")
-    parts.append(
-        "<h2>Sources</h2><ul>" + "".join(f"<li><code>{escape(str(p))}</code></li>" for p in report.sources) + "</ul>"
-    )
+    parts.append(f"<p>{escape(report.headline)}</p>")
+    n_tables = 0
+    for section in report.sections():
+        parts.append(f"<h2>{escape(section.heading)}</h2>")
+        listed = section.heading in ("Notes", "Sources")
+        if listed:
+            parts.append("<ul>")
+        for block in section.blocks:
+            if isinstance(block, Table):
+                n_tables += 1
+                parts.append(_table(block, f"t{n_tables}"))
+            elif isinstance(block, Paragraph):
+                body = f"<code>{escape(block.text)}</code>" if block.code else escape(block.text)
+                parts.append(f"<li>{body}</li>" if listed else f"<p>{body}</p>")
+            elif isinstance(block, Chart):
+                parts.append(f'<img alt="{escape(block.alt)}" src="{_png(_FIGURES[block.kind](report))}">')
+        if listed:
+            parts.append("</ul>")
     return (
         f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'

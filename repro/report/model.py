@@ -11,14 +11,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import plotext
-
 from repro.core.errors import InputError
 from repro.core.fmt import fmt_num
 from repro.core.published import Accelerator, PublishedResult, load_index
 from repro.core.recipes import Recipe, all_recipes
-from repro.core.textsafe import md_cell, md_code
 from repro.report.roofline import Roofline, roofline
+from repro.report.tables import ALWAYS, Chart, Column, Paragraph, Section, Table, footnote_ref, natural_key
 from repro.results.aggregate import RackReport, VMRow, aggregate
 from repro.results.verify import Verdict
 from repro.run.power import PowerSummary, read_power
@@ -290,21 +288,6 @@ class Report:
             "outputs": self.outputs,
         }
 
-    def terminal_chart(self, width: int = 100) -> str:
-        """Per-GPU tokens/s of the runs and every published system, as plotext bars."""
-        names, values = self.chart_bars()
-        if not values:
-            return "(no chart: no tokens/s value is a plottable number)"
-        fig = plotext.figure
-        fig.clear()
-        fig.draw(fig.bar(names, values, orientation="horizontal", labeled=[f"{v:,.0f}" for v in values]))
-        fig.ruler("x").lim(0, max(values) * 1.1)
-        fig.plot_size(width, 3 * len(names) + 4)
-        fig.title("tokens/s per GPU" + (f" [{self.label}]" if self.label else ""))
-        out = fig.build().string(colorless=True)
-        fig.clear()
-        return out
-
     def chart_bars(self) -> tuple[list[str], list[float]]:
         names = [f"{r.name} (yours{', ' + lbl if (lbl := _verdict(r).run.label) else ''})" for r in self.used]
         values = [_verdict(r).per_gpu for r in self.used]
@@ -314,84 +297,214 @@ class Report:
         kept = [(n, float(v)) for n, v in zip(names, values, strict=True) if v is not None and 0 <= v <= MAX_PLOTTED]
         return [n for n, _ in kept], [v for _, v in kept]
 
-    def to_markdown(self) -> str:
+    @property
+    def headline(self) -> str:
         lab = f" [{self.label}]" if self.label else ""
-        lines = [f"# {md_cell(self.title)}", ""]
-        if self.banner:
-            lines += [f"> **{md_cell(self.banner)}**", ""]
-        lines += [
-            f"Measured: **{fmt_num(self.per_gpu)} tokens/s per GPU** over {len(self.used)} VM(s), "
-            f"{fmt_num(self.total_tokens_per_s)} tokens/s in total{lab}.",
-            "",
-            f"## 1. Against every published result (tokens/s per GPU){lab}",
-            "",
-            "| system | GPU | published | band | yours | deviation | in band | status |",
-            "|---|---|---:|---|---:|---:|---|---|",
-        ]
-        for c in self.comparisons:
-            lines.append(
-                f"| {'**' + c.recipe + '**' if c.own else c.recipe} | {c.gpu} | {fmt_num(c.published_per_gpu)} | "
-                f"{fmt_num(c.band[0])}–{fmt_num(c.band[1])} | {fmt_num(self.per_gpu)} | {c.deviation_pct:+.1f}% | "
-                f"{'yes' if c.in_band else 'no'} | {c.status} |"
+        return (
+            f"Measured: {fmt_num(self.per_gpu)} tokens/s per GPU over {len(self.used)} VM(s), "
+            f"{fmt_num(self.total_tokens_per_s)} tokens/s in total{lab}."
+        )
+
+    def own_in_band(self) -> bool | None:
+        own = next((c for c in self.comparisons if c.own), None)
+        return own.in_band if own else None
+
+    def sections(self) -> list[Section]:
+        """Every table of the report, once: the terminal, Markdown and HTML views all render these."""
+        lab = f" [{self.label}]" if self.label else ""
+        out = [self._published_section(lab), self._run_section(lab)]
+        business = Table(
+            [
+                Column("profile"),
+                Column("tokens/interaction", numeric=True, keep=5),
+                Column("per GPU", numeric=True, keep=8),
+                Column("per VM", numeric=True, keep=7),
+                Column("total", numeric=True),
+            ],
+            [
+                [b.profile, f"{b.tokens_per_interaction:,}", fmt_num(b.per_gpu), fmt_num(b.per_vm), fmt_num(b.total)]
+                for b in self.business
+            ],
+        )
+        out.append(
+            Section(
+                f"3. Business translation{lab}",
+                [Paragraph("interactions/s = tokens/s / tokens per interaction"), business],
             )
-        if self.standing:
-            lines += ["", self.standing.sentence + lab]
-        lines += [
-            "",
-            f"## 2. {'Rack table' if self.multi else 'Run'}{lab}",
-            "",
-            "| VM | tokens/s | per GPU | deviation | verdict | mean W | tokens/J | summary |",
-            "|---|---:|---:|---:|---|---:|---:|---|",
-        ]
-        for row in self.vm_rows():
-            dev = f"{row['deviation_pct']:+.1f}%" if row["deviation_pct"] is not None else "-"
-            lines.append(
-                f"| {md_cell(row['vm'])} | {fmt_num(row['tokens_per_s'])} | "
-                f"{fmt_num(row['tokens_per_s_per_gpu'])} | {dev} | "
-                f"{row['status']}{'' if row['counted'] else ' (excluded)'} | "
-                f"{fmt_num(row['mean_watts'], 0) if row['mean_watts'] else '-'} | "
-                f"{fmt_num(row['tokens_per_joule'], 2) if row['tokens_per_joule'] else '-'} | "
-                f"{md_code(row['summary'] or row['folder'])} |"
-            )
-        if self.multi:
-            lines += ["", self.rack.to_markdown().replace("# Rack result", "### Rack summary", 1)]
-        lines += [
-            "",
-            f"## 3. Business translation{lab}",
-            "",
-            "interactions/s = tokens/s / tokens per interaction",
-            "",
-            "| profile | tokens/interaction | per GPU | per VM | total |",
-            "|---|---:|---:|---:|---:|",
-        ]
-        lines += [
-            f"| {b.profile} | {b.tokens_per_interaction:,} | {fmt_num(b.per_gpu, 2)} | {fmt_num(b.per_vm, 1)} | "
-            f"{fmt_num(b.total, 1)} |"
-            for b in self.business
-        ]
-        lines += ["", f"## 4. Efficiency{lab}", "", "| what | tokens/J (= tokens/s per W) | from |", "|---|---:|---|"]
-        for m in self.measured:
-            lines.append(
-                f"| measured (NVML), {md_cell(m.vm)} | {fmt_num(m.tokens_per_joule, 2)} | {md_code(m.power.path)} "
-                f"({m.power.gpus} GPUs, mean {m.power.mean_watts_total:,.0f} W) |"
-            )
-        if not self.measured:
-            lines.append("| measured (NVML) | not measured | no power.csv in the run folders |")
-        lines += [f"| {TDP_LABEL}: {n} | {fmt_num(v, 2)} | {g} |" for n, g, v in self.tdp]
-        lines += ["", f"## 5. Roofline{lab}", ""]
+        )
+        out.append(Section(f"4. Efficiency{lab}", [self._efficiency_table()]))
+        roof: list[Paragraph | Table | Chart] = []
         if self.roof:
-            lines += [
-                f"`{self.roof.explanation}`",
-                "",
-                f"Bound {fmt_num(self.roof.bound_tokens_per_s)} tokens/s per GPU; yours {fmt_num(self.per_gpu)} = "
-                f"{(self.roof.fraction or 0) * 100:.1f}% of it.",
+            roof += [
+                Paragraph(self.roof.explanation, code=True),
+                Paragraph(
+                    f"Bound {fmt_num(self.roof.bound_tokens_per_s)} tokens/s per GPU; yours {fmt_num(self.per_gpu)} "
+                    f"= {(self.roof.fraction or 0) * 100:.1f}% of it."
+                ),
+                Chart("roofline", "roofline"),
             ]
         else:
-            lines.append(f"Not computed ({self.recipe.name} has no memory bandwidth).")
+            roof.append(Paragraph(f"Not computed ({self.recipe.name} has no memory bandwidth)."))
+        out.append(Section(f"5. Roofline{lab}", roof))
         if self.notes:
-            lines += ["", "## Notes", ""] + [f"- {md_cell(n)}" for n in self.notes]
-        lines += ["", "## Sources", ""] + [f"- {md_code(p)}" for p in self.sources]
-        return "\n".join(lines) + "\n"
+            out.append(Section("Notes", [Paragraph(n) for n in self.notes]))
+        out.append(Section("Sources", [Paragraph(str(p), code=True) for p in self.sources]))
+        return out
+
+    def _published_section(self, lab: str) -> Section:
+        notes: list[str] = []
+        table = Table(
+            [
+                Column("system"),
+                Column("GPU", keep=2),
+                Column("published", numeric=True, keep=8),
+                Column("band", numeric=True, keep=6),
+                Column("yours", numeric=True, keep=3),
+                Column("deviation", numeric=True),
+                Column("in band", keep=7),
+                Column("status", keep=4),
+                Column("source", keep=1),
+            ],
+            [
+                [
+                    c.recipe,
+                    c.gpu,
+                    fmt_num(c.published_per_gpu),
+                    f"{fmt_num(c.band[0])}–{fmt_num(c.band[1])}",
+                    fmt_num(self.per_gpu),
+                    f"{c.deviation_pct:+.1f}%",
+                    "yes" if c.in_band else "no",
+                    c.status,
+                    footnote_ref(notes, c.source),
+                ]
+                for c in self.comparisons
+            ],
+            row_class=["own" if c.own else "" for c in self.comparisons],
+            footnotes=notes,
+        )
+        blocks: list[Paragraph | Table | Chart] = [table, Chart("comparison", "tokens/s per GPU, yours vs published")]
+        if self.standing:
+            blocks += [
+                Paragraph(self.standing.sentence + lab),
+                Chart("standing", f"your run among the published {self.standing.accelerator} results"),
+            ]
+        return Section(f"1. Against every published result (tokens/s per GPU){lab}", blocks)
+
+    def _run_section(self, lab: str) -> Section:
+        notes: list[str] = []
+        rows = sorted(self.vm_rows(), key=lambda r: natural_key(r["vm"]))
+        table = Table(
+            [
+                Column("VM"),
+                Column("tokens/s", numeric=True, keep=8),
+                Column("per GPU", numeric=True),
+                Column("deviation", numeric=True, keep=7),
+                Column("verdict"),
+                Column("mean W", numeric=True, keep=3),
+                Column("tokens/J", numeric=True, keep=2),
+                Column("summary", keep=1),
+            ],
+            [
+                [
+                    r["vm"],
+                    fmt_num(r["tokens_per_s"]),
+                    fmt_num(r["tokens_per_s_per_gpu"]),
+                    f"{r['deviation_pct']:+.1f}%" if r["deviation_pct"] is not None else "-",
+                    r["status"] + ("" if r["counted"] else " (excluded)"),
+                    fmt_num(r["mean_watts"], 0) if r["mean_watts"] else "-",
+                    fmt_num(r["tokens_per_joule"], 2) if r["tokens_per_joule"] else "-",
+                    footnote_ref(notes, r["summary"] or r["folder"]),
+                ]
+                for r in rows
+            ],
+            row_class=[str(r["status"]).replace(" ", "-") for r in rows],
+            footnotes=notes,
+        )
+        blocks: list[Paragraph | Table | Chart] = [table]
+        if self.multi:
+            blocks += self._rack_blocks()
+        return Section(f"{'2. Rack table' if self.multi else '2. Run'}{lab}", blocks)
+
+    def _rack_blocks(self) -> list[Paragraph | Table | Chart]:
+        stats = self.rack.to_json()["stats"]
+        rack = self.recipe.published.rack
+        blocks: list[Paragraph | Table | Chart] = []
+        if stats:
+            pub = [
+                rack.vms if rack else "-",
+                *(
+                    fmt_num(v) if rack else "-"
+                    for v in (
+                        rack.total_tokens_per_s if rack else None,
+                        rack.mean_tokens_per_s if rack else None,
+                        rack.min_tokens_per_s if rack else None,
+                        rack.max_tokens_per_s if rack else None,
+                    )
+                ),
+            ]
+            mine = [f"{stats['vms']:.0f}", *(fmt_num(stats[k]) for k in ("total", "mean", "min", "max"))]
+            names = ["VMs", "total tokens/s", "mean per VM", "min per VM", "max per VM"]
+            blocks.append(
+                Table(
+                    [Column("rack"), Column("measured", numeric=True), Column("published", numeric=True)],
+                    [[n, m, str(p)] for n, m, p in zip(names, mine, pub, strict=True)],
+                )
+            )
+        outside = self.published_vms_outside_band()
+        if outside:
+            blocks.append(Paragraph(outside))
+        blocks.append(Chart("rack", "tokens/s per GPU per VM with the published band"))
+        return blocks
+
+    def published_vms_outside_band(self) -> str | None:
+        """The band is the brief's rule (±5% of the published per-GPU figure); Azure's own slowest or fastest VM
+        can fall outside it, and the reader should see by how much rather than discover it."""
+        rack, band = self.recipe.published.rack, self.recipe.published.band()
+        gpus = self.recipe.system.gpus_per_vm
+        if rack is None or band is None or not gpus:
+            return None
+        lo, hi = band[0] * gpus, band[1] * gpus
+        per_vm = rack.vm_tokens_per_s or {"slowest": rack.min_tokens_per_s, "fastest": rack.max_tokens_per_s}
+        out = []
+        for name, value in sorted(per_vm.items(), key=lambda kv: natural_key(kv[0])):
+            if value < lo:
+                out.append(f"{name} {fmt_num(value)} ({(1 - value / lo) * 100:.1f}% below it)")
+            elif value > hi:
+                out.append(f"{name} {fmt_num(value)} ({(value / hi - 1) * 100:.1f}% above it)")
+        if not out:
+            return None
+        return (
+            f"The band is ±5% of the published per-GPU figure ({fmt_num(lo)}–{fmt_num(hi)} tokens/s per VM). "
+            f"Published VMs outside it: {'; '.join(out)}."
+        )
+
+    def _efficiency_table(self) -> Table:
+        notes: list[str] = []
+        rows = [
+            [
+                f"measured (NVML), {m.vm}",
+                fmt_num(m.tokens_per_joule, 2),
+                f"{footnote_ref(notes, str(m.power.path))} {m.power.gpus} GPUs, mean {m.power.mean_watts_total:,.0f} W",
+            ]
+            for m in self.measured
+        ]
+        if not rows:
+            rows.append(["measured (NVML)", "not measured", "no power.csv in the run folders"])
+        rows += [[f"{TDP_LABEL}: {n}", fmt_num(v, 2), g] for n, g, v in self.tdp]
+        return Table(
+            [
+                Column("what", prose=True),
+                Column("tokens/J (= tokens/s per W)", numeric=True),
+                Column("from", prose=True, keep=ALWAYS - 1),
+            ],
+            rows,
+            footnotes=notes,
+        )
+
+    def to_markdown(self) -> str:
+        from repro.report.markdown import render_markdown
+
+        return render_markdown(self)
 
 
 def _comparisons(recipe: Recipe, per_gpu: float) -> list[Comparison]:
@@ -438,7 +551,7 @@ def build_report(dirs: list[Path], recipe: str | Recipe | None = None, gpus: int
     try:
         rack = aggregate([Path(d) for d in dirs], recipe=recipe, gpus=gpus)
     except InputError as exc:
-        raise InputError(exc.message, "`repro report RESULT_DIR... --recipe NAME` (see `repro recipes list`)") from None
+        raise InputError(f"{exc.message} Name the recipe with --recipe NAME.", "repro recipes list") from None
     chosen = rack.recipe
     notes: list[str] = []
     used = rack.counted

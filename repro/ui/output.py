@@ -136,7 +136,7 @@ def _show(obj: Any, console: str) -> None:
     from repro.core.hints import split_hint
     from repro.ui.render import renderable
 
-    _console(console).print(renderable(obj))
+    _console(console).print(renderable(obj), crop=False)  # a no-wrap line (a path, a command) runs past the edge
     hint = split_hint(getattr(obj, "next_command", None) if not isinstance(obj, dict) else None)
     prose = getattr(obj, "hint", None) if not isinstance(obj, dict) else None
     if prose or hint.prose:

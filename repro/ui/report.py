@@ -1,108 +1,132 @@
-"""Rich view of `repro report`."""
+"""Rich view of `repro report`: the report's sections, fitted to the terminal.
+
+A table wider than the terminal loses its least important columns (named under it) instead of breaking a
+number or a name across lines; the comparison chart is text bars whose values read in thousands.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
-from rich.console import Group
-from rich.table import Table
+from rich.console import Console, ConsoleOptions, Group
+from rich.table import Table as RichTable
 from rich.text import Text
 
 from repro.core.fmt import fmt_num
-from repro.report.model import TDP_LABEL, Report
-from repro.ui.render import renderable
+from repro.report.model import Report
+from repro.report.tables import ALWAYS, Chart, Paragraph, Table
+
+_STATUS_STYLE = {"PASS": "green", "FAIL": "bold red", "yes": "green", "no": "red"}
+
+
+def _rich_table(t: Table) -> RichTable:
+    rt = RichTable(title=t.caption, title_justify="left")
+    for c in t.columns:
+        rt.add_column(c.name, justify="right" if c.numeric else "left", no_wrap=not c.prose, overflow="fold")
+    for i, row in enumerate(t.rows):
+        own = i < len(t.row_class) and t.row_class[i] == "own"
+        cells = [Text(("* " if own and j == 0 else "") + v, style=_STATUS_STYLE.get(v, "")) for j, v in enumerate(row)]
+        rt.add_row(*cells, style="bold" if own else None)
+    return rt
+
+
+def min_width(t: Table) -> int:
+    """Columns at their widest cell (names and numbers never wrap), prose at its longest word, plus the box."""
+    total = 1
+    for i, c in enumerate(t.columns):
+        cells = [c.name] + [
+            ("* " if j < len(t.row_class) and t.row_class[j] == "own" and i == 0 else "") + row[i]
+            for j, row in enumerate(t.rows)
+        ]
+        if c.prose:
+            widest = max(len(word) for cell in cells for word in (cell.split() or [""]))
+        else:
+            widest = max(len(cell) for cell in cells)
+        total += widest + 3
+    return total
+
+
+def fitted(t: Table, options: ConsoleOptions) -> list[Any]:
+    """The table with as many columns as fit `options.max_width` whole; the dropped ones are named."""
+    dropped: list[str] = []
+    current = t
+    while True:
+        rt = _rich_table(current)
+        need = min_width(current)
+        droppable = [c for c in current.columns if c.keep < ALWAYS]
+        if need <= options.max_width or not droppable:
+            break
+        least = min(droppable, key=lambda c: c.keep)
+        dropped.append(least.name)
+        current = current.without({least.name})
+    out: list[Any] = [rt]
+    if dropped:
+        out.append(Text(f"(too narrow for: {', '.join(dropped)}; all columns in --markdown, --html and --json)"))
+    if current.footnotes and any(c.name in ("source", "summary", "from") for c in current.columns):
+        for n, f in enumerate(current.footnotes, 1):
+            line = Text(f"  [{n}] {f}", style="dim")
+            line.no_wrap, line.overflow = True, "ignore"
+            out.append(line)
+    return out
+
+
+def bar_chart(names: list[str], values: list[float], width: int, title: str, yours: str = "cyan") -> list[Text]:
+    """One text bar per value, scaled to the widest; each labelled with its exact figure."""
+    if not values:
+        return [Text("(no chart: no tokens/s value is a plottable number)")]
+    label_w = min(max(len(n) for n in names), max(12, width // 3))
+    num_w = max(len(fmt_num(v)) for v in values)
+    bar_w = max(4, width - label_w - num_w - 3)
+    top = max(values) or 1.0
+    lines = [Text(title, style="bold")]
+    for name, value in zip(names, values, strict=True):
+        label = name if len(name) <= label_w else name[: label_w - 1] + "…"
+        n = round(value / top * bar_w)
+        line = Text(f"{label:<{label_w}} ")
+        line.append("█" * n, style=yours if "(yours" in name else "dim")
+        line.append(" " * (bar_w - n) + f" {fmt_num(value):>{num_w}}")
+        line.no_wrap = True
+        lines.append(line)
+    lines.append(Text(f"{'':<{label_w}} full bar = {fmt_num(top / 1000)}k tokens/s per GPU", style="dim"))
+    return lines
+
+
+class ReportView:
+    def __init__(self, report: Report):
+        self.report = report
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> Iterator[Any]:
+        r = self.report
+        width = options.max_width
+        yield Text(r.title, style="bold")
+        if r.banner:
+            yield Text(r.banner, style="bold yellow")
+        yield Text(r.headline)
+        for section in r.sections():
+            yield Text("")
+            yield Text(section.heading, style="bold")
+            for block in section.blocks:
+                if isinstance(block, Table):
+                    yield from fitted(block, options)
+                elif isinstance(block, Paragraph):
+                    text = Text(("  " if section.heading == "Sources" else "") + block.text)
+                    if section.heading == "Sources":
+                        text.no_wrap, text.overflow = True, "ignore"
+                        text.stylize("dim")
+                    yield text
+                elif isinstance(block, Chart) and block.kind == "comparison":
+                    names, values = r.chart_bars()
+                    inside = r.own_in_band()
+                    yours = "cyan" if inside is None else "green" if inside else "red"
+                    yield from bar_chart(names, values, min(width, 100), "tokens/s per GPU" + _lab(r), yours)
+        for kind, path in r.outputs.items():
+            yield Text(f"{kind}: {path}")
+
+
+def _lab(r: Report) -> str:
+    return f" [{r.label}]" if r.label else ""
 
 
 def report(r: Report) -> Group:
-    parts: list[Any] = [Text(r.title, style="bold")]
-    if r.banner:
-        parts.append(Text(r.banner, style="bold yellow"))
-    lab = f" [{r.label}]" if r.label else ""
-    parts.append(
-        Text(
-            f"Measured: {fmt_num(r.per_gpu)} tokens/s per GPU over {len(r.used)} VM(s), "
-            f"{fmt_num(r.total_tokens_per_s)} tokens/s in total{lab}"
-        )
-    )
-
-    comp = Table(title="1. Against every published result (tokens/s per GPU)" + lab, title_justify="left")
-    for col in ("system", "GPU", "published", "band", "yours", "deviation", "in band", "status"):
-        comp.add_column(col, justify="right" if col in ("published", "yours", "deviation") else "left", no_wrap=True)
-    for c in r.comparisons:
-        comp.add_row(
-            ("* " if c.own else "") + c.recipe,
-            c.gpu,
-            fmt_num(c.published_per_gpu),
-            f"{fmt_num(c.band[0])}–{fmt_num(c.band[1])}",
-            fmt_num(r.per_gpu),
-            f"{c.deviation_pct:+.1f}%",
-            "yes" if c.in_band else "no",
-            c.status,
-        )
-    parts += [comp, Text(r.terminal_chart())]
-    if r.standing:
-        parts.append(Text(r.standing.sentence + lab))
-
-    vms = Table(title=("2. Rack table" if r.multi else "2. Run") + lab, title_justify="left")
-    for col in ("VM", "tokens/s", "per GPU", "deviation", "verdict", "mean W", "tokens/J"):
-        vms.add_column(col, justify="left" if col in ("VM", "verdict") else "right", no_wrap=True)
-    for row in r.vm_rows():
-        dev = f"{row['deviation_pct']:+.1f}%" if row["deviation_pct"] is not None else "-"
-        vms.add_row(
-            row["vm"],
-            fmt_num(row["tokens_per_s"]),
-            fmt_num(row["tokens_per_s_per_gpu"]),
-            dev,
-            row["status"] + ("" if row["counted"] else " (excluded)"),
-            fmt_num(row["mean_watts"], 0) if row["mean_watts"] else "-",
-            fmt_num(row["tokens_per_joule"], 2) if row["tokens_per_joule"] else "-",
-        )
-    parts.append(vms)
-    if r.multi:
-        parts.append(renderable(r.rack))
-
-    bus = Table(
-        title="3. Business translation (interactions/s = tokens/s / tokens per interaction)" + lab, title_justify="left"
-    )
-    for col in ("profile", "tokens/interaction", "per GPU", "per VM", "total"):
-        bus.add_column(col, justify="left" if col == "profile" else "right")
-    for b in r.business:
-        bus.add_row(
-            b.profile, f"{b.tokens_per_interaction:,}", fmt_num(b.per_gpu, 2), fmt_num(b.per_vm, 1), fmt_num(b.total, 1)
-        )
-    parts.append(bus)
-
-    eff = Table(title="4. Efficiency" + lab, title_justify="left")
-    for col in ("what", "tokens/J (= tokens/s per W)", "from"):
-        eff.add_column(col)
-    for m in r.measured:
-        eff.add_row(
-            f"measured (NVML), {m.vm}",
-            fmt_num(m.tokens_per_joule, 2),
-            f"{m.power.path} ({m.power.gpus} GPUs, mean {m.power.mean_watts_total:,.0f} W)",
-        )
-    if not r.measured:
-        eff.add_row("measured (NVML)", "not measured", "no power.csv in the run folders")
-    for name, gpu, value in r.tdp:
-        eff.add_row(f"{TDP_LABEL}: {name}", fmt_num(value, 2), gpu)
-    parts.append(eff)
-
-    if r.roof:
-        frac = r.roof.fraction
-        parts.append(
-            Text(
-                f"5. Roofline{lab}: {r.roof.explanation}\n   bound {fmt_num(r.roof.bound_tokens_per_s)} "
-                f"tokens/s per GPU; yours {fmt_num(r.per_gpu)} = "
-                f"{frac * 100:.1f}% of it"
-                if frac is not None
-                else ""
-            )
-        )
-    else:
-        parts.append(Text(f"5. Roofline: not computed ({r.recipe.name} has no memory bandwidth)."))
-    for note in r.notes:
-        parts.append(Text(f"note: {note}", style="yellow"))
-    parts.append(Text("Sources:\n" + "\n".join(f"  {p}" for p in r.sources), style="dim"))
-    for kind, path in r.outputs.items():
-        parts.append(Text(f"{kind}: {path}"))
-    return Group(*parts)
+    return Group(ReportView(r))
