@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -301,3 +302,145 @@ def test_5_aggregate_markdown_onto_the_system_json_is_refused(fixtures: Path, tm
     err = one_line_error(cli("aggregate", str(rack), "--markdown", str(system)))
     assert "input" in err and system.read_bytes() == before
     assert cli("aggregate", str(rack), "--markdown", str(tmp_path / "rack.md")).returncode in (0, 1)
+
+
+# ---- item 4: memory bounded by what is parsed (the ledger, power.csv, recipes) ---------------------------------
+
+PEAK = """
+import resource, sys
+from repro.cli import main
+try:
+    main(sys.argv[1:])
+except SystemExit as exc:
+    code = exc.code
+print("PEAK_MB", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "RC", code, file=sys.stderr)
+"""
+
+
+def peak_cli(*args: str, timeout: float = 300) -> tuple[float, int, str]:
+    """Peak RSS (MB) of one CLI command in a fresh interpreter, its exit code and its stderr."""
+    proc = subprocess.run(
+        [sys.executable, "-c", PEAK, *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        preexec_fn=_memory_cap,
+        env={**os.environ, "COLUMNS": "200"},
+    )
+    assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    match = re.search(r"PEAK_MB ([\d.]+) RC (\S+)", proc.stderr)
+    assert match, proc.stderr[-2000:]
+    return float(match[1]), int(match[2]) if match[2].isdigit() else 0, proc.stderr
+
+
+def test_4_a_60_mb_ledger_is_refused_in_bounded_memory(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    with open(ws / "ledger.json", "w") as fh:
+        fh.write('{"schema_version": 2, "steps": {}, "facts": {"pad": [')
+        fh.write("0.5," * (15 << 20))
+        fh.write("0.5]}}")
+    assert (ws / "ledger.json").stat().st_size > 60 << 20
+    peak, code, err = peak_cli("status", "--recipe", "demo", "--workspace", str(ws))
+    assert peak < 500, f"status on a 60 MB ledger peaked at {peak:.0f} MB"
+    assert "ledger" in err
+
+
+@pytest.mark.slow
+def test_4_a_150_mb_power_csv_is_summed_in_bounded_memory(tmp_path: Path) -> None:
+    import resource
+
+    from repro.run.power import read_power
+
+    chunk = "".join(f"1.000000000000,{g},300.000000000000\n" for g in range(8)) * 4096  # ~1.2 MB
+    lines = 0
+    with open(tmp_path / "power.csv", "w") as fh:
+        fh.write("time_s,gpu_index,watts\n" + "".join(f"0,{g},300\n" for g in range(8)))
+        for _ in range(140):
+            fh.write(chunk)
+            lines += 8 * 4096
+        fh.write("".join(f"2,{g},300\n" for g in range(8)))
+    assert (tmp_path / "power.csv").stat().st_size > 150_000_000
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    summary = read_power(tmp_path)
+    grown = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
+    assert summary is not None and summary.gpus == 8 and summary.samples == lines + 16
+    assert summary.energy_j == pytest.approx(8 * 300 * 2)
+    assert grown < 50, f"reading power.csv raised peak RSS by {grown:.0f} MB"
+
+
+def _laughs_recipe(tmp_path: Path) -> Path:
+    from conftest import REPO
+
+    src = (REPO / "recipes" / "nd-gb300-v6.yaml").read_text()
+    lines = ['    lol0: &l0 ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
+    lines += [f"    lol{i}: &l{i} [" + ",".join([f"*l{i - 1}"] * 9) + "]" for i in range(1, 9)]
+    path = tmp_path / "nd-gb300-v6.yaml"
+    path.write_text(src.replace("  serve_extra_options:\n", "  serve_extra_options:\n" + "\n".join(lines) + "\n", 1))
+    return path
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["recipes", "validate", "{r}"], ["recipes", "show", "{r}"], ["run", "offline", "--recipe", "{r}", "--dry-run"]],
+    ids=["validate", "show", "run-dry-run"],
+)
+def test_4_billion_laughs_recipe_is_refused(args: list[str], tmp_path: Path) -> None:
+    recipe = _laughs_recipe(tmp_path)
+    argv = [a.replace("{r}", str(recipe)) for a in args]
+    proc = cli(*argv, "--workspace", str(tmp_path / "ws"), timeout=60) if args[0] == "run" else cli(*argv, timeout=60)
+    assert proc.returncode == 2, (proc.returncode, proc.stdout[-1000:], proc.stderr[-1000:])
+    assert "alias" in proc.stdout + proc.stderr
+    assert "valid" not in proc.stdout.replace("not valid", "") or "alias" in proc.stdout
+
+
+# ---- item 8: a shared workspace ---------------------------------------------------------------------------------
+
+_PREPARE = """
+import sys, time
+from pathlib import Path
+from repro.core.workspace import Workspace
+from repro.run.demo import prepare_demo
+start = float(sys.argv[2])
+while time.time() < start:
+    time.sleep(0.005)
+paths = prepare_demo(Workspace.open(Path(sys.argv[1])))
+print(paths["model_dir"])
+"""
+
+
+@pytest.mark.slow
+def test_8_two_demo_builds_in_a_fresh_workspace_both_succeed(tmp_path: Path) -> None:
+    import time
+
+    ws = tmp_path / "ws"
+    start = str(time.time() + 3)
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", _PREPARE, str(ws), start], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
+        for _ in range(2)
+    ]
+    outs = [p.communicate(timeout=600) for p in procs]
+    for p, (_out, err) in zip(procs, outs, strict=True):
+        assert p.returncode == 0, err.decode()[-3000:]
+    model = ws / "models" / "tiny-llama"
+    assert (model / "config.json").exists() and (model / "tokenizer.json").exists()
+    assert not [p.name for p in (ws / "models").iterdir() if p.name.startswith(".")], "a temp build folder was left"
+
+
+def test_8_stale_ledger_temp_files_are_removed_on_the_next_save(tmp_path: Path) -> None:
+    from repro.core.ledger import Ledger
+
+    path = tmp_path / "ledger.json"
+    Ledger.load(path).save()
+    stale = [tmp_path / ".ledger.json.k1ll3d.tmp", tmp_path / ".ledger.json.abc_12.tmp"]
+    for s in stale:
+        s.write_text("{half")
+    other = tmp_path / ".other.json.x.tmp"
+    other.write_text("not ours")
+    ledger = Ledger.load(path)
+    ledger.start("setup", "h")
+    ledger.save()
+    assert not any(s.exists() for s in stale) and other.exists()
+    assert Ledger.load(path).get("setup") is not None

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import glob
 import os
 import socket
 import time
@@ -23,7 +24,8 @@ from repro.core.errors import LedgerError
 from repro.core.fsutil import atomic_write_json, sha256_file
 from repro.core.safeio import loads_json, read_text_bounded
 
-MAX_LEDGER_BYTES = 64 << 20
+# A real ledger is a few KB (one record per step); parsing 64 MB of JSON took 3 GB. Larger is treated as corrupt.
+MAX_LEDGER_BYTES = 4 << 20
 
 SCHEMA_VERSION = 2
 Status = Literal["done", "running", "failed", "interrupted"]
@@ -117,6 +119,14 @@ def ledger_lock(path: Path) -> Iterator[None]:
         yield
     finally:
         os.close(fd)
+
+
+def _remove_stale_temps(path: Path) -> None:
+    """Temp files of saves that were killed before their rename. Every save holds the lock, so while this one
+    does, no other writer's temp file can be live: each one found is left over and goes."""
+    for tmp in path.parent.glob(f".{glob.escape(path.name)}.*.tmp"):
+        with contextlib.suppress(OSError):
+            tmp.unlink()
 
 
 class Ledger(BaseModel):
@@ -238,6 +248,7 @@ class Ledger(BaseModel):
                         if key not in mine[part]:
                             merged[part].pop(key, None)
                 mine = merged
+            _remove_stale_temps(self.path)
             atomic_write_json(self.path, mine)
             fresh = type(self).model_validate(mine)
             self.steps, self.facts = fresh.steps, fresh.facts

@@ -296,11 +296,24 @@ def _not_too_deep(text: str) -> str:
 _SAFE_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
+def _no_aliases(text: str) -> str:
+    """Refuse `*alias` before anything is built: nine nested aliases of nine items ("billion laughs") stay a small
+    file but expand to 10^9 values once validated, hashed or printed. No recipe needs one; each field is written out.
+    """
+    for event in yaml.parse(text, Loader=_SAFE_LOADER):
+        if isinstance(event, yaml.AliasEvent):
+            mark = event.start_mark
+            where = f" (line {mark.line + 1})" if mark is not None else ""
+            raise ValueError(f"YAML alias *{event.anchor}{where}: aliases are not allowed in a recipe")
+    return text
+
+
 def load_recipe_file(path: Path) -> Recipe:
     """A recipe file: regular files only (a FIFO or /dev/zero is refused, not read), at most 1 MB."""
     path = Path(path)
     try:
-        raw = yaml.load(_not_too_deep(read_text_bounded(path, MAX_RECIPE_BYTES, what="recipe")), Loader=_SAFE_LOADER)
+        text = _no_aliases(_not_too_deep(read_text_bounded(path, MAX_RECIPE_BYTES, what="recipe")))
+        raw = yaml.load(text, Loader=_SAFE_LOADER)
     except FileNotFoundError:
         raise RecipeError(f"{path}: no such recipe file.", "`repro recipes list`") from None
     except OSError as exc:

@@ -84,6 +84,35 @@ def _model_ready(model_dir: Path) -> bool:
     )
 
 
+def _build_model_dir(model_dir: Path, rows: list[dict[str, str]]) -> None:
+    """Build in a folder of this process's own, then rename it into place.
+
+    Two demo runs may start together in a fresh workspace: each builds its own copy, the first rename wins and
+    the other finds a ready model there, which is success (the build is deterministic), not an error.
+    """
+    import contextlib
+    import shutil
+    import tempfile
+
+    model_dir.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{model_dir.name}.", suffix=".tmp", dir=model_dir.parent))
+    try:
+        tokenizer = build_tokenizer(rows, tmp)
+        build_model(tmp, len(tokenizer))
+        if model_dir.exists() and not _model_ready(model_dir):  # a broken leftover: moved aside atomically first
+            aside = Path(tempfile.mkdtemp(prefix=f".{model_dir.name}.", suffix=".old", dir=model_dir.parent))
+            with contextlib.suppress(FileNotFoundError):  # another process moved it
+                model_dir.rename(aside / "model")
+            shutil.rmtree(aside, ignore_errors=True)
+        try:
+            tmp.rename(model_dir)
+        except OSError:
+            if not _model_ready(model_dir):
+                raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def prepare_demo(ws: Workspace, *, sample: Path | None = None) -> dict[str, Path]:
     """Build (once) the tiny model under models/tiny-llama and the prepared demo dataset; returns their paths."""
     ws.ensure()
@@ -91,19 +120,7 @@ def prepare_demo(ws: Workspace, *, sample: Path | None = None) -> dict[str, Path
     model_dir = ws.models / MODEL_NAME
     data_dir = ws.preprocessed / DATASET_NAME
     if not _model_ready(model_dir):
-        tmp = model_dir.with_name(f".{MODEL_NAME}.tmp")
-        if tmp.exists():
-            import shutil
-
-            shutil.rmtree(tmp)
-        tmp.mkdir(parents=True)
-        tokenizer = build_tokenizer(rows, tmp)
-        build_model(tmp, len(tokenizer))
-        if model_dir.exists():
-            import shutil
-
-            shutil.rmtree(model_dir)
-        tmp.rename(model_dir)
+        _build_model_dir(model_dir, rows)
     try:
         load_prepared(data_dir)
     except InputError:
