@@ -8,7 +8,6 @@ an error, not a missing row.
 
 from __future__ import annotations
 
-import hashlib
 import re
 import statistics
 from dataclasses import dataclass, field
@@ -18,6 +17,7 @@ from typing import Any
 from repro.core.errors import InputError, ReproError
 from repro.core.fmt import fmt_num
 from repro.core.recipes import Recipe, get_recipe
+from repro.core.safeio import sha256_regular
 from repro.core.textsafe import md_cell
 from repro.results.hardware import count_gpus
 from repro.results.logs import LoadGenRun, parse_run, run_folders
@@ -236,7 +236,7 @@ def _official(runs: list[LoadGenRun], scenario: str) -> list[LoadGenRun]:
 
 def _digest(run: LoadGenRun) -> str:
     path = run.summary_path or run.detail_path
-    return hashlib.sha256(path.read_bytes()).hexdigest() if path else str(run.folder.resolve())
+    return sha256_regular(path) if path else str(run.folder.resolve())
 
 
 def _system_key(run: LoadGenRun) -> str:

@@ -44,6 +44,9 @@ AUDIT_SETTINGS: dict[str, int] = {
 }
 _LINES = {"first_token": "First token check pass", "eos": "EOS check pass", "sample_length": "Sample length check pass"}
 _MAX_LOG = 256 << 20
+_MAX_ENTRIES = 100_000  # TEST06 logs ~100 samples (accuracy_log_sampling_target); a full accuracy run 24,576
+_MAX_ENTRY = 1 << 20  # one sample: up to 2,048 int64 token ids in hex is 32 KB
+_MAX_TEXT = 1 << 20
 
 CheckStatus = Literal["True", "False", "Skipped"]
 
@@ -145,20 +148,23 @@ def _trailing(ids: np.ndarray, token: int) -> int:
 
 
 def load_accuracy_log(path: Path) -> list[dict[str, Any]]:
-    """LoadGen's mlperf_log_accuracy.json as a list of entries; InputError names the file when it is not one."""
+    """LoadGen's mlperf_log_accuracy.json as a list of entries; InputError names the file when it is not one.
+    Streamed entry by entry under caps (#29): a 200 MB `[{},{},...]` is an error after 100,000 entries, not 12 GB."""
+    from repro.core.safeio import iter_json_list, open_regular
+
     try:
-        raw = Path(path).read_bytes()[:_MAX_LOG]
-        doc = json.loads(raw.decode("utf-8", errors="replace"))
+        with open_regular(path) as fh:
+            doc = list(iter_json_list(fh, max_items=_MAX_ENTRIES, max_item_bytes=_MAX_ENTRY, max_bytes=_MAX_LOG))
     except OSError as exc:
         raise InputError(
             f"{path}: cannot be read ({exc.strerror}).", "check the path; `repro status` names the latest run folder"
         ) from None
-    except ValueError:
+    except ValueError as exc:
         raise InputError(
-            f"{path}: is not valid JSON (truncated or not a LoadGen accuracy log).",
+            f"{path}: is not valid JSON or not a LoadGen accuracy log ({exc}).",
             "re-run the test: `repro run offline --compliance TEST06`",
         ) from None
-    if not isinstance(doc, list) or not all(isinstance(e, dict) for e in doc):
+    if not all(isinstance(e, dict) for e in doc):
         raise InputError(
             f"{path}: is not a LoadGen accuracy log (a JSON list of samples).",
             "re-run the test: `repro run offline --compliance TEST06`",
@@ -242,7 +248,7 @@ def _scenario_of(test_dir: Path) -> str | None:
     info = acc / "run.json"
     if info.is_file():
         try:
-            scen = json.loads(info.read_text(encoding="utf-8")).get("scenario")
+            scen = json.loads(_read_small(info)).get("scenario")
         except (OSError, ValueError, AttributeError):
             scen = None
         if isinstance(scen, str):
@@ -259,13 +265,26 @@ def _audit_problems(test_dir: Path) -> list[str]:
     detail = test_dir / "accuracy" / "mlperf_log_detail.txt"
     if not detail.is_file():
         return []
-    text = detail.read_text(encoding="utf-8", errors="replace")
+    from repro.core.safeio import iter_lines, open_regular
+
+    found = {AUDIT_FOUND.encode(): False, b'"effective_test_mode", "value": "PerformanceOnly"': False}
+    with open_regular(detail) as fh:
+        for line, _cut in iter_lines(fh, max_bytes=_MAX_LOG, max_line=_MAX_ENTRY):
+            for needle in found:
+                found[needle] = found[needle] or needle in line
     problems = []
-    if AUDIT_FOUND not in text:
+    if not found[AUDIT_FOUND.encode()]:
         problems.append(f"{detail.name} does not say LoadGen found audit.config: the run used its own settings")
-    if '"effective_test_mode", "value": "PerformanceOnly"' not in text:
+    if not found[b'"effective_test_mode", "value": "PerformanceOnly"']:
         problems.append(f"{detail.name}: the test run was not PerformanceOnly")
     return problems
+
+
+def _read_small(path: Path, limit: int = _MAX_TEXT) -> str:
+    """A result file's head from one non-blocking handle: a symlink swapped to a FIFO cannot hang verify (#29)."""
+    from repro.core.safeio import read_head
+
+    return read_head(path, limit)[0].decode("utf-8", errors="replace")
 
 
 def find_test06(run_folder: Path) -> Path | None:
@@ -303,7 +322,10 @@ def read_test06(folder: Path, scenario: str | None = None) -> Test06Result:
             result.folder = folder
         except InputError as exc:
             problems.append(exc.message)
-    stated = parse_verify_text(txt.read_text(encoding="utf-8", errors="replace")) if txt.is_file() else None
+    try:
+        stated = parse_verify_text(_read_small(txt)) if txt.is_file() else None
+    except OSError as exc:
+        stated, problems = None, [*problems, f"{txt}: cannot be read ({exc.strerror})"]
     if result is None:
         checks = []
         for name in _LINES:

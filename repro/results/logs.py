@@ -8,17 +8,17 @@ Numbers are kept only when finite: a NaN, infinite or negative throughput is an 
 
 from __future__ import annotations
 
-import ast
 import math
 import re
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from pydantic import BaseModel, Field, ValidationError
 
 from repro.core.errors import InputError
-from repro.core.safeio import loads_json, read_head
+from repro.core.safeio import iter_lines, loads_json, open_regular
+from repro.results import consistency
 
 SUMMARY = "mlperf_log_summary.txt"
 DETAIL = "mlperf_log_detail.txt"
@@ -26,6 +26,11 @@ ACCURACY_TXT = "accuracy.txt"
 RUN_JSON = "run.json"
 LABELS = ("simulated", "smoke", "demo")
 _MAX_TEXT = 64 << 20
+_MAX_SUMMARY = 4 << 20  # a LoadGen summary is a few KB; a bigger one is not a summary
+_MAX_ACCURACY_TXT = 4 << 20  # MLPerf's accuracy.txt is under 1 KB (plus evaluation progress lines)
+_MAX_JSON = 4 << 20  # a system JSON or run.json is a few KB; 4 MB of `[{},...]` expands to ~100 MB at most
+_MAX_LINE = 1 << 20  # the longest published MLLOG line (loaded_qsl_set, 24,576 indices) is ~137 KB
+_MAX_SCORES_LINE = 64 << 10
 
 _LATENCY = re.compile(
     r"^(?:(min|max|mean)|(\d+(?:\.\d+)?) percentile) (first token latency|time to output token|latency) \(ns\)$", re.I
@@ -70,30 +75,52 @@ class LoadGenRun(BaseModel):
     accuracy_hashes: list[str] = Field(default_factory=list)
     system_folder: str | None = Field(default=None, description="The results/<system> folder name, if any")
     system_node_of: str | None = Field(default=None, description="Set when the run is one node of a system")
+    contradictions: list[str] = Field(
+        default_factory=list, description="Where the run's own files disagree; each names both files"
+    )
+    evidence_gaps: list[str] = Field(
+        default_factory=list, description="Figures present but not numbers: evidence missing, never a check skipped"
+    )
+    accuracy_log_hash: consistency.HashCheck | None = None
+    copies: list[Any] = Field(
+        default_factory=list,
+        description="Identical copies of this run (same summary) counted once; their own "
+        "accuracy and TEST06 are still checked",
+    )
 
     @property
     def is_reproduction_candidate(self) -> bool:
         return self.label is None and not self.incomplete
 
 
-def _read_text(path: Path) -> str:
-    """Only the head that is parsed is read (a 200 MB log is not held whole); FIFOs and devices are refused."""
-    return _read_head_checked(path, _MAX_TEXT).decode("utf-8", errors="replace")
+def _read_text(path: Path, limit: int = _MAX_TEXT, what: str = "") -> str:
+    """The whole file when it fits in `limit` (with `what`: larger is an InputError naming it), else its head;
+    FIFOs and devices are refused on the one handle that is read."""
+    raw, more = _read_head_checked(path, limit)
+    if more and what:
+        raise InputError(
+            f"{path}: larger than {limit >> 20} MB; {what}, so this file is corrupt or something else.",
+            f"restore the file from the run, or move it out of {path.parent}",
+        )
+    return raw.decode("utf-8", errors="replace")
 
 
 LOADGEN_SCENARIOS = ("SingleStream", "MultiStream", "Server", "Offline")
 
 
+_NUMBER = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|[+-]?(?:nan|inf|infinity)", re.I)
+
+
 def _num(text: str) -> float | int | None:
+    """A number as LoadGen prints one: ASCII digits only. Python's int()/float() also take `٦٢٦٩٠`, fullwidth
+    digits and `6_2690.8`, none of which LoadGen writes."""
     text = text.strip()
+    if not _NUMBER.fullmatch(text):
+        return None
     try:
         return int(text)
     except ValueError:
-        try:
-            value = float(text)
-        except ValueError:
-            return None
-        return value  # a non-finite figure is refused where it is used, naming the field
+        return float(text)  # a non-finite figure is refused where it is used, naming the field
 
 
 def _finite(value: Any) -> bool:
@@ -128,8 +155,9 @@ def _empty_summary() -> dict[str, Any]:
 
 
 def parse_summary(path: Path) -> dict[str, Any]:
-    """Fields of mlperf_log_summary.txt across loadgen versions and scenarios."""
-    text = _read_text(path)
+    """Fields of mlperf_log_summary.txt across loadgen versions and scenarios. A figure or setting that is not a
+    number is kept in `not_numbers` (line, key, text): it is missing evidence, never silently dropped."""
+    text = _read_text(path, _MAX_SUMMARY, "a LoadGen summary is a few KB")
     out = _empty_summary()
     section = "head"
     group: str | None = None
@@ -179,8 +207,12 @@ def parse_summary(path: Path) -> dict[str, Any]:
         key, _, value = stripped.partition(":")
         key, value = key.strip(), value.strip()
         low = key.lower()
+        number = _num(value)
+        numeric = low in _SUMMARY_FIGURES or bool(_LATENCY.match(key)) or (section == "params" and low in _SETTINGS)
+        if numeric and number is None:
+            out.setdefault("not_numbers", []).append((i + 1, key, value[:40]))
         if section == "params":
-            out["params"][key] = _num(value) if _num(value) is not None else value
+            out["params"][key] = number if number is not None else value
         elif low == "result is":
             out["validity"] = value.upper()
         elif low.endswith("satisfied"):
@@ -188,48 +220,76 @@ def parse_summary(path: Path) -> dict[str, Any]:
         elif low in ("scenario", "mode", "sut name"):
             out[low.replace(" ", "_")] = value
         elif low in ("samples per second", "completed samples per second"):
-            out.setdefault("samples_per_s", _num(value))
+            out.setdefault("samples_per_s", number)
         elif low in ("tokens per second", "completed tokens per second"):
-            out.setdefault("tokens_per_s", _num(value))
+            out.setdefault("tokens_per_s", number)
         elif low == "scheduled samples per second":
-            out["scheduled_samples_per_s"] = _num(value)
-        elif (m := _LATENCY.match(key)) and _num(value) is not None:
-            out[_BUCKET[m.group(3).lower()]][_stat_key(m.group(1) or m.group(2))] = _num(value)
+            out["scheduled_samples_per_s"] = number
+        elif (m := _LATENCY.match(key)) and number is not None:
+            out[_BUCKET[m.group(3).lower()]][_stat_key(m.group(1) or m.group(2))] = number
     return out
 
 
+_SUMMARY_FIGURES = {
+    "samples per second",
+    "completed samples per second",
+    "tokens per second",
+    "completed tokens per second",
+    "scheduled samples per second",
+}
+# The settings a verdict reads: text in their place is missing evidence (summary spelling, then detail key).
+_SETTINGS = {
+    "min_duration (ms)": "min_duration_ms",
+    "samples_per_query": "samples_per_query",
+    "ttft_latency (ns)": "ttft_latency_ns",
+    "tpot_latency (ns)": "tpot_latency_ns",
+    "min_query_count": "min_query_count",
+}
+
+
 def _iter_lines(path: Path) -> Iterator[str]:
-    """The first _MAX_TEXT bytes of a log, line by line: a 200 MB detail log is streamed, never held whole (#16)."""
-    _read_head_checked(path, 4096)
-    with open(path, "rb") as fh:
-        left = _MAX_TEXT
-        for raw in fh:
-            if left <= 0:
-                return
-            left -= len(raw)
-            yield raw.decode("utf-8", errors="replace").rstrip("\r\n")
+    """The first _MAX_TEXT bytes of a log, line by line, from ONE non-blocking handle checked with fstat (a
+    symlink swapped to a FIFO between a check and a second open would hang); lines over _MAX_LINE are cut to
+    it, so a 1 GB line costs 1 MB (#16, #29)."""
+    fh = _open_checked(path)
+    with fh:
+        head = fh.read(4096)
+        if b"\x00" in head:
+            raise InputError(f"{path}: is binary, not a LoadGen text log.", "point `repro verify` at the run folder")
+        fh.seek(0)
+        for raw, _cut in iter_lines(fh, max_bytes=_MAX_TEXT, max_line=_MAX_LINE):
+            yield raw.decode("utf-8", errors="replace")
 
 
-def _read_head_checked(path: Path, limit: int) -> bytes:
-    """The head of a log, with the same one-line errors as `_read_text` (unreadable, FIFO/device, binary)."""
+def _open_checked(path: Path) -> BinaryIO:
     try:
-        raw, _ = read_head(path, limit)
+        return open_regular(path)
     except OSError as exc:
         raise InputError(
             f"{path}: cannot be read ({exc.strerror}).", "check the path; `repro status` names the latest run folder"
         ) from None
+
+
+def _read_head_checked(path: Path, limit: int) -> tuple[bytes, bool]:
+    """The head of a log and whether there is more, with the same one-line errors as `_iter_lines` (unreadable,
+    FIFO/device, binary)."""
+    with _open_checked(path) as fh:
+        raw = fh.read(limit + 1)
     if b"\x00" in raw[:4096]:
         raise InputError(f"{path}: is binary, not a LoadGen text log.", "point `repro verify` at the run folder")
-    return raw
+    return raw[:limit], len(raw) > limit
 
 
 def parse_detail(path: Path) -> dict[str, Any]:
-    """Last value of each MLLOG key, plus error/warning entries. Malformed lines are counted, not fatal."""
+    """Last value of each MLLOG key, plus error/warning entries. Malformed lines are counted, not fatal. A key
+    logged twice with different values (messages aside) is kept in `repeats`: LoadGen logs each result once."""
     values: dict[str, Any] = {}
+    first_line: dict[str, int] = {}
+    repeats: list[tuple[str, int, Any, int, Any]] = []
     errors: list[str] = []
     warnings: list[str] = []
     bad = good = 0
-    for line in _iter_lines(path):
+    for lineno, line in enumerate(_iter_lines(path), 1):
         if not line.startswith(":::MLLOG"):
             continue
         try:
@@ -242,7 +302,11 @@ def parse_detail(path: Path) -> dict[str, Any]:
             bad += 1
             continue
         good += 1
-        values[key] = entry.get("value")
+        value = entry.get("value")
+        if key in values and not consistency.is_message_key(key) and values[key] != value:
+            repeats.append((key, first_line[key], values[key], lineno, value))
+        first_line.setdefault(key, lineno)
+        values[key] = value
         meta = entry.get("metadata") if isinstance(entry.get("metadata"), dict) else {}
         if meta.get("is_error") or key.startswith("error"):
             errors.append(f"{key}: {entry.get('value')}")
@@ -255,10 +319,14 @@ def parse_detail(path: Path) -> dict[str, Any]:
         )
     if bad:
         warnings.append(f"{path.name}: {bad} malformed MLLOG line(s) skipped")
-    return {"values": values, "errors": errors, "warnings": warnings}
+    return {"values": values, "errors": errors, "warnings": warnings, "repeats": repeats}
 
 
-_NUMPY_SCALAR = re.compile(r"\b(?:np|numpy)\.(?:float|int|uint)(?:16|32|64|128)?_?\(\s*([^()]*?)\s*\)")
+_NUMPY_SCALAR = re.compile(r"(?:np|numpy)\.(?:float|int|uint)(?:16|32|64|128)?_?\(\s*([^()]*?)\s*\)")
+_SCORE_ITEM = re.compile(
+    r"""\s*(['"])([A-Za-z0-9_]{1,64})\1\s*:\s*"""
+    r"""((?:np|numpy)\.\w{1,16}\([^()]{0,80}\)|'[^']{0,80}'|"[^"]{0,80}"|[^,'"{}()]{0,80})\s*(?:,|$)"""
+)
 
 
 def _score(value: Any) -> float | None:
@@ -270,29 +338,56 @@ def _score(value: Any) -> float | None:
     return float(value) if math.isfinite(value) else None
 
 
+def _scores_line(line: str) -> dict[str, float] | None:
+    """The dict line evaluate-accuracy.py prints, read item by item (no eval): quoted or bare numbers and numpy
+    reprs (np.int64(27723428)); None when the line is not one such dict."""
+    if not (line.startswith("{") and line.endswith("}")):
+        return None
+    inner, pos, scores = line[1:-1], 0, {}
+    while pos < len(inner.rstrip()):
+        m = _SCORE_ITEM.match(inner, pos)
+        if not m or m.end() == pos:
+            return None
+        raw = m.group(3).strip()
+        if numpy := _NUMPY_SCALAR.fullmatch(raw):
+            raw = numpy.group(1)
+        if (value := _score(raw.strip("'\""))) is not None:
+            scores[m.group(2)] = value
+        pos = m.end()
+    return scores
+
+
 def read_accuracy_txt(path: Path) -> tuple[dict[str, float], list[str]]:
     """Scores and hash= values of MLPerf's accuracy.txt in every published form: carriage-return progress and
-    [nltk_data] lines before it, quoted values, numpy reprs (np.int64(27723428)), one or two hash lines."""
-    text = _read_text(path)
-    lines = [ln.strip() for ln in re.split(r"[\r\n]+", text)]
-    scores: dict[str, float] | None = None
-    for line in lines:
+    [nltk_data] lines before it, quoted values, numpy reprs (np.int64(27723428)), one or two hash lines.
+    Two scores lines are an input error: which one the run scored is not in the file."""
+    text = _read_text(path, _MAX_ACCURACY_TXT, "MLPerf's accuracy.txt is under 1 KB")
+    lines = [ln.strip() for ln in text.splitlines()]
+    found: list[tuple[int, dict[str, float]]] = []
+    for number, line in enumerate(lines, 1):
         if not (line.startswith("{") and "rouge1" in line):
             continue
-        try:
-            parsed = ast.literal_eval(_NUMPY_SCALAR.sub(r"\1", line))
-        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-            continue
-        if isinstance(parsed, dict):
-            scores = {str(k): v for k, raw in parsed.items() if (v := _score(raw)) is not None}
-    if scores is None:
+        if len(line) > _MAX_SCORES_LINE:
+            raise InputError(
+                f"{path}: a scores line of {len(line) >> 10} KB; evaluate-accuracy.py writes one of ~250 bytes.",
+                f"restore the accuracy.txt the evaluation wrote, then `repro verify {path.parent}`",
+            )
+        if (scores := _scores_line(line)) is not None:
+            found.append((number, scores))
+    if not found:
         raise InputError(
             f"{path}: no scores line (a line like {{'rouge1': 44.7, ...}}); the file is truncated or "
             "not MLPerf's accuracy.txt.",
             f"restore the complete file or move it out of {path.parent}, then `repro verify` again",
         )
+    if len(found) > 1:
+        raise InputError(
+            f"{path}: {len(found)} scores lines (lines {', '.join(str(n) for n, _ in found)}); the evaluation "
+            "writes one, so which scores belong to the run is not in the file.",
+            f"restore the accuracy.txt the evaluation wrote, then `repro verify {path.parent}`",
+        )
     hashes = [m.group(1) for line in lines if (m := re.match(r"^hash=([0-9A-Za-z]+)$", line))]
-    return scores, hashes
+    return found[0][1], hashes
 
 
 def parse_accuracy_txt(path: Path) -> dict[str, float]:
@@ -301,7 +396,7 @@ def parse_accuracy_txt(path: Path) -> dict[str, float]:
 
 def _read_json(path: Path) -> dict[str, Any] | None:
     try:
-        doc = loads_json(_read_text(path))
+        doc = loads_json(_read_text(path, _MAX_JSON, "a system JSON or run.json is a few KB"))
     except (InputError, ValueError):
         return None
     return doc if isinstance(doc, dict) else None
@@ -334,16 +429,44 @@ def benchmark_target(folder: Path) -> str | None:
     return None
 
 
-def find_system_json(folder: Path, levels: int = 8) -> tuple[dict[str, Any], Path, str | None] | None:
-    """The MLPerf system description of this run: `<system>.json` named like its results/<system> folder, beside
-    or above the run (submission trees keep them in systems/). Returns (doc, path, node_of): node_of is set when
+def system_json_dirs(folder: Path) -> list[list[Path]]:
+    """Where the submission layout keeps a run's system JSON, nearest first, one group per level: the run's own
+    folder, its scenario folder (above performance/ or accuracy/), then around the llama2-70b benchmark folder
+    the system folder, the results root and `<submitter>/systems` beside `results/`. Never an arbitrary ancestor:
+    a JSON five levels up in /tmp describes nothing about this run."""
+    folder = Path(folder).absolute()
+    groups: list[list[Path]] = [[folder, folder / "systems"]]
+    up = folder.parent
+    if up.name == "performance" or folder.name in ("performance", "accuracy"):
+        scenario = up.parent if up.name == "performance" else up
+        groups.append([scenario, scenario / "systems"])
+    parts = folder.parts
+    names = [p.lower() for p in parts]
+    bench = next((i for i in range(len(parts) - 1, 0, -1) if names[i].startswith("llama2-70b")), None)
+    if bench is not None and bench >= 2:
+        system_dir, results_root = Path(*parts[:bench]), Path(*parts[: bench - 1])
+        groups += [[system_dir, system_dir / "systems"], [results_root, results_root / "systems"]]
+        if parts[bench - 2].lower() == "results" and bench >= 3:
+            groups.append([Path(*parts[: bench - 2]) / "systems"])
+    seen: set[Path] = set()
+    out = []
+    for group in groups:
+        fresh = [d for d in group if d not in seen]
+        seen.update(fresh)
+        if fresh:
+            out.append(fresh)
+    return out
+
+
+def find_system_json(folder: Path) -> tuple[dict[str, Any], Path, str | None] | None:
+    """The MLPerf system description of this run: `<system>.json` named like its results/<system> folder, in the
+    places the submission layout puts it (`system_json_dirs`). Returns (doc, path, node_of): node_of is set when
     the run folder is `<system>_<N>`, one node of a multi-node system. Several JSONs and none named like the run:
     no guess, None."""
     system = system_folder_of(folder)
-    current = Path(folder).absolute()
-    for _ in range(levels):
+    for group in system_json_dirs(folder):
         candidates: list[tuple[dict[str, Any], Path]] = []
-        for directory in (current, current / "systems"):
+        for directory in group:
             if not directory.is_dir():
                 continue
             for candidate in sorted(directory.glob("*.json")):
@@ -362,9 +485,6 @@ def find_system_json(folder: Path, levels: int = 8) -> tuple[dict[str, Any], Pat
             return candidates[0][0], candidates[0][1], None
         if candidates:
             return None
-        if current.parent == current:
-            break
-        current = current.parent
     return None
 
 
@@ -513,6 +633,13 @@ def parse_run(folder: Path) -> LoadGenRun:
         v.get("result_completed_samples_per_second"),
         v.get("result_completed_samples_per_sec"),
     )
+    for line, key, text in summary.get("not_numbers", []):
+        if key.lower() in _SUMMARY_FIGURES:
+            raise InputError(
+                f"{summary_path}: line {line}: {key} is {text!r}, not a number (LoadGen writes ASCII digits); "
+                "the log is corrupt.",
+                f"restore the complete log from the run, then `repro verify {folder}`",
+            )
     for what, value in (("tokens per second", tokens), ("samples per second", samples)):
         if value is not None and not (_finite(value) and value >= 0):
             raise InputError(
@@ -534,6 +661,20 @@ def parse_run(folder: Path) -> LoadGenRun:
     scores, hashes = read_accuracy_txt(accuracy_path) if accuracy_path else (None, [])
     system = find_system_json(folder)
     target = benchmark_target(folder)
+    summary_file = summary_path if summary_path.is_file() else None
+    detail_file = detail_path if detail_path.is_file() else None
+    contradictions = consistency.contradictions(summary_file, detail_file, summary, detail, str(scenario))
+    summary["not_numbers"] = [n for n in summary.get("not_numbers", []) if n[1].lower() not in _SUMMARY_FIGURES]
+    gaps = consistency.evidence_gaps(summary_file, detail_file, summary, detail)
+    hash_check = None
+    if accuracy_path is not None:
+        acc_info = _read_json(accuracy_path.parent / RUN_JSON) if (accuracy_path.parent / RUN_JSON).is_file() else None
+        ours = bool(acc_info and acc_info.get("repro_version"))
+        hash_check = consistency.accuracy_log_hash(accuracy_path, hashes, ours=ours)
+        if hash_check and hash_check.ok is False:
+            contradictions.append(hash_check.detail)
+        elif hash_check and hash_check.ok is None and ours:
+            gaps.append(hash_check.detail)
     sut_name = summary.get("sut_name") or v.get("sut_name")
     try:
         return LoadGenRun(
@@ -575,6 +716,9 @@ def parse_run(folder: Path) -> LoadGenRun:
                 run_info and (run_info.get("incomplete") or run_info.get("status") in ("interrupted", "failed"))
             ),
             run_info=run_info,
+            contradictions=contradictions,
+            evidence_gaps=gaps,
+            accuracy_log_hash=hash_check,
         )
     except ValidationError as exc:
         first = exc.errors()[0]

@@ -8,7 +8,6 @@ more function called from `evaluate`.
 
 from __future__ import annotations
 
-import hashlib
 import math
 import os
 from dataclasses import dataclass, field
@@ -17,6 +16,7 @@ from typing import Any, Literal
 
 from repro.core.errors import InputError
 from repro.core.recipes import Published, Recipe, by_system_name, get_recipe, registry_recipe
+from repro.core.safeio import sha256_regular
 from repro.results import rules
 from repro.results.hardware import GpuCount, Identity, count_gpus, identity
 from repro.results.logs import SUMMARY, LoadGenRun, find_runs
@@ -376,6 +376,21 @@ def _accuracy(run: LoadGenRun, target: str, source: str) -> list[Check]:
     return checks
 
 
+def _consistency(run: LoadGenRun, recipe: Recipe) -> tuple[list[Check], list[str]]:
+    """The run's files against each other (results/consistency.py): a contradiction FAILs naming both files, a
+    setting that is text is missing evidence; a de-duplicated copy's failing accuracy or TEST06 is shown too."""
+    checks = [Check("consistency", False, text, fails=True) for text in run.contradictions]
+    if run.accuracy_log_hash is not None and run.accuracy_log_hash.ok is not False:
+        checks.append(Check("accuracy.txt hash", run.accuracy_log_hash.ok, run.accuracy_log_hash.detail))
+    for copy in run.copies:
+        target, source = accuracy_target_of(copy, recipe)
+        for c in _accuracy(copy, target, source) + test06_checks(copy) + _consistency(copy, recipe)[0]:
+            if c.ok is False:
+                checks.append(Check(c.name, False, f"{c.detail} (in the identical copy {copy.folder})", fails=True))
+    checks += [Check("evidence", None, gap) for gap in run.evidence_gaps]
+    return checks, run.evidence_gaps
+
+
 # --- the verdict -------------------------------------------------------------------------------------------------
 
 
@@ -405,6 +420,7 @@ def evaluate(run: LoadGenRun, recipe: Recipe, count: GpuCount) -> Verdict:
         )
 
     duration_checks, missing = _duration(run, recipe)
+    consistency_checks, gaps = _consistency(run, recipe)
     throughput_checks, band, deviation = _throughput(run, per_gpu, published)
     checks = (
         _hardware(hw)
@@ -414,6 +430,7 @@ def evaluate(run: LoadGenRun, recipe: Recipe, count: GpuCount) -> Verdict:
         + throughput_checks
         + _accuracy(run, target, target_source)
         + test06_checks(run)
+        + consistency_checks
     )
     failed = [c for c in checks if c.fails and c.ok is False]
     reasons = _dedupe(
@@ -426,6 +443,9 @@ def evaluate(run: LoadGenRun, recipe: Recipe, count: GpuCount) -> Verdict:
     )
     if missing:
         reasons.append("no evidence the run was long enough: the logs lack " + " and ".join(missing))
+    if gaps:
+        reasons.append("missing evidence (text where a number belongs): " + "; ".join(gaps[:3]))
+        missing += gaps
 
     status: Status
     if run.label or recipe.demo:
@@ -475,7 +495,7 @@ def _is_compliance(run: LoadGenRun, root: Path) -> bool:
 
 def _content_key(run: LoadGenRun) -> str:
     path = run.summary_path or run.detail_path
-    return hashlib.sha256(path.read_bytes()).hexdigest() if path else str(run.folder)
+    return sha256_regular(path) if path else str(run.folder)
 
 
 def pick_run(runs: list[LoadGenRun], root: Path, scenario: str | None = None) -> tuple[LoadGenRun, list[str]]:
@@ -509,7 +529,9 @@ def pick_run(runs: list[LoadGenRun], root: Path, scenario: str | None = None) ->
     matching = official or matching
     unique: dict[str, LoadGenRun] = {}
     for r in matching:
-        unique.setdefault(_content_key(r), r)
+        kept = unique.setdefault(_content_key(r), r)
+        if kept is not r:
+            kept.copies.append(r)
     if len(unique) < len(matching):
         notes.append(
             f"{len(matching) - len(unique)} identical copies of the same {SUMMARY} counted once "
