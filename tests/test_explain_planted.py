@@ -41,13 +41,15 @@ def ws() -> Workspace:
 CLI = [sys.executable, "-c", "from repro.cli import main; main()"]
 
 
-def _run(ws: Workspace, recipe: str = RECIPE, rate: float = RATE) -> Path:
+def _run(ws: Workspace, recipe: str = RECIPE, rate: float = RATE, *extra: str) -> Path:
     before = set((ws.runs / RECIPE / "Offline").glob("*")) if (ws.runs / RECIPE / "Offline").is_dir() else set()
     argv = [*CLI, "run", "offline", "--recipe", recipe, "--backend", "sim", "--samples", str(SAMPLES)]
-    argv += ["--sim-rate", str(rate)]
+    argv += ["--sim-rate", str(rate), *extra]
     env = {**os.environ, "REPRO_HOME": str(ws.root)}
     done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=300, check=False)
     assert done.returncode == 0, done.stdout + done.stderr
+    if "--into" in extra:
+        return Path(extra[extra.index("--into") + 1])
     (new,) = set((ws.runs / RECIPE / "Offline").glob("*")) - before
     return new
 
@@ -76,9 +78,12 @@ def test_early_stopping_outputs_are_the_top_cause(ws: Workspace) -> None:
     doc["loadgen"]["max_tokens"] = 120  # a server configured to stop at 120 tokens
     edited = ws.root / f"{RECIPE}.yaml"
     edited.write_text(yaml.safe_dump(doc))
-    short = _run(ws, recipe=str(edited))
+    short = _run(ws, str(edited))
+    _run(ws, str(edited), RATE, "--accuracy", "--into", str(short))  # its accuracy log: every sample's length
     e = explain(short, against=str(base))
     top = e.causes[0]
     assert top.area == "tokens" and top.title == "output length: the server stops early"
     assert top.impact_pct is not None and top.impact_pct < 0
     assert e.run.tokens_per_sample is not None and e.run.tokens_per_sample <= 121
+    assert e.tokens.share_at_max == 1.0 and e.tokens.max_tokens == 120  # every reference answer is >= 150 tokens
+    assert any("100.0% of samples hit max_tokens 120" in x for x in top.evidence)

@@ -30,6 +30,7 @@ from repro.results.logs import LoadGenRun, benchmark_target, find_runs, parse_de
 SETTINGS_JSON = DATA_DIR / "settings.json"
 REFERENCE_TOKENS_PER_SAMPLE = 294.45  # MLPerf reference (FP16) mean output tokens per sample
 NOISE_PCT = 2.0  # run-to-run spread of one system (MLPerf reruns differ by 1-2%): a smaller gap needs no cause
+CLIENT_BOUND_SHARE = 0.85  # the harness's busiest thread runnable this share of the run: it cannot keep up
 OUTPUT_SHIFT_PCT = 2.0  # tokens/sample differences above this change what a token costs
 Effect = Literal["moves", "may move", "none"]
 _RANK = {"moves": 0, "may move": 1, "none": 2}
@@ -433,27 +434,19 @@ def _accelerators(run: LoadGenRun) -> int | None:
     return found.total if found else None
 
 
-def _output_lengths(folder: Path) -> list[int] | None:
-    """Per-sample output token counts from an accuracy log (mlperf_log_accuracy.json) beside or near the run."""
+def _output_lengths(folder: Path) -> tuple[list[int], Path] | None:
+    """Per-sample output token counts from the run's accuracy log (the sibling accuracy/ run of an own run)."""
+    from repro.results.accuracy import read_accuracy_log
+
     for cand in (folder / "mlperf_log_accuracy.json", folder.parent.parent / "accuracy" / "mlperf_log_accuracy.json"):
-        if not cand.is_file() or cand.stat().st_size > 512 << 20:
+        if not cand.is_file() or cand.stat().st_size < 8:
             continue
         try:
-            entries = json.loads(cand.read_text())
-        except (OSError, ValueError):
+            entries = read_accuracy_log(cand)
+        except InputError:
             continue
-        if not isinstance(entries, list) or not entries:
-            continue
-        lengths = []
-        for e in entries:
-            if not isinstance(e, dict):
-                continue
-            if isinstance(e.get("token_count"), int):
-                lengths.append(int(e["token_count"]))
-            elif isinstance(e.get("data"), str):
-                lengths.append(len(e["data"]) // 8)  # int32 token ids, hex-encoded
-        if lengths:
-            return lengths
+        if entries:
+            return [len(ids) for _, ids in entries], cand
     return None
 
 
@@ -461,13 +454,16 @@ def _machine_of_run(run: LoadGenRun) -> dict[str, Any]:
     """What the run recorded about the machine: NVML samples (nvml.csv/power.csv) and the harness's CPU time."""
     out: dict[str, Any] = {}
     info = run.run_info or {}
-    cpu = info.get("harness_cpu") if isinstance(info.get("harness_cpu"), dict) else None
-    if cpu and cpu.get("wall_s"):
+    cpu = _dict(info.get("harness_cpu"))
+    wall = cpu.get("wall_s")
+    if isinstance(wall, (int, float)) and wall > 0:
+        out["harness_wall_s"] = wall
         out["harness_cpu_s"] = cpu.get("cpu_s")
-        out["harness_wall_s"] = cpu.get("wall_s")
-        out["harness_cpu_share"] = cpu.get("cpu_s", 0) / cpu["wall_s"]
-        if cpu.get("main_thread_cpu_s") is not None:
-            out["harness_main_thread_share"] = cpu["main_thread_cpu_s"] / cpu["wall_s"]
+        on_cpu, waiting = cpu.get("busiest_thread_cpu_s"), cpu.get("busiest_thread_wait_s")
+        if isinstance(on_cpu, (int, float)) and isinstance(waiting, (int, float)):
+            out["harness_thread_cpu_share"] = on_cpu / wall
+            out["harness_thread_wait_share"] = waiting / wall
+            out["harness_thread_runnable_share"] = (on_cpu + waiting) / wall
     from repro.run.power import read_gpu_samples
 
     try:
@@ -636,8 +632,8 @@ def serving_diffs(run: Side, ref: Side) -> list[Diff]:
 def _token_stats(
     run: LoadGenRun, side: Side, recipe: Recipe | None, input_tokens: float | None, input_src: str
 ) -> TokenStats:
-    lengths = _output_lengths(run.folder)
-    max_tokens = recipe.loadgen.max_tokens if recipe is not None else 1024
+    found = _output_lengths(run.folder)
+    max_tokens = side.serving.get("max_tokens") or (recipe.loadgen.max_tokens if recipe is not None else 1024)
     stats = TokenStats(
         output_per_sample=side.tokens_per_sample,
         output_source=side.tokens_source or "not measured (no tokens per second in the logs)",
@@ -646,9 +642,10 @@ def _token_stats(
         max_tokens=max_tokens,
         ttft_ns=dict(run.ttft_ns),
     )
-    if lengths:
+    if found:
+        lengths, path = found
         stats.share_at_max = sum(1 for n in lengths if n >= max_tokens) / len(lengths)
-        stats.share_source = f"{len(lengths):,} samples of the run's mlperf_log_accuracy.json"
+        stats.share_source = f"{len(lengths):,} samples of {path}"
         if stats.output_per_sample is None:
             stats.output_per_sample = statistics.fmean(lengths)
             stats.output_source = stats.share_source
@@ -796,19 +793,22 @@ def _causes(
 def _machine_causes(run: Side, ref: Side, figure: str) -> list[Cause]:
     m = run.machine
     out: list[Cause] = []
-    share = m.get("harness_main_thread_share") or m.get("harness_cpu_share")
-    if isinstance(share, (int, float)) and share >= 0.85:
+    share = m.get("harness_thread_runnable_share")
+    if isinstance(share, (int, float)) and share >= CLIENT_BOUND_SHARE:
+        waiting = m.get("harness_thread_wait_share", 0.0)
         out.append(
             Cause(
-                "client-bound: the harness used a whole CPU core",
+                "client-bound: the harness could not keep up",
                 "machine",
                 "moves",
                 (
-                    f"harness CPU time {m.get('harness_cpu_s', 0):,.1f} s over "
-                    f"{m.get('harness_wall_s', 0):,.1f} s of run "
-                    f"({share * 100:.0f}% of a core on its busiest thread)",
-                    "LoadGen and the client share the Python interpreter: a saturated harness issues and answers "
-                    "samples late, so the GPUs idle",
+                    f"the harness's busiest thread was runnable {share * 100:.0f}% of the "
+                    f"{m.get('harness_wall_s', 0):,.1f} s run "
+                    f"(on a CPU {m.get('harness_thread_cpu_share', 0) * 100:.0f}%, "
+                    f"waiting for one {waiting * 100:.0f}%)",
+                    "LoadGen and the client share one Python interpreter: a saturated harness issues and answers "
+                    "samples late, so the server idles"
+                    + ("; other processes held the CPUs most of that time" if waiting > 0.3 else ""),
                 ),
                 figure,
             )
@@ -928,9 +928,15 @@ def _reference(against: str | None, run: LoadGenRun, recipe: Recipe | None) -> t
         same = [r for r in same if bench is None or r.benchmark == bench] or same
         return side_of_published(same[0]), None
     if recipe is None:
+        from repro.results.compare import match_run
+
+        match = match_run(run, idx)
+        if match is not None:
+            return side_of_published(match.row), None
         raise InputError(
-            f"{run.folder}: no recipe and no --against, so nothing to compare it with.",
-            f"`repro explain {run.folder} --against 5.1-0008`",
+            f"{run.folder}: no recipe, no --against and no published record of this system, so nothing to "
+            "compare it with; pick a published result of the same accelerator.",
+            f"repro published --scenario {effective_scenario(run)}",
         )
     pub = recipe.published_for(effective_scenario(run)) or recipe.published
     if pub.result_id:

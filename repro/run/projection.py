@@ -19,6 +19,8 @@ import math
 import statistics
 from dataclasses import dataclass
 
+from repro.core.recipes import Recipe
+
 Z = 1.96  # the interval shown: 95%
 STOP_Z = 2.576  # stopping needs the 99% two-sided (99.5% one-sided) interval below the floor
 FLOOR_PCT = 1.0
@@ -122,3 +124,14 @@ class Projector:
         if sure is None or sure.fraction_done < MIN_FRACTION or len(self.windows) < MIN_WINDOWS:
             return None
         return sure if sure.high < self.band[0] else None
+
+
+def band_for(recipe: Recipe, scenario: str, gpus: int | None) -> tuple[float, float] | None:
+    """The published band for this run as a whole: per-GPU band x the GPUs it runs on (the recipe's VM size
+    when none are detected, as in a sim or --endpoint run); None when the recipe publishes no figure."""
+    pub = recipe.published_for(scenario)
+    band = pub.band() if pub is not None else None
+    if band is None:
+        return None
+    n = gpus or recipe.system.gpus_per_vm
+    return band[0] * n, band[1] * n
