@@ -177,10 +177,10 @@ class TokenStats:
     output_source: str
     reference_output: float = REFERENCE_TOKENS_PER_SAMPLE
     input_per_sample: float | None = None
-    input_source: str = "not measured (no dataset in the workspace)"
+    input_source: str = "not measured: no dataset in the workspace"
     max_tokens: int | None = None
     share_at_max: float | None = None
-    share_source: str = "not measured (no per-sample output lengths: run `repro run offline --accuracy`)"
+    share_source: str = "not measured: no per-sample output lengths (repro run offline --accuracy logs them)"
     ttft_ns: dict[str, float] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
@@ -658,7 +658,7 @@ def _token_stats(
 def dataset_input_tokens(recipe: Recipe | None, ws: Any = None) -> tuple[float | None, str]:
     """Mean prompt length of the dataset `repro setup` prepared (the demo's own set for the demo); nothing is built."""
     if recipe is None:
-        return None, "not measured (no recipe)"
+        return None, "not measured: no recipe"
     from repro.core.workspace import Workspace
     from repro.setup.dataset import load_prepared
 
@@ -672,7 +672,7 @@ def dataset_input_tokens(recipe: Recipe | None, ws: Any = None) -> tuple[float |
     try:
         data = load_prepared(folder, verify=False)
     except InputError:
-        return None, f"not measured (no prepared dataset at {folder}: `repro setup`)"
+        return None, f"not measured: no prepared dataset at {folder} (repro setup prepares it)"
     lens = data.input_lens
     return float(lens.mean()), f"measured: mean of {len(lens):,} prompts in {folder}"
 

@@ -121,8 +121,10 @@ def _roofline_fig(report: Report) -> Figure:
     fig = Figure(figsize=(8, 3.5))
     ax = fig.add_subplot()
     batches = [2 ** (i / 4) for i in range(0, 4 * 13)]
-    ax.plot(batches, [roof.bound_at(b) for b in batches], label="bandwidth bound")
-    ax.scatter([roof.batch], [roof.bound_tokens_per_s], marker="o", label=f"bound at B={roof.batch}")
+    ax.plot(batches, [roof.bound_at(b) for b in batches], label="HBM bound")
+    if roof.compute_tokens_per_s is not None:
+        ax.axhline(roof.compute_tokens_per_s, color="#2ca02c", linestyle="--", label="tensor-core bound")
+    ax.scatter([roof.batch], [roof.bound_tokens_per_s], marker="o", label=f"ceiling at B={roof.batch}")
     ax.scatter(
         [roof.batch],
         [report.per_gpu],

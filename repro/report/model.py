@@ -15,6 +15,7 @@ from repro.core.errors import InputError
 from repro.core.fmt import fmt_num
 from repro.core.published import Accelerator, PublishedResult, load_index
 from repro.core.recipes import Recipe, all_recipes
+from repro.report.explain import Explanation, explain
 from repro.report.roofline import Roofline, roofline
 from repro.report.tables import ALWAYS, Chart, Column, Paragraph, Section, Table, footnote_ref, natural_key
 from repro.results.aggregate import RackReport, VMRow, aggregate
@@ -147,6 +148,7 @@ class Report:
     sources: list[Path]
     outputs: dict[str, str] = field(default_factory=dict)
     standing: Standing | None = None
+    explanation: Explanation | None = None
 
     @property
     def recipe(self) -> Recipe:
@@ -282,6 +284,7 @@ class Report:
                 },
             },
             "roofline": self.roof.to_json() if self.roof else None,
+            "explain": self.explanation.to_json() if self.explanation else None,
             "published_standing": self.standing.to_json() if self.standing else None,
             "notes": self.notes,
             "sources": [str(p) for p in self.sources],
@@ -336,9 +339,12 @@ class Report:
         roof: list[Paragraph | Table | Chart] = []
         if self.roof:
             roof += [
-                Paragraph(self.roof.explanation, code=True),
+                Paragraph(f"Memory (HBM): {self.roof.explanation}", code=True),
+                Paragraph(f"Tensor cores: {self.roof.compute_explanation}", code=True),
                 Paragraph(
-                    f"Bound {fmt_num(self.roof.bound_tokens_per_s)} tokens/s per GPU; yours {fmt_num(self.per_gpu)} "
+                    f"HBM bound {fmt_num(self.roof.hbm_tokens_per_s)}, compute bound "
+                    f"{fmt_num(self.roof.compute_tokens_per_s)} tokens/s per GPU; the ceiling is the lower "
+                    f"({self.roof.limiter}), {fmt_num(self.roof.bound_tokens_per_s)}; yours {fmt_num(self.per_gpu)} "
                     f"= {(self.roof.fraction or 0) * 100:.1f}% of it."
                 ),
                 Chart("roofline", "roofline"),
@@ -346,6 +352,8 @@ class Report:
         else:
             roof.append(Paragraph(f"Not computed ({self.recipe.name} has no memory bandwidth)."))
         out.append(Section(f"5. Roofline{lab}", roof))
+        if self.explanation is not None:
+            out.append(Section(f"6. Why your number is where it is{lab}", explain_blocks(self.explanation)))
         if self.notes:
             out.append(Section("Notes", [Paragraph(n) for n in self.notes]))
         out.append(Section("Sources", [Paragraph(str(p), code=True) for p in self.sources]))
@@ -604,7 +612,12 @@ def build_report(dirs: list[Path], recipe: str | Recipe | None = None, gpus: int
     out_tokens = [
         (v.run.tokens_per_s or 0.0) / v.run.samples_per_s for v in (_verdict(r) for r in used) if v.run.samples_per_s
     ]
-    roof = roofline(chosen, per_gpu, statistics.fmean(out_tokens) if out_tokens else None)
+    explanation = _explanation(used, chosen, notes)
+    roof = (
+        explanation.roofline
+        if explanation is not None and explanation.roofline is not None and len(used) == 1
+        else roofline(chosen, per_gpu, statistics.fmean(out_tokens) if out_tokens else None)
+    )
 
     return Report(
         rack=rack,
@@ -619,4 +632,58 @@ def build_report(dirs: list[Path], recipe: str | Recipe | None = None, gpus: int
         notes=notes,
         sources=_sources(rack.rows, chosen),
         standing=standing_for(chosen, per_gpu),
+        explanation=explanation,
     )
+
+
+def _explanation(used: list[VMRow], recipe: Recipe, notes: list[str]) -> Explanation | None:
+    """One run against the recipe's published result; several VMs: the slowest against the fastest."""
+    runs = sorted((_verdict(r).run for r in used), key=lambda run: run.tokens_per_s or 0.0)
+    try:
+        if len(runs) == 1:
+            return explain(runs[0].folder, recipe=recipe)
+        return explain(runs[0].folder, against=str(runs[-1].folder), recipe=recipe)
+    except InputError as exc:
+        notes.append(f"no explanation: {exc.message}")
+        return None
+
+
+def explain_blocks(e: Explanation) -> list[Paragraph | Table | Chart]:
+    """The causes, what differs and the token figures of `repro explain`, as report blocks."""
+    blocks: list[Paragraph | Table | Chart] = [Paragraph(e.headline + ".")]
+    if e.causes:
+        blocks.append(
+            Table(
+                [Column("#", numeric=True), Column("cause"), Column("effect", keep=6), Column("moves", keep=5)],
+                [
+                    [
+                        str(i),
+                        c.title,
+                        c.effect,
+                        c.moves + (f" ({c.impact_pct:+.1f}%)" if c.impact_pct is not None else ""),
+                    ]
+                    for i, c in enumerate(e.causes, 1)
+                ],
+                caption="Causes, most likely first",
+            )
+        )
+        blocks += [Paragraph(f"{i}. Evidence: " + "; ".join(c.evidence) + ".") for i, c in enumerate(e.causes, 1)]
+    if e.diffs:
+        blocks.append(
+            Table(
+                [Column("area", keep=4), Column("key"), Column("yours"), Column("reference"), Column("effect", keep=6)],
+                [[d.area, d.key, str(d.yours), str(d.reference), d.effect] for d in e.diffs],
+                caption=f"What differs from {e.reference.name}",
+            )
+        )
+    t = e.tokens
+    share = f"{t.share_at_max * 100:.1f}%" if t.share_at_max is not None else "not measured"
+    blocks.append(
+        Paragraph(
+            f"Output tokens per sample {fmt_num(t.output_per_sample, 1)} ({t.output_source}; MLPerf reference "
+            f"{t.reference_output:g}); input {fmt_num(t.input_per_sample, 1)} ({t.input_source}); at max_tokens: "
+            f"{share}."
+        )
+    )
+    blocks += [Paragraph(n) for n in e.notes]
+    return blocks
