@@ -118,17 +118,54 @@ def test_dry_run_prints_the_script_and_submits_nothing(ws: Workspace) -> None:
     assert not (ws.root / "racks").exists()
 
 
-def test_container_runs_name_the_image_in_the_script(ws: Workspace) -> None:
-    plan = plan_rack(RECIPE, ws, 18, container_image="registry.example/repro:gb300")
-    script = render_script(plan)
-    assert "IMAGE=registry.example/repro:gb300" in script and '--container-image="$IMAGE"' in script
-    assert "docker run --rm --name" in script and f"WORKSPACE={ws.root}" in script and '-- "$IMAGE" repro' in script
-    assert "#SBATCH --array=0-17" in script and "-sim" not in script.splitlines()[1]
+def test_rack_runs_repro_on_each_host_with_the_image_build_engine_builds(ws: Workspace) -> None:
+    """Before: the dry run exited 2 without --container-image, then each task ran `docker run IMAGE repro`, which
+    the image's entrypoint rejects, with no Docker inside to start trtllm-serve, from a tag no other node has."""
+    from repro.engine.plan import plan_build
+
+    built = plan_build(get_recipe(RECIPE), ws).image.tag
+    res = _cli("run", "offline", "--launcher", "slurm", "--nodes", "2", "--recipe", RECIPE, "--dry-run", "--json")
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    script = doc["script"]
+    assert doc["container_image"] == built and doc["image_source"] == "archive"
+    assert f"--server-image {built}" in script and 'LAUNCH=("$REPRO_BIN" "${ARGS[@]}")' in script
+    assert "docker run" not in script and "--container-image=" not in script
+    assert 'docker load -i "$IMAGE_ARCHIVE"' in script and "IMAGE_ARCHIVE=" in script
+    assert doc["next_command"].startswith("repro run offline --launcher slurm --nodes 2 --recipe nd-gb300-v6")
+    assert "--dry-run" not in doc["next_command"] and "\n" not in doc["next_command"]
+    lint = subprocess.run(["shellcheck", "-"], input=script, text=True, capture_output=True)
+    assert lint.returncode == 0, lint.stdout
+    assert not (ws.root / "racks").exists()
+    rich = _cli("run", "offline", "--launcher", "slurm", "--nodes", "2", "--recipe", RECIPE, "--dry-run")
+    assert "docker save" in rich.output and "docker load" in rich.output
+    assert rich.output.rstrip().splitlines()[-1].startswith("Next: repro run offline --launcher slurm")
+
+    pulled = plan_rack(RECIPE, ws, 18, container_image="registry.example/repro:gb300")
+    assert pulled.image_source == "registry" and pulled.image_archive is None
+    assert 'docker pull "$IMAGE"' in render_script(pulled) and "IMAGE=registry.example/repro:gb300" in render_script(
+        pulled
+    )
+    pushed = plan_rack(RECIPE, ws, 2, image_registry="myacr.azurecr.io/team")
+    assert pushed.container_image == f"myacr.azurecr.io/team/{built}" and pushed.push_from == built
+
+
+def test_the_image_reaches_a_node_through_the_shared_rack_folder(ws: Workspace, base_image: str) -> None:
+    """docker save into the rack folder on the submitting side; a node without the image loads it from there."""
+    from repro.run.rack import distribute_image
+
+    plan = plan_rack(RECIPE, ws, 2, container_image=base_image)
+    assert plan.image_source == "archive" and plan.image_archive is not None
+    ran = distribute_image(plan)
+    assert ran[0][:2] == ["docker", "save"] and plan.image_archive.stat().st_size > 0
+    assert distribute_image(plan) == []  # saved once per rack
+    loaded = subprocess.run(["docker", "load", "-i", str(plan.image_archive)], capture_output=True, text=True)
+    assert loaded.returncode == 0 and base_image.split(":")[0] in loaded.stdout, loaded.stderr
 
 
 def test_bad_input_is_one_clear_line(ws: Workspace, tmp_path: Path) -> None:
-    res = _cli("run", "offline", "--launcher", "slurm", "--nodes", "2", "--recipe", RECIPE)
-    assert res.exit_code == 2 and "--container-image" in res.output and "Traceback" not in res.output
+    res = _cli("run", "offline", "--launcher", "slurm", "--nodes", "2", "--recipe", RECIPE, "--image-registry", "-x")
+    assert res.exit_code == 2 and "Traceback" not in res.output
     with pytest.raises(InputError, match="reference-only"):
         plan_rack("dgx-h100", ws, 2, backend="sim")
     with pytest.raises(InputError, match="rack.json"):
@@ -266,3 +303,13 @@ def test_vm_slurm_forgot_is_missing_and_rerun_dry_run_names_it(slurm: None, ws: 
     if res is not None:
         assert res.exit_code == 0 and "--array=0,1" in json.loads(res.stdout)["submit_command"]
     assert load_manifest(plan.rack_dir)["jobs"] == manifest["jobs"] and not (plan.rack_dir / "rack.sbatch").exists()
+
+
+def test_a_rack_whose_vms_are_all_invalid_exits_non_zero(slurm: None, ws: Workspace) -> None:
+    """Before: a simulated rack INVALID on every VM summed 0 VMs and exited 0."""
+    result = launch_offline(RECIPE, None, 2, backend="sim", duration_s=3, sim_rate=1e9, poll_s=0.5, timeout_s=150)
+    assert [r.state for r in result.rows] == ["done", "done"]
+    assert result.report is not None and not result.report.counted
+    with pytest.raises(StepFailed, match="2 of 2 VMs ran but are not in the total") as err:
+        check(result)
+    assert "INVALID" in err.value.message and err.value.next_command.startswith("repro aggregate ")

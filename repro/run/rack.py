@@ -105,6 +105,9 @@ def _check_path(value: str, what: str) -> str:
     return value
 
 
+IMAGE_DIR = "image"
+
+
 def vm_name(index: int) -> str:
     return f"vm-{index:02d}"
 
@@ -133,6 +136,15 @@ class RackPlan:
     sim_rate: float | None = None
     repro_bin: str = field(default_factory=_repro_bin)
     recipe_file: str | None = None
+    image_source: str | None = None  # how each node gets the server image: "archive" or "registry"
+    push_from: str | None = None  # with --image-registry: the local image pushed as container_image
+
+    @property
+    def image_archive(self) -> Path | None:
+        """`docker save` output in the shared rack folder, which every node reads (archive mode only)."""
+        if self.image_source != "archive" or not self.container_image:
+            return None
+        return self.rack_dir / IMAGE_DIR / (re.sub(r"[^A-Za-z0-9_.-]", "_", self.container_image) + ".tar")
 
     @property
     def simulated(self) -> bool:
@@ -178,7 +190,29 @@ class RackPlan:
             args += ["--samples", str(self.samples)]
         if self.simulated and self.sim_rate is not None:
             args += ["--sim-rate", f"{self.sim_rate:g}"]
+        if not self.simulated and self.container_image:
+            args += ["--server-image", self.container_image]
         return args
+
+    def command(self, image_registry: str | None = None) -> str:
+        """The one `repro` command that submits this rack (what a dry run prints to paste)."""
+        argv = ["repro", "run", "offline", "--launcher", "slurm", "--nodes", str(self.nodes)]
+        argv += ["--recipe", self.recipe_file and str(self.rack_dir / self.recipe_file) or self.recipe.name]
+        if self.backend:
+            argv += ["--backend", self.backend]
+        if self.duration_s is not None:
+            argv += ["--duration", f"{self.duration_s:g}"]
+        if self.samples is not None:
+            argv += ["--samples", str(self.samples)]
+        if self.simulated and self.sim_rate is not None:
+            argv += ["--sim-rate", f"{self.sim_rate:g}"]
+        if self.partition:
+            argv += ["--partition", self.partition]
+        if self.push_from:
+            argv += ["--container-image", self.push_from, "--image-registry", image_registry or ""]
+        elif self.container_image:
+            argv += ["--container-image", self.container_image]
+        return shlex.join([*argv, "--workspace", str(self.workspace)])
 
     def manifest(self) -> dict[str, Any]:
         return {
@@ -192,6 +226,8 @@ class RackPlan:
             "nodes": self.nodes,
             "partition": self.partition,
             "container_image": self.container_image,
+            "image_source": self.image_source,
+            "push_from": self.push_from,
             "duration_s": self.duration_s,
             "samples": self.samples,
             "sim_rate": self.sim_rate,
@@ -224,6 +260,8 @@ class RackPlan:
             backend=backend if backend != recipe.backend else None,
             partition=m.get("partition"),
             container_image=m.get("container_image"),
+            image_source=m.get("image_source"),
+            push_from=m.get("push_from"),
             duration_s=m.get("duration_s"),
             samples=m.get("samples"),
             sim_rate=m.get("sim_rate"),
@@ -255,6 +293,8 @@ def render_script(plan: RackPlan) -> str:
         "WORKSPACE": sh_quote(str(plan.workspace)),
         "RECIPE": sh_quote(plan.recipe.name),
         "IMAGE": sh_quote(plan.container_image or ""),
+        "IMAGE_SOURCE": sh_quote(plan.image_source or ""),
+        "IMAGE_ARCHIVE": sh_quote(str(plan.image_archive or "")),
         "LABEL": sh_quote(plan.label or ""),
         "REPRO_BIN": sh_quote(plan.repro_bin),
         "SIMULATED": "1" if plan.simulated else "0",
@@ -403,6 +443,8 @@ class RackManifest(BaseModel):
     nodes: int = Field(ge=1, le=MAX_NODES)
     partition: str | None = None
     container_image: str | None = None
+    image_source: str | None = Field(default=None, pattern=r"^(archive|registry)$")
+    push_from: str | None = None
     duration_s: float | None = Field(default=None, gt=0, allow_inf_nan=False)
     samples: int | None = Field(default=None, gt=0)
     sim_rate: float | None = Field(default=None, gt=0, allow_inf_nan=False)
@@ -417,7 +459,7 @@ class RackManifest(BaseModel):
             raise ValueError("not a Slurm partition name (letters, digits, _ . - and commas only)")
         return v
 
-    @field_validator("container_image")
+    @field_validator("container_image", "push_from")
     @classmethod
     def _image(cls, v: str | None) -> str | None:
         if v is not None:
@@ -590,6 +632,7 @@ class RackResult:
     script: str | None = None
     dry_run: bool = False
     submit_command: list[str] = field(default_factory=list)
+    next_command: str | None = None
 
     @property
     def failed(self) -> list[TaskRow]:
@@ -620,7 +663,13 @@ class RackResult:
             "status": m.get("status"),
         }
         if self.dry_run:
-            out |= {"script": self.script, "submit_command": self.submit_command}
+            out |= {
+                "script": self.script,
+                "submit_command": self.submit_command,
+                "container_image": m.get("container_image"),
+                "image_source": m.get("image_source"),
+                "next_command": self.next_command,
+            }
             return out
         out |= {
             "tasks": [r.to_json() for r in self.rows],
@@ -685,6 +734,7 @@ def plan_rack(
     duration_s: float | None = None,
     samples: int | None = None,
     sim_rate: float | None = None,
+    image_registry: str | None = None,
 ) -> RackPlan:
     if recipe is None:
         raise InputError(
@@ -728,13 +778,69 @@ def plan_rack(
                 f"{manifest}: no prepared dataset; the simulated VMs replay it from this workspace.",
                 f"`repro setup --recipe {rec.name}`, then submit again",
             )
-    elif not container_image:
-        raise InputError(
-            f"backend {plan.backend or rec.backend} runs inside the recipe container on each node; "
-            "no --container-image given.",
-            "`repro build-engine` to build the image, then pass --container-image IMAGE (or --backend sim to rehearse)",
-        )
+    else:
+        _plan_image(plan, ws, container_image, image_registry)
     return plan
+
+
+def _is_remote(image: str) -> bool:
+    """Docker's rule: the first path component names a registry when it has a dot or a port, or is localhost."""
+    first = image.split("/", 1)[0]
+    return "/" in image and ("." in first or ":" in first or first == "localhost")
+
+
+def _plan_image(plan: RackPlan, ws: Workspace, image: str | None, registry: str | None) -> None:
+    """Each node's repro starts its servers through that node's Docker, so the image must reach every node: pushed to
+    the registry the user names (or already in one), else `docker save` into the shared rack folder and
+    `docker load` on each node. Without --container-image it is the image `repro build-engine` builds."""
+    from repro.engine.plan import plan_build
+
+    local = image or plan_build(plan.recipe, ws).image.tag
+    if registry:
+        registry = registry.strip().rstrip("/")
+        validate_image_ref(registry)
+        plan.push_from, plan.container_image = local, f"{registry}/{local.rsplit('/', 1)[-1]}"
+        plan.image_source = "registry"
+    else:
+        plan.container_image = local
+        plan.image_source = "registry" if _is_remote(local) else "archive"
+    plan.validate()
+
+
+def distribute_image(plan: RackPlan, run: Callable[[list[str]], None] | None = None) -> list[list[str]]:
+    """Put the server image where the nodes fetch it; returns the docker commands run (argv lists, no shell)."""
+    cmds: list[list[str]] = []
+    if plan.simulated or not plan.container_image:
+        return cmds
+    archive = plan.image_archive
+    if plan.push_from:
+        cmds = [["docker", "tag", plan.push_from, plan.container_image], ["docker", "push", plan.container_image]]
+    elif archive is not None and not archive.exists():
+        partial = archive.with_name(archive.name + ".partial")
+        cmds = [["docker", "save", "-o", str(partial), plan.container_image]]
+    for cmd in cmds:
+        (run or (lambda c: _docker(c, plan.recipe.name)))(cmd)
+    if archive is not None and not archive.exists():
+        archive.with_name(archive.name + ".partial").replace(archive)
+    return cmds
+
+
+def _docker(cmd: list[str], recipe: str) -> None:
+    if cmd[:2] == ["docker", "save"]:
+        Path(cmd[3]).parent.mkdir(parents=True, exist_ok=True)
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    except FileNotFoundError:
+        raise StepFailed(
+            "`docker` not found on this machine: the rack ships the server image with it.",
+            "sudo apt-get install -y docker.io",
+        ) from None
+    if done.returncode != 0:
+        last = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]
+        raise StepFailed(
+            f"`{shlex.join(cmd)}` failed for the rack's server image: {terminal_safe(last[0][:300])}",
+            f"repro build-engine --recipe {recipe}" if cmd[1] == "save" else "docker login",
+        )
 
 
 def submit(plan: RackPlan, indices: list[int] | None = None) -> str:
@@ -747,6 +853,7 @@ def submit(plan: RackPlan, indices: list[int] | None = None) -> str:
         atomic_write_text(rack / plan.recipe_file, yaml.safe_dump(plan.recipe.model_dump(mode="json"), sort_keys=False))
     atomic_write_text(script, render_script(plan))  # re-rendered from the validated plan, never reused from disk
     script.chmod(0o755)
+    distribute_image(plan)
     m = load_manifest(rack) if (rack / RACK_JSON).exists() else plan.manifest()
     tasks = sorted(indices) if indices is not None else list(range(plan.nodes))
     job_id = sbatch(script, ",".join(map(str, tasks)) if indices is not None else None, rack)
@@ -782,6 +889,17 @@ def check(result: RackResult) -> RackResult:
         raise StepFailed(
             f"no rack table for {result.rack_dir}: {result.report_error}.", f"`repro aggregate {result.rack_dir}`"
         )
+    uncounted = [r for r in result.report.rows if not r.counted]
+    if uncounted or not result.report.counted:
+        # A rehearsal whose VMs cannot be VALID teaches nothing, and a total over 0 VMs is no result.
+        first = uncounted[0] if uncounted else None
+        why = "; ".join(first.verdict.reasons[:2]) if first and first.verdict else (first.problem if first else "")
+        what = f"{first.status}, {why}" if first and why else (first.status if first else "no runs")
+        raise StepFailed(
+            f"{len(uncounted)} of {len(result.report.rows)} VMs ran but are not in the total "
+            f"({', '.join(r.name for r in uncounted)}: {what}).",
+            f"repro aggregate {shlex.quote(str(result.rack_dir))}",
+        )
     if not result.manifest.get("label") and result.report.exit_code:
         raise ReproError(
             "not every VM reproduces the published number; see the rack table.",
@@ -809,6 +927,7 @@ def launch_offline(
     *,
     ui: RackUI | None = None,
     sim_rate: float | None = None,
+    image_registry: str | None = None,
     poll_s: float = 2.0,
     timeout_s: float | None = None,
 ) -> RackResult:
@@ -827,6 +946,7 @@ def launch_offline(
         duration_s=duration_s,
         samples=samples,
         sim_rate=sim_rate,
+        image_registry=image_registry,
     )
     if dry_run:
         return RackResult(
@@ -835,6 +955,7 @@ def launch_offline(
             script=render_script(plan),
             dry_run=True,
             submit_command=sbatch_argv(plan.rack_dir / SCRIPT, plan.rack_dir),
+            next_command=plan.command(image_registry),
         )
     job_id = submit(plan)
     ui.note(f"submitted Slurm job {job_id} ({nodes} tasks); results go to {plan.rack_dir}")

@@ -58,6 +58,7 @@ def rack_result(result: RackResult) -> Group:
                 f"Each VM's results would land in {result.rack_dir}/vm-NN/ "
                 "(the folder must be on storage every node sees)."
             ),
+            *([Text(_image_route(m, result.rack_dir))] if m.get("container_image") else []),
         )
     parts: list[Any] = [task_table(result.rows, m, result.rack_dir)]
     if result.report is not None:
@@ -97,3 +98,17 @@ class ConsoleRack:
             return
         with Live(task_table(rows, manifest, rack_dir), console=console, refresh_per_second=4, transient=True) as view:
             yield lambda new: view.update(task_table(new, manifest, rack_dir))
+
+
+def _image_route(m: dict[str, Any], rack_dir: Path) -> str:
+    image = m["container_image"]
+    if m.get("image_source") == "archive":
+        return (
+            f"Each node runs repro on its host, which starts its trtllm-serve containers from {image}: repro saves the "
+            f"image into {rack_dir}/image/ (docker save) and each node loads it once (docker load)."
+        )
+    pushed = f"repro pushes {m['push_from']} as {image}; " if m.get("push_from") else ""
+    return (
+        f"Each node runs repro on its host, which starts its trtllm-serve containers from {image}: {pushed}"
+        "each node pulls it once (docker pull)."
+    )

@@ -16,6 +16,8 @@ WORK_DIR=@WORK_DIR@
 WORKSPACE=@WORKSPACE@
 RECIPE=@RECIPE@
 IMAGE=@IMAGE@
+IMAGE_SOURCE=@IMAGE_SOURCE@
+IMAGE_ARCHIVE=@IMAGE_ARCHIVE@
 LABEL=@LABEL@
 DEFAULT_BIN=@REPRO_BIN@
 REPRO_BIN="${REPRO_BIN:-$DEFAULT_BIN}"
@@ -53,25 +55,27 @@ case ",${REPRO_FAIL_TASKS:-}," in
   *",$IDX,"*) state failed 1 "failed on purpose (REPRO_FAIL_TASKS=${REPRO_FAIL_TASKS})"; finish; exit 1 ;;
 esac
 
-CONTAINER=""
-if [ -z "$IMAGE" ]; then
-  LAUNCH=("$REPRO_BIN" "${ARGS[@]}")
-elif srun --help 2>&1 | grep -q -- '--container-image'; then
-  LAUNCH=(srun --ntasks=1 --container-image="$IMAGE" --container-mounts="$TASK_HOME:$TASK_HOME" \
-          --no-container-mount-home --container-workdir="$TASK_HOME" repro "${ARGS[@]}")
-else
-  CONTAINER="repro-$JOB-$IDX"
-  LAUNCH=(docker run --rm --name "$CONTAINER" --gpus all --ipc=host --ulimit memlock=-1 --ulimit stack=67108864 \
-          -v "$TASK_HOME:$TASK_HOME" -e REPRO_HOME="$TASK_HOME" -- "$IMAGE" repro "${ARGS[@]}")
+# repro runs on this node's host and starts the node's trtllm-serve containers through the node's Docker; the image
+# comes from the shared rack folder (docker save/load) or a registry, once per node.
+if [ -n "$IMAGE" ] && ! docker image inspect "$IMAGE" >/dev/null 2>&1; then
+  case "$IMAGE_SOURCE" in
+    archive) fetch=(docker load -i "$IMAGE_ARCHIVE") ;;
+    *) fetch=(docker pull "$IMAGE") ;;
+  esac
+  if ! "${fetch[@]}" >"$OUT/image.log" 2>&1; then
+    state failed 1 "could not get the server image $IMAGE on $(hostname -s): $(tail -1 "$OUT/image.log")"
+    finish
+    exit 1
+  fi
 fi
+LAUNCH=("$REPRO_BIN" "${ARGS[@]}")
 
 child=""
 # shellcheck disable=SC2317  # called by the trap below
 on_term() {
   trap - TERM INT
-  if [ -n "$child" ]; then kill -INT "$child" 2>/dev/null; fi
-  if [ -n "$CONTAINER" ]; then docker stop -t 5 "$CONTAINER" >/dev/null 2>&1; fi
-  for _ in 1 2 3 4 5 6; do { [ -n "$child" ] && kill -0 "$child" 2>/dev/null; } || break; sleep 0.5; done
+  if [ -n "$child" ]; then kill -TERM "$child" 2>/dev/null; fi
+  for _ in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20; do { [ -n "$child" ] && kill -0 "$child" 2>/dev/null; } || break; sleep 0.5; done
   collect || true
   finish
   state cancelled 143 "cancelled by Slurm (scancel, time limit or preemption); partial run kept if any"
