@@ -15,7 +15,7 @@ from repro import __version__
 from repro.commands import build_engine as build
 from repro.commands import explain as explain_cmd
 from repro.commands import flow as doctor
-from repro.commands import published, report, run, verify
+from repro.commands import published, report, run, tune, verify
 from repro.commands import recipes as recipes_cmd
 from repro.commands import setup_cmd as setup
 from repro.core.errors import explain
@@ -79,6 +79,10 @@ app = _app(
 )
 run_app = _app("Run the benchmark through MLCommons LoadGen.", no_args_is_help=True)
 recipes_app = _app("List, show and validate recipes.", no_args_is_help=True)
+tune_app = _app(
+    "Find the Server or Interactive target QPS that meets TTFT/TPOT with short LoadGen runs; `repro run` uses it.",
+    no_args_is_help=True,
+)
 published_app = _app(
     "Every published MLPerf Llama-2-70B result (shipped index): list, filter, show one.", invoke_without_command=True
 )
@@ -99,12 +103,16 @@ _add(app, report.report)
 _add(app, explain_cmd.explain)
 _add(run_app, run.offline)
 _add(run_app, run.server)
+_add(run_app, run.interactive)
+_add(tune_app, tune.server)
+_add(tune_app, tune.interactive)
 _add(recipes_app, recipes_cmd.list_recipes, "list")
 _add(recipes_app, recipes_cmd.show)
 _add(recipes_app, recipes_cmd.validate)
 _add(published_app, published.show)
 published_app.callback()(_guarded(published.list_published))
 app.add_typer(run_app, name="run")
+app.add_typer(tune_app, name="tune")
 app.add_typer(recipes_app, name="recipes")
 app.add_typer(published_app, name="published")
 

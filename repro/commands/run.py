@@ -1,4 +1,4 @@
-"""`repro run offline|server` (issue #3; `--launcher slurm` is issue #7)."""
+"""`repro run offline|server|interactive` (issue #3; `--launcher slurm` is issue #7; interactive, --target-qps: #28)."""
 
 from __future__ import annotations
 
@@ -126,6 +126,15 @@ ReadyTimeoutOpt = Annotated[
         "--ready-timeout",
         callback=finite_in(0, 7 * 86400),
         help="Seconds to wait for the servers to load the model and answer.",
+    ),
+]
+TargetQpsOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--target-qps",
+        metavar="QPS|auto",
+        help="LoadGen's rate: a number, or auto (Offline: a short probe measures it). Server/Interactive otherwise "
+        "use the rate `repro tune` saved, else the recipe's.",
     ),
 ]
 RerunOpt = Annotated[
@@ -279,6 +288,7 @@ _RUN_OPTIONS = (
     "compliance",
     "into",
     "served_model",
+    "target_qps",
 )
 
 
@@ -307,6 +317,7 @@ def _run(
     compliance: str | None = None,
     into: Path | None = None,
     served_model: str | None = None,
+    target_qps: str | None = None,
 ) -> None:
     from repro.core.errors import Interrupted
     from repro.core.systems import DEMO_OUTRANKED, resolve_recipe
@@ -327,6 +338,8 @@ def _run(
         info(f"Recipe {chosen.name}: {why}.")
     if not dry_run:
         _sigterm_as_interrupt()
+    servers = ServerOptions(image=server_image, keep=keep_servers, ready_timeout_s=ready_timeout)
+    rate = _target_qps(target_qps, scenario, chosen, ws, endpoint, servers, served_model, backend, dry_run)
     try:
         outcome = run_benchmark(
             chosen,
@@ -342,11 +355,12 @@ def _run(
             rate_tokens_per_s=sim_rate,
             argv=["repro", *sys.argv[1:]],
             endpoints=endpoint or None,
-            servers=ServerOptions(image=server_image, keep=keep_servers, ready_timeout_s=ready_timeout),
+            servers=servers,
             compliance=compliance,
             into=into,
             bar=RunBar,
             served_model=served_model,
+            target_qps=rate,
         )
     except Interrupted as stop:
         # the hint is the command the user typed, every flag kept (--duration, --workspace, ...)
@@ -362,6 +376,44 @@ def _run(
         raise typer.Exit(1)
     if verdict is not None and not chosen.demo and outcome.details.get("label") is None and verdict.exit_code:
         raise typer.Exit(verdict.exit_code)
+
+
+def _target_qps(
+    value: str | None,
+    scenario: str,
+    recipe: Any,
+    ws: Any,
+    endpoint: list[str] | None,
+    servers: Any,
+    served_model: str | None,
+    backend: str | None,
+    dry_run: bool,
+) -> float | dict[str, Any] | None:
+    """--target-qps: a number as given; auto (Offline) runs the probe now and hands the run its record."""
+    from repro.core.errors import InputError
+
+    if value is None:
+        return None
+    if value.strip().lower() == "auto":
+        if scenario != "Offline":
+            raise InputError(
+                f"--target-qps auto is for Offline; {scenario} finds its rate with `repro tune`.",
+                f"repro tune {scenario.lower()}",
+            )
+        if dry_run:
+            return None
+        from repro.run.tune import offline_auto_qps
+
+        return offline_auto_qps(
+            recipe, ws, endpoints=endpoint or None, backend=backend, servers=servers, served_model=served_model
+        )
+    try:
+        return float(value)
+    except ValueError:
+        raise InputError(
+            f"--target-qps {value!r}: give a number of queries per second, or auto (Offline).",
+            f"repro run {scenario.lower()} --target-qps auto",
+        ) from None
 
 
 def _rack_ui(json: bool) -> Any:
@@ -402,6 +454,7 @@ def offline(
     keep_servers: KeepServersOpt = False,
     ready_timeout: ReadyTimeoutOpt = None,
     served_model: ServedModelOpt = None,
+    target_qps: TargetQpsOpt = None,
     dry_run: DryRunOpt = False,
     json: JsonOpt = False,
 ) -> None:
@@ -461,8 +514,30 @@ def server(
     ready_timeout: ReadyTimeoutOpt = None,
     served_model: ServedModelOpt = None,
     server_image: ServerImageOpt = None,
+    target_qps: TargetQpsOpt = None,
     dry_run: DryRunOpt = False,
     json: JsonOpt = False,
 ) -> None:
     """Run the Server scenario through MLCommons LoadGen (streaming, so TTFT and TPOT are measured)."""
     _run("Server", **_options({**locals(), "accuracy": False}))
+
+
+def interactive(
+    recipe: RecipeOpt = None,
+    workspace: WorkspaceOpt = None,
+    backend: BackendOpt = None,
+    duration: DurationOpt = None,
+    samples: SamplesOpt = None,
+    into: IntoOpt = None,
+    sim_rate: RateOpt = None,
+    endpoint: EndpointOpt = None,
+    keep_servers: KeepServersOpt = False,
+    ready_timeout: ReadyTimeoutOpt = None,
+    served_model: ServedModelOpt = None,
+    server_image: ServerImageOpt = None,
+    target_qps: TargetQpsOpt = None,
+    dry_run: DryRunOpt = False,
+    json: JsonOpt = False,
+) -> None:
+    """Run llama2-70b Interactive: LoadGen's Server scenario under TTFT 450 ms / TPOT 40 ms, verified by its rules."""
+    _run("Interactive", **_options({**locals(), "accuracy": False}))

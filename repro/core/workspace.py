@@ -47,6 +47,11 @@ class Workspace:
         return self.root / "runs"
 
     @property
+    def tuned(self) -> Path:
+        """Rates `repro tune` chose, one file per recipe and scenario."""
+        return self.root / "tuned"
+
+    @property
     def ledger_path(self) -> Path:
         return self.root / "ledger.json"
 

@@ -6,6 +6,7 @@ the business translation, measured and TDP-based efficiency, and the roofline fr
 
 from __future__ import annotations
 
+import math
 import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -149,6 +150,8 @@ class Report:
     outputs: dict[str, str] = field(default_factory=dict)
     standing: Standing | None = None
     explanation: Explanation | None = None
+    tune: dict[str, Any] | None = None
+    """The `repro tune` search behind the run's target_qps (run.json target_qps_source), when it came from one."""
 
     @property
     def recipe(self) -> Recipe:
@@ -286,6 +289,7 @@ class Report:
             "roofline": self.roof.to_json() if self.roof else None,
             "explain": self.explanation.to_json() if self.explanation else None,
             "published_standing": self.standing.to_json() if self.standing else None,
+            "tune_search": self.tune,
             "notes": self.notes,
             "sources": [str(p) for p in self.sources],
             "outputs": self.outputs,
@@ -354,6 +358,8 @@ class Report:
         out.append(Section(f"5. Roofline{lab}", roof))
         if self.explanation is not None:
             out.append(Section(f"6. Why your number is where it is{lab}", explain_blocks(self.explanation)))
+        if self.tune:
+            out.append(Section(f"Tuned rate{lab}", tune_blocks(self.tune)))
         if self.notes:
             out.append(Section("Notes", [Paragraph(n) for n in self.notes]))
         out.append(Section("Sources", [Paragraph(str(p), code=True) for p in self.sources]))
@@ -515,6 +521,59 @@ class Report:
         return render_markdown(self)
 
 
+TUNE_BAR = 30
+
+
+def tune_blocks(tune: dict[str, Any]) -> list[Paragraph | Table | Chart]:
+    """The search as a small text chart: rate tried -> p99 TTFT (bar against the limit, the | mark), TPOT, result."""
+    limits = tune.get("limits_ms") or {}
+    ttft_limit = float(limits.get("ttft") or 0) or None
+    mark = int(TUNE_BAR / 1.5)
+    rows = []
+    found = [p for p in tune.get("search") or [] if isinstance(p, dict) and _finite(p.get("target_qps"))]
+    for p in sorted(found, key=lambda p: float(p["target_qps"])):
+        ttft, tpot = p.get("ttft_p99_ms"), p.get("tpot_p99_ms")
+        frac = (
+            min(float(ttft) / ttft_limit, 1.5) if isinstance(ttft, (int, float)) and _finite(ttft) and ttft_limit else 0
+        )
+        n = int(round(frac / 1.5 * TUNE_BAR))
+        bar = ["#" if i < n else "." for i in range(TUNE_BAR)]
+        bar[mark] = "|"
+        rows.append(
+            [
+                fmt_num(p["target_qps"], 2),
+                _ms_cell(ttft),
+                "".join(bar),
+                _ms_cell(tpot),
+                "pass" if p.get("passed") else "FAIL",
+            ]
+        )
+    head = (
+        f"target_qps {fmt_num(tune.get('target_qps'), 2)} from repro tune: highest passing "
+        f"{fmt_num(tune.get('highest_passing_qps'), 2)}, lowest failing {fmt_num(tune.get('lowest_failing_qps'), 2)}, "
+        f"margin {float(tune.get('margin') or 0):.0%}; TTFT limit {fmt_num(ttft_limit, 0)} ms (the | in the bar)."
+    )
+    table = Table(
+        [
+            Column("rate q/s", numeric=True),
+            Column("p99 TTFT", numeric=True),
+            Column("TTFT vs limit", keep=3),
+            Column("p99 TPOT", numeric=True, keep=4),
+            Column("result"),
+        ],
+        rows,
+    )
+    return [Paragraph(head), table]
+
+
+def _finite(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _ms_cell(v: Any) -> str:
+    return f"{float(v):,.1f} ms" if _finite(v) else "-"
+
+
 def _comparisons(recipe: Recipe, per_gpu: float) -> list[Comparison]:
     out = []
     for r in all_recipes():
@@ -557,7 +616,7 @@ def _sources(rows: list[VMRow], recipe: Recipe) -> list[Path]:
 def build_report(dirs: list[Path], recipe: str | Recipe | None = None, gpus: int | None = None) -> Report:
     """Read the run folders (per VM, or one folder of VMs) and compute every table of the report."""
     try:
-        rack = aggregate([Path(d) for d in dirs], recipe=recipe, gpus=gpus)
+        rack = _aggregate_any([Path(d) for d in dirs], recipe, gpus)
     except InputError as exc:
         raise InputError(f"{exc.message} Name the recipe with --recipe NAME.", "repro recipes list") from None
     chosen = rack.recipe
@@ -633,6 +692,7 @@ def build_report(dirs: list[Path], recipe: str | Recipe | None = None, gpus: int
         sources=_sources(rack.rows, chosen),
         standing=standing_for(chosen, per_gpu),
         explanation=explanation,
+        tune=_tune_source(used),
     )
 
 
@@ -687,3 +747,25 @@ def explain_blocks(e: Explanation) -> list[Paragraph | Table | Chart]:
     )
     blocks += [Paragraph(n) for n in e.notes]
     return blocks
+
+
+def _aggregate_any(dirs: list[Path], recipe: str | Recipe | None, gpus: int | None) -> RackReport:
+    """The folders' Offline runs; a Server or Interactive run folder (`repro run server` points here) is reported
+    from its own scenario's run."""
+    first: InputError | None = None
+    for scenario in ("Offline", "Server", "Interactive"):
+        try:
+            return aggregate(dirs, recipe=recipe, gpus=gpus, scenario=scenario)
+        except InputError as exc:
+            first = first or exc
+    assert first is not None
+    raise first
+
+
+def _tune_source(rows: list[VMRow]) -> dict[str, Any] | None:
+    for r in rows:
+        info = _verdict(r).run.run_info or {}
+        src = info.get("target_qps_source")
+        if isinstance(src, dict) and src.get("from") == "repro tune" and isinstance(src.get("search"), list):
+            return src
+    return None

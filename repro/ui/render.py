@@ -21,6 +21,7 @@ _VIEWS: dict[str, str] = {
     "repro.results.verify.Verdict": "repro.ui.results:render_verdict",
     "repro.results.aggregate.RackReport": "repro.ui.results:render_rack",
     "repro.run.rack.RackResult": "repro.ui.rack:rack_result",
+    "repro.run.tune.TuneResult": "repro.ui.tune:tune_result",
 }
 
 

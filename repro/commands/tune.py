@@ -1,0 +1,119 @@
+"""`repro tune server|interactive`: find the Server/Interactive target QPS before the long run (issue 28)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from repro.commands.run import EndpointOpt, KeepServersOpt, ReadyTimeoutOpt, ServedModelOpt, ServerImageOpt
+from repro.ui.options import DryRunOpt, JsonOpt, RecipeOpt, WorkspaceOpt
+
+MaxMinutesOpt = Annotated[
+    float, typer.Option("--max-minutes", help="Stop searching after this long and keep the best rate found.")
+]
+MarginOpt = Annotated[
+    float | None,
+    typer.Option("--margin", help="Safety margin below the highest passing rate (default 0.05 = 5%)."),
+]
+StartOpt = Annotated[
+    float | None,
+    typer.Option("--start-qps", help="First rate to try (default: the recipe's published rate for the scenario)."),
+]
+ProbeSecondsOpt = Annotated[
+    float | None, typer.Option("--probe-seconds", help="LoadGen min_duration of each probe (default 60 s).")
+]
+ProbeQueriesOpt = Annotated[
+    int | None, typer.Option("--probe-queries", help="LoadGen min_query_count of each probe (default 256).")
+]
+
+
+def _tune(
+    scenario: str,
+    *,
+    recipe: str | None,
+    workspace: Path | None,
+    endpoint: list[str] | None,
+    served_model: str | None,
+    keep_servers: bool,
+    ready_timeout: float | None,
+    server_image: str | None,
+    max_minutes: float,
+    margin: float | None,
+    start_qps: float | None,
+    probe_seconds: float | None,
+    probe_queries: int | None,
+    dry_run: bool,
+    json: bool,
+) -> None:
+    from repro.core.systems import resolve_recipe
+    from repro.core.workspace import Workspace
+    from repro.run.servers import ServerOptions
+    from repro.run.tune import MARGIN, tune
+    from repro.ui.output import emit, show_err
+
+    ws = Workspace.open(workspace)
+    chosen, _ = resolve_recipe(recipe, ws)
+    extra: dict[str, float | int] = {}
+    if probe_seconds is not None:
+        extra["probe_s"] = probe_seconds
+    if probe_queries is not None:
+        extra["probe_queries"] = probe_queries
+    result = tune(
+        chosen,
+        ws,
+        scenario=scenario,
+        endpoints=endpoint or None,
+        servers=ServerOptions(image=server_image, keep=keep_servers, ready_timeout_s=ready_timeout),
+        served_model=served_model,
+        start_qps=start_qps,
+        margin=MARGIN if margin is None else margin,
+        max_minutes=max_minutes,
+        dry_run=dry_run,
+        argv=["repro", *sys.argv[1:]],
+        show=show_err,
+        **extra,  # type: ignore[arg-type]
+    )
+    emit(result, json)
+
+
+def server(
+    recipe: RecipeOpt = None,
+    workspace: WorkspaceOpt = None,
+    endpoint: EndpointOpt = None,
+    served_model: ServedModelOpt = None,
+    keep_servers: KeepServersOpt = False,
+    ready_timeout: ReadyTimeoutOpt = None,
+    server_image: ServerImageOpt = None,
+    max_minutes: MaxMinutesOpt = 60.0,
+    margin: MarginOpt = None,
+    start_qps: StartOpt = None,
+    probe_seconds: ProbeSecondsOpt = None,
+    probe_queries: ProbeQueriesOpt = None,
+    dry_run: DryRunOpt = False,
+    json: JsonOpt = False,
+) -> None:
+    """Find the highest Server target QPS that meets TTFT/TPOT (short LoadGen runs); `repro run server` uses it."""
+    _tune("Server", **locals())
+
+
+def interactive(
+    recipe: RecipeOpt = None,
+    workspace: WorkspaceOpt = None,
+    endpoint: EndpointOpt = None,
+    served_model: ServedModelOpt = None,
+    keep_servers: KeepServersOpt = False,
+    ready_timeout: ReadyTimeoutOpt = None,
+    server_image: ServerImageOpt = None,
+    max_minutes: MaxMinutesOpt = 60.0,
+    margin: MarginOpt = None,
+    start_qps: StartOpt = None,
+    probe_seconds: ProbeSecondsOpt = None,
+    probe_queries: ProbeQueriesOpt = None,
+    dry_run: DryRunOpt = False,
+    json: JsonOpt = False,
+) -> None:
+    """As `tune server`, under the Interactive limits (TTFT 450 ms, TPOT 40 ms); `repro run interactive` uses it."""
+    _tune("Interactive", **locals())

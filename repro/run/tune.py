@@ -1,0 +1,634 @@
+"""`repro tune server|interactive`: the highest target QPS whose run meets the TTFT/TPOT limits, found before the
+long run, and `--target-qps auto` for Offline.
+
+Each step of the search is a short LoadGen run (a probe) through the same harness, backend and servers as `repro run`:
+the recipe's user.conf with only the rate, the minimum duration and the minimum query count changed (printed). A rate
+passes when
+  * LoadGen's p99 TTFT and TPOT of the probe are within the scenario's limits,
+  * LoadGen's early-stopping rule (loadgen/early_stopping.cc: the fewest under-limit queries h with
+    P[Binomial(h + t, 0.01) <= t] < 1%, passing when queries >= h + t) holds for the full run's query count with
+    the share of over-limit queries the probe measured, and
+  * the queue is not growing: TTFT rises by less than half the safety margin in seconds per second over the probe.
+    Above capacity the queue grows by (arrival - service) / service seconds of wait every second, so a probe can
+    pass its limits while the 40-minute run would not; a rate overloaded by less than half the margin is brought
+    under capacity by the margin.
+The search brackets from the recipe's published rate (doubling on a pass, halving on a fail), then bisects
+geometrically until the bracket is within RESOLUTION or --max-minutes is spent; the saved rate is the highest
+passing one less the safety margin.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from repro.core.clock import now_iso
+from repro.core.errors import InputError, StepFailed
+from repro.core.recipes import Recipe
+from repro.core.workspace import Workspace
+
+TUNE_SCENARIOS = ("Server", "Interactive")
+MARGIN = 0.05
+"""Below the highest passing rate: covers the probe-to-run spread of a queue near saturation."""
+RESOLUTION = 0.03
+"""The search stops when the failing rate is within 3% of the passing one."""
+PROBE_S = 60.0
+PROBE_QUERIES = 256
+EARLY_STOPPING_PERCENTILE = 0.99
+EARLY_STOPPING_CONFIDENCE = 0.99
+OFFLINE_PROBE_SAMPLES = 256
+OFFLINE_HEADROOM = 1.2
+"""--target-qps auto (Offline): LoadGen issues 1.1 x qps x min_duration samples; 1.2 x the probed rate keeps the run
+above min_duration while the full run is up to 1.32x faster than the probe, and no longer than 1.32x min_duration."""
+MIN_QPS = 0.01
+MIN_GROWTH = 0.01
+"""With no margin, a TTFT rising 10 ms per second still fails the probe."""
+
+
+# ------------------------------------------------------------------ LoadGen's early-stopping rule
+def _binomial_cdf(h: int, t: int, p: float) -> float:
+    """P[at most t over-limit queries among h + t] when each is under the limit with probability p."""
+    n = h + t
+    lp, lq = math.log(p), math.log1p(-p)
+    total = 0.0
+    for x in range(t + 1):
+        total += math.exp(math.lgamma(n + 1) - math.lgamma(x + 1) - math.lgamma(n - x + 1) + x * lq + (n - x) * lp)
+    return total
+
+
+def early_stopping_min_passing(
+    over: int, percentile: float = EARLY_STOPPING_PERCENTILE, confidence: float = EARLY_STOPPING_CONFIDENCE
+) -> int:
+    """LoadGen's MinPassingQueriesFinder: the fewest under-limit queries for `over` over-limit ones (0 -> 459)."""
+    hi = max(16, int(math.ceil(math.log(1 - confidence) / math.log(percentile))))
+    while _binomial_cdf(hi, over, percentile) >= 1 - confidence:
+        hi *= 2
+    lo = 0
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if _binomial_cdf(mid, over, percentile) < 1 - confidence:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
+def early_stopping_met(queries: int, over: int) -> bool:
+    """LoadGen's Server rule (results.cc): queries_issued >= h + t."""
+    return queries >= early_stopping_min_passing(over) + over
+
+
+def early_stopping_queries(over: int = 3) -> int:
+    """The fewest queries with which a run that has `over` over-limit queries can still satisfy early stopping."""
+    return early_stopping_min_passing(over) + over
+
+
+# ------------------------------------------------------------------ per-sample times, taken at the backend
+class Timeline:
+    """Issue, first-token and completion times of every sample of one probe (wraps the backend's sink)."""
+
+    def __init__(self) -> None:
+        self.issued: dict[int, float] = {}
+        self.first: dict[int, float] = {}
+        self.done: dict[int, tuple[float, int]] = {}
+        self.lock = threading.Lock()
+
+    def samples(self) -> list[tuple[float, float, float | None]]:
+        """(issue time, TTFT s, TPOT s or None) for every completed sample, in issue order."""
+        out = []
+        with self.lock:
+            for i, t0 in self.issued.items():
+                if i not in self.done or i not in self.first:
+                    continue
+                t_done, n = self.done[i]
+                ttft = self.first[i] - t0
+                tpot = (t_done - self.first[i]) / (n - 1) if n > 1 else None
+                out.append((t0, ttft, tpot))
+        return sorted(out)
+
+
+class _TimedSink:
+    def __init__(self, sink: Any, tl: Timeline) -> None:
+        self.sink, self.tl = sink, tl
+
+    def first_tokens(self, events: Sequence[tuple[int, int]]) -> None:
+        now = time.monotonic()
+        with self.tl.lock:
+            for i, _ in events:
+                self.tl.first.setdefault(i, now)
+        self.sink.first_tokens(events)
+
+    def completed(self, events: Sequence[tuple[int, Any]]) -> None:
+        now = time.monotonic()
+        with self.tl.lock:
+            for i, a in events:
+                self.tl.first.setdefault(i, now)
+                self.tl.done[i] = (now, len(a))
+        self.sink.completed(events)
+
+    def failed(self, exc: BaseException) -> None:
+        self.sink.failed(exc)
+
+
+class _TimedBackend:
+    """The probe's backend, unchanged, with submit and the sink timed."""
+
+    def __init__(self, inner: Any, tl: Timeline) -> None:
+        self._inner, self._tl = inner, tl
+
+    def start(self, sink: Any) -> None:
+        self._inner.start(_TimedSink(sink, self._tl))
+
+    def submit(self, requests: Sequence[Any]) -> None:
+        now = time.monotonic()
+        with self._tl.lock:
+            for r in requests:
+                self._tl.issued[r.id] = now
+        self._inner.submit(requests)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+def timed_factory(tl: Timeline) -> Callable[..., Any]:
+    from repro.run.backends import make_backend
+
+    def make(name: str, **kw: Any) -> Any:
+        return _TimedBackend(make_backend(name, **kw), tl)
+
+    return make
+
+
+# ------------------------------------------------------------------ judging one probe
+@dataclass
+class Probe:
+    target_qps: float
+    passed: bool
+    reason: str
+    queries: int = 0
+    seconds: float = 0.0
+    ttft_p99_ms: float | None = None
+    tpot_p99_ms: float | None = None
+    over_ttft: int = 0
+    over_tpot: int = 0
+    loadgen_validity: str | None = None
+    ttft_growth_ms_per_s: float | None = None
+    log_dir: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def _trend(points: list[tuple[float, float]]) -> tuple[float, float]:
+    """Least-squares slope of y over x and its standard error."""
+    n = len(points)
+    mx = sum(x for x, _ in points) / n
+    my = sum(y for _, y in points) / n
+    sxx = sum((x - mx) ** 2 for x, _ in points)
+    if sxx <= 0 or n < 3:
+        return 0.0, 0.0
+    slope = sum((x - mx) * (y - my) for x, y in points) / sxx
+    resid = sum((y - my - slope * (x - mx)) ** 2 for x, y in points)
+    return slope, math.sqrt(resid / (n - 2) / sxx)
+
+
+def judge(
+    target_qps: float,
+    samples: list[tuple[float, float, float | None]],
+    limits: tuple[float, float],
+    *,
+    full_queries: int,
+    max_growth: float = MARGIN / 2,
+    loadgen_ttft_p99_ms: float | None = None,
+    loadgen_tpot_p99_ms: float | None = None,
+    loadgen_validity: str | None = None,
+) -> Probe:
+    """Pass or fail one probe; the percentiles are LoadGen's when it printed them, else the harness's own."""
+    ttft_ms, tpot_ms = limits
+    n = len(samples)
+    if n == 0:
+        return Probe(target_qps, False, "no sample completed")
+    ttfts = sorted(s[1] * 1000 for s in samples)
+    tpots = sorted(s[2] * 1000 for s in samples if s[2] is not None)
+    ttft99 = loadgen_ttft_p99_ms if loadgen_ttft_p99_ms is not None else ttfts[int(n * 0.99)]
+    tpot99 = (
+        loadgen_tpot_p99_ms if loadgen_tpot_p99_ms is not None else (tpots[int(len(tpots) * 0.99)] if tpots else None)
+    )
+    over_ttft = sum(1 for v in ttfts if v > ttft_ms)
+    over_tpot = sum(1 for v in tpots if v > tpot_ms)
+    t0 = samples[0][0]
+    span = samples[-1][0] - t0
+    steady = [(s[0] - t0, s[1] * 1000) for s in samples if s[0] - t0 >= 0.2 * span]
+    slope, se = _trend(steady) if len(steady) >= 3 else (0.0, 0.0)
+    growth = max(0.0, slope - 2 * se) / 1000  # seconds of TTFT per second, at 95% confidence
+    probe = Probe(
+        target_qps,
+        True,
+        "within the limits",
+        queries=n,
+        seconds=round(span, 2),
+        ttft_p99_ms=round(ttft99, 2),
+        tpot_p99_ms=None if tpot99 is None else round(tpot99, 2),
+        over_ttft=over_ttft,
+        over_tpot=over_tpot,
+        loadgen_validity=loadgen_validity,
+        ttft_growth_ms_per_s=round(slope, 3),
+    )
+    why = []
+    if ttft99 > ttft_ms:
+        why.append(f"p99 TTFT {ttft99:,.1f} ms > {ttft_ms:,.0f} ms")
+    if tpot99 is not None and tpot99 > tpot_ms:
+        why.append(f"p99 TPOT {tpot99:,.1f} ms > {tpot_ms:,.0f} ms")
+    for what, over in (("TTFT", over_ttft), ("TPOT", over_tpot)):
+        scaled = math.ceil(over * full_queries / n)
+        if over and not early_stopping_met(full_queries, scaled):
+            why.append(
+                f"early stopping: {over} of {n} over the {what} limit would be {scaled} of the run's "
+                f"{full_queries:,}, which needs {early_stopping_queries(scaled):,} queries"
+            )
+    if not why and growth > max_growth:
+        why.append(
+            f"the queue grows: TTFT rises {slope:,.1f} ms per s (more than {max_growth * 1000:,.0f}), "
+            f"so arrivals outpace service by about {growth:.0%}"
+        )
+    if why:
+        probe.passed, probe.reason = False, "; ".join(why)
+    return probe
+
+
+# ------------------------------------------------------------------ the search
+@dataclass
+class TuneResult:
+    recipe: str
+    scenario: str
+    backend: str
+    endpoints: list[str]
+    limits_ms: dict[str, float]
+    start_qps: float
+    start_source: str
+    probe_settings: dict[str, Any]
+    margin: float
+    resolution: float
+    max_minutes: float
+    full_run: dict[str, Any]
+    probes: list[Probe] = field(default_factory=list)
+    highest_passing_qps: float | None = None
+    lowest_failing_qps: float | None = None
+    chosen_qps: float | None = None
+    stopped: str = ""
+    file: str | None = None
+    folder: str | None = None
+    label: str | None = None
+    started: str = field(default_factory=now_iso)
+    finished: str | None = None
+    dry_run: bool = False
+    servers: str | None = None
+
+    @property
+    def summary(self) -> str:
+        if self.dry_run:
+            return (
+                f"would search {self.scenario} target QPS for {self.recipe} from {self.start_qps:g} "
+                f"({self.start_source}), probes of {self.probe_settings['min_duration_ms'] / 1000:g} s / "
+                f"{self.probe_settings['min_query_count']} queries, for at most {self.max_minutes:g} min"
+            )
+        if self.chosen_qps is None:
+            return f"no {self.scenario} rate passed for {self.recipe}"
+        return (
+            f"{self.scenario} target QPS for {self.recipe}: {self.chosen_qps:g} "
+            f"(highest passing {self.highest_passing_qps:g} less {self.margin:.0%}); saved to {self.file}"
+        )
+
+    @property
+    def next_command(self) -> str | None:
+        if self.chosen_qps is None or self.dry_run:
+            return None
+        import shlex
+
+        return f"repro run {self.scenario.lower()} --recipe {shlex.quote(self.recipe)}" + "".join(
+            f" --endpoint {shlex.quote(e)}" for e in self.endpoints
+        )
+
+    def chosen_probe(self) -> Probe | None:
+        """The passing probe at the highest passing rate (its p99s are what the chosen rate stands on)."""
+        hits = [p for p in self.probes if p.passed and p.target_qps == self.highest_passing_qps]
+        return hits[-1] if hits else None
+
+    def failed_probe(self) -> Probe | None:
+        hits = [p for p in self.probes if not p.passed and p.target_qps == self.lowest_failing_qps]
+        return hits[-1] if hits else None
+
+    def to_json(self) -> dict[str, Any]:
+        doc = {k: v for k, v in self.__dict__.items() if k != "probes"}
+        doc["probes"] = [p.to_json() for p in self.probes]
+        doc["summary"] = self.summary
+        doc["next_command"] = self.next_command
+        return doc
+
+
+def search(
+    probe: Callable[[float], Probe],
+    start: float,
+    *,
+    resolution: float = RESOLUTION,
+    budget_s: float,
+    probe_cost_s: Callable[[float], float],
+    clock: Callable[[], float] = time.monotonic,
+) -> tuple[list[Probe], float | None, float | None, str]:
+    """Bracket then bisect; returns the probes, the highest passing rate, the lowest failing rate and why it stopped."""
+    begin = clock()
+    probes: list[Probe] = []
+    lo: float | None = None
+    hi: float | None = None
+    rate = start
+    while True:
+        if probes and clock() - begin + probe_cost_s(rate) > budget_s:
+            return probes, lo, hi, "time limit (--max-minutes)"
+        p = probe(rate)
+        probes.append(p)
+        if p.passed:
+            lo = rate if lo is None else max(lo, rate)
+        else:
+            hi = rate if hi is None else min(hi, rate)
+        if lo is not None and hi is not None:
+            if hi / lo <= 1 + resolution:
+                return probes, lo, hi, f"bracket within {resolution:.0%}"
+            rate = math.sqrt(lo * hi)
+        elif lo is None:
+            rate = rate / 2
+            if rate < MIN_QPS:
+                return probes, lo, hi, f"no rate down to {MIN_QPS} queries/s passed"
+        else:
+            rate = rate * 2
+        rate = float(f"{rate:.4g}")
+
+
+def _parse_probe(log_dir: Path) -> tuple[float | None, float | None, str | None]:
+    from repro.results.logs import parse_run
+
+    try:
+        run = parse_run(log_dir)
+    except Exception:  # noqa: BLE001 - the harness's own times judge the probe then
+        return None, None, None
+    ttft = run.ttft_ns.get("p99")
+    tpot = run.tpot_ns.get("p99")
+    return (
+        ttft / 1e6 if isinstance(ttft, (int, float)) else None,
+        tpot / 1e6 if isinstance(tpot, (int, float)) else None,
+        run.validity,
+    )
+
+
+def _start_rate(recipe: Recipe, scenario: str, start_qps: float | None) -> tuple[float, str]:
+    from repro.run.harness import recipe_target_qps
+
+    if start_qps is not None:
+        if start_qps <= 0:
+            raise InputError(f"--start-qps must be positive (got {start_qps:g}).", "`repro tune server --start-qps 10`")
+        return float(start_qps), "--start-qps"
+    own = recipe_target_qps(recipe, scenario)
+    if own:
+        return own, f"the recipe's {scenario} target"
+    if scenario == "Interactive":
+        server = recipe_target_qps(recipe, "Server")
+        if server:
+            return round(server / 2, 3), "half the recipe's Server target"
+    return round(recipe.loadgen.offline_expected_qps / 2, 3), "half the recipe's Offline rate"
+
+
+def tune(
+    recipe: Recipe,
+    ws: Workspace,
+    *,
+    scenario: str = "Server",
+    endpoints: Sequence[str] | None = None,
+    backend: str | None = None,
+    servers: Any = None,
+    served_model: str | None = None,
+    start_qps: float | None = None,
+    margin: float = MARGIN,
+    resolution: float = RESOLUTION,
+    max_minutes: float = 60.0,
+    probe_s: float | None = None,
+    probe_queries: int | None = None,
+    dry_run: bool = False,
+    detect: bool = True,
+    argv: Sequence[str] | None = None,
+    show: Callable[[str], None] | None = None,
+) -> TuneResult:
+    """Search the rate, save it where `repro run <scenario>` reads it, and return the whole search."""
+    from repro.core.clock import stamped_path
+    from repro.run.harness import loadgen_settings, run_benchmark, server_latency_keys
+    from repro.run.servers import ServerOptions
+
+    if scenario not in TUNE_SCENARIOS:
+        raise InputError(f"repro tune searches Server or Interactive, not {scenario}.", "`repro tune server`")
+    if not 0 <= margin < 0.5:
+        raise InputError(f"--margin must be between 0 and 0.5 (got {margin:g}).", "`repro tune server --margin 0.05`")
+    if max_minutes <= 0 or (probe_s is not None and probe_s <= 0) or (probe_queries is not None and probe_queries < 1):
+        raise InputError(
+            "--max-minutes, --probe-seconds and --probe-queries must be positive.", "`repro tune server --help`"
+        )
+    if recipe.reference_only:
+        raise InputError(
+            f"Recipe '{recipe.name}' is reference-only (a published system repro does not run).", "`repro recipes list`"
+        )
+    start, source = _start_rate(recipe, scenario, start_qps)
+    keys = server_latency_keys(recipe, scenario)
+    limits = (float(keys["ttft_latency"]), float(keys["tpot_latency"]))
+    full = loadgen_settings(recipe, scenario, dataset_size=recipe.dataset.samples)
+    full_min_s = int(full["min_duration"]) / 1000
+    full_queries = int(full["min_query_count"])
+    probe_s = min(PROBE_S, full_min_s) if probe_s is None else probe_s
+    probe_queries = min(PROBE_QUERIES, max(64, full_queries // 4)) if probe_queries is None else probe_queries
+    overrides = {"min_duration": int(probe_s * 1000), "min_query_count": probe_queries}
+    managed_keep = servers.keep if servers is not None else False
+    probe_servers = dataclasses.replace(servers or ServerOptions(), keep=True)
+    bname = "trtllm" if endpoints else (backend or None)
+    result = TuneResult(
+        recipe=recipe.name,
+        scenario=scenario,
+        backend=bname or recipe.backend,
+        endpoints=list(endpoints or []),
+        limits_ms={"ttft": limits[0], "tpot": limits[1]},
+        start_qps=start,
+        start_source=source,
+        probe_settings={**overrides, "note": "the recipe's user.conf otherwise unchanged"},
+        margin=margin,
+        resolution=resolution,
+        max_minutes=max_minutes,
+        full_run={"min_duration_s": full_min_s, "min_query_count": full_queries},
+        label="demo" if recipe.demo else None,
+        dry_run=dry_run,
+    )
+    if dry_run:
+        return result
+    folder = stamped_path(ws.tuned / recipe.name / f"{scenario.lower()}-search")
+    folder.mkdir(parents=True)
+    result.folder = str(folder)
+    say = show or (lambda _line: None)
+    say(
+        f"Probes: the recipe's {scenario} user.conf with min_duration {probe_s:g} s and min_query_count "
+        f"{probe_queries} (full run: {full_min_s:g} s, {full_queries:,} queries); limits TTFT {limits[0]:g} ms, "
+        f"TPOT {limits[1]:g} ms; margin {margin:.0%}"
+    )
+
+    def one(rate: float) -> Probe:
+        tl = Timeline()
+        into = folder / f"probe-{len(result.probes) + 1:02d}-{rate:g}qps"
+        into.mkdir()
+        out = run_benchmark(
+            recipe,
+            ws,
+            scenario=scenario,
+            backend=backend,
+            endpoints=endpoints,
+            servers=probe_servers,
+            served_model=served_model,
+            target_qps=rate,
+            settings_override=overrides,
+            probe=True,
+            progress=False,
+            into=into,
+            detect=detect,
+            argv=list(argv) if argv is not None else None,
+            backend_factory=timed_factory(tl),
+        )
+        log_dir = Path(out.details["log_dir"])
+        ttft99, tpot99, validity = _parse_probe(log_dir)
+        p = judge(
+            rate,
+            tl.samples(),
+            limits,
+            full_queries=max(full_queries, int(rate * full_min_s)),
+            max_growth=max(margin / 2, MIN_GROWTH),
+            loadgen_ttft_p99_ms=ttft99,
+            loadgen_tpot_p99_ms=tpot99,
+            loadgen_validity=validity,
+        )
+        p.log_dir = str(log_dir)
+        result.probes.append(p)
+        say(
+            f"  {rate:>10g} q/s  p99 TTFT {_ms(p.ttft_p99_ms)}  p99 TPOT {_ms(p.tpot_p99_ms)}  "
+            f"{'pass' if p.passed else 'FAIL'}: {p.reason}"
+        )
+        return p
+
+    def cost(rate: float) -> float:
+        return max(probe_s, probe_queries / rate) + 10.0
+
+    try:
+        _probes, lo, hi, stopped = search(
+            one, start, resolution=resolution, budget_s=max_minutes * 60, probe_cost_s=cost
+        )
+    finally:
+        if not managed_keep:
+            _release_servers(recipe, ws, servers, endpoints, backend)
+    result.highest_passing_qps, result.lowest_failing_qps, result.stopped = lo, hi, stopped
+    result.finished = now_iso()
+    if lo is None:
+        atomic_json(folder / "tune.json", result.to_json())
+        raise StepFailed(
+            f"No {scenario} rate passed for {recipe.name} ({stopped}); the search is in {folder}.",
+            f"`repro run {scenario.lower()} --recipe {recipe.name} --duration 60` to see the latencies",
+        )
+    chosen = float(f"{lo * (1 - margin):.4g}")
+    result.chosen_qps = chosen
+    run_s = max(full_min_s, full_queries / chosen)
+    result.full_run.update(
+        target_qps=chosen,
+        expected_s=round(run_s, 1),
+        expected_queries=max(full_queries, int(chosen * full_min_s)),
+    )
+    from repro.run.tuned import write_tuned
+
+    doc = result.to_json()
+    atomic_json(folder / "tune.json", doc)
+    result.file = str(write_tuned(ws, recipe, scenario, {**doc, "file": None}))
+    return result
+
+
+def atomic_json(path: Path, doc: dict[str, Any]) -> None:
+    from repro.core.fsutil import atomic_write_json
+
+    atomic_write_json(path, doc)
+
+
+def _ms(v: float | None) -> str:
+    return "-" if v is None else f"{v:,.1f} ms"
+
+
+def _release_servers(
+    recipe: Recipe, ws: Workspace, servers: Any, endpoints: Sequence[str] | None, backend: Any
+) -> None:
+    """The probes kept the managed servers between them; the search is over, so they go (unless --keep-servers)."""
+    from repro.run.backends import recipe_backend_name
+    from repro.run.harness import _manages_servers
+
+    bname = backend or recipe_backend_name(recipe.backend)
+    if endpoints or not _manages_servers(recipe, bname, endpoints):
+        return
+    from repro.run.servers import ServerFleet, plan_servers
+
+    fleet = ServerFleet(plan_servers(recipe, ws, servers), keep=False)
+    fleet.stop()
+
+
+# ------------------------------------------------------------------ Offline: --target-qps auto
+def offline_auto_qps(
+    recipe: Recipe,
+    ws: Workspace,
+    *,
+    endpoints: Sequence[str] | None = None,
+    backend: str | None = None,
+    servers: Any = None,
+    served_model: str | None = None,
+    samples: int = OFFLINE_PROBE_SAMPLES,
+    detect: bool = True,
+) -> dict[str, Any]:
+    """A short Offline run through the same backend measures samples/s; LoadGen's expected QPS is that x headroom."""
+    from repro.core.clock import stamped_path
+    from repro.run.harness import run_benchmark
+    from repro.run.servers import ServerOptions
+
+    folder = stamped_path(ws.tuned / recipe.name / "offline-probe")
+    folder.mkdir(parents=True)
+    keep = dataclasses.replace(servers or ServerOptions(), keep=True)
+    n = min(samples, recipe.dataset.samples or samples)
+    out = run_benchmark(
+        recipe,
+        ws,
+        scenario="Offline",
+        backend=backend,
+        endpoints=endpoints,
+        servers=keep,
+        served_model=served_model,
+        samples=n,
+        probe=True,
+        progress=False,
+        into=folder,
+        detect=detect,
+    )
+    measured = out.details.get("samples_per_s")
+    if not isinstance(measured, (int, float)) or measured <= 0:
+        raise StepFailed(
+            f"The Offline probe measured no samples/s (logs in {out.details.get('log_dir')}).",
+            f"`repro run offline --recipe {recipe.name} --samples 64`",
+        )
+    qps = float(f"{measured * OFFLINE_HEADROOM:.4g}")
+    min_s = recipe.loadgen.min_duration_ms / 1000
+    return {
+        "from": "--target-qps auto",
+        "target_qps": qps,
+        "probe_samples": n,
+        "probe_samples_per_s": round(float(measured), 3),
+        "headroom": OFFLINE_HEADROOM,
+        "probe_log_dir": out.details.get("log_dir"),
+        "expected_run_s": round(1.1 * qps * min_s / measured, 1),
+    }

@@ -1,0 +1,233 @@
+"""`repro tune` and the runs that use its rate (issue 28).
+
+The search's rules are checked on their own first (LoadGen's early-stopping numbers, the bracketing, how one probe is
+judged); then end to end against the stand-in trtllm-serve at a fixed speed, whose capacity is computed from its
+queueing model (tests/standin/trtllm_serve.py docstring), through the real LoadGen and the real HTTP client.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from pathlib import Path
+
+import pytest
+from standin_util import LocalStandin, prompts, write_tokenizer
+from typer.testing import CliRunner
+
+from repro.cli import app
+from repro.core.errors import InputError
+from repro.core.recipes import get_recipe
+from repro.core.workspace import Workspace
+from repro.run.tune import (
+    Probe,
+    early_stopping_met,
+    early_stopping_min_passing,
+    early_stopping_queries,
+    judge,
+    search,
+)
+from repro.setup.dataset import save_prepared
+
+runner = CliRunner()
+
+
+# ------------------------------------------------------------------ LoadGen's early-stopping rule
+def test_early_stopping_numbers_are_loadgens() -> None:
+    """No over-limit query: ceil(log(0.01)/log(0.99)) = 459, the first guess LoadGen's MinPassingQueriesFinder makes."""
+    assert early_stopping_min_passing(0) == math.ceil(math.log(0.01) / math.log(0.99)) == 459
+    hs = [early_stopping_min_passing(t) for t in range(6)]
+    assert hs == sorted(hs) and hs[1] == 661 and hs[3] == 998
+    assert early_stopping_queries(3) == 1001
+    assert early_stopping_met(459, 0) and not early_stopping_met(458, 0)
+    assert not early_stopping_met(1000, 3) and early_stopping_met(1001, 3)
+
+
+def test_early_stopping_agrees_with_loadgen_on_a_real_log(tmp_path: Path) -> None:
+    """LoadGen's own summary of a Server run says how many more queries it needs; the port predicts the same."""
+    from repro.run.harness import run_benchmark
+
+    ws = Workspace.open(tmp_path / "ws").ensure()
+    recipe = get_recipe("nd-h100-v5")
+    tok = write_tokenizer(ws.models / recipe.model.repo_id.split("/")[-1])
+    ps = prompts(32)
+    save_prepared(ws.preprocessed / recipe.dataset.name, "x", ps, [10] * len(ps), [f"w{p[0]}" for p in ps])
+    with LocalStandin(tok, env={"STANDIN_TOKENS_PER_S": "200", "STANDIN_OUT_LEN": "3"}) as srv:
+        srv.wait_bound()
+        out = run_benchmark(
+            recipe, ws, scenario="Server", endpoints=[srv.url], samples=100, target_qps=50.0, detect=False
+        )
+    text = (Path(out.details["log_dir"]) / "mlperf_log_summary.txt").read_text()
+    assert "Processed 100 queries" in text
+    # zero queries over 2,000 ms TTFT: LoadGen asks for 459 - 100 more, as the port says
+    assert f"at least {early_stopping_min_passing(0) - 100} more queries" in text
+
+
+# ------------------------------------------------------------------ judging one probe
+def _samples(n: int, rate: float, ttft: float, growth: float = 0.0, tpot: float = 0.01) -> list:
+    return [(i / rate, ttft + growth * (i / rate), tpot) for i in range(n)]
+
+
+def test_a_flat_queue_within_the_limits_passes() -> None:
+    p = judge(10, _samples(300, 10, 0.2), (2000, 200), full_queries=24576)
+    assert p.passed and p.ttft_p99_ms == pytest.approx(200, abs=1) and p.over_ttft == 0
+
+
+def test_a_growing_queue_fails_though_its_percentiles_pass() -> None:
+    """5% overload: TTFT grows 50 ms a second; p99 after 30 s is 1.7 s, under 2 s, but the long run would not be."""
+    p = judge(10, _samples(300, 10, 0.2, growth=0.05), (2000, 200), full_queries=24576)
+    assert p.ttft_p99_ms < 2000 and not p.passed and "the queue grows" in p.reason
+
+
+def test_over_the_limits_fails_naming_the_limit() -> None:
+    p = judge(10, _samples(300, 10, 0.2, tpot=0.05), (450, 40), full_queries=24576)
+    assert not p.passed and "p99 TPOT 50.0 ms > 40 ms" in p.reason
+
+
+def test_a_few_slow_first_tokens_fail_by_early_stopping_for_a_short_run() -> None:
+    """2 of 300 over the limit (p99 still under it): 4 of a 662-query run, which needs 1,302 + 4; 24,576 is enough."""
+    s = _samples(300, 10, 0.2)
+    s[100] = (s[100][0], 3.0, 0.01)
+    s[200] = (s[200][0], 3.0, 0.01)
+    short = judge(10, s, (2000, 200), full_queries=662)
+    assert not short.passed and "early stopping" in short.reason
+    assert judge(10, s, (2000, 200), full_queries=24576).passed
+
+
+# ------------------------------------------------------------------ the search
+def _capacity_probe(capacity: float, calls: list[float]):
+    def probe(rate: float) -> Probe:
+        calls.append(rate)
+        return Probe(rate, rate <= capacity, "model")
+
+    return probe
+
+
+@pytest.mark.parametrize("start", [5.0, 37.0, 400.0])
+def test_search_brackets_then_bisects_to_the_resolution(start: float) -> None:
+    calls: list[float] = []
+    probes, lo, hi, why = search(
+        _capacity_probe(37.0, calls), start, resolution=0.03, budget_s=1e9, probe_cost_s=lambda r: 1
+    )
+    assert lo is not None and hi is not None and lo <= 37.0 < hi and hi / lo <= 1.03
+    assert "within 3%" in why and len(probes) == len(calls) <= 12
+
+
+def test_search_stops_at_the_time_limit_with_the_best_rate_so_far() -> None:
+    now = [0.0]
+
+    def probe(rate: float) -> Probe:
+        now[0] += 100
+        return Probe(rate, rate <= 37, "model")
+
+    probes, lo, hi, why = search(
+        probe, 10, resolution=0.01, budget_s=350, probe_cost_s=lambda r: 100, clock=lambda: now[0]
+    )
+    assert len(probes) == 3 and lo == 20 and hi == 40 and "time limit" in why
+
+
+def test_bad_tune_options_are_one_line_errors(tmp_path: Path) -> None:
+    from repro.run.tune import tune
+
+    ws = Workspace.open(tmp_path)
+    with pytest.raises(InputError, match="--margin"):
+        tune(get_recipe("demo"), ws, margin=0.9)
+    res = runner.invoke(app, ["tune", "server", "--recipe", "demo", "--start-qps", "-1", "-w", str(tmp_path)])
+    assert res.exit_code == 2 and "--start-qps must be positive" in res.output
+    res = runner.invoke(app, ["run", "server", "--recipe", "demo", "--target-qps", "auto", "-w", str(tmp_path)])
+    assert res.exit_code == 2 and "repro tune server" in res.output
+
+
+# ------------------------------------------------------------------ end to end against the fixed-speed stand-in
+SPEED = {"STANDIN_TOKENS_PER_S": "100", "STANDIN_MAX_BATCH": "8", "STANDIN_OUT_LEN": "9"}
+CAPACITY = 8 / (10 / 100)  # 8 slots / (9 tokens + EOS at 100 tokens/s) = 80 queries/s
+
+
+def _standin_ws(root: Path) -> tuple[Workspace, Path]:
+    ws = Workspace.open(root).ensure()
+    recipe = get_recipe("nd-h100-v5")
+    tok = write_tokenizer(ws.models / recipe.model.repo_id.split("/")[-1])
+    ps = prompts(64)
+    save_prepared(ws.preprocessed / recipe.dataset.name, "x", ps, [10] * len(ps), [f"w{p[0]} w{p[1]}" for p in ps])
+    return ws, tok
+
+
+def _summary(doc: dict) -> str:
+    return (Path(doc["details"]["log_dir"]) / "mlperf_log_summary.txt").read_text()
+
+
+@pytest.mark.slow
+def test_tuned_rate_is_just_under_the_computed_capacity_and_holds(tmp_path: Path) -> None:
+    """tune -> within 10% below 80 q/s; five Server runs at it VALID (LoadGen's own verdict); 1.3x INVALID."""
+    ws, tok = _standin_ws(tmp_path / "ws")
+    w = ["--recipe", "nd-h100-v5", "-w", str(ws.root)]
+    with LocalStandin(tok, env=SPEED) as srv:
+        srv.wait_bound()
+        time.sleep(0.5)
+        res = runner.invoke(
+            app,
+            ["tune", "server", *w, "--endpoint", srv.url, "--start-qps", "40"]
+            + ["--probe-seconds", "4", "--probe-queries", "300", "--json"],
+        )
+        assert res.exit_code == 0, res.output
+        tuned = json.loads(res.stdout)
+        rate = tuned["chosen_qps"]
+        assert 0.9 * CAPACITY <= rate <= CAPACITY, tuned["probes"]
+        assert tuned["lowest_failing_qps"] > tuned["highest_passing_qps"] >= rate
+        saved = json.loads(Path(tuned["file"]).read_text())
+        assert saved["chosen_qps"] == rate and saved["recipe_hash"] == get_recipe("nd-h100-v5").hash()
+        for _ in range(5):
+            res = runner.invoke(app, ["run", "server", *w, "--endpoint", srv.url, "--duration", "12", "--json"])
+            assert res.exit_code == 0, res.output
+            doc = json.loads(res.stdout)
+            assert "Result is : VALID" in _summary(doc), _summary(doc)
+            assert doc["details"]["target_qps"] == rate
+            info = json.loads((Path(doc["details"]["log_dir"]) / "run.json").read_text())
+            assert info["target_qps_source"]["from"] == "repro tune"
+            assert f"target_qps = {rate}" in (Path(doc["details"]["log_dir"]) / "user.conf").read_text()
+        md = tmp_path / "report.md"
+        res = runner.invoke(app, ["report", doc["details"]["run_dir"], "--markdown", str(md), "--json"])
+        assert res.exit_code == 0, res.output
+        search = json.loads(res.stdout)["tune_search"]
+        assert search["target_qps"] == rate and len(search["search"]) == len(tuned["probes"])
+        chart = md.read_text().split("## Tuned rate", 1)[1]
+        assert f"{tuned['lowest_failing_qps']:,.2f}" in chart and "FAIL" in chart and "pass" in chart
+        over = round(1.3 * rate, 2)
+        res = runner.invoke(
+            app,
+            ["run", "server", *w, "--endpoint", srv.url, "--duration", "12", "--target-qps", str(over), "--json"],
+        )
+        doc = json.loads(res.stdout)
+        assert "Result is : INVALID" in _summary(doc)
+        assert doc["details"]["target_qps_source"] == {"from": "--target-qps", "target_qps": over}
+
+
+def test_run_interactive_uses_the_interactive_limits_and_verify_judges_it_so(tmp_path: Path) -> None:
+    """`repro run interactive` is LoadGen's Server scenario keyed llama2-70b-interactive at 450/40 ms; verify says
+    Interactive. The stand-in answers 3 tokens at 200 tokens/s (TTFT 5 ms, TPOT 5 ms), well inside both."""
+    ws, tok = _standin_ws(tmp_path / "ws")
+    with LocalStandin(tok, env={"STANDIN_TOKENS_PER_S": "200", "STANDIN_OUT_LEN": "3"}) as srv:
+        srv.wait_bound()
+        time.sleep(0.5)
+        res = runner.invoke(
+            app,
+            ["run", "interactive", "--recipe", "nd-h100-v5", "-w", str(ws.root), "--endpoint", srv.url]
+            + ["--duration", "6", "--target-qps", "90", "--json"],
+        )
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    log_dir = Path(doc["details"]["log_dir"])
+    assert log_dir.parts[-4] == "Interactive"
+    conf = (log_dir / "user.conf").read_text()
+    assert "llama2-70b-interactive.Server.ttft_latency = 450" in conf
+    assert "llama2-70b-interactive.Server.tpot_latency = 40" in conf
+    summary = (log_dir / "mlperf_log_summary.txt").read_text()
+    assert "Scenario : Server" in summary and "ttft_latency (ns): 450000000" in summary
+    assert "Result is : VALID" in summary
+    verdict = doc["verdict"]
+    assert verdict["scenario"] == "Interactive"
+    checks = {c["name"]: c for c in verdict["checks"]}
+    assert "(Interactive)" in checks["TTFT p99"]["detail"] and checks["TTFT p99"]["ok"]
+    res = runner.invoke(app, ["verify", str(doc["details"]["run_dir"]), "--json"])
+    assert json.loads(res.stdout)["scenario"] == "Interactive"
