@@ -3,6 +3,7 @@ official 600 s minimum duration as a choice."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -59,3 +60,13 @@ def test_official_600_s_minimum_is_a_choice_with_its_cost() -> None:
     assert "llama2-70b.Offline.min_duration = 600000" in res.stdout
     helptext = CliRunner(env={"COLUMNS": "200", **os.environ}).invoke(app, ["run", "offline", "--help"]).output
     assert "--official-min-duration" in helptext and "2,400 s" in helptext
+
+
+def test_setup_offers_the_mlcommons_dataset_source_beside_the_mirror() -> None:
+    res = CliRunner().invoke(app, ["setup", "--recipe", "nd-gb300-v6", "--dry-run", "--json"])
+    doc = json.loads(res.stdout)
+    notes = " ".join(doc["details"]["notes"])
+    assert "llama-2-70b-open-orca-dataset.uri" in notes and "mlc-r2-downloader.sh" in notes
+    assert any("storage.googleapis.com" in f["source"] for f in doc["details"]["files"])  # the pinned mirror stays
+    demo = json.loads(CliRunner().invoke(app, ["setup", "--recipe", "demo", "--dry-run", "--json"]).stdout)
+    assert not any("mlcommons" in n for n in demo["details"].get("notes", []))

@@ -144,7 +144,28 @@ def plan_setup(recipe: Recipe, ws: Workspace, token: str | None, source: Dataset
             dest = data_dir(ws, recipe) / fname
             plan.rows.append(PlanRow(f"dataset {role}", url, dest, _url_size(url), _local_action(dest, None)))
     plan.rows += _local_rows(recipe, ws, source)
+    plan.notes += official_source_notes(recipe, ws, source)
     return plan
+
+
+# The source MLCommons' own llama2-70b README names (R2 downloader, public, no login): the same two pickles, gzipped.
+MLCOMMONS_DATASETS = {
+    "mlperf-openorca": "https://inference.mlcommons-storage.org/metadata/llama-2-70b-open-orca-dataset.uri",
+}
+R2_DOWNLOADER = "https://raw.githubusercontent.com/mlcommons/r2-downloader/refs/heads/main/mlc-r2-downloader.sh"
+
+
+def official_source_notes(recipe: Recipe, ws: Workspace, source: DatasetSource) -> list[str]:
+    """The MLCommons download beside the pinned mirror: files placed in the data folder are checked, not fetched."""
+    uri = MLCOMMONS_DATASETS.get(recipe.dataset.name)
+    if uri is None or source == "rebuild":
+        return []
+    return [
+        f"The dataset also comes from MLCommons' own source (inference README): run "
+        f"`bash <(curl -s {R2_DOWNLOADER}) {uri}`, then `gzip -dk` the two .pkl.gz files into "
+        f"{data_dir(ws, recipe)}; `repro setup` then checks them (the sampled set against the pinned sha256) "
+        "and fetches only what does not match."
+    ]
 
 
 def _local_rows(recipe: Recipe, ws: Workspace, source: DatasetSource) -> list[PlanRow]:
@@ -188,6 +209,7 @@ def recipe_plan(recipe: Recipe, ws: Workspace, source: DatasetSource, why: str) 
                 )
             )
     plan.rows += _local_rows(recipe, ws, source)
+    plan.notes += official_source_notes(recipe, ws, source)
     plan.notes.append(
         f"The hub was not asked ({why}): this plan comes from the recipe, so the sizes are the recipe's "
         f"(model.size_gb = {size_gb}), dataset sizes are unknown, and the exact file list and revision "
