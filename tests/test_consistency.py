@@ -276,7 +276,8 @@ from typer.testing import CliRunner
 from repro.cli import app
 res = CliRunner().invoke(app, sys.argv[1:])
 exc = res.exception if not isinstance(res.exception, SystemExit) else None
-print("RESULT", res.exit_code, type(exc).__name__ if exc else "-", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+hwm = next(ln.split()[1] for ln in open("/proc/self/status") if ln.startswith("VmHWM:"))  # this image's peak, in KB
+print("RESULT", res.exit_code, type(exc).__name__ if exc else "-", hwm)
 print(res.output[-1500:])
 """
 

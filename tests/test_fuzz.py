@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import random
 import shutil
 import subprocess
 import tempfile
@@ -21,6 +22,7 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import FIXTURES
+from contradicting import BUNDLE_EDITS, VM_EDITS, build
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
@@ -231,6 +233,18 @@ def test_run_json(info: object) -> None:
         vm = _vm_copy(root)
         (_summary(vm).parent / "run.json").write_text(_dumps(info))
         check(["verify", str(vm)], root, root / "in")
+
+
+@FUZZ
+@given(data=st.data(), base=st.sampled_from(["vm", "bundle"]), seed=st.integers(0, 2**32 - 1))
+def test_self_contradicting_result_folder_never_passes(data: st.DataObject, base: str, seed: int) -> None:
+    """Issue #29 item 2: several disagreements at once between a run's own files (tests/contradicting.py): FAIL,
+    NOT A REPRODUCTION or an input error, never a PASS, a traceback or a changed input."""
+    edits = VM_EDITS if base == "vm" else BUNDLE_EDITS
+    names = data.draw(st.lists(st.sampled_from(sorted(edits)), min_size=1, max_size=3, unique=True))
+    with sandbox() as root:
+        args = build(root / "in", base, names, random.Random(seed))
+        check(args, root, root / "in", allowed=(1, 2))
 
 
 # Workspace and rack state ----------------------------------------------------------------------------------------
