@@ -313,3 +313,10 @@ def test_a_rack_whose_vms_are_all_invalid_exits_non_zero(slurm: None, ws: Worksp
     with pytest.raises(StepFailed, match="2 of 2 VMs ran but are not in the total") as err:
         check(result)
     assert "INVALID" in err.value.message and err.value.next_command.startswith("repro aggregate ")
+
+
+def test_a_rack_without_servers_ships_no_image(ws: Workspace) -> None:
+    """hf runs in repro's own process on each host: no server image to plan, save or load."""
+    plan = plan_rack("demo", ws, 2)
+    assert plan.container_image is None and plan.image_source is None
+    assert "--server-image" not in render_script(plan)

@@ -778,7 +778,7 @@ def plan_rack(
                 f"{manifest}: no prepared dataset; the simulated VMs replay it from this workspace.",
                 f"`repro setup --recipe {rec.name}`, then submit again",
             )
-    else:
+    elif (plan.backend or rec.backend).startswith("trtllm") and rec.trtllm is not None:
         _plan_image(plan, ws, container_image, image_registry)
     return plan
 
