@@ -79,11 +79,42 @@ def test_early_stopping_outputs_are_the_top_cause(ws: Workspace) -> None:
     edited = ws.root / f"{RECIPE}.yaml"
     edited.write_text(yaml.safe_dump(doc))
     short = _run(ws, str(edited))
-    _run(ws, str(edited), RATE, "--accuracy", "--into", str(short))  # its accuracy log: every sample's length
     e = explain(short, against=str(base))
     top = e.causes[0]
     assert top.area == "tokens" and top.title == "output length: the server stops early"
     assert top.impact_pct is not None and top.impact_pct < 0
     assert e.run.tokens_per_sample is not None and e.run.tokens_per_sample <= 121
-    assert e.tokens.share_at_max == 1.0 and e.tokens.max_tokens == 120  # every reference answer is >= 150 tokens
-    assert any("100.0% of samples hit max_tokens 120" in x for x in top.evidence)
+
+
+def test_a_lower_batch_is_the_top_cause(tmp_path: Path) -> None:
+    """Through --endpoint to the stand-in trtllm-serve at a fixed per-sequence speed: a recipe whose batch is 4
+    keeps 4 requests in flight instead of 2,048, and explain names the serving configuration first."""
+    from standin_util import LocalStandin, prompts, write_tokenizer
+
+    ws = Workspace.open(tmp_path / "home").ensure()
+    recipe = get_recipe(RECIPE)
+    ps = prompts(64)
+    save_prepared(ws.preprocessed / recipe.dataset.name, "x", ps, [40] * len(ps), [f"r{i}" for i in range(64)])
+    tok = write_tokenizer(ws.models / recipe.model.repo_id.split("/")[-1])
+    doc = yaml.safe_load((Path(__file__).resolve().parents[1] / "recipes" / f"{RECIPE}.yaml").read_text())
+    doc["trtllm"]["gpu_batch_size"] = 4
+    edited = tmp_path / f"{RECIPE}.yaml"
+    edited.write_text(yaml.safe_dump(doc))
+    env = {"STANDIN_TOKENS_PER_S": "400", "STANDIN_OUT_LEN": "40"}
+    with LocalStandin(tok, env=env, log=tmp_path / "standin.log") as server:
+        server.wait_bound()
+        runs = []
+        for which in (RECIPE, str(edited)):
+            before = set((ws.runs / RECIPE / "Offline").glob("*")) if (ws.runs / RECIPE / "Offline").is_dir() else set()
+            argv = [*CLI, "run", "offline", "--recipe", which, "--endpoint", server.url, "--samples", "64"]
+            done = subprocess.run(
+                argv, capture_output=True, text=True, env={**os.environ, "REPRO_HOME": str(ws.root)}, timeout=300
+            )
+            assert done.returncode == 0, done.stdout + done.stderr
+            (new,) = set((ws.runs / RECIPE / "Offline").glob("*")) - before
+            runs.append(new)
+    e = explain(runs[1], against=str(runs[0]))
+    assert e.deviation_pct is not None and e.deviation_pct < -50
+    top = e.causes[0]
+    assert top.area == "serving" and top.title.startswith("serving: client_concurrency is 4 here")
+    assert e.reference.name.startswith(f"{RECIPE}/Offline/")

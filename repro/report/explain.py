@@ -399,8 +399,10 @@ def serving_of_run(info: dict[str, Any]) -> dict[str, Any]:
             if arg in _SERVE_FLAGS:
                 out[_SERVE_FLAGS[arg]] = _number(argv[i + 1])
     details = _dict(info.get("backend_details"))
-    if details.get("max_concurrency") is not None:
-        out["client_concurrency"] = _number(details["max_concurrency"])
+    for key in ("max_concurrency_per_endpoint", "max_concurrency"):
+        if details.get(key) is not None:
+            out["client_concurrency"] = _number(details[key])
+            break
     return out
 
 
@@ -873,8 +875,11 @@ def _rack_rows(runs: list[LoadGenRun]) -> tuple[list[RackRow], str | None, LoadG
 
 
 def _display_name(run: LoadGenRun) -> str:
-    """A VM folder's name (ND_GB300_v6_16), a published bundle's system folder, else the run folder."""
-    for part in reversed(run.folder.parts):
+    """An own run's recipe/scenario/stamp, a VM folder's name (ND_GB300_v6_16), a bundle's system folder."""
+    info = run.run_info or {}
+    if isinstance(info.get("run_dir"), str) and info["run_dir"]:
+        return "/".join(Path(info["run_dir"]).parts[-3:])
+    for part in reversed(run.folder.parts[-4:]):
         if re.search(r"_\d+$", part) and not part.startswith("run_"):
             return part
     return run.system_folder or str(run.folder)
