@@ -342,6 +342,39 @@ def test_a_60_mb_accuracy_txt_line_is_bounded(fixtures: Path, tmp_path: Path) ->
     assert code == 2 and rss < 500, (code, rss, out)
 
 
+_READ_LOG = """
+import resource, sys
+resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
+from pathlib import Path
+from repro.core.errors import InputError
+from repro.results.accuracy import read_accuracy_log
+try:
+    read_accuracy_log(Path(sys.argv[1]))
+    said = "read"
+except InputError as exc:
+    said = exc.message
+hwm = next(ln.split()[1] for ln in open("/proc/self/status") if ln.startswith("VmHWM:"))
+print(hwm, said)
+"""
+
+
+def test_an_accuracy_log_of_200_mb_of_empty_objects_is_read_bounded(tmp_path: Path) -> None:
+    """`repro explain` and the accuracy scorer read a run's mlperf_log_accuracy.json: streamed, it stops at the
+    first entry that is not a sample instead of expanding 66 million dicts (12 GB on 11be551)."""
+    log = tmp_path / "mlperf_log_accuracy.json"
+    with open(log, "wb") as fh:
+        fh.write(b"[")
+        for _ in range(68):
+            fh.write(b"{}," * (1 << 20))
+        fh.write(b"{}]")
+    proc = subprocess.run(
+        [sys.executable, "-c", _READ_LOG, str(log)], capture_output=True, text=True, timeout=120, cwd=tmp_path
+    )
+    kb, _, said = proc.stdout.partition(" ")
+    assert proc.returncode == 0 and int(kb) < 500 << 10, (proc.stdout, proc.stderr[-2000:])
+    assert "entry 0 lacks 'qsl_idx'" in said
+
+
 # --- item 8: a log swapped to a FIFO between a check and the open ---------------------------------------------------
 
 _RACE = """

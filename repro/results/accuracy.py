@@ -10,10 +10,9 @@ tests/test_accuracy.py compares both against rouge_score and NLTK sample by samp
 
 from __future__ import annotations
 
-import json
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -22,29 +21,43 @@ import numpy as np
 
 from repro.core.errors import InputError
 from repro.core.fsutil import atomic_write_text, sha256_file
+from repro.core.safeio import iter_json_list, open_regular
 
 ACCURACY_JSON = "mlperf_log_accuracy.json"
 ACCURACY_TXT = "accuracy.txt"
 ROUGE_KEYS = ("rouge1", "rouge2", "rougeL", "rougeLsum")
 _NEXT = "re-run `repro run offline --accuracy`"
+_MAX_LOG = 1 << 30  # a full log: 24,576 samples of up to 1,024 int32 ids in hex is ~210 MB (int64: ~410 MB)
+_MAX_ENTRIES = 1_000_000
+_MAX_ENTRY = 1 << 20
 
 
 # ---------------------------------------------------------------- reading the log
 
 
 def read_accuracy_log(path: Path, n_references: int | None = None) -> list[tuple[int, np.ndarray]]:
-    """(qsl_idx, int32 token ids) for each first occurrence of a qsl_idx, in log order, as the reference keeps them."""
+    """(qsl_idx, int32 token ids) for each first occurrence of a qsl_idx, in log order, as the reference keeps them.
+
+    Streamed entry by entry (#29): a 200 MB `[{},{},...]` stops at its first entry instead of expanding to 12 GB,
+    and the caps bound a log of valid entries (a full Llama-2-70B log is ~200 MB of 24,576 entries)."""
     path = Path(path)
     try:
-        raw = path.read_bytes()
+        fh = open_regular(path)
     except FileNotFoundError:
         raise InputError(f"{path}: accuracy log not found.", _NEXT) from None
-    try:
-        entries = json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise InputError(f"{path}: not valid JSON (truncated or corrupt: {exc}).", _NEXT) from None
-    if not isinstance(entries, list):
-        raise InputError(f"{path}: expected a JSON list of LoadGen results, got {type(entries).__name__}.", _NEXT)
+    except OSError as exc:
+        raise InputError(f"{path}: cannot be read ({exc.strerror}).", _NEXT) from None
+    with fh:
+        entries = iter_json_list(fh, max_items=_MAX_ENTRIES, max_item_bytes=_MAX_ENTRY, max_bytes=_MAX_LOG)
+        try:
+            return _first_samples(path, entries, n_references)
+        except ValueError as exc:
+            if str(exc) == "not a JSON list":
+                raise InputError(f"{path}: expected a JSON list of LoadGen results.", _NEXT) from None
+            raise InputError(f"{path}: not valid JSON (truncated or corrupt: {exc}).", _NEXT) from None
+
+
+def _first_samples(path: Path, entries: Iterator[Any], n_references: int | None) -> list[tuple[int, np.ndarray]]:
     seen: set[int] = set()
     out: list[tuple[int, np.ndarray]] = []
     for pos, entry in enumerate(entries):
