@@ -680,7 +680,13 @@ def dataset_input_tokens(recipe: Recipe | None, ws: Any = None) -> tuple[float |
 
 
 def _causes(
-    run: Side, ref: Side, deviation: float | None, diffs: list[Diff], tokens: TokenStats, per: str
+    run: Side,
+    ref: Side,
+    deviation: float | None,
+    diffs: list[Diff],
+    tokens: TokenStats,
+    per: str,
+    mlperf_data: bool = True,
 ) -> list[Cause]:
     causes: list[Cause] = []
     figure = f"tokens/s per {'GPU' if per == 'gpu' else 'system'}"
@@ -715,7 +721,7 @@ def _causes(
     # Output length: shorter answers put more prefill behind every output token (and finish samples sooner).
     out_shift = _pct(run.tokens_per_sample, ref.tokens_per_sample)
     ref_out, ref_src, measured_ref = ref.tokens_per_sample, ref.name, True
-    if out_shift is None and run.tokens_per_sample is not None:
+    if out_shift is None and run.tokens_per_sample is not None and mlperf_data:
         ref_out, ref_src, measured_ref = REFERENCE_TOKENS_PER_SAMPLE, "the MLPerf reference (FP16)", False
         out_shift = _pct(run.tokens_per_sample, ref_out)
     if out_shift is not None and ref_out and run.tokens_per_sample and abs(out_shift) > OUTPUT_SHIFT_PCT:
@@ -981,7 +987,7 @@ def explain(
     mine = side_of_run(run, chosen, name=_display_name(run))
     _fill_from_index(run, mine, notes)
     if chosen is not None and ref.kind != "run" and not mine.serving:
-        notes.append("the run recorded no serving configuration (no run.json): serving options not compared")
+        notes.append("the run recorded no serving configuration: serving options not compared")
     if chosen is not None and ref.kind == "published" and mine.serving:
         ref.serving = serving_of_recipe(chosen)
         ref.name = f"{ref.name} (serving: recipe {chosen.name})"
@@ -997,7 +1003,7 @@ def explain(
         )
     inp, inp_src = input_tokens if input_tokens is not None else dataset_input_tokens(chosen, ws)
     tokens = _token_stats(run, mine, chosen, inp, inp_src)
-    causes = _causes(mine, ref, deviation, diffs, tokens, per)
+    causes = _causes(mine, ref, deviation, diffs, tokens, per, mlperf_data=not (chosen and chosen.demo))
     roof = None
     if chosen is not None:
         roof = roofline(

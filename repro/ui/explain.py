@@ -44,7 +44,13 @@ def explanation(e: Explanation) -> Group:
             )
         parts.append(causes)
     else:
-        parts.append(Text("No cause: nothing that moves the figure differs, and the gap is within run-to-run noise."))
+        parts.append(
+            Text(
+                "No cause: nothing that moves the figure differs, and the gap is within run-to-run noise."
+                if e.deviation_pct is not None
+                else "No cause: there is no published figure to compare with."
+            )
+        )
     if e.diffs:
         diffs = Table(title="What differs", title_justify="left")
         for col in ("area", "key", "yours", "reference", "effect"):
