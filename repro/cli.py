@@ -73,7 +73,8 @@ def _app(help_text: str, **kw: Any) -> typer.Typer:
 
 
 app = _app(
-    "Reproduce the published MLPerf Inference Llama-2-70B Offline results and check your number against them.",
+    "Reproduce the published MLPerf Inference Llama-2-70B results (Offline, Server, Interactive) and check your "
+    "number against them.",
     invoke_without_command=True,
     add_completion=True,
 )
@@ -88,33 +89,34 @@ published_app = _app(
 )
 
 
-def _add(target: typer.Typer, fn: Callable[..., Any], name: str | None = None) -> None:
-    target.command(name=name)(_guarded(fn))
+def _add(target: typer.Typer, fn: Callable[..., Any], name: str | None = None, short: str | None = None) -> None:
+    """`short`: the whole summary `repro --help` lists, short enough never to be cut with '...'."""
+    target.command(name=name, short_help=short)(_guarded(fn))
 
 
-_add(app, setup.setup)
-_add(app, build.build_engine, "build-engine")
-_add(app, verify.verify)
-_add(app, verify.aggregate)
-_add(app, doctor.doctor)
-_add(app, doctor.status)
-_add(app, doctor.guide)
-_add(app, report.report)
-_add(app, explain_cmd.explain)
-_add(run_app, run.offline)
-_add(run_app, run.server)
-_add(run_app, run.interactive)
-_add(tune_app, tune.server)
-_add(tune_app, tune.interactive)
-_add(recipes_app, recipes_cmd.list_recipes, "list")
-_add(recipes_app, recipes_cmd.show)
-_add(recipes_app, recipes_cmd.validate)
-_add(published_app, published.show)
+_add(app, setup.setup, short="Download the model and the MLPerf dataset.")
+_add(app, build.build_engine, "build-engine", short="Build the TensorRT-LLM image and engine.")
+_add(app, verify.verify, short="Judge a run per GPU against the published band.")
+_add(app, verify.aggregate, short="The rack table over per-VM runs.")
+_add(app, doctor.doctor, short="Check GPUs, driver, Docker, disk and token.")
+_add(app, doctor.status, short="Show the steps done and the next command.")
+_add(app, doctor.guide, short="Walk through every step (same as `repro`).")
+_add(app, report.report, short="Compare your runs with every published result.")
+_add(app, explain_cmd.explain, short="Rank the causes of a gap to a published result.")
+_add(run_app, run.offline, short="LoadGen Offline: all samples at once.")
+_add(run_app, run.server, short="LoadGen Server: queries at a target rate.")
+_add(run_app, run.interactive, short="LoadGen Interactive: Server with tight latency.")
+_add(tune_app, tune.server, short="Find the highest Server rate that passes.")
+_add(tune_app, tune.interactive, short="Find the highest Interactive rate that passes.")
+_add(recipes_app, recipes_cmd.list_recipes, "list", short="List the recipes.")
+_add(recipes_app, recipes_cmd.show, short="Show one recipe.")
+_add(recipes_app, recipes_cmd.validate, short="Check recipe files against the schema.")
+_add(published_app, published.show, short="Show one published result.")
 published_app.callback()(_guarded(published.list_published))
 app.add_typer(run_app, name="run")
 app.add_typer(tune_app, name="tune")
 app.add_typer(recipes_app, name="recipes")
-app.add_typer(published_app, name="published")
+app.add_typer(published_app, name="published", short_help="Every published Llama-2-70B result.")
 
 
 def _version(value: bool) -> None:
@@ -154,6 +156,7 @@ def _root(
 
 _METAVARS = {
     "recipe": "NAME",
+    "round_": "ROUND",
     "workspace": "DIR",
     "gpus": "N",
     "nodes": "N",
@@ -180,6 +183,9 @@ def _plain_metavars(cmd: Any) -> None:
             param.metavar = _METAVARS.get(param.name, param.name.upper())
         if param.param_type_name == "argument":
             param.display_type_rich = lambda ctx: None  # the name says it; Typer would append <path>
+            # usage reads `repro verify RESULT_DIR`, as typed, not Typer's `{RESULT_DIR}`
+            shown = param.metavar + ("..." if param.nargs != 1 else "")
+            param._usage_display_name = lambda shown=shown: shown
     for sub in getattr(cmd, "commands", {}).values():
         _plain_metavars(sub)
 

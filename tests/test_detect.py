@@ -124,7 +124,7 @@ def test_unknown_hardware_says_so_and_points_to_recipe_option():
     with pytest.raises(RecipeError) as exc:
         select_recipe(info)
     assert "Standard_D2s_v5" in exc.value.message and "NVIDIA A10" in exc.value.message
-    assert "--recipe" in exc.value.next_command
+    assert "--recipe NAME" in exc.value.message and exc.value.next_command == "repro recipes list"
 
 
 def test_off_azure_without_gpu_names_both_reasons():

@@ -104,7 +104,7 @@ def test_resume_skips_completed_steps():
 def test_interrupt_is_recorded_then_resumed():
     with pytest.raises(Interrupted) as exc:
         _guide(_Steps(interrupt_run=True), yes=True, interactive=True)
-    assert exc.value.exit_code == 130 and "resumes" in exc.value.next_command
+    assert exc.value.exit_code == 130 and exc.value.next_command == "repro guide --recipe demo"
     led = Ledger.load(Workspace.open().ledger_path)
     assert led.steps["setup"].status == "done" and led.steps["run-offline"].status == "interrupted"
     steps = _Steps()

@@ -39,15 +39,39 @@ def guide(
     json: JsonOpt = False,
 ) -> None:
     """Walk through doctor -> setup -> build-engine -> run offline -> verify, resuming from the ledger."""
-    from repro.core.systems import resolve_recipe
+    import sys
+
+    from repro.core.recipes import get_recipe
+    from repro.core.systems import NoRecipeForMachine, resolve_recipe
     from repro.core.workspace import Workspace
     from repro.flow.guide import run_guide
-    from repro.ui.output import confirm, emit, show, show_err
+    from repro.ui.output import confirm, emit, info, show, show_err
+    from repro.ui.progress_bar import RunBar
 
     ws = Workspace.open(workspace)
-    chosen, reason = resolve_recipe(recipe, ws)
+    try:
+        chosen, reason = resolve_recipe(recipe, ws)
+    except NoRecipeForMachine as exc:
+        # The front door: say what was found, and on a machine without a GPU offer the CPU demo right here.
+        interactive = sys.stdin.isatty() and not yes and not json
+        if exc.gpus or not interactive:
+            raise
+        info(f"No recipe matches this machine: {exc.why}.")
+        if not confirm("Without a GPU, the CPU demo runs the whole flow (never a reproduction). Run it now?"):
+            raise
+        chosen, reason = get_recipe("demo"), "the CPU demo, chosen at the prompt: no GPU found"
     # --json: the narrative goes to stderr so stdout holds only the JSON; it never implies --yes.
-    result = run_guide(chosen, reason, ws, yes=yes, dry_run=dry_run, ask=confirm, show=show_err if json else show)
+    result = run_guide(
+        chosen,
+        reason,
+        ws,
+        yes=yes,
+        dry_run=dry_run,
+        ask=confirm,
+        show=show_err if json else show,
+        run_bar=RunBar,
+        workspace_flag=workspace_flag(workspace),
+    )
     emit(result, json)
     if result.exit_code:
         raise typer.Exit(result.exit_code)

@@ -136,7 +136,7 @@ def explain(exc: BaseException) -> Explained | None:
             2,
         )
     if isinstance(exc, KeyboardInterrupt):
-        return Explained("Interrupted; finished steps are kept in the ledger.", "`repro status`", 130)
+        return Explained("Interrupted.", "repro status", 130)
     for exc_type, fn in _external_mappings():
         if isinstance(exc, exc_type):
             return fn(exc)

@@ -363,9 +363,14 @@ def registry_recipe(name: str) -> Recipe:
     for recipe in all_recipes():
         if recipe.name == name:
             return recipe
-    names = ", ".join(r.name for r in all_recipes())
+    import difflib
+
+    known = [r.name for r in all_recipes()]
     shown = name if len(name) <= 80 and name.isprintable() else ascii(name[:80])
-    raise RecipeError(f"Unknown recipe '{shown}'. Known recipes: {names}.", "`repro recipes list`")
+    close = difflib.get_close_matches(name.lower(), known, n=1, cutoff=0.82)
+    if close:
+        raise RecipeError(f"Unknown recipe '{shown}'. Did you mean '{close[0]}'?", f"repro recipes show {close[0]}")
+    raise RecipeError(f"Unknown recipe '{shown}'. Known recipes: {', '.join(known)}.", "`repro recipes list`")
 
 
 def _norm(text: str) -> str:

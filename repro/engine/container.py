@@ -115,27 +115,42 @@ def image_spec_for(recipe: Recipe, *, base_image: str | None = None, install: st
     return ImageSpec(dockerfile, f"{IMAGE_REPO}:{recipe.name}-{digest}", args, labels=labels)
 
 
-def _stage_context(spec: ImageSpec, dest: Path) -> None:
-    """A small, explicit build context: never the workspace, the venv or model weights."""
-    for item in spec.dockerfile.parent.iterdir():
-        if item.is_file():
-            shutil.copy2(item, dest / item.name)
-    shutil.copy2(ENTRY_FILE, dest / "container_entry.py")
-    src = dest / "repro-src"
-    src.mkdir()
+def context_files(spec: ImageSpec) -> list[tuple[Path, str]]:
+    """A small, explicit build context, as (source, path in the context): never the workspace, the venv or model
+    weights. The build copies these; `build-engine --dry-run` prints the same copies as shell commands."""
+    files = [(item, item.name) for item in sorted(spec.dockerfile.parent.iterdir()) if item.is_file()]
+    files.append((ENTRY_FILE, "container_entry.py"))
     if not spec.with_repro_source:
-        return
-    pkg = Path(__file__).resolve().parents[1]
-    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "_recipes", "_containers")
-    shutil.copytree(pkg, src / "repro", ignore=ignore)
-    root = pkg.parent
-    for name in ("pyproject.toml", "README.md"):
-        if (root / name).is_file():
-            shutil.copy2(root / name, src / name)
+        return files
     from repro.core.recipes import recipes_dir
 
-    shutil.copytree(recipes_dir(), src / "recipes", ignore=ignore)
-    shutil.copytree(spec.dockerfile.parent, src / "containers", ignore=ignore)
+    pkg = Path(__file__).resolve().parents[1]
+    files.append((pkg, "repro-src/repro"))
+    files += [(pkg.parent / n, f"repro-src/{n}") for n in ("pyproject.toml", "README.md") if (pkg.parent / n).is_file()]
+    files += [(recipes_dir(), "repro-src/recipes"), (spec.dockerfile.parent, "repro-src/containers")]
+    return files
+
+
+_IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", "_recipes", "_containers")
+
+
+def _stage_context(spec: ImageSpec, dest: Path) -> None:
+    (dest / "repro-src").mkdir()
+    for source, rel in context_files(spec):
+        target = dest / rel
+        if source.is_dir():
+            shutil.copytree(source, target, ignore=_IGNORE)
+        else:
+            shutil.copy2(source, target)
+
+
+def context_shell(spec: ImageSpec) -> list[str]:
+    """The staging as pasteable shell lines into "$ctx" (a fresh temporary folder)."""
+    lines = ['ctx="$(mktemp -d)" && mkdir "$ctx/repro-src"']
+    for source, rel in context_files(spec):
+        flag = "-r " if source.is_dir() else ""
+        lines.append(f'cp {flag}{shlex.quote(str(source))} "$ctx/{rel}"')
+    return lines
 
 
 def dockerfile_instructions(path: Path) -> list[tuple[int, str]]:

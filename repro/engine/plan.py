@@ -109,10 +109,11 @@ class BuildPlan:
         """The plan as shell lines: what `--dry-run` prints."""
         b = self.image
         args = " ".join(f"--build-arg {shlex.quote(f'{k}={v}')}" for k, v in b.build_args.items())
-        out = [
-            f"# image {b.tag} (built only if missing)",
-            f"docker build -f {b.dockerfile} {args} -t {b.tag} <context>",
-        ]
+        from repro.engine.container import context_shell
+
+        out = [f"# image {b.tag} (built only if missing), from a staged build context"]
+        out += context_shell(b)
+        out += [f'docker build -f "$ctx/{b.dockerfile.name}" {args} -t {shlex.quote(b.tag)} "$ctx"']
         for s in self.steps:
             out += [f"# {s.name}", s.run.docker_cli()]
         out += [f"# write {self.serve_config_path}"] + [f"#   {ln}" for ln in self.serve_config_text.splitlines()]

@@ -336,7 +336,9 @@ def _hf_token() -> str | None:
 
 def check_hf(recipe: Recipe | None, timeout: float = 5.0) -> list[Check]:
     """Token present and the (gated) model repo readable with it; the token itself is never shown."""
-    if recipe is None or recipe.demo or recipe.model.repo_id.startswith("repro-local/"):
+    if recipe is None:
+        return [Check("Hugging Face", "SKIP", "no recipe chosen, so no model to check access to")]
+    if recipe.demo or recipe.model.repo_id.startswith("repro-local/"):
         return [Check("Hugging Face", "SKIP", "not needed by this recipe (model is built locally)")]
     token = _hf_token()
     if not token:
@@ -483,13 +485,21 @@ def check_workspace(ws: Workspace) -> Check:
 
 
 def run_doctor(
-    explicit_recipe: str | None, ws: Workspace, *, info: SystemInfo | None = None, imds_timeout: float = 1.0
+    explicit_recipe: str | None,
+    ws: Workspace,
+    *,
+    info: SystemInfo | None = None,
+    imds_timeout: float = 1.0,
+    reason: str | None = None,
 ) -> DoctorReport:
-    """All checks; an unknown --recipe name is bad input and raises, an undetectable system is a FAIL row."""
+    """All checks; an unknown --recipe name is bad input and raises, an undetectable system is a FAIL row.
+
+    `reason`: why the caller (the guided flow) chose the recipe, so the report does not claim it was --recipe."""
     info = info or detect_system(imds_timeout=imds_timeout)
     recipe: Recipe | None
     try:
-        recipe, reason = resolve_recipe(explicit_recipe, ws, info=info)
+        recipe, why = resolve_recipe(explicit_recipe, ws, info=info)
+        reason = reason or why
     except ReproError as exc:
         if explicit_recipe:
             raise

@@ -7,6 +7,7 @@ are confirmed first unless --yes or stdin is not a terminal.
 
 from __future__ import annotations
 
+import shlex
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -37,10 +38,10 @@ def _build(recipe: Recipe, ws: Workspace, dry_run: bool) -> StepOutcome:
     return run_build(recipe, ws, dry_run=dry_run)
 
 
-def _run(recipe: Recipe, ws: Workspace, dry_run: bool) -> StepOutcome:
+def _run(recipe: Recipe, ws: Workspace, dry_run: bool, bar: Callable[[str], Any] | None = None) -> StepOutcome:
     from repro.run.harness import run_benchmark
 
-    return run_benchmark(recipe, ws, scenario="Offline", dry_run=dry_run)
+    return run_benchmark(recipe, ws, scenario="Offline", dry_run=dry_run, bar=bar)
 
 
 def latest_run_dir(recipe: Recipe, ws: Workspace) -> Path | None:
@@ -95,7 +96,11 @@ def costs(recipe: Recipe) -> dict[str, tuple[str, str]]:
     runtime = recipe.expected_runtime_min
     return {
         "doctor": ("-", "seconds"),
-        "setup": (_gb(recipe.model.size_gb) + " model + dataset", "download time depends on the network"),
+        "setup": (
+            (_gb(recipe.model.size_gb) + " model + dataset", "download time depends on the network")
+            if not recipe.demo
+            else ("a few MB", "seconds: the tiny model and sample are built here, nothing is downloaded")
+        ),
         "build-engine": (
             (_gb(recipe.model.quantized_size_gb) + " engine") if recipe.trtllm else "-",
             "quantize + build, time not in the recipe" if recipe.trtllm else "not needed",
@@ -193,10 +198,17 @@ def run_guide(
     steps: dict[str, StepFn] | None = None,
     doctor: Callable[[], Any] | None = None,
     show: Callable[[Any], None] = lambda _: None,
+    run_bar: Callable[[str], Any] | None = None,
+    workspace_flag: str | None = None,
 ) -> GuideResult:
-    """Run the remaining steps in order; `show` receives each note, plan, report and outcome as it happens."""
+    """Run the remaining steps in order; `show` receives each note, plan, report and outcome as it happens.
+
+    `run_bar` draws the run's progress bar in a terminal, the same one `repro run offline` draws."""
     interactive = sys.stdin.isatty() if interactive is None else interactive
-    steps = {**DEFAULT_STEPS, **(steps or {})}
+    steps = {**DEFAULT_STEPS, "run-offline": lambda r, w, d: _run(r, w, d, run_bar), **(steps or {})}
+    again = shlex.join(
+        ["repro", "guide", "--recipe", recipe.name] + (["--workspace", workspace_flag] if workspace_flag else [])
+    )
     label = "demo" if recipe.demo else None
     result = GuideResult(recipe.name, str(ws.root), label)
     ledger, note = load_ledger_fresh_if_corrupt(ws)
@@ -218,7 +230,7 @@ def run_guide(
     if doctor is None:
         from repro.flow.doctor import run_doctor
 
-        report = run_doctor(recipe.name, ws)
+        report = run_doctor(recipe.name, ws, reason=reason)
     else:
         report = doctor()
     show(report)
@@ -231,7 +243,7 @@ def run_guide(
     )
     if report.exit_code:
         result.stopped_at, result.exit_code = "doctor", 1
-        result.next_command = f"fix the FAIL rows, then `repro doctor --recipe {recipe.name}`"
+        result.next_command = f"fix the FAIL rows, then `{again.replace(' guide ', ' doctor ', 1)}`"
         return result
 
     for i, step in enumerate(STEPS, 2):
@@ -249,18 +261,17 @@ def run_guide(
         expensive = step in EXPENSIVE and interactive and not yes and not dry_run
         if expensive and (ask is None or not ask(f"Run {step} now ({disk}, {time})?")):
             result.stopped_at = step
-            result.next_command = f"`repro guide --recipe {recipe.name}` resumes here"
-            show(GuideNote(f"  not run. {result.next_command}"))
+            result.next_command = again
+            show(GuideNote(f"  not run; {again} resumes here."))
             return result
         try:
             outcome = steps[step](recipe, ws, dry_run)
         except KeyboardInterrupt:
             if not dry_run:
                 _mark_failed(ws.ledger_path, step, recipe, "interrupted by the user (Ctrl-C)", True)
-            raise Interrupted(
-                f"Interrupted during {step}; finished steps are kept in the ledger.",
-                f"`repro guide --recipe {recipe.name}` resumes and skips them",
-            ) from None
+            finished = any(o.status in ("done", "skipped") for o in result.outcomes[1:])
+            kept = "; finished steps are kept in the ledger" if finished else ""
+            raise Interrupted(f"Interrupted during {step}{kept}.", again) from None
         except ReproError as exc:
             if not dry_run:
                 _mark_failed(ws.ledger_path, step, recipe, exc.message, isinstance(exc, Interrupted))
@@ -271,15 +282,19 @@ def run_guide(
             if not dry_run:
                 _mark_failed(ws.ledger_path, step, recipe, outcome.summary, False)
             result.stopped_at, result.exit_code = step, 1
-            result.next_command = step_command(step, recipe)
+            result.next_command = step_command(step, recipe, workspace=workspace_flag)
             return result
         if outcome.status in ("done", "skipped") and not dry_run:
             if step in EXPENSIVE and outcome.status == "skipped" and "cancel" in outcome.summary.lower():
                 result.stopped_at = step
-                result.next_command = f"`repro guide --recipe {recipe.name}` resumes here"
+                result.next_command = again
                 return result
             _record(ws.ledger_path, step, recipe, outcome)
         if step == "verify" and not dry_run and not recipe.demo:
             result.exit_code = int(outcome.details.get("exit_code", 0))
-    result.next_command = "`repro status`" if not dry_run else f"`repro guide --recipe {recipe.name}` without --dry-run"
+    if dry_run:
+        result.next_command = again
+    else:
+        run_dir = run_dir_of(Ledger.load(ws.ledger_path))
+        result.next_command = step_command("report", recipe, run_dir, workspace_flag) if run_dir else again
     return result

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from rich.console import Group
+from collections.abc import Iterator
+from typing import Any
+
+from rich.console import Console, ConsoleOptions, Group
 from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
@@ -11,6 +14,7 @@ from repro.core.steps import StepOutcome
 from repro.flow.doctor import DoctorReport
 from repro.flow.guide import GuideNote, GuidePlan, GuideResult
 from repro.flow.status import StatusReport
+from repro.ui.wrap import Prose
 
 _OUTCOME_STYLE = {"done": "green", "skipped": "cyan", "dry-run": "yellow", "failed": "bold red"}
 _CHECK_STYLE = {"PASS": "green", "WARN": "yellow", "FAIL": "bold red", "SKIP": "dim"}
@@ -25,16 +29,39 @@ _STATE_STYLE = {
 }
 
 
-def step_outcome(o: StepOutcome) -> Text:
-    return Text.from_markup(f"[{_OUTCOME_STYLE[o.status]}]{o.status}[/] {escape(o.step)}: {escape(o.summary)}")
+def step_outcome(o: StepOutcome) -> Prose:
+    return Prose(Text.from_markup(f"[{_OUTCOME_STYLE[o.status]}]{o.status}[/] {escape(o.step)}: {escape(o.summary)}"))
+
+
+class _DoctorChecks:
+    """A table where it fits; in a narrower terminal one line per check, so a path in a detail is never cut
+    inside a table cell (prose still wraps between words)."""
+
+    WIDE = 120
+
+    def __init__(self, r: DoctorReport):
+        self.r = r
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> Iterator[Any]:
+        r = self.r
+        title = f"repro doctor: recipe {r.recipe or '(none)'}"
+        if options.max_width >= self.WIDE:
+            t = Table(title=title, title_justify="left")
+            for col in ("check", "status", "detail", "fix"):
+                t.add_column(col, overflow="fold")
+            for c in r.checks:
+                t.add_row(Text(c.name), Text(c.level, style=_CHECK_STYLE[c.level]), Text(c.detail), Text(c.fix or ""))
+            yield t
+            return
+        yield Text(title, style="italic")
+        for c in r.checks:
+            line = Text(f"{c.level:<4} ", style=_CHECK_STYLE[c.level])
+            line.append(f"{c.name}: {c.detail}" + (f" Fix: {c.fix}" if c.fix else ""), style="")
+            yield line
 
 
 def doctor_report(r: DoctorReport) -> Group:
-    t = Table(title=f"repro doctor: recipe {r.recipe or '(none)'}", title_justify="left")
-    for col in ("check", "status", "detail", "fix"):
-        t.add_column(col, overflow="fold")
-    for c in r.checks:
-        t.add_row(Text(c.name), Text(c.level, style=_CHECK_STYLE[c.level]), Text(c.detail), Text(c.fix or ""))
+    t = _DoctorChecks(r)
     style = _CHECK_STYLE["WARN" if r.verdict == "WARN" else r.verdict]
     summary = (
         f"[{style}]{r.verdict}[/]: {len(r.failed)} failed, "
@@ -70,10 +97,11 @@ def status_report(r: StatusReport) -> Group:
 
 def guide_result(r: GuideResult) -> Group:
     t = Table(title=f"Guided flow, recipe {r.recipe}" + (f" [{r.label}]" if r.label else ""), title_justify="left")
-    for col in ("step", "result", "summary"):
-        t.add_column(col, overflow="fold")
+    # each step's summary (paths included) was printed whole as it finished; the table only recaps
+    for col in ("step", "result", "verdict"):
+        t.add_column(col, no_wrap=True)
     for o in r.outcomes:
-        t.add_row(o.step, o.status, Text(o.summary))
+        t.add_row(o.step, o.status, str(o.details.get("verdict") or ""))
     end = f"Stopped at {r.stopped_at}." if r.stopped_at else "All steps finished."
     return Group(t, Text(end, style="bold"))
 
@@ -87,5 +115,5 @@ def guide_plan(p: GuidePlan) -> Table:
     return t
 
 
-def guide_note(n: GuideNote) -> Text:
-    return Text(n.text, style=n.style or "")
+def guide_note(n: GuideNote) -> Prose:
+    return Prose(n.text, style=n.style or "")

@@ -36,7 +36,9 @@ def make_console(stderr: bool = False) -> Console:
     from repro.ui.safe import SafeConsole
 
     width = _width(sys.stderr if stderr else sys.stdout)
-    return SafeConsole(stderr=stderr, highlight=False, markup=False, soft_wrap=stderr or width is not None, width=width)
+    # On a terminal prose wraps between words (soft wrap would let the terminal cut words in half); `Next:`
+    # lines and paths are printed no-wrap on their own. Elsewhere nothing wraps at all.
+    return SafeConsole(stderr=stderr, highlight=False, markup=False, soft_wrap=width is not None, width=width)
 
 
 _consoles: dict[str, Console] = {}
@@ -131,7 +133,6 @@ def show(obj: Any) -> None:
 
 
 def _show(obj: Any, console: str) -> None:
-    from rich.text import Text
 
     from repro.core.hints import split_hint
     from repro.ui.render import renderable
@@ -140,7 +141,9 @@ def _show(obj: Any, console: str) -> None:
     hint = split_hint(getattr(obj, "next_command", None) if not isinstance(obj, dict) else None)
     prose = getattr(obj, "hint", None) if not isinstance(obj, dict) else None
     if prose or hint.prose:
-        _console(console).print(Text(prose or hint.prose or ""))
+        from repro.ui.wrap import Prose
+
+        _console(console).print(Prose(prose or hint.prose or ""), crop=False)
     if hint.command:
         print_next(hint.command, stderr=console == "err_console")
 
@@ -151,11 +154,20 @@ def show_err(obj: Any) -> None:
 
 
 def confirm(question: str) -> bool:
-    """Asked on stderr, so a --json run's stdout stays one document."""
+    """Asked on stderr, so a --json run's stdout stays one document. Ctrl-C or end of input at the prompt is a
+    cancel: the cursor leaves the prompt line first, so the one error line starts a line of its own."""
     from rich.prompt import Confirm
     from rich.text import Text
 
-    return Confirm.ask(Text(question), default=True, console=_console("err_console"))
+    from repro.core.errors import Interrupted
+
+    err = _console("err_console")
+    try:
+        return Confirm.ask(Text(question), default=True, console=err)
+    except (KeyboardInterrupt, EOFError) as exc:
+        err.print()
+        what = "Ctrl-C" if isinstance(exc, KeyboardInterrupt) else "end of input"
+        raise Interrupted(f"Cancelled at the prompt ({what}); nothing was started.", "repro status") from None
 
 
 def error(
@@ -163,8 +175,6 @@ def error(
 ) -> None:
     """One line on stderr for people, then `Next:` with one command alone on its line (so it pastes whole);
     with --json also the same error as the one JSON document on stdout."""
-    from rich.markup import escape
-
     from repro.core.hints import split_hint
 
     hint = split_hint(redact(next_command) if next_command else None)
@@ -172,7 +182,12 @@ def error(
     if hint.prose:
         prose = hint.sentence
         text += f" {prose}" if text.rstrip().endswith((".", ":", ")", "?")) else f". {prose}"
-    _console("err_console").print(f"[bold red]error:[/] {escape(text)}", markup=True, highlight=False)
+    from rich.text import Text
+
+    from repro.ui.wrap import Prose
+
+    line = Text("error:", style="bold red") + Text(f" {text}")
+    _console("err_console").print(Prose(line), crop=False, highlight=False)
     if hint.command:
         print_next(hint.command, stderr=True)
     if as_json and not _json_written["count"]:  # a result already printed is the one document; its error is on stderr
@@ -207,4 +222,6 @@ def traceback_text(exc: BaseException) -> str:
 
 
 def info(message: str) -> None:
-    _console("err_console").print(redact(message))
+    from repro.ui.wrap import Prose
+
+    _console("err_console").print(Prose(redact(message)), crop=False)

@@ -1,0 +1,140 @@
+"""`repro` alone in a real terminal (tmux, 80x24) on a machine without a GPU: the front door offers the CPU demo,
+the run draws a live bar, the flow ends in a verdict and one pasteable `Next:` line, and no line breaks a
+word, a number, a path or a command (issue 25, items 6, 16, 17, 19, 20)."""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from repro.core.ledger import Ledger
+from repro.core.workspace import Workspace
+
+pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux not installed")
+
+
+class Tmux:
+    def __init__(self, tmp: Path, cwd: Path, env: dict[str, str], columns: int = 80, rows: int = 24):
+        self.sock = str(tmp / "tmux.sock")
+        cmd = " ".join(
+            ["env", "-u", "COLUMNS", "-u", "LINES", *(f"{k}={shlex.quote(v)}" for k, v in env.items())]
+            + [shlex.quote(sys.executable), "-c", shlex.quote("from repro.cli import main; main()")]
+        )
+        self._tmux(
+            "new-session", "-d", "-x", str(columns), "-y", str(rows), "-c", str(cwd), f"{cmd}; echo EXIT=$?; sleep 600"
+        )
+        self._tmux("set-option", "-g", "history-limit", "10000")
+
+    def _tmux(self, *args: str) -> str:
+        return subprocess.run(["tmux", "-S", self.sock, *args], capture_output=True, text=True, check=True).stdout
+
+    def screen(self) -> str:
+        return self._tmux("capture-pane", "-p")
+
+    def history(self) -> list[str]:
+        """Every line since the start, lines the terminal wrapped joined back (as copying them would)."""
+        return self._tmux("capture-pane", "-p", "-J", "-S", "-").rstrip("\n").splitlines()
+
+    def expect(self, pattern: str, timeout: float = 240) -> str:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            text = "\n".join(self.history())
+            if re.search(pattern, text):
+                return text
+            time.sleep(0.2)
+        raise AssertionError(f"no {pattern!r} on screen:\n" + "\n".join(self.history()[-40:]))
+
+    def send(self, *keys: str) -> None:
+        self._tmux("send-keys", *keys)
+
+    def close(self) -> None:
+        subprocess.run(["tmux", "-S", self.sock, "kill-server"], capture_output=True)
+
+
+@pytest.mark.slow
+def test_repro_alone_at_80x24_without_a_gpu_reaches_a_verdict_with_a_live_bar(tmp_path):
+    ws = tmp_path / "ws"
+    env = {"REPRO_HOME": str(ws), "REPRO_IMDS_URL": "http://127.0.0.1:9/metadata/instance", "TERM": "xterm"}
+    term = Tmux(tmp_path, tmp_path, env)
+    try:
+        term.expect(r"Run it\s+now\? \[y/n\]", timeout=120)
+        term.send("y", "Enter")
+        term.expect(r"Run setup now [^?]*\? \[y/n\]")
+        term.send("y", "Enter")
+        term.expect(r"Run run-offline now [^?]*\? \[y/n\]")
+        term.send("y", "Enter")
+        frames: list[str] = []
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and "EXIT=" not in (screen := term.screen()):
+            frames += [line for line in screen.splitlines() if line.startswith("LoadGen Offline")]
+            time.sleep(0.3)
+        term.expect(r"EXIT=\d+", timeout=120)
+        lines = term.history()
+    finally:
+        term.close()
+    text = "\n".join(lines)
+    assert "EXIT=0" in text, text[-3000:]
+    assert "Traceback" not in text
+    # a live bar: at least two different frames, counting up to LoadGen's total
+    counts = {m.group(1) for f in frames if (m := re.search(r" (\d+)/\d+ ", f))}
+    assert len(counts) >= 2, frames
+    assert not any("a progress line every" in line for line in lines)
+
+    led = Ledger.load(Workspace.open(ws).ledger_path)
+    run_dir = led.steps["run-offline"].details["run_dir"]
+    assert all(led.steps[s].status == "done" for s in ("setup", "run-offline", "verify"))
+    # the verdict, and one Next: line that is a whole command naming the real run folder
+    assert "NOT A REPRODUCTION" in text and "All steps finished." in text
+    nexts = [line.removeprefix("Next: ") for line in lines if line.startswith("Next: ")]
+    assert nexts == [shlex.join(["repro", "report", run_dir, "--html", "report.html", "--recipe", "demo"])]
+    # nothing the user copies is broken: paths, prompts, figures
+    for path in re.findall(r"(/\S+)", text):
+        if path.startswith(str(tmp_path)):
+            assert Path(path.rstrip(":;,.)")).exists(), f"broken path on screen: {path}"
+    assert run_dir in text
+    assert text.count("[y/n]") == 3
+    tps = led.steps["run-offline"].details["tokens_per_s"]
+    assert f"{tps:,.1f}" in text
+    # prose is wrapped by repro at word boundaries: only no-wrap lines (commands, paths) run past column 80
+    for line in lines:
+        if len(line) > 80:
+            assert line.startswith("Next: ") or " " not in line.strip(), line
+    for a, b in zip(lines, lines[1:], strict=False):
+        assert not (re.search(r"\d[,.]$", a) and re.match(r"\d", b)), (a, b)
+
+
+@pytest.mark.parametrize(("keys", "what"), [("C-d", "end of input"), ("C-c", "Ctrl-C")])
+def test_cancel_at_the_front_door_prompt_is_one_line_and_exit_130(tmp_path, keys, what):
+    env = {"REPRO_HOME": str(tmp_path / "ws"), "REPRO_IMDS_URL": "http://127.0.0.1:9/", "TERM": "xterm"}
+    term = Tmux(tmp_path, tmp_path, env)
+    try:
+        term.expect(r"Run it\s+now\? \[y/n\]", timeout=120)
+        term.send(keys)
+        term.expect(r"EXIT=\d+", timeout=60)
+        lines = term.history()
+    finally:
+        term.close()
+    text = "\n".join(lines)
+    assert "EXIT=130" in text, text
+    errors = [line for line in lines if "error:" in line]
+    assert errors == [f"error: Cancelled at the prompt ({what}); nothing was started."], text
+    assert "Traceback" not in text and "Aborted" not in text and "kept in the ledger" not in text
+    assert not (tmp_path / "ws" / "ledger.json").exists()
+
+
+def test_without_a_terminal_the_front_door_prints_the_one_command_to_run(tmp_path):
+    env = {"REPRO_HOME": str(tmp_path / "ws"), "REPRO_IMDS_URL": "http://127.0.0.1:9/", "PATH": "/usr/bin:/bin"}
+    cli = [sys.executable, "-c", "from repro.cli import main; main()"]
+    proc = subprocess.run(cli, capture_output=True, text=True, timeout=120, env=env, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines()[-1] == "Next: repro run offline --recipe demo"
+    doc = json.loads(subprocess.run([*cli, "--json"], capture_output=True, text=True, timeout=120, env=env).stdout)
+    assert doc["error"]["next_command"] == "repro run offline --recipe demo"
