@@ -114,7 +114,7 @@ _add(recipes_app, recipes_cmd.validate, short="Check recipe files against the sc
 _add(published_app, published.show, short="Show one published result.")
 published_app.callback()(_guarded(published.list_published))
 app.add_typer(run_app, name="run")
-app.add_typer(tune_app, name="tune")
+app.add_typer(tune_app, name="tune", short_help="Find the target QPS that meets TTFT/TPOT.")
 app.add_typer(recipes_app, name="recipes")
 app.add_typer(published_app, name="published", short_help="Every published Llama-2-70B result.")
 
