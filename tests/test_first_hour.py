@@ -273,9 +273,10 @@ def test_recipes_list_keeps_the_vm_size_whole_in_an_80_column_terminal():
 # --- optional packages, setup offline, wording ---------------------------------------------------
 
 
-def test_a_missing_optional_package_is_one_line_naming_the_extra(fixtures):
+def test_a_missing_optional_package_is_one_line_naming_the_extra(fixtures, tmp_path):
+    """The HTML report draws with matplotlib (the report extra); the tables and --json need nothing extra."""
     block = "import sys; sys.modules['plotext'] = None; sys.modules['matplotlib'] = None; "
-    for extra in ([], ["--json"]):
+    for extra in (["--html", str(tmp_path / "r.html")], ["--html", str(tmp_path / "r.html"), "--json"]):
         proc = subprocess.run(
             [
                 sys.executable,
@@ -292,8 +293,9 @@ def test_a_missing_optional_package_is_one_line_naming_the_extra(fixtures):
         assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
         lines = proc.stderr.strip().splitlines()
         assert len(lines) == 2 and lines[0].startswith("error: ") and lines[1] == "Next: pip install 'repro[report]'"
-        if extra:
+        if "--json" in extra:
             assert "repro[report]" in json.loads(proc.stdout)["error"]["next_command"]
+        assert not (tmp_path / "r.html").exists()
 
 
 def test_setup_dry_run_without_network_plans_from_the_recipe():
