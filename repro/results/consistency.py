@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from repro.core.safeio import open_regular, sha256_regular
+from repro.core.safeio import CHUNK, open_regular
 
 ACCURACY_LOG = "mlperf_log_accuracy.json"
 # MLCommons' tools/submission/truncate_accuracy_log.py (mlcommons/inference @05bfef9) hashes the full log into
@@ -199,15 +199,17 @@ def accuracy_log_hash(accuracy_txt: Path, hashes: list[str], *, ours: bool) -> H
     log = accuracy_txt.parent / ACCURACY_LOG
     txt = accuracy_txt.name
     try:
-        with open_regular(log) as fh:
-            size = fh.seek(0, 2)
-            fh.seek(0)
+        with open_regular(log) as fh:  # one handle for the size, the head and the hash: nothing to swap between
             head = fh.read(MAX_ACCURACY_LOG_SIZE + 1)
+            h = hashlib.sha256(head)
+            while block := fh.read(CHUNK):
+                h.update(block)
+            size = fh.tell()
     except FileNotFoundError:
         return HashCheck(ok=None, detail=f"no {ACCURACY_LOG} beside {txt}: its hash= cannot be re-checked")
     except OSError as exc:
         return HashCheck(ok=None, detail=f"{ACCURACY_LOG} cannot be read ({exc.strerror}): hash= not re-checked")
-    digest = sha256_regular(log) if size > MAX_ACCURACY_LOG_SIZE else _sha256(head)
+    digest = h.hexdigest()
     wrong = sorted({h for h in hashes if h.lower() != digest})
     sized = f"{ACCURACY_LOG} ({_size(size)})"
     if not wrong:
@@ -225,10 +227,6 @@ def accuracy_log_hash(accuracy_txt: Path, hashes: list[str], *, ours: bool) -> H
         else "is under the 10 KiB MLCommons' truncate_accuracy_log.py leaves, so not the log that was hashed"
     )
     return HashCheck(ok=None, detail=f"{sized} {how}: the hash= in {txt} cannot be re-checked")
-
-
-def _sha256(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
 
 
 def _size(n: int) -> str:
