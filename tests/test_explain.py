@@ -138,3 +138,28 @@ def test_report_carries_the_explanation_in_every_view() -> None:
     for text in (md, html):
         assert "6. Why your number is where it is" in text and "the server or its GPUs are slower (8.1%)" in text
         assert "Tensor cores: compute bound" in text
+
+
+def test_every_recipe_reference_has_shipped_settings() -> None:
+    """Each recipe's published result (Offline and its other scenarios) carries its effective LoadGen settings."""
+    from repro.core.published import load_index
+    from repro.core.recipes import all_recipes
+
+    shipped, idx = published_settings(), load_index()
+    for recipe in all_recipes():
+        for pub in [recipe.published, *recipe.published_scenarios]:
+            if not pub.result_id:
+                continue
+            rows = [
+                r
+                for r in idx.resolve(pub.result_id)
+                if r.scenario == pub.scenario and r.benchmark == recipe.accuracy.target
+            ]
+            assert rows and rows[0].key in shipped, (recipe.name, pub.scenario)
+            assert shipped[rows[0].key]["detail"]["effective_scenario"] in ("Offline", "Server")
+
+
+def test_across_accelerators_the_gap_is_said_to_measure_the_chips() -> None:
+    e = explain(HPE_H200, against="v4.0/closed/Azure/NC_H100_v5_TRT/99.9/Offline")
+    assert any("different accelerators" in n for n in e.notes)
+    assert {d.key: d.yours for d in e.diffs}["TensorRT"] == "10.11"

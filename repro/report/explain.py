@@ -21,10 +21,11 @@ from pathlib import Path
 from typing import Any, Literal
 
 from repro.core.errors import InputError
-from repro.core.published import DATA_DIR, PublishedResult, load_index
+from repro.core.published import DATA_DIR, Accelerator, PublishedResult, load_index
 from repro.core.recipes import Recipe
 from repro.report.roofline import MEAN_INPUT_TOKENS, flops_per_output_token, roofline
 from repro.results.compare import effective_scenario, pick_perf_run
+from repro.results.hardware import run_accelerator
 from repro.results.logs import LoadGenRun, benchmark_target, find_runs, parse_detail
 
 SETTINGS_JSON = DATA_DIR / "settings.json"
@@ -142,6 +143,7 @@ class Side:
     machine: dict[str, Any] = field(default_factory=dict)
     label: str | None = None
     source: str = ""
+    accelerator: str | None = None
 
     @property
     def per_gpu(self) -> float | None:
@@ -166,6 +168,7 @@ class Side:
             "ttft_ns": self.ttft_ns,
             "machine": self.machine,
             "source": self.source,
+            "accelerator": self.accelerator,
         }
 
 
@@ -504,6 +507,7 @@ def side_of_run(run: LoadGenRun, recipe: Recipe | None, name: str | None = None)
         machine=_machine_of_run(run),
         label=run.label,
         source=str(run.summary_path or run.detail_path or run.folder),
+        accelerator=run_accelerator(run)[0],
     )
 
 
@@ -542,6 +546,7 @@ def side_of_published(row: PublishedResult) -> Side:
         tokens_source="published tokens/s / samples/s" if tps else "",
         ttft_ns=ttft,
         source=source,
+        accelerator=row.accelerator_model_name,
     )
 
 
@@ -557,6 +562,7 @@ def side_of_recipe(recipe: Recipe, scenario: str) -> Side:
         accelerators=recipe.system.gpus_per_vm,
         serving=serving_of_recipe(recipe),
         source=pub.source,
+        accelerator=recipe.system.gpu_name,
     )
 
 
@@ -993,6 +999,11 @@ def explain(
         ref.name = f"{ref.name} (serving: recipe {chosen.name})"
     per: Literal["gpu", "system"] = "gpu" if mine.per_gpu is not None and ref.per_gpu is not None else "system"
     deviation = _pct(mine.per_gpu, ref.per_gpu) if per == "gpu" else _pct(mine.tokens_per_s, ref.tokens_per_s)
+    if mine.accelerator and ref.accelerator:
+        if not Accelerator.parse(mine.accelerator).same_as(Accelerator.parse(ref.accelerator)):
+            notes.append(
+                f"different accelerators ({mine.accelerator} vs {ref.accelerator}): the gap measures the chips first"
+            )
     if mine.scenario != ref.scenario:
         notes.append(f"scenarios differ ({mine.scenario} vs {ref.scenario}): the figures are not comparable")
     diffs = settings_diffs(mine, ref) + serving_diffs(mine, ref) + stack_diffs(mine, ref)
