@@ -999,11 +999,14 @@ def explain(
         ref.name = f"{ref.name} (serving: recipe {chosen.name})"
     per: Literal["gpu", "system"] = "gpu" if mine.per_gpu is not None and ref.per_gpu is not None else "system"
     deviation = _pct(mine.per_gpu, ref.per_gpu) if per == "gpu" else _pct(mine.tokens_per_s, ref.tokens_per_s)
-    if mine.accelerator and ref.accelerator:
-        if not Accelerator.parse(mine.accelerator).same_as(Accelerator.parse(ref.accelerator)):
-            notes.append(
-                f"different accelerators ({mine.accelerator} vs {ref.accelerator}): the gap measures the chips first"
-            )
+    if (
+        mine.accelerator
+        and ref.accelerator
+        and not Accelerator.parse(mine.accelerator).same_as(Accelerator.parse(ref.accelerator))
+    ):
+        notes.append(
+            f"different accelerators ({mine.accelerator} vs {ref.accelerator}): the gap measures the chips first"
+        )
     if mine.scenario != ref.scenario:
         notes.append(f"scenarios differ ({mine.scenario} vs {ref.scenario}): the figures are not comparable")
     diffs = settings_diffs(mine, ref) + serving_diffs(mine, ref) + stack_diffs(mine, ref)
