@@ -447,3 +447,15 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
 
 def _sha(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@pytest.mark.parametrize("count", ["٤", "４"])
+def test_an_accelerator_count_in_other_digits_is_not_a_count(count: str, fixtures: Path, tmp_path: Path) -> None:
+    """int() reads '٤' as 4: a system JSON saying so gives no count, and the note says it is unusable."""
+    root = _gb200(fixtures, tmp_path)
+    system = root / "ND_GB200_v6.json"
+    doc = json.loads(system.read_text())
+    doc["accelerators_per_node"] = count
+    system.write_text(json.dumps(doc))
+    v = verify_dir(root)
+    assert "unusable accelerator count" in " ".join(v.notes) and not v.gpus_source.startswith("system JSON")

@@ -39,7 +39,7 @@ _VENDOR_WORDS = {
     "HBM3E",
 }
 _MODEL = re.compile(r"^[A-Z]{1,4}\d{2,4}[A-Z]?$")
-_MEMORY = re.compile(r"^(\d+(?:\.\d+)?)GB?$")
+_MEMORY = re.compile(r"^([0-9]+(?:\.[0-9]+)?)GB?$")
 
 
 @dataclass
@@ -68,7 +68,7 @@ def count_value(value: Any) -> int | None:
         return value if value > 0 else None
     if isinstance(value, float):
         return int(value) if value.is_integer() and value > 0 else None
-    if isinstance(value, str) and re.fullmatch(r"\s*\d+\s*", value):
+    if isinstance(value, str) and re.fullmatch(r"\s*[0-9]+\s*", value):  # ASCII: int() also reads "٤"
         return int(value) or None
     return None
 
@@ -156,8 +156,8 @@ def _name_counts(run: LoadGenRun, chip: str | None) -> list[tuple[str, int]]:
     if run.system_folder:
         texts.append((f"folder {run.system_folder}", run.system_folder))
     out = []
-    before = re.compile(rf"(\d+)\s*x[\s_-]*[^\s,()]*?{re.escape(chip)}", re.I)
-    after = re.compile(rf"{re.escape(chip)}[^\s,()]*?x(\d+)(?![\d.])", re.I)
+    before = re.compile(rf"([0-9]+)\s*x[\s_-]*[^\s,()]*?{re.escape(chip)}", re.I)
+    after = re.compile(rf"{re.escape(chip)}[^\s,()]*?x([0-9]+)(?![0-9.])", re.I)
     for where, text in texts:
         if m := before.search(text) or after.search(text):
             out.append((where, int(m.group(1))))
