@@ -230,3 +230,71 @@ def test_next_line_runs_past_the_edge_of_a_narrow_terminal_instead_of_wrapping(t
     expected = shlex.join(["repro", "setup", "--recipe", "demo", "--workspace", str(deep)])
     assert len(expected) > 40
     assert f"Next: {expected}\n" in text, text
+
+
+# --- Done when: the README flow and the guided flow, every Next: pasted into a shell ------------------------------
+
+
+def _shell_with_repro(tmp_path: Path) -> dict[str, str]:
+    """A `repro` on PATH that runs this checkout, so a pasted line runs exactly as a user's shell would run it."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir(exist_ok=True)
+    shim = bindir / "repro"
+    shim.write_text(f"#!/bin/sh\nexec {shlex.quote(sys.executable)} -c 'from repro.cli import main; main()' \"$@\"\n")
+    shim.chmod(0o755)
+    return {**os.environ, "PATH": f"{bindir}:{os.environ['PATH']}"}
+
+
+def _paste_every_hint(first: str, env: dict[str, str], cwd: Path) -> list[str]:
+    """Paste each Next: line into bash, then the Next: lines those print, until no new one appears."""
+    queue, seen = _next_lines(first), []
+    while queue and len(seen) < 15:
+        line = queue.pop(0)
+        if line in seen:
+            continue
+        seen.append(line)
+        assert "`" not in line and is_command(line), f"not one pasteable command: {line!r}"
+        proc = subprocess.run(["bash", "-c", line], capture_output=True, text=True, env=env, cwd=cwd, timeout=600)
+        assert proc.returncode in (0, 1), f"`{line}` exited {proc.returncode}: {proc.stderr[-1500:]}"
+        assert "Traceback" not in proc.stderr and "Usage:" not in proc.stderr, line
+        queue += _next_lines(proc.stdout + proc.stderr)
+    return seen
+
+
+def _all_done(env: dict[str, str], cwd: Path) -> dict:
+    doc = json.loads(
+        subprocess.run(["repro", "status", "--json"], capture_output=True, text=True, env=env, cwd=cwd).stdout
+    )
+    assert {s["state"] for s in doc["steps"]} <= {"done", "not needed"}, doc["steps"]
+    return doc
+
+
+@pytest.mark.slow
+def test_the_readme_flow_pasting_every_next_line_ends_with_every_step_done(tmp_path):
+    env = _shell_with_repro(tmp_path)
+    first = subprocess.run(
+        ["bash", "-c", "repro run offline --recipe demo"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=600,
+    )
+    assert first.returncode == 0, first.stderr[-2000:]
+    status = subprocess.run(["bash", "-c", "repro status"], capture_output=True, text=True, env=env, cwd=tmp_path)
+    pasted = _paste_every_hint(first.stdout + first.stderr + status.stdout, env, tmp_path)
+    assert any(p.startswith("repro verify ") for p in pasted) and any(p.startswith("repro report ") for p in pasted)
+    doc = _all_done(env, tmp_path)
+    assert doc["next_command"].startswith("repro report ") and (tmp_path / "report.html").is_file()
+
+
+@pytest.mark.slow
+def test_the_guided_flow_pasting_every_next_line_ends_with_every_step_done(tmp_path):
+    env = _shell_with_repro(tmp_path)
+    guided = subprocess.run(
+        ["bash", "-c", "repro --recipe demo --yes"], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600
+    )
+    assert guided.returncode == 0, guided.stderr[-2000:]
+    pasted = _paste_every_hint(guided.stdout + guided.stderr, env, tmp_path)
+    assert pasted and pasted[0].startswith("repro report ")
+    _all_done(env, tmp_path)
