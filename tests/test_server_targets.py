@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 from pathlib import Path
 
@@ -160,3 +161,24 @@ def test_servers_read_the_tokenizer_from_the_downloaded_checkpoint(name: str) ->
     for serve in q.serve_commands(recipe, paths):
         tokenizer = serve.argv[serve.argv.index("--tokenizer") + 1]
         assert tokenizer.startswith("/workspace/") and recipe.model.repo_id not in serve.argv
+
+
+@pytest.mark.parametrize("name", ["nd-gb300-v6", "demo"])
+def test_an_unpaced_sim_run_is_paced_to_outlast_min_duration(name: str) -> None:
+    """`--backend sim --duration N` without --sim-rate answered the whole query at once: INVALID every time."""
+    from repro.results.logs import parse_run
+    from repro.run.harness import run_benchmark
+    from repro.setup.dataset import save_prepared
+
+    recipe = get_recipe(name)
+    ws = Workspace.open().ensure()
+    rng = np.random.default_rng(3)
+    prompts = [rng.integers(3, 32000, size=int(rng.integers(8, 64))).tolist() for _ in range(64)]
+    if not recipe.demo:
+        folder = ws.preprocessed / recipe.dataset.name
+        save_prepared(folder, recipe.dataset.name, prompts, rng.integers(20, 400, size=64).tolist(), source="test")
+    outcome = run_benchmark(recipe, ws, backend="sim", duration_s=2, detect=False, progress=False)
+    run = parse_run(Path(outcome.details["log_dir"]))
+    assert run.valid, outcome.details
+    info = json.loads((Path(outcome.details["log_dir"]) / "run.json").read_text())
+    assert ("1.5 x min_duration" if recipe.demo else "published") in info["sim_pace"]
