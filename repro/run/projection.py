@@ -65,6 +65,8 @@ class Projection:
         return {
             "projected_tokens_per_s": self.tokens_per_s,
             "half_width_pct": self.half_width_pct,
+            "low": self.low,
+            "high": self.high,
             "confidence": self.confidence,
             "fraction_done": self.fraction_done,
             "band": list(self.band) if self.band else None,
