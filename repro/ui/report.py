@@ -10,65 +10,12 @@ from collections.abc import Iterator
 from typing import Any
 
 from rich.console import Console, ConsoleOptions, Group
-from rich.table import Table as RichTable
 from rich.text import Text
 
 from repro.core.fmt import fmt_num
 from repro.report.model import Report
-from repro.report.tables import ALWAYS, Chart, Paragraph, Table
-
-_STATUS_STYLE = {"PASS": "green", "FAIL": "bold red", "yes": "green", "no": "red"}
-
-
-def _rich_table(t: Table) -> RichTable:
-    rt = RichTable(title=t.caption, title_justify="left")
-    for c in t.columns:
-        rt.add_column(c.name, justify="right" if c.numeric else "left", no_wrap=not c.prose, overflow="fold")
-    for i, row in enumerate(t.rows):
-        own = i < len(t.row_class) and t.row_class[i] == "own"
-        cells = [Text(("* " if own and j == 0 else "") + v, style=_STATUS_STYLE.get(v, "")) for j, v in enumerate(row)]
-        rt.add_row(*cells, style="bold" if own else None)
-    return rt
-
-
-def min_width(t: Table) -> int:
-    """Columns at their widest cell (names and numbers never wrap), prose at its longest word, plus the box."""
-    total = 1
-    for i, c in enumerate(t.columns):
-        cells = [c.name] + [
-            ("* " if j < len(t.row_class) and t.row_class[j] == "own" and i == 0 else "") + row[i]
-            for j, row in enumerate(t.rows)
-        ]
-        if c.prose:
-            widest = max(len(word) for cell in cells for word in (cell.split() or [""]))
-        else:
-            widest = max(len(cell) for cell in cells)
-        total += widest + 3
-    return total
-
-
-def fitted(t: Table, options: ConsoleOptions) -> list[Any]:
-    """The table with as many columns as fit `options.max_width` whole; the dropped ones are named."""
-    dropped: list[str] = []
-    current = t
-    while True:
-        rt = _rich_table(current)
-        need = min_width(current)
-        droppable = [c for c in current.columns if c.keep < ALWAYS]
-        if need <= options.max_width or not droppable:
-            break
-        least = min(droppable, key=lambda c: c.keep)
-        dropped.append(least.name)
-        current = current.without({least.name})
-    out: list[Any] = [rt]
-    if dropped:
-        out.append(Text(f"(too narrow for: {', '.join(dropped)}; all columns in --markdown, --html and --json)"))
-    if current.footnotes and any(c.name in ("source", "summary", "from") for c in current.columns):
-        for n, f in enumerate(current.footnotes, 1):
-            line = Text(f"  [{n}] {f}", style="dim")
-            line.no_wrap, line.overflow = True, "ignore"
-            out.append(line)
-    return out
+from repro.report.tables import Chart, Paragraph, Table
+from repro.ui.fit import fitted
 
 
 def bar_chart(names: list[str], values: list[float], width: int, title: str, yours: str = "cyan") -> list[Text]:
@@ -108,7 +55,7 @@ class ReportView:
             yield Text(section.heading, style="bold")
             for block in section.blocks:
                 if isinstance(block, Table):
-                    yield from fitted(block, options)
+                    yield from fitted(block, options, "--markdown, --html and --json")
                 elif isinstance(block, Paragraph):
                     text = Text(("  " if section.heading == "Sources" else "") + block.text)
                     if section.heading == "Sources":

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
+from rich.console import Console, ConsoleOptions
 from rich.table import Table
 from rich.text import Text
 
@@ -70,34 +72,40 @@ class RecipeList:
             ]
         }
 
-    def __rich__(self) -> Table:
-        t = Table(title="Recipes")
-        # name and VM size are what a user matches against their machine: never cut; the rest may fold.
-        keep = {
-            "name": max((len(r.name) for r in self.recipes), default=4),
-            "VM size": max((len(r.system.vm_size or "-") for r in self.recipes), default=7),
-        }
-        for col in ("name", "VM size", "GPUs", "precision", "backend", "published tok/s/GPU", "result", "status"):
-            t.add_column(
-                col,
-                justify="right" if col in ("GPUs", "published tok/s/GPU") else "left",
-                no_wrap=col in keep,
-                min_width=keep.get(col),
-                overflow="fold",
-            )
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> Iterator[Any]:
+        """Name and VM size (what a user matches against the machine) always show; in a narrow terminal the
+        least needed columns are dropped whole, never a number or a name broken down a column."""
+        from repro.report.tables import Column
+        from repro.report.tables import Table as Data
+        from repro.ui.fit import fitted
+
+        rows = []
         for r in self.recipes:
             status = "demo" if r.demo else ("reference only" if r.reference_only else r.published.status)
-            t.add_row(
-                r.name,
-                r.system.vm_size or "-",
-                f"{r.system.gpus_per_vm} x {r.system.gpu_name}",
-                r.precision,
-                r.backend,
-                fmt_num(r.published.tokens_per_s_per_gpu),
-                _result(r),
-                status,
+            rows.append(
+                [
+                    r.name,
+                    r.system.vm_size or "-",
+                    f"{r.system.gpus_per_vm} x {r.system.gpu_name}",
+                    r.precision,
+                    r.backend,
+                    fmt_num(r.published.tokens_per_s_per_gpu),
+                    _result(r),
+                    status,
+                ]
             )
-        return t
+        columns = [
+            Column("name"),
+            Column("VM size"),
+            Column("GPUs", keep=8),
+            Column("precision", keep=6),
+            Column("backend", keep=3),
+            Column("published tok/s/GPU", numeric=True, keep=7),
+            Column("result", keep=2),
+            Column("status", keep=5),
+        ]
+        yield Text("Recipes", style="italic")
+        yield from fitted(Data(columns, rows), options)
 
 
 @dataclass
