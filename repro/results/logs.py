@@ -98,9 +98,10 @@ def _read_text(path: Path, limit: int = _MAX_TEXT, what: str = "") -> str:
     FIFOs and devices are refused on the one handle that is read."""
     raw, more = _read_head_checked(path, limit)
     if more and what:
+        run = path.parent.parent if path.parent.name == "accuracy" else path.parent
         raise InputError(
             f"{path}: larger than {limit >> 20} MB; {what}, so this file is corrupt or something else.",
-            f"restore the file from the run, or move it out of {path.parent}",
+            f"restore the file from the run (or move it out of {path.parent}), then `repro verify {run}`",
         )
     return raw.decode("utf-8", errors="replace")
 
@@ -362,6 +363,7 @@ def read_accuracy_txt(path: Path) -> tuple[dict[str, float], list[str]]:
     [nltk_data] lines before it, quoted values, numpy reprs (np.int64(27723428)), one or two hash lines.
     Two scores lines are an input error: which one the run scored is not in the file."""
     text = _read_text(path, _MAX_ACCURACY_TXT, "MLPerf's accuracy.txt is under 1 KB")
+    run = path.parent.parent if path.parent.name == "accuracy" else path.parent  # verify the run, not accuracy/
     lines = [ln.strip() for ln in text.splitlines()]
     found: list[tuple[int, dict[str, float]]] = []
     for number, line in enumerate(lines, 1):
@@ -370,7 +372,7 @@ def read_accuracy_txt(path: Path) -> tuple[dict[str, float], list[str]]:
         if len(line) > _MAX_SCORES_LINE:
             raise InputError(
                 f"{path}: a scores line of {len(line) >> 10} KB; evaluate-accuracy.py writes one of ~250 bytes.",
-                f"restore the accuracy.txt the evaluation wrote, then `repro verify {path.parent}`",
+                f"restore the accuracy.txt the evaluation wrote, then `repro verify {run}`",
             )
         if (scores := _scores_line(line)) is not None:
             found.append((number, scores))
@@ -384,7 +386,7 @@ def read_accuracy_txt(path: Path) -> tuple[dict[str, float], list[str]]:
         raise InputError(
             f"{path}: {len(found)} scores lines (lines {', '.join(str(n) for n, _ in found)}); the evaluation "
             "writes one, so which scores belong to the run is not in the file.",
-            f"restore the accuracy.txt the evaluation wrote, then `repro verify {path.parent}`",
+            f"restore the accuracy.txt the evaluation wrote, then `repro verify {run}`",
         )
     hashes = [m.group(1) for line in lines if (m := re.match(r"^hash=([0-9A-Za-z]+)$", line))]
     return found[0][1], hashes
