@@ -163,3 +163,22 @@ def test_across_accelerators_the_gap_is_said_to_measure_the_chips() -> None:
     e = explain(HPE_H200, against="v4.0/closed/Azure/NC_H100_v5_TRT/99.9/Offline")
     assert any("different accelerators" in n for n in e.notes)
     assert {d.key: d.yours for d in e.diffs}["TensorRT"] == "10.11"
+
+
+def test_server_first_token_latency_is_compared(tmp_path: Path) -> None:
+    """Two real Server logs: NVIDIA's DGX-H100 v4.1 run against a copy whose first tokens came 50% later."""
+    src = PUB / "nvidia-dgx-h100-v4.1" / "llama2-70b-99.9" / "Server"
+    slow = tmp_path / "slow" / "llama2-70b-99.9" / "Server"
+    shutil.copytree(src, slow)
+    summary = slow / "performance" / "run_1" / "mlperf_log_summary.txt"
+    lines = []
+    for line in summary.read_text().splitlines():
+        if line.startswith("99.00 percentile first token latency (ns)"):
+            key, _, value = line.partition(":")
+            line = f"{key}: {int(int(value) * 1.5)}"
+        lines.append(line)
+    summary.write_text("\n".join(lines) + "\n")
+    e = explain(slow, against=str(src))
+    ttft = next(c for c in e.causes if c.title == "first tokens wait longer")
+    assert "+50%" in ttft.evidence[0] and "the limit is 2,000 ms" in ttft.evidence[0]
+    assert e.tokens.ttft_ns["p99"] == pytest.approx(461_278_089 * 1.5, rel=1e-6)

@@ -33,6 +33,7 @@ REFERENCE_TOKENS_PER_SAMPLE = 294.45  # MLPerf reference (FP16) mean output toke
 NOISE_PCT = 2.0  # run-to-run spread of one system (MLPerf reruns differ by 1-2%): a smaller gap needs no cause
 CLIENT_BOUND_SHARE = 0.85  # the harness's busiest thread runnable this share of the run: it cannot keep up
 OUTPUT_SHIFT_PCT = 2.0  # tokens/sample differences above this change what a token costs
+TTFT_SHIFT_PCT = 20.0  # p99 first-token latency this much above the reference's
 Effect = Literal["moves", "may move", "none"]
 _RANK = {"moves": 0, "may move": 1, "none": 2}
 
@@ -769,6 +770,25 @@ def _causes(
             )
         )
     causes += _machine_causes(run, ref, figure)
+    ttft, ref_ttft = run.ttft_ns.get("p99"), ref.ttft_ns.get("p99")
+    if run.scenario != "Offline" and isinstance(ttft, (int, float)) and isinstance(ref_ttft, (int, float)) and ref_ttft:
+        shift = (ttft / ref_ttft - 1) * 100
+        if shift > TTFT_SHIFT_PCT:
+            limit = run.settings.get("ttft_latency_ns")
+            causes.append(
+                Cause(
+                    "first tokens wait longer",
+                    "tokens",
+                    "may move",
+                    (
+                        f"p99 time to first token {ttft / 1e6:,.0f} ms vs {ref_ttft / 1e6:,.0f} ms in {ref.name} "
+                        f"({shift:+.0f}%)"
+                        + (f"; the limit is {float(limit) / 1e6:,.0f} ms" if isinstance(limit, (int, float)) else ""),
+                        "a Server run near its first-token limit must be run at a lower target QPS to stay valid",
+                    ),
+                    "completed tokens/s (Server)",
+                )
+            )
     # What is left: the run produced tokens more slowly with nothing above to account for it.
     moving = [c for c in causes if c.effect == "moves"]
     residual = None if deviation is None else deviation - sum(c.impact_pct or 0 for c in moving)

@@ -25,7 +25,8 @@ POWER_CSV = "power.csv"
 HEADER = ("time_s", "gpu_index", "watts")
 GPU_CSV = "gpu.csv"
 GPU_HEADER = ("time_s", "gpu_index", "sm_clock_mhz", "mem_clock_mhz", "temp_c", "throttle_reasons")
-# NVML clocks-event (throttle) reason bits that slow a GPU down; idle (0x1) and app settings (0x2) are not slowdowns.
+# NVML clocks-event (throttle) reason bits that slow a GPU down (nvml.h, nvidia-ml-py's nvmlClocksThrottleReason*
+# constants); idle (0x1) and application clocks (0x2) are not slowdowns.
 SLOWDOWN_BITS = {
     0x4: "SW power cap",
     0x8: "HW slowdown",
