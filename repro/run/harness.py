@@ -668,7 +668,7 @@ def run_benchmark(
             check_model_dir(model_path)
         factory = backend_factory or make_backend
         rate = rate_tokens_per_s
-        if bname == "sim" and rate is None and scenario == "Offline":
+        if bname == "sim" and rate is None and scenario == "Offline" and not accuracy and not compliance:
             rate, info["sim_pace"] = sim_pace(recipe, settings, dataset.output_lens)
         extra: dict[str, Any] = {}
         if bname == "trtllm":
