@@ -24,8 +24,9 @@ from repro.core.published import (
     rule_reference,
 )
 from repro.core.recipes import all_recipes, get_recipe
-from repro.results.compare import match_run, recognise, verify_against
+from repro.results.compare import match_run, verify_against
 from repro.results.logs import find_runs
+from repro.results.verify import verify_dir
 from repro.ui.published import ComparisonView, PublishedList, PublishedShow
 
 runner = CliRunner()
@@ -163,39 +164,53 @@ def _perf_runs(fixtures: Path) -> list:  # type: ignore[type-arg]
     return [r for d in sorted(fixtures.iterdir()) if d.is_dir() for r in find_runs(d) if r.mode == "PerformanceOnly"]
 
 
+def _entry_points(run_folder: Path) -> list[Path]:
+    """performance/run_1, the scenario folder above it, and the bundle (or benchmark) folder above that."""
+    scenario = run_folder.parent.parent
+    return [run_folder, scenario, scenario.parent if scenario.parent.name.startswith("llama2-70b") else scenario]
+
+
 def test_every_published_bundle_verifies_against_itself(fixtures: Path) -> None:
-    """A submission's performance/run_N log is its published record: +0.0% and the index's per-accelerator figure.
+    """Issue 24: a submission's performance/run_N log is its published record, +0.0% and the index's per-accelerator
+    figure, from run_1, the scenario folder and the bundle folder, with or without a recipe; the checks are the same.
 
     Logs outside a performance/run_N folder are not published results: the Lenovo ranging run matches its
     system but not its record, and Azure's per-VM GB300 logs (published outside MLCommons) are not in the index.
     """
     runs = _perf_runs(fixtures)
-    assert len(runs) == 12
+    assert len(runs) == 20
     seen = 0
     for run in runs:
         published = run.folder.parent.name == "performance" and run.folder.name.startswith("run_")
-        cmp = recognise(run)
+        match = match_run(run)
         if not published:
-            assert cmp is None or not cmp.match.exact, run.folder  # type: ignore[union-attr]
+            assert match is None or not match.exact, run.folder
             continue
-        assert cmp is not None and cmp.match is not None and cmp.match.exact, run.folder
-        entry = cmp.entries[0]
-        assert entry.deviation_pct == 0.0 and entry.in_band and cmp.status == "PASS", run.folder
-        assert cmp.facts.per_accelerator == entry.row.per_accelerator, run.folder
-        assert cmp.facts.accelerators == entry.row.total_accelerators
+        assert match is not None and match.exact, run.folder
+        for where in _entry_points(run.folder):
+            several = where.name in ("nvidia-dgx-h100-v4.1", "llama2-70b-99.9")
+            v = verify_dir(where, scenario=match.row.scenario if several else None)
+            assert v.record is not None and v.record.row.key == match.row.key, where
+            assert v.run.folder == run.folder and v.per_gpu == match.row.per_accelerator, where
+            assert v.gpus == match.row.total_accelerators, where
+            if v.recipe is None:
+                assert v.deviation_pct == 0.0 and v.status == "PASS", (where, v.reasons)
+            names = {c.name for c in v.checks}
+            assert {"LoadGen validity", "min duration"} <= names and any(n.startswith("accuracy") for n in names)
         seen += 1
-    assert seen == 8
+    assert seen == 15
 
 
 def test_unofficial_and_ranging_logs(fixtures: Path) -> None:
     for vm in ("ND_GB300_v6_1", "ND_GB300_v6_16"):
         (run,) = find_runs(fixtures / "azure-nd-gb300-v6-rack" / vm)
         assert match_run(run) is None
-    (ranging,) = [r for r in _perf_runs(fixtures) if r.folder.name == "ranging"]
-    cmp = recognise(ranging)
-    assert cmp is not None and cmp.match is not None and not cmp.match.exact
-    assert cmp.match.row.ref == "5.1-0061/99.9/Server" and cmp.status == "FAIL"
-    assert "not its published log" in cmp.match.note and "LoadGen marked the run INVALID" in cmp.reasons
+    # a ranging run alone is not the result, and with no round in its path it is not matched to 5.1-0061 either
+    ranging_only = fixtures / "v5.1_Lenovo_SR680a_V3_B200SXMx8_TRT_llama2-70b-99.9_Server_ranging"
+    (ranging,) = [r for r in find_runs(ranging_only) if r.mode == "PerformanceOnly"]
+    assert match_run(ranging) is None
+    v = verify_dir(ranging_only, recipe="dgx-h100")
+    assert v.status != "PASS" and any("ranging run, context for the result, not the result" in n for n in v.notes)
 
 
 def test_published_bundle_moved_elsewhere_still_matches(fixtures: Path, tmp_path: Path) -> None:
@@ -211,7 +226,7 @@ def test_published_bundle_moved_elsewhere_still_matches(fixtures: Path, tmp_path
     shutil.copytree(src / "performance" / "run_1", bare)
     (run,) = find_runs(bare)
     m = match_run(run)
-    assert m is not None and m.exact and m.row.result_id == "5.1-0016" and "no system JSON" in m.how
+    assert m is not None and m.exact and m.row.result_id == "5.1-0016" and "tokens/s" in m.how
 
 
 def test_cli_verify_recognises_gb200_without_recipe(fixtures: Path) -> None:
@@ -219,19 +234,19 @@ def test_cli_verify_recognises_gb200_without_recipe(fixtures: Path) -> None:
     assert res.exit_code == 0, res.output
     doc = json.loads(res.stdout)
     rec = doc["published_record"]
-    assert doc["status"] == "PASS" and rec["match"]["result_id"] == "5.1-0008" and rec["match"]["exact"]
-    first = rec["against"][0]
-    assert first["deviation_pct"] == 0.0 and first["published_tokens_per_s_per_accelerator"] == 13015.4
+    assert doc["status"] == "PASS" and rec["result_id"] == "5.1-0008" and rec["exact"]
+    assert doc["tokens_per_s_per_gpu"] == 13015.4 and doc["reference"] == "recipe nd-gb200-v6"
     text = _cli("verify", str(fixtures / GB200)).output
-    assert "this is the published log of 5.1-0008/99/Offline" in text and "(+0.0%)" in text
+    assert "this is the published log of 5.1-0008/99/Offline" in text
 
 
 def test_cli_verify_bundle_without_recipe_uses_its_record(fixtures: Path) -> None:
     res = _cli("verify", str(fixtures / "v5.1_NVIDIA_B200-SXM-180GBx8_TRT_llama2-70b-99_Interactive"), "--json")
     assert res.exit_code == 0, res.output
     doc = json.loads(res.stdout)
-    assert doc["status"] == "PASS" and doc["run"]["scenario"] == "Interactive"
-    assert doc["against"][0]["ref"] == "5.1-0069/99/Interactive" and doc["against"][0]["deviation_pct"] == 0.0
+    assert doc["status"] == "PASS" and doc["scenario"] == "Interactive" and doc["recipe"] is None
+    assert doc["reference"] == "published record 5.1-0069/99/Interactive" and doc["deviation_pct"] == 0.0
+    assert doc["accuracy_verdict"] == "PASS" and doc["min_duration"] == "PASS"
 
 
 def test_against_offline_ranks_among_several(fixtures: Path) -> None:

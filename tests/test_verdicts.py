@@ -128,7 +128,9 @@ def test_amd_inside_the_h100_band_is_still_not_a_reproduction(fixtures: Path) ->
     assert v.reasons == [
         "AMD Instinct MI300X-NPS1-SPX-192GB-750W (system JSON 8xMI300X_2xEPYC-9374F.json) is not the "
         "recipe's accelerator: MI300X is not the recipe's H100; a different accelerator is never a "
-        "reproduction"
+        "reproduction",
+        "a llama2-70b-99 run (llama2-70b-99 in the path) against recipe dgx-h100's llama2-70b-99.9 result: "
+        "another benchmark is never a reproduction",
     ]
 
 
@@ -381,10 +383,10 @@ def test_same_log_under_another_name_counts_once(fixtures: Path, tmp_path: Path)
 def test_different_systems_are_never_summed(fixtures: Path) -> None:
     res = runner.invoke(app, ["aggregate", str(fixtures / RACK / "ND_GB300_v6_1"), str(fixtures / GB200)])
     assert res.exit_code == 2
-    assert "different systems or recipes" in res.output and "nd-gb300-v6" in res.output and "nd-gb200-v6" in res.output
-    judged = aggregate([fixtures / RACK / "ND_GB300_v6_1", fixtures / GB200], recipe="nd-gb300-v6")
-    assert {r.verdict.recipe.name for r in judged.rows} == {"nd-gb300-v6"}
-    assert {r.name: r.status for r in judged.rows} == {"ND_GB300_v6_1": "PASS", GB200: "NOT A REPRODUCTION"}
+    assert "different references" in res.output and "nd-gb300-v6" in res.output and "nd-gb200-v6" in res.output
+    # issue 24: one recipe judging them all still never sums a GB200 box into a GB300 rack
+    with pytest.raises(InputError, match="different accelerators, never summed: .*GB300.*GB200"):
+        aggregate([fixtures / RACK / "ND_GB300_v6_1", fixtures / GB200], recipe="nd-gb300-v6")
 
 
 def test_unreadable_vm_folder_is_an_error(fixtures: Path, tmp_path: Path) -> None:
@@ -453,8 +455,9 @@ def _targets(fixtures: Path) -> list[tuple[str, list[str]]]:
 
 
 def test_every_published_bundle_golden(fixtures: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Per-GPU figure, verdict and exit code of `repro verify --json` for every bundle, detected and against two
-    recipes (the H100 reference and GB200)."""
+    """Per-GPU figure, verdict, accuracy verdict, TEST06 state and exit code of `repro verify --json` for every
+    bundle, without a recipe (the recipe detected, else the bundle's own published record) and against two recipes
+    (the H100 reference and GB200): one verdict path, the same checks each time."""
     monkeypatch.chdir(fixtures)
     rows = []
     for target, extra in _targets(fixtures):
@@ -466,35 +469,43 @@ def test_every_published_bundle_golden(fixtures: Path, monkeypatch: pytest.Monke
                 "recipe": recipe or "(detected)",
                 "exit_code": res.exit_code,
             }
-            if res.exit_code in (0, 1) and "run" in (doc := json.loads(res.stdout)):
-                # no recipe fits, but the bundle is in the published index: compared with its own record
-                facts = doc["run"]
+            if res.exit_code in (0, 1):
+                doc = json.loads(res.stdout)
                 row.update(
                     status=doc["status"],
-                    scenario=facts["scenario"],
-                    gpus=facts["accelerators"],
-                    gpus_source=facts["accelerators_source"],
-                    tokens_per_s=facts["tokens_per_s"],
-                    per_gpu=facts["tokens_per_s_per_accelerator"],
-                    reasons=doc["reasons"],
-                    published_record=doc["match"]["ref"] if doc["match"] else None,
-                    deviation_pct=[e["deviation_pct"] for e in doc["against"]],
-                )
-            elif res.exit_code in (0, 1):
-                row.update(
-                    status=doc["status"],
+                    division=doc["division"],
+                    reference=doc["reference"],
                     scenario=doc["scenario"],
                     gpus=doc["gpus"],
                     gpus_source=doc["gpus_source"],
                     tokens_per_s=doc["tokens_per_s"],
                     per_gpu=doc["tokens_per_s_per_gpu"],
+                    deviation_pct=doc["deviation_pct"],
+                    accuracy=doc["accuracy_verdict"],
+                    test06=doc["test06"],
+                    min_duration=doc["min_duration"],
                     reasons=doc["reasons"],
-                    published_record=(doc.get("published_record") or {}).get("match", {}).get("ref"),
+                    published_record=(doc["published_record"] or {}).get("ref"),
                 )
             else:
                 row["error"] = " ".join(res.stderr.split())
             rows.append(row)
     check_golden("verdicts_published.json", json.dumps(rows, indent=1, ensure_ascii=False) + "\n")
+
+
+def test_no_published_bundle_passes_with_a_failed_check(fixtures: Path) -> None:
+    """Issue 24 'Done when': with or without a recipe, PASS only with accuracy and TEST06 not failed, the
+    accelerator known and the reference's, and an open result's division named."""
+    rows = json.loads((Path(__file__).parent / "golden" / "verdicts_published.json").read_text())
+    passed = [r for r in rows if r.get("status") == "PASS"]
+    assert passed
+    for r in passed:
+        assert r["accuracy"] != "FAIL" and r["test06"] != "FAIL" and r["min_duration"] == "PASS", r["bundle"]
+        assert r["exit_code"] == 0
+    assert {r["bundle"] for r in passed if r["division"] == "open"} == {
+        "v4.1_open_NVIDIA_H200-SXM-141GBx1_TRT_DepthPruned_llama2-70b-99_Offline",
+        "v4.1_open_NeuralMagic_GO_2xRTX4090_llama2-70b-99.9_offline",
+    }
 
 
 def test_input_error_carries_no_traceback(fixtures: Path, tmp_path: Path) -> None:

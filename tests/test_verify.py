@@ -122,8 +122,13 @@ def test_wrong_scenario(fixtures: Path, tmp_path: Path) -> None:
     assert ok.exit_code == 1 and "no published Server result" in ok.output
 
 
-def test_unknown_system_asks_for_recipe(fixtures: Path) -> None:
-    res = runner.invoke(app, ["verify", str(fixtures / DGX)])
+def test_unknown_system_asks_for_recipe(fixtures: Path, tmp_path: Path) -> None:
+    """A published bundle is judged against its own record; the same log with other figures is no published result."""
+    assert runner.invoke(app, ["verify", str(fixtures / DGX)]).exit_code == 0
+    shutil.copytree(fixtures / DGX / "llama2-70b-99.9/Offline", tmp_path / "Offline")
+    summary = tmp_path / "Offline/performance/run_1/mlperf_log_summary.txt"
+    summary.write_text(summary.read_text().replace("Tokens per second: 24524.9", "Tokens per second: 24000.1"))
+    res = runner.invoke(app, ["verify", str(tmp_path)])
     assert res.exit_code == 2 and "--recipe NAME" in res.output
 
 

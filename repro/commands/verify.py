@@ -4,15 +4,11 @@ from __future__ import annotations
 
 import shlex
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 
 from repro.ui.options import GpusOpt, JsonOpt, RecipeOpt, ResultDirArg, WorkspaceOpt
-
-if TYPE_CHECKING:  # the results stack is imported by the command that runs, not by `repro --help`
-    from repro.results.compare import Comparison
-    from repro.results.logs import LoadGenRun
 
 AgainstOpt = Annotated[
     list[str] | None,
@@ -54,46 +50,30 @@ def verify(
 ) -> None:
     """Say per GPU whether a run is inside the published band, and why not (exit 0 PASS, 1 not, 2 unreadable).
 
-    A published bundle (its system JSON and path, or its exact tokens/s, match the shipped index) is also
-    compared with its own published record, with or without a recipe.
+    The run is compared with the recipe (named, recorded or detected), else with the published record the shipped
+    index recognises it as; validity, duration, accuracy and TEST06 are checked either way. With a recipe, the
+    published record the run is (if any) is named too.
     """
     from repro.core.workspace import Workspace
     from repro.flow.status import record_verify
-    from repro.results.compare import recognise, verify_against
-    from repro.results.verify import NoRecipeFor, verify_dir
+    from repro.results.compare import verify_against
+    from repro.results.verify import verify_dir
     from repro.ui.output import WithNext, emit
-    from repro.ui.published import ComparisonView, VerdictWithRecord
+    from repro.ui.published import ComparisonView
 
     if against:
-        result = verify_against(result_dir, against, gpus=gpus)
+        result = verify_against(result_dir, against, gpus=gpus, scenario=_scenario(scenario))
         emit(ComparisonView(result), json)
         raise typer.Exit(result.exit_code)
-    try:
-        verdict = verify_dir(result_dir, recipe=recipe, gpus=gpus, scenario=_scenario(scenario))
-    except NoRecipeFor as exc:
-        own = None if recipe else _recognised(result_dir, gpus, _scenario(scenario), exc.runs)
-        if own is None:
-            raise
-        emit(ComparisonView(own, "repro verify: published record"), json)
-        raise typer.Exit(own.exit_code) from None
-    record = None if recipe else recognise(verdict.run, gpus)
-    record_verify(Workspace.open(workspace), result_dir, verdict.recipe, verdict.status, verdict.exit_code)
-    report = shlex.join(["repro", "report", str(result_dir), "--html", "report.html"])
-    emit(WithNext(VerdictWithRecord(verdict, record) if record else verdict, report), json)
+    verdict = verify_dir(result_dir, recipe=recipe, gpus=gpus, scenario=_scenario(scenario))
+    if verdict.recipe is not None:
+        record_verify(Workspace.open(workspace), result_dir, verdict.recipe, verdict.status, verdict.exit_code)
+        then = shlex.join(["repro", "report", str(result_dir), "--html", "report.html"])
+    else:  # judged against its own published record: a report needs a recipe, the record is what to read next
+        assert verdict.record is not None
+        then = shlex.join(["repro", "published", "show", verdict.record.row.ref])
+    emit(WithNext(verdict, then), json)
     raise typer.Exit(verdict.exit_code)
-
-
-def _recognised(
-    result_dir: Path, gpus: int | None, scenario: str | None, parsed: list[LoadGenRun] | None = None
-) -> Comparison | None:
-    """The run against its own published record when no recipe fits (e.g. another submitter's bundle)."""
-    from repro.core.errors import InputError
-    from repro.results.compare import pick_perf_run, recognise
-
-    try:
-        return recognise(pick_perf_run(result_dir, scenario, parsed), gpus)
-    except InputError:
-        return None
 
 
 def aggregate(

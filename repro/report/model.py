@@ -155,6 +155,7 @@ class Report:
 
     @property
     def recipe(self) -> Recipe:
+        assert self.rack.recipe is not None, "build_report refuses a rack without a recipe"
         return self.rack.recipe
 
     @property
@@ -620,6 +621,12 @@ def build_report(dirs: list[Path], recipe: str | Recipe | None = None, gpus: int
     except InputError as exc:
         raise InputError(f"{exc.message} Name the recipe with --recipe NAME.", "repro recipes list") from None
     chosen = rack.recipe
+    if chosen is None:
+        raise InputError(
+            f"{dirs[0]}: no recipe covers these runs (verify judged them against their own published records); "
+            "a report compares with a recipe.",
+            "`repro report RESULT_DIR... --recipe NAME` (see `repro recipes list`)",
+        )
     notes: list[str] = []
     used = rack.counted
     if not used:

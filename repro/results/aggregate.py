@@ -16,12 +16,14 @@ from typing import Any
 
 from repro.core.errors import InputError, ReproError
 from repro.core.fmt import fmt_num
+from repro.core.published import Accelerator
 from repro.core.recipes import Recipe, get_recipe
 from repro.core.safeio import sha256_regular
 from repro.core.textsafe import md_cell
-from repro.results.hardware import count_gpus
+from repro.results.compare import IndexMatch, match_run
+from repro.results.hardware import chips, count_gpus
 from repro.results.logs import LoadGenRun, parse_run, run_folders
-from repro.results.verify import Verdict, evaluate, resolve_recipe
+from repro.results.verify import NoRecipeFor, Verdict, evaluate, record_count, resolve_recipe
 
 ERROR_EXIT = 2
 
@@ -67,7 +69,8 @@ class VMRow:
 
 @dataclass
 class RackReport:
-    recipe: Recipe
+    recipe: Recipe | None
+    """None when no recipe fits: each VM is then judged against its own published record, as verify does."""
     rows: list[VMRow]
     expect: int | None = None
     stats: dict[str, float] = field(default_factory=dict)
@@ -93,8 +96,12 @@ class RackReport:
         ok = all(r.verdict is not None and r.verdict.status == "PASS" for r in self.rows)
         return 0 if ok and self.missing_count == 0 and self.rows else 1
 
+    @property
+    def title(self) -> str:
+        return self.recipe.title if self.recipe else "each run against its own published record"
+
     def band(self) -> tuple[float, float] | None:
-        pub = self.recipe.published_for(self.scenario)
+        pub = self.recipe.published_for(self.scenario) if self.recipe else None
         return pub.band() if pub else None
 
     def compute(self) -> RackReport:
@@ -118,11 +125,11 @@ class RackReport:
         return self
 
     def to_json(self) -> dict[str, Any]:
-        rack = self.recipe.published.rack if self.scenario == "Offline" else None
+        rack = self.recipe.published.rack if self.recipe and self.scenario == "Offline" else None
         band = self.band()
         return {
-            "recipe": self.recipe.name,
-            "recipe_hash": self.recipe.hash(),
+            "recipe": self.recipe.name if self.recipe else None,
+            "recipe_hash": self.recipe.hash() if self.recipe else None,
             "scenario": self.scenario,
             "stats": {k: round(v, 2) for k, v in self.stats.items()},
             "expected_vms": self.expect,
@@ -139,8 +146,8 @@ class RackReport:
     def summary_rows(self) -> list[tuple[str, str, str]]:
         """(what, measured, published) for the summary table, in every view."""
         s = self.stats
-        rack = self.recipe.published.rack if self.scenario == "Offline" else None
-        pub_fig = self.recipe.published_for(self.scenario)
+        rack = self.recipe.published.rack if self.recipe and self.scenario == "Offline" else None
+        pub_fig = self.recipe.published_for(self.scenario) if self.recipe else None
 
         def pub(attr: str) -> str:
             return fmt_num(getattr(rack, attr)) if rack else "-"
@@ -164,7 +171,7 @@ class RackReport:
         ]
 
     def to_markdown(self) -> str:
-        lines = [f"# Rack result: {md_cell(self.recipe.title)}", "", "| | measured | published |", "|---|---:|---:|"]
+        lines = [f"# Rack result: {md_cell(self.title)}", "", "| | measured | published |", "|---|---:|---:|"]
         lines += [f"| {a} | {b} | {c} |" for a, b, c in self.summary_rows()]
         lines += ["", "| VM | tokens/s | per GPU | deviation | verdict | why |", "|---|---:|---:|---:|---|---|"]
         for r in self.rows:
@@ -292,6 +299,19 @@ def _collect(
     return runs, errors, notes
 
 
+def _refuse_mixed(rows: list[VMRow]) -> None:
+    """Tokens/s of different accelerators never add up to one system's figure, with or without --recipe."""
+    named = [(r.name, r.verdict.hardware.run_name) for r in rows if r.verdict and r.verdict.hardware]
+    kinds = {Accelerator.parse(n).model: n for _, n in named if n}
+    mixed = [n for _, n in named if n and len(chips(n)) > 1]
+    if len(kinds) > 1 or (mixed and len(named) > 1):
+        what = "; ".join(f"{name}: {acc or 'unknown'}" for name, acc in named)
+        raise InputError(
+            f"these folders hold runs of different accelerators, never summed: {what}.",
+            "aggregate the folders of one accelerator: `repro aggregate DIR...`",
+        )
+
+
 def _published_vm_notes(recipe: Recipe, rows: list[VMRow]) -> list[str]:
     """Compare VMs named like the recipe's published per-VM logs with those logs, and the rack claim with its logs."""
     rack = recipe.published.rack
@@ -336,13 +356,20 @@ def aggregate(
     runs, errors, notes = _collect(paths, scenario)
     named = _names_per_argument(paths, runs, errors)
     rows: list[VMRow] = [VMRow(named[id(folder)], folder, problem=problem) for _, folder, problem in errors]
-    resolved: list[tuple[VMRow, LoadGenRun, Recipe]] = []
+    resolved: list[tuple[VMRow, LoadGenRun, Recipe | None, IndexMatch | None]] = []
     first_error: ReproError | None = None
     for _, run in runs:
         row = VMRow(named[id(run.folder)], run.folder)
         rows.append(row)
+        match = match_run(run)
         try:
-            resolved.append((row, run, chosen or resolve_recipe(run, None)))
+            resolved.append((row, run, chosen or resolve_recipe(run, None), match))
+        except NoRecipeFor as exc:
+            if match is None:
+                row.problem = exc.message
+                first_error = first_error or exc
+            else:
+                resolved.append((row, run, None, match))
         except ReproError as exc:
             row.problem = exc.message
             first_error = first_error or exc
@@ -354,27 +381,31 @@ def aggregate(
             "check the folders, then `repro aggregate DIR...`",
         )
     if chosen is None:
-        recipes = {rec.name for _, _, rec in resolved}
-        systems = {_system_key(run) for _, run, _ in resolved}
-        if len(recipes) > 1 or len(systems) > 1:
-            what = "; ".join(f"{row.name}: {rec.name} ({_system_key(run)})" for row, run, rec in resolved)
+        references = {rec.name if rec else "its own published record" for _, _, rec, _ in resolved}
+        if len(references) > 1:
+            what = "; ".join(
+                f"{row.name}: {rec.name if rec else 'published record ' + m.row.ref if m else '?'}"
+                for row, _, rec, m in resolved
+            )
             raise InputError(
-                f"these folders hold runs of different systems or recipes, never summed: {what}.",
+                f"these folders are judged against different references, never summed: {what}.",
                 "aggregate each system separately, or judge all against one: `repro aggregate DIR... --recipe NAME`",
             )
         chosen = resolved[0][2]
-    for row, run, _ in resolved:
+    for row, run, _, match in resolved:
         try:
-            row.verdict = evaluate(run, chosen, count_gpus(run, chosen, gpus))
+            count = count_gpus(run, chosen, gpus) if chosen is not None else record_count(run, gpus, match)
+            row.verdict = evaluate(run, chosen, count, match)
         except ReproError as exc:
             row.problem = exc.message
+    _refuse_mixed(rows)
     rows.sort(key=lambda r: _natural(r.name))
-    nodes_of = {run.system_node_of for _, run, _ in resolved if run.system_node_of and run.system}
+    nodes_of = {run.system_node_of for _, run, _, _ in resolved if run.system_node_of and run.system}
     if len(nodes_of) == 1 and (system := resolved[0][1].system):
         total_nodes = system.get("number_of_nodes")
         notes.append(
             f"the system JSON {next(iter(nodes_of))} describes {total_nodes} nodes; {len(resolved)} VM folder(s) given"
         )
-    if scenario == "Offline":
+    if scenario == "Offline" and chosen is not None:
         notes += _published_vm_notes(chosen, rows)
     return RackReport(chosen, rows, expect, notes=notes, scenario=scenario).compute()

@@ -44,7 +44,7 @@ def _path_identity(folder: Path) -> dict[str, str]:
     out: dict[str, str] = {}
     if "results" in parts:
         i = len(parts) - 1 - parts[::-1].index("results")
-        if i >= 2 and i + 1 < len(parts):
+        if i >= 2 and i + 1 < len(parts) and parts[i - 2].lower() in ("closed", "open"):
             out = {"division": parts[i - 2].lower(), "submitter": parts[i - 1], "system": parts[i + 1]}
     for part in parts:
         if m := _ROUND.search(part):
@@ -90,9 +90,12 @@ def _same_tokens(a: float, b: float) -> bool:
 def match_run(run: LoadGenRun, index: PublishedIndex | None = None) -> IndexMatch | None:
     """The published result this run is (or runs the system of); None when the index has nothing that fits.
 
-    Identity first (system JSON file name = results folder, submitter or system name; or the submission path),
-    then the scenario and benchmark folders, then the printed tokens/s. Without any identity, a unique
-    (scenario, benchmark, tokens/s) fingerprint identifies a published log.
+    Identity first: the system JSON file name or results folder, and the submitter (system JSON or path) where one
+    is stated, else the system name; then the scenario and benchmark folders. A match agrees on submitter and round:
+    the round the path names (inference_results_vX.Y), else the one whose published tokens/s the log prints; a
+    same-named system with other figures and no round is not this result (NVIDIA's v5.0 DGX-H100 is not v4.1's).
+    Without any identity, a unique (scenario, benchmark, tokens/s) fingerprint, consistent with whatever the run
+    states, identifies a published log.
     """
     idx = index or load_index()
     scenario = effective_scenario(run)
@@ -107,28 +110,30 @@ def match_run(run: LoadGenRun, index: PublishedIndex | None = None) -> IndexMatc
     rows = [r for r in idx.rows if r.scenario == scenario and (bench is None or r.benchmark == bench)]
     if "round" in where:
         rows = [r for r in rows if r.round == where["round"]]
+    if submitters:
+        rows = [r for r in rows if r.submitter.lower() in submitters]
+    if division in ("closed", "open"):
+        rows = [r for r in rows if r.division == division]
     ident = [
-        r
-        for r in rows
-        if r.system_folder.lower() in folders
-        and (r.submitter.lower() in submitters or r.system_name.strip().lower() in names)
+        r for r in rows if r.system_folder.lower() in folders and (submitters or r.system_name.strip().lower() in names)
     ]
-    if division:
-        ident = [r for r in ident if r.division == division] or ident
     how = "system JSON and path" if ident else ""
-    if not ident and run.tokens_per_s is not None and not folders:
+    tokens = run.tokens_per_s
+    if not ident and tokens is not None:
         counts = system_accelerators(system) if system else None
         finger = [
             r
             for r in rows
-            if _same_tokens(r.tokens_per_second, run.tokens_per_s)
+            if _same_tokens(r.tokens_per_second, tokens)
             and (counts is None or r.total_accelerators == counts[0] * counts[1])
         ]
         if len({r.system_key for r in finger}) == 1:
-            ident, how = finger, "scenario, benchmark and tokens/s (no system JSON)"
+            ident, how = finger, "scenario, benchmark and tokens/s"
     if not ident:
         return None
-    exact = [r for r in ident if run.tokens_per_s is not None and _same_tokens(r.tokens_per_second, run.tokens_per_s)]
+    exact = [r for r in ident if tokens is not None and _same_tokens(r.tokens_per_second, tokens)]
+    if not exact and "round" not in where:
+        return None
     pool = exact or ident
     newest = max(r.round_tuple for r in pool)
     pool = sorted((r for r in pool if r.round_tuple == newest), key=lambda r: (r.benchmark, r.key))
@@ -270,7 +275,10 @@ class Comparison:
 
     def to_json(self) -> dict[str, Any]:
         rank = self.rank
+        refused = self.status == "REFUSED"
         return {
+            "ok": not refused,
+            **({"error": self.reasons[0] if self.reasons else "nothing to compare with"} if refused else {}),
             "status": self.status,
             "reproduction": self.status == "PASS",
             "reasons": self.reasons,
@@ -345,23 +353,11 @@ def pick_row(rows: list[PublishedResult], facts: RunFacts, ref: str) -> Publishe
 
 
 def pick_perf_run(path: Path, scenario: str | None = None, parsed: list[LoadGenRun] | None = None) -> LoadGenRun:
-    """The one performance run under `path` (`parsed`: its runs, when the caller has already parsed them)."""
-    runs = [r for r in (find_runs(path) if parsed is None else parsed) if r.mode == "PerformanceOnly"]
-    if scenario:
-        runs = [r for r in runs if effective_scenario(r) == scenario]
-    if not runs:
-        raise InputError(
-            f"{path}: no {scenario + ' ' if scenario else ''}performance run (mlperf_log_summary.txt "
-            "in PerformanceOnly mode) here.",
-            "point `repro verify` at a performance run folder",
-        )
-    if len(runs) > 1:
-        listing = ", ".join(str(r.folder) for r in runs[:4])
-        raise InputError(
-            f"{path}: holds {len(runs)} performance runs ({listing}); a comparison takes one.",
-            f"`repro verify {runs[0].folder} --against REF`",
-        )
-    return runs[0]
+    """The one performance run under `path`, picked as verify picks it (run_1 over a power submission's ranging run,
+    compliance runs skipped); `parsed`: its runs, when the caller has already parsed them."""
+    from repro.results.verify import pick_run
+
+    return pick_run(find_runs(path) if parsed is None else parsed, Path(path), scenario)[0]
 
 
 def verify_against(
@@ -370,10 +366,11 @@ def verify_against(
     gpus: int | None = None,
     band_pct: float = BAND_PCT,
     index: PublishedIndex | None = None,
+    scenario: str | None = None,
 ) -> Comparison:
     """`repro verify RUN --against REF...`: the run's tokens/s per accelerator against each named published result."""
     idx = index or load_index()
-    run = pick_perf_run(Path(path))
+    run = pick_perf_run(Path(path), scenario)
     match = match_run(run, idx)
     facts = facts_from_run(run, gpus, match)
     rows: list[PublishedResult] = []
@@ -382,14 +379,3 @@ def verify_against(
         if row.key not in {r.key for r in rows}:
             rows.append(row)
     return compare(facts, rows, band_pct, match)
-
-
-def recognise(
-    run: LoadGenRun, gpus: int | None = None, band_pct: float = BAND_PCT, index: PublishedIndex | None = None
-) -> Comparison | None:
-    """A published bundle against its own record (expected: +0.0%); None when the run is not in the index."""
-    match = match_run(run, index)
-    if match is None or run.tokens_per_s is None:
-        return None
-    facts = facts_from_run(run, gpus, match)
-    return compare(facts, [match.row], band_pct, match)

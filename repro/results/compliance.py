@@ -26,7 +26,7 @@ from repro.core.errors import InputError
 
 TEST06 = "TEST06"
 EOS_ID = 2
-DTYPE_ITEMSIZE = 4  # LoadGen logs token ids as little-endian int32 ("<i4")
+DTYPES = {"int32": "<i4", "int64": "<i8"}  # LoadGen logs what the SUT hands it; most SUTs int32, some int64
 ACCURACY_LOG = "mlperf_log_accuracy.json"
 VERIFY_TXT = "verify_accuracy.txt"
 AUDIT_CONFIG = "audit.config"
@@ -82,10 +82,21 @@ class Test06Result:
     checks: list[Test06Check]
     problems: list[str] = field(default_factory=list)
     source: str = "log"
+    dtype: str | None = None
+    """int32 or int64: the token-id width that fits the logged token counts (run_verification.py's --dtype)."""
+    unreadable: str | None = None
+    """Why the published accuracy log cannot be re-checked (truncated, empty) while its verify text states a pass."""
 
     @property
     def passed(self) -> bool:
-        return not self.problems and all(c.ok for c in self.checks)
+        return not self.problems and self.unreadable is None and all(c.ok for c in self.checks)
+
+    @property
+    def state(self) -> Literal["passed", "failed", "cannot be re-checked"]:
+        """A published log cut short or left empty is neither a pass nor a failure: it cannot be re-checked."""
+        if self.unreadable is not None and not self.problems:
+            return "cannot be re-checked"
+        return "passed" if self.passed else "failed"
 
     def check(self, name: str) -> Test06Check:
         return next(c for c in self.checks if c.name == name)
@@ -100,7 +111,9 @@ class Test06Result:
         parts = [f"{_LINES[c.name].replace(' check pass', '')}: {c.status}" for c in self.checks]
         text = ", ".join(parts)
         if self.samples is not None:
-            text += f" ({self.samples} samples)"
+            text += f" ({self.samples} samples" + (f", token ids {self.dtype}" if self.dtype else "") + ")"
+        if self.unreadable is not None:
+            text = f"cannot be re-checked: {self.unreadable}; {VERIFY_TXT} states {text}"
         why = self.problems + [
             f"{c.failures} sample(s) fail the {c.name.replace('_', ' ')} check, e.g. {c.example}"
             for c in self.checks
@@ -112,6 +125,9 @@ class Test06Result:
         return {
             "test": TEST06,
             "passed": self.passed,
+            "state": self.state,
+            "dtype": self.dtype,
+            "unreadable": self.unreadable,
             "folder": str(self.folder) if self.folder else None,
             "scenario": self.scenario,
             "samples": self.samples,
@@ -121,15 +137,34 @@ class Test06Result:
         }
 
 
-def _tokens(hexdata: Any) -> np.ndarray | None:
+def _tokens(hexdata: Any, dtype: str = "int32") -> np.ndarray | None:
     import numpy as np
 
-    if not isinstance(hexdata, str) or len(hexdata) % (2 * DTYPE_ITEMSIZE):
+    width = np.dtype(DTYPES[dtype]).itemsize
+    if not isinstance(hexdata, str) or len(hexdata) % (2 * width):
         return None
     try:
-        return np.frombuffer(bytes.fromhex(hexdata), dtype="<i4")
+        return np.frombuffer(bytes.fromhex(hexdata), dtype=DTYPES[dtype])
     except ValueError:
         return None
+
+
+def detect_dtype(entries: list[dict[str, Any]]) -> str:
+    """The token-id width whose length agrees with the logged token_count on more samples (int32 on a tie).
+
+    MLCommons' run_verification.py is told the width (--dtype); a log carries no such field, but its counts do."""
+    fits = {}
+    for dtype in DTYPES:
+        width = 2 * (4 if dtype == "int32" else 8)
+        fits[dtype] = sum(
+            1
+            for e in entries
+            if isinstance(e.get("data"), str)
+            and isinstance(e.get("token_count"), int)
+            and len(e["data"]) % width == 0
+            and len(e["data"]) // width == e["token_count"]
+        )
+    return "int64" if fits["int64"] > fits["int32"] else "int32"
 
 
 def _equal(a: np.ndarray, b: np.ndarray) -> bool:
@@ -177,14 +212,15 @@ def check_entries(
 ) -> Test06Result:
     """The three TEST06 checks over accuracy-log entries. scenario None: check first tokens where they were logged."""
     first_needed = scenario != "Offline" if scenario else any("token_data" in e for e in entries)
+    dtype = detect_dtype(entries)
     fails: dict[str, list[str]] = {"first_token": [], "eos": [], "sample_length": []}
     for e in entries:
         where = f"seq_id {e.get('seq_id')} (qsl_idx {e.get('qsl_idx')})"
-        data = _tokens(e.get("data"))
+        data = _tokens(e.get("data"), dtype)
         if data is None:
             for name in fails:
                 if name != "first_token" or first_needed:
-                    fails[name].append(f"{where}: data is not a whole number of int32 tokens")
+                    fails[name].append(f"{where}: data is not a whole number of {dtype} tokens")
             continue
         if (n := _trailing(data, eos_id)) > 1:
             fails["eos"].append(f"{where}: ends with {n} EOS tokens (id {eos_id})")
@@ -195,7 +231,7 @@ def check_entries(
             fails["sample_length"].append(f"{where}: token_count {count} but {len(data)} tokens logged")
         if not first_needed:
             continue
-        first = _tokens(e.get("token_data")) if "token_data" in e else None
+        first = _tokens(e.get("token_data"), dtype) if "token_data" in e else None
         if first is None or len(first) == 0:
             fails["first_token"].append(f"{where}: no first token logged (token_data)")
         elif len(data) == 0:
@@ -214,7 +250,7 @@ def check_entries(
     if not entries:
         for c in checks:
             c.status = "False" if c.status == "True" else c.status
-    return Test06Result(folder, scenario, len(entries), checks, problems)
+    return Test06Result(folder, scenario, len(entries), checks, problems, dtype=dtype if entries else None)
 
 
 def check_accuracy_log(path: Path, scenario: str | None, *, eos_id: int = EOS_ID) -> Test06Result:
@@ -308,7 +344,8 @@ def find_test06(run_folder: Path) -> Path | None:
 
 def read_test06(folder: Path, scenario: str | None = None) -> Test06Result:
     """A TEST06 folder, published or ours: the checks re-run on its accuracy log where it has one, and the
-    statements of its verify_accuracy.txt; any failure, disagreement or gap fails it."""
+    statements of its verify_accuracy.txt; any failure, disagreement or gap fails it. A log the publisher cut short
+    or left empty beside a verify text that states a pass cannot be re-checked: shown, neither a pass nor a failure."""
     folder = Path(folder)
     if folder.name != TEST06 and (folder / TEST06).is_dir():
         folder = folder / TEST06
@@ -316,23 +353,33 @@ def read_test06(folder: Path, scenario: str | None = None) -> Test06Result:
     log, txt = folder / "accuracy" / ACCURACY_LOG, folder / VERIFY_TXT
     problems: list[str] = []
     result: Test06Result | None = None
+    unreadable: str | None = None
+    try:
+        stated = parse_verify_text(_read_small(txt)) if txt.is_file() else None
+    except OSError as exc:
+        stated, problems = None, [*problems, f"{txt}: cannot be read ({exc.strerror})"]
     if log.is_file():
         try:
             result = check_accuracy_log(log, scenario)
             result.folder = folder
         except InputError as exc:
+            unreadable = f"accuracy/{ACCURACY_LOG} is cut short ({log.stat().st_size:,} bytes, not valid JSON)"
             problems.append(exc.message)
-    try:
-        stated = parse_verify_text(_read_small(txt)) if txt.is_file() else None
-    except OSError as exc:
-        stated, problems = None, [*problems, f"{txt}: cannot be read ({exc.strerror})"]
+        if result is not None and not result.samples:
+            unreadable = f"accuracy/{ACCURACY_LOG} holds no samples"
+    if unreadable is not None and stated is not None and stated.get("complete") == "True":
+        problems, result = [], None
+    else:
+        unreadable = None
     if result is None:
         checks = []
         for name in _LINES:
             status = (stated or {}).get(name)
             checks.append(Test06Check(name, status if status in ("True", "False", "Skipped") else "False"))  # type: ignore[arg-type]
-        result = Test06Result(folder, scenario, None, checks, problems, source=VERIFY_TXT if stated else "none")
-        if stated is None and not problems:
+        result = Test06Result(
+            folder, scenario, None, checks, problems, source=VERIFY_TXT if stated else "none", unreadable=unreadable
+        )
+        if stated is None and not problems and unreadable is None:
             result.problems.append(f"{folder}: neither {VERIFY_TXT} nor accuracy/{ACCURACY_LOG}")
     else:
         result.source = "log" + (f" + {VERIFY_TXT}" if stated is not None else "")

@@ -85,9 +85,32 @@ def model_token(name: str) -> str | None:
     return None
 
 
+def chips(name: str) -> list[str]:
+    """Every distinct chip an accelerator name states, in order: two or more is a mixed system."""
+    found = [
+        t
+        for t in _tokens(name)
+        if t not in _VENDOR_WORDS and _MODEL.match(t) and not _MEMORY.match(t) and not re.fullmatch(r"X\d+", t)
+    ]
+    return list(dict.fromkeys(t for t in found if not t.endswith("W")))
+
+
+def accelerator_of(name: str) -> Accelerator | None:
+    """The identity an accelerator name states (chip, form factor, memory), e.g. for a published record's GPU."""
+    found = chips(name)
+    if len(found) != 1:
+        return None
+    tokens = _tokens(name)
+    forms = [_FORMS[t] for t in tokens if t in _FORMS]
+    sizes = [float(m.group(1)) for t in tokens if (m := _MEMORY.match(t))]
+    return Accelerator(model=found[0], form_factor=forms[0] if forms else None, memory_gb=sizes[0] if sizes else None)  # type: ignore[arg-type]
+
+
 def same_accelerator(name: str, want: Accelerator) -> tuple[bool, str]:
     """Chip, then form factor, then memory size: each that the name states must match the recipe's."""
     tokens = _tokens(name)
+    if len(several := chips(name)) > 1:
+        return False, f"a mixed system ({' + '.join(several)}) is not one accelerator ({want.model})"
     recipe_text = " ".join(
         filter(None, [want.model, want.form_factor, f"{want.memory_gb:g} GB" if want.memory_gb else None])
     )
@@ -121,11 +144,21 @@ def run_accelerator(run: LoadGenRun) -> tuple[str | None, str | None]:
     match = match_run(run)
     if match is not None and match.exact:
         return match.row.accelerator_model_name, f"the published record {match.row.ref} this log is"
+    if folder := _named_folder(run):
+        return folder, f"folder {folder}"
     return None, None
 
 
-def identity(run: LoadGenRun, recipe: Recipe) -> Identity:
-    want = recipe.system.accelerator_identity()
+def _named_folder(run: LoadGenRun) -> str | None:
+    """A submission folder whose name states the chip (`B200-SXM-180GBx8_TRT`, `v5.1_..._H100-SXM-80GBx32_...`):
+    the results/<system> folder, else the folder that names the benchmark. Evidence when no file names the GPU."""
+    names = [run.system_folder] if run.system_folder else []
+    names += [p for p in reversed(run.folder.absolute().parts) if re.search(r"llama2-70b", p, re.I)][:1]
+    return next((n for n in names if n and chips(n)), None)
+
+
+def identity(run: LoadGenRun, want: Accelerator, whose: str = "the recipe's") -> Identity:
+    """The run's accelerator against `want` (a recipe's, or the published record's it is compared with)."""
     name, where = run_accelerator(run)
     if name is None:
         return Identity(
@@ -133,34 +166,47 @@ def identity(run: LoadGenRun, recipe: Recipe) -> Identity:
             None,
             want,
             None,
-            "the run names no accelerator (no system JSON with "
-            "accelerator_model_name, no run.json GPU names); the recipe's is assumed",
+            "nothing states the run's accelerator (no system JSON, no run.json GPU names, no chip in the "
+            "folder name): unknown, and an unknown accelerator is never a reproduction",
         )
     if " + " in name:
         return Identity(name, where, want, False, f"the run mixes accelerators ({name})")
     same, why = same_accelerator(name, want)
-    return Identity(name, where, want, same, why)
+    return Identity(name, where, want, same, why.replace("the recipe's", whose))
 
 
 def _system_where(run: LoadGenRun) -> str:
     return f"system JSON {run.system_path.name}" if run.system_path else "system JSON"
 
 
-def _name_counts(run: LoadGenRun, chip: str | None) -> list[tuple[str, int]]:
+def _name_counts(
+    run: LoadGenRun, chip: str | None, texts: list[tuple[str, str]] | None = None
+) -> list[tuple[str, int]]:
     """Accelerator counts written next to the chip in the system name or the results folder ('32xH100', 'B200...x8')."""
     if not chip:
         return []
-    texts: list[tuple[str, str]] = []
-    if run.system and isinstance(run.system.get("system_name"), str):
-        texts.append((f"system name {run.system['system_name'].strip()!r}", run.system["system_name"]))
-    if run.system_folder:
-        texts.append((f"folder {run.system_folder}", run.system_folder))
+    if texts is None:
+        texts = []
+        if run.system and isinstance(run.system.get("system_name"), str):
+            texts.append((f"system name {run.system['system_name'].strip()!r}", run.system["system_name"]))
+        if run.system_folder:
+            texts.append((f"folder {run.system_folder}", run.system_folder))
     out = []
-    before = re.compile(rf"([0-9]+)\s*x[\s_-]*[^\s,()]*?{re.escape(chip)}", re.I)
+    before = re.compile(rf"(?:([0-9]+)\s*x\s*)?([0-9]+)\s*x[\s_-]*[^\s,()]*?{re.escape(chip)}", re.I)
     after = re.compile(rf"{re.escape(chip)}[^\s,()]*?x([0-9]+)(?![0-9.])", re.I)
     for where, text in texts:
-        if m := before.search(text) or after.search(text):
-            out.append((where, int(m.group(1))))
+        others = [c for c in chips(text) if c != chip.upper()]
+        if m := before.search(text):
+            n = int(m.group(2)) * int(m.group(1) or 1)
+        elif m := after.search(text):
+            n = int(m.group(1))
+        else:
+            continue
+        for other in others:  # a mixed system: every chip's count adds up (16xMI325X_8xMI300X is 24)
+            mixed = re.compile(rf"(?:([0-9]+)\s*x\s*)?([0-9]+)\s*x[\s_-]*[^\s,()]*?{re.escape(other)}", re.I)
+            if o := mixed.search(text):
+                n += int(o.group(2)) * int(o.group(1) or 1)
+        out.append((where, n))
     return out
 
 
@@ -221,6 +267,8 @@ def count_accelerators(run: LoadGenRun, flag: int | None) -> tuple[GpuCount | No
     match = match_run(run)
     if match is not None and match.exact:
         return GpuCount(match.row.total_accelerators, f"the published record {match.row.ref} this log is", notes), notes
+    if (folder := _named_folder(run)) and (named := _name_counts(run, chips(folder)[0], [("", folder)])):
+        return GpuCount(named[0][1], f"folder {folder}", notes), notes
     return None, notes
 
 

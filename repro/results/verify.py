@@ -1,9 +1,10 @@
 """The verdict: is a run, per GPU, inside the published band for its scenario, and if not, why not.
 
-A PASS needs evidence: the run's own accelerator is the recipe's, LoadGen says VALID, the logs show the run was
-long enough under MLPerf's settings, the scenario's own rules hold, and tokens/s per GPU is inside the band.
-Each rule is one function returning Checks, so a new rule (a compliance test, another published index) is one
-more function called from `evaluate`.
+A PASS needs evidence: the run's own accelerator is the reference's, LoadGen says VALID, the logs show the run was
+long enough under MLPerf's settings, the scenario's own rules hold, accuracy and TEST06 (where the run has them)
+pass, and tokens/s per GPU is inside the band. The reference is the recipe's published figure, or without a recipe
+the published record the run is recognised as (repro.results.compare.match_run): recognising a published result
+decides what the run is compared with, never which checks run. Each rule is one function returning Checks.
 """
 
 from __future__ import annotations
@@ -12,14 +13,18 @@ import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from repro.core.errors import InputError
-from repro.core.recipes import Published, Recipe, by_system_name, get_recipe, registry_recipe
+from repro.core.recipes import Accelerator, Published, Recipe, by_system_name, get_recipe, registry_recipe
 from repro.core.safeio import sha256_regular
 from repro.results import rules
-from repro.results.hardware import GpuCount, Identity, count_gpus, identity
+from repro.results.hardware import GpuCount, Identity, accelerator_of, count_accelerators, count_gpus, identity
 from repro.results.logs import SUMMARY, LoadGenRun, find_runs
+
+if TYPE_CHECKING:
+    from repro.core.published import PublishedResult
+    from repro.results.compare import IndexMatch
 
 Status = Literal["PASS", "FAIL", "NOT A REPRODUCTION", "NO REFERENCE"]
 MLPERF_MIN_DURATION_MS = rules.MIN_DURATION_MS
@@ -38,7 +43,7 @@ class Check:
 @dataclass
 class Verdict:
     run: LoadGenRun
-    recipe: Recipe
+    recipe: Recipe | None
     gpus: int
     gpus_source: str
     per_gpu: float | None
@@ -50,10 +55,37 @@ class Verdict:
     notes: list[str] = field(default_factory=list)
     published: Published | None = None
     hardware: Identity | None = None
+    record: IndexMatch | None = None
+    """The published result the run is recognised as (the reference itself when there is no recipe)."""
+    division: str = "closed"
 
     @property
     def exit_code(self) -> int:
         return EXIT_CODES[self.status]
+
+    @property
+    def reference(self) -> str:
+        """What the run was compared with, in words."""
+        if self.recipe is not None:
+            return f"recipe {self.recipe.name}"
+        assert self.record is not None
+        return f"published record {self.record.row.ref}"
+
+    @property
+    def title(self) -> str:
+        if self.recipe is not None:
+            return self.recipe.title
+        assert self.record is not None
+        r = self.record.row
+        return f"{r.submitter} {r.system_folder} ({r.round} {r.division}, published record {r.ref})"
+
+    def _state(self, prefix: str) -> str:
+        found = [c for c in self.checks if c.name == prefix or c.name.startswith(prefix + " ")]
+        if any(c.ok is False for c in found):
+            return "FAIL"
+        if any(c.ok for c in found):
+            return "PASS"
+        return "cannot be re-checked" if any("cannot be re-checked" in c.detail for c in found) else "not shown"
 
     @property
     def scenario(self) -> str:
@@ -69,8 +101,11 @@ class Verdict:
             "reasons": self.reasons,
             "notes": self.notes,
             "folder": str(self.run.folder),
-            "recipe": self.recipe.name,
-            "recipe_hash": self.recipe.hash(),
+            "division": self.division,
+            "reference": self.reference,
+            "recipe": self.recipe.name if self.recipe else None,
+            "recipe_hash": self.recipe.hash() if self.recipe else None,
+            "published_record": self.record.to_json() if self.record else None,
             "scenario": self.scenario,
             "scenario_source": self.run.scenario_source,
             "log_scenario": self.run.scenario,
@@ -105,19 +140,25 @@ class Verdict:
             "checks": [{"name": c.name, "ok": c.ok, "detail": c.detail} for c in self.checks],
             "accuracy": self.run.accuracy,
             "accuracy_target": self.accuracy_target[0],
+            "accuracy_verdict": self._state("accuracy"),
+            "test06": self._state("TEST06"),
+            "min_duration": self._state("min duration"),
             "loadgen_version": self.run.loadgen_version,
         }
 
     @property
     def accuracy_target(self) -> tuple[str, str]:
-        return accuracy_target_of(self.run, self.recipe)
+        return accuracy_target_of(self.run, self.recipe, self.record.row if self.record else None)
 
 
-def accuracy_target_of(run: LoadGenRun, recipe: Recipe) -> tuple[str, str]:
-    """(99 or 99.9, where it came from): the run's own benchmark folder, else the recipe."""
+def accuracy_target_of(run: LoadGenRun, recipe: Recipe | None, row: PublishedResult | None = None) -> tuple[str, str]:
+    """(99 or 99.9, where it came from): the run's own benchmark folder, else the recipe, else the record."""
     if run.accuracy_target:
         return run.accuracy_target, run.accuracy_target_source or "the run's path"
-    return recipe.accuracy.target, f"recipe {recipe.name}"
+    if recipe is not None:
+        return recipe.accuracy.target, f"recipe {recipe.name}"
+    assert row is not None
+    return row.benchmark, f"published record {row.ref}"
 
 
 def _finite_or_none(value: float | None, digits: int | None = None) -> float | None:
@@ -185,7 +226,7 @@ def _validity(run: LoadGenRun) -> list[Check]:
     return checks
 
 
-def _duration(run: LoadGenRun, recipe: Recipe) -> tuple[list[Check], list[str]]:
+def _duration(run: LoadGenRun, recipe: Recipe | None) -> tuple[list[Check], list[str]]:
     """The setting (≥ 600 s) and LoadGen's 'Min duration satisfied': both are the evidence the run was long enough."""
     missing: list[str] = []
     raw = run.settings.get("min_duration_ms")
@@ -199,9 +240,8 @@ def _duration(run: LoadGenRun, recipe: Recipe) -> tuple[list[Check], list[str]]:
         missing.append("'Min duration satisfied' (summary) or result_min_duration_met (detail)")
     if min_ms is None or met is None:
         return [Check("min duration", None, "not shown by the logs: " + "; ".join(missing))], missing
-    detail = (
-        f"setting {min_ms / 1000:,.0f} s (MLPerf needs ≥ {rules.MIN_DURATION_MS / 1000:,.0f} s; "
-        f"recipe {recipe.loadgen.min_duration_ms / 1000:,.0f} s)"
+    detail = f"setting {min_ms / 1000:,.0f} s (MLPerf needs ≥ {rules.MIN_DURATION_MS / 1000:,.0f} s" + (
+        f"; recipe {recipe.loadgen.min_duration_ms / 1000:,.0f} s)" if recipe is not None else ")"
     )
     if run.duration_s is not None:
         detail += f", ran {run.duration_s:,.0f} s"
@@ -231,7 +271,8 @@ def test06_checks(run: LoadGenRun) -> list[Check]:
     except (OSError, InputError) as exc:
         return [Check("TEST06", False, f"{folder}: unreadable ({getattr(exc, 'message', exc)})", fails=True)]
     where = min(str(folder), os.path.relpath(folder, run.folder), key=len)
-    return [Check("TEST06", result.passed, f"{result.detail} ({where})", fails=True)]
+    ok = None if result.state == "cannot be re-checked" else result.passed
+    return [Check("TEST06", ok, f"{result.detail} ({where})", fails=ok is False)]
 
 
 def _scenario_rules(run: LoadGenRun, scenario: str) -> list[Check]:
@@ -321,22 +362,24 @@ def _hardware(hw: Identity) -> list[Check]:
     return [Check("accelerator", hw.same, detail)]
 
 
-def _accuracy(run: LoadGenRun, target: str, source: str) -> list[Check]:
+def _accuracy(run: LoadGenRun, target: str, source: str, division: str, own: PublishedResult | None) -> list[Check]:
     """Every checker rule for llama2-70b against the run's own target: ROUGE-1/2/L floors, tokens per sample within
-    90–110% of 294.45, and a full-size run (gen_num 24,576)."""
+    90–110% of 294.45, and a full-size run (gen_num 24,576). The open division has no accuracy target (the
+    submission checker accepts any): there the closed targets are shown for information and a result is judged by
+    its own published accuracy (`own`, the same fraction of it as the benchmark's of the reference)."""
     if not run.accuracy:
         return [Check("accuracy", None, "no accuracy.txt next to this run (performance only)")]
     acc, t = run.accuracy, rules.accuracy_target(target)
-    where = f"{target}% target, {source}"
+    is_open = division == "open"
+    where = f"{target}% target, {source}" + ("; open division: for information" if is_open else "")
     checks = []
     for key, floor in (("rouge1", t.rouge1), ("rouge2", t.rouge2), ("rougeL", t.rougeL)):
         if key not in acc:
             checks.append(Check(f"accuracy {key}", False, f"missing from {run.accuracy_path}", fails=True))
             continue
         ok = acc[key] >= floor
-        checks.append(
-            Check(f"accuracy {key}", ok, f"{acc[key]:.4f} {'≥' if ok else '<'} {floor:.4f} ({where})", fails=not ok)
-        )
+        detail = f"{acc[key]:.4f} {'≥' if ok else '<'} {floor:.4f} ({where})"
+        checks.append(Check(f"accuracy {key}", None if is_open else ok, detail, fails=not ok and not is_open))
     tps = acc.get("tokens_per_sample")
     if tps is None:
         checks.append(Check("accuracy tokens_per_sample", False, f"missing from {run.accuracy_path}", fails=True))
@@ -345,13 +388,15 @@ def _accuracy(run: LoadGenRun, target: str, source: str) -> list[Check]:
         checks.append(
             Check(
                 "accuracy tokens_per_sample",
-                ok,
+                None if is_open else ok,
                 f"{tps:.1f} {'within' if ok else 'outside'} "
                 f"{t.tokens_per_sample_min:.3f}–{t.tokens_per_sample_max:.3f} (90–110% of "
-                f"{rules.REFERENCE_TOKENS_PER_SAMPLE})",
-                fails=not ok,
+                f"{rules.REFERENCE_TOKENS_PER_SAMPLE})" + ("; open division: for information" if is_open else ""),
+                fails=not ok and not is_open,
             )
         )
+    if is_open:
+        checks += _own_accuracy(acc, target, own)
     gen_num = acc.get("gen_num")
     if gen_num is None:
         checks.append(Check("accuracy samples", None, "gen_num not in accuracy.txt: the run's size is not shown"))
@@ -376,26 +421,110 @@ def _accuracy(run: LoadGenRun, target: str, source: str) -> list[Check]:
     return checks
 
 
-def _consistency(run: LoadGenRun, recipe: Recipe) -> tuple[list[Check], list[str]]:
+def _consistency(
+    run: LoadGenRun, recipe: Recipe | None, row: PublishedResult | None, division: str
+) -> tuple[list[Check], list[str]]:
     """The run's files against each other (results/consistency.py): a contradiction FAILs naming both files, a
     setting that is text is missing evidence; a de-duplicated copy's failing accuracy or TEST06 is shown too."""
     checks = [Check("consistency", False, text, fails=True) for text in run.contradictions]
     if run.accuracy_log_hash is not None and run.accuracy_log_hash.ok is not False:
         checks.append(Check("accuracy.txt hash", run.accuracy_log_hash.ok, run.accuracy_log_hash.detail))
     for copy in run.copies:
-        target, source = accuracy_target_of(copy, recipe)
-        for c in _accuracy(copy, target, source) + test06_checks(copy) + _consistency(copy, recipe)[0]:
+        target, source = accuracy_target_of(copy, recipe, row)
+        own = row if row and row.division == "open" else None
+        for c in (
+            _accuracy(copy, target, source, division, own)
+            + test06_checks(copy)
+            + _consistency(copy, recipe, row, division)[0]
+        ):
             if c.ok is False:
                 checks.append(Check(c.name, False, f"{c.detail} (in the identical copy {copy.folder})", fails=True))
     checks += [Check("evidence", None, gap) for gap in run.evidence_gaps]
     return checks, run.evidence_gaps
 
 
+def _own_accuracy(acc: dict[str, float], target: str, own: PublishedResult | None) -> list[Check]:
+    """An open result against its own published accuracy: ROUGE at least the benchmark's fraction of it, tokens per
+    sample within 90–110% of it. Without a published record there is nothing it can be judged by."""
+    if own is None or own.rouge1 is None:
+        return [Check("accuracy (open)", False, "open division: no published accuracy to judge this run by", True)]
+    fraction = 0.999 if target == "99.9" else 0.99
+    checks = []
+    for key in ("rouge1", "rouge2", "rougeL"):
+        published = getattr(own, key)
+        if published is None or key not in acc:
+            continue
+        floor = published * fraction
+        ok = acc[key] >= floor
+        checks.append(
+            Check(
+                f"accuracy {key} (open)",
+                ok,
+                f"{acc[key]:.4f} {'≥' if ok else '<'} {floor:.4f} ({target}% of its published {published:.4f}, "
+                f"{own.ref})",
+                fails=not ok,
+            )
+        )
+    tps, published_tps = acc.get("tokens_per_sample"), own.tokens_per_sample
+    if tps is not None and published_tps:
+        ok = 0.9 * published_tps <= tps <= 1.1 * published_tps
+        checks.append(
+            Check(
+                "accuracy tokens_per_sample (open)",
+                ok,
+                f"{tps:.1f} {'within' if ok else 'outside'} 90–110% of its published {published_tps:.1f}",
+                fails=not ok,
+            )
+        )
+    return checks
+
+
+def published_of(row: PublishedResult) -> Published:
+    """A published index row as the figure a verdict compares with (the same ±5% band a recipe's has)."""
+    return Published(
+        status="published",
+        tokens_per_s_per_vm=row.tokens_per_second,
+        tokens_per_s_per_gpu=row.per_accelerator,
+        mlperf_round=row.round,
+        mlperf_id=row.result_id or "unknown",
+        result_id=row.ref,
+        scenario=row.scenario,
+        source=row.source,
+    )
+
+
+def _record_identity(run: LoadGenRun, row: PublishedResult) -> Identity:
+    """The run's accelerator against the published record's; a mixed system is itself only with the same chips."""
+    from repro.results.hardware import chips, run_accelerator
+
+    want = accelerator_of(row.accelerator_model_name)
+    if want is not None:
+        return identity(run, want, f"{row.ref}'s")
+    name, where = run_accelerator(run)
+    mixed = Accelerator(model="mixed")
+    if name is None:
+        return Identity(None, None, mixed, None, "nothing states the run's accelerator: unknown")
+    same = set(chips(name)) == set(chips(row.accelerator_model_name))
+    why = f"{'same' if same else 'not the same'} mixed system as {row.ref} ({row.accelerator_model_name})"
+    return Identity(name, where, mixed, same, why)
+
+
+def division_of(run: LoadGenRun) -> str:
+    """closed or open: the system JSON's division, else the submission path (<division>/<submitter>/results/...)."""
+    from repro.results.compare import _path_identity
+
+    stated = str((run.system or {}).get("division") or "").strip().lower()
+    if stated in ("closed", "open"):
+        return stated
+    return "open" if _path_identity(run.folder).get("division") == "open" else "closed"
+
+
 # --- the verdict -------------------------------------------------------------------------------------------------
 
 
-def evaluate(run: LoadGenRun, recipe: Recipe, count: GpuCount) -> Verdict:
-    """Pure: the verdict for one parsed performance run against one recipe, for the run's own scenario."""
+def evaluate(run: LoadGenRun, recipe: Recipe | None, count: GpuCount, record: IndexMatch | None = None) -> Verdict:
+    """Pure: the verdict for one parsed performance run, for the run's own scenario, against the recipe's published
+    figure, or without a recipe against the published record it is (`record`). The checks are the same either way."""
     if run.mode != "PerformanceOnly":
         raise InputError(
             f"{run.folder}: this is an {run.mode} run; verify needs a PerformanceOnly run.",
@@ -406,21 +535,28 @@ def evaluate(run: LoadGenRun, recipe: Recipe, count: GpuCount) -> Verdict:
             f"{run.summary_path or run.folder}: no tokens per second in the logs (token latencies were off).",
             "re-run with use_token_latencies (`repro run offline` sets it)",
         )
+    if recipe is None and record is None:
+        raise ValueError("evaluate needs a recipe or a published record")
     scenario = run.benchmark_scenario or run.scenario
-    published = recipe.published_for(scenario)
+    row = record.row if record else None
+    division = division_of(run)
+    if recipe is not None:
+        published = recipe.published_for(scenario)
+        hw = identity(run, recipe.system.accelerator_identity())
+    else:
+        assert row is not None
+        published = published_of(row)
+        hw = _record_identity(run, row)
     per_gpu = run.tokens_per_s / count.total
-    target, target_source = accuracy_target_of(run, recipe)
-    hw = identity(run, recipe)
+    target, target_source = accuracy_target_of(run, recipe, row)
     notes = list(count.notes)
     if run.scenario_source != "the logs":
         notes.append(f"scenario {scenario}: told by {run.scenario_source}")
     if not run.accuracy_target and run.accuracy:
-        notes.append(
-            f"accuracy target {target}% from recipe {recipe.name}: the run's path names no llama2-70b-99 or -99.9"
-        )
+        notes.append(f"accuracy target {target}% from {target_source}: the run's path names no llama2-70b-99 or -99.9")
 
     duration_checks, missing = _duration(run, recipe)
-    consistency_checks, gaps = _consistency(run, recipe)
+    consistency_checks, gaps = _consistency(run, recipe, row, division)
     throughput_checks, band, deviation = _throughput(run, per_gpu, published)
     checks = (
         _hardware(hw)
@@ -428,7 +564,7 @@ def evaluate(run: LoadGenRun, recipe: Recipe, count: GpuCount) -> Verdict:
         + duration_checks
         + _scenario_rules(run, scenario)
         + throughput_checks
-        + _accuracy(run, target, target_source)
+        + _accuracy(run, target, target_source, division, row if row and row.division == "open" else None)
         + test06_checks(run)
         + consistency_checks
     )
@@ -446,37 +582,78 @@ def evaluate(run: LoadGenRun, recipe: Recipe, count: GpuCount) -> Verdict:
     if gaps:
         reasons.append("missing evidence (text where a number belongs): " + "; ".join(gaps[:3]))
         missing += gaps
+    other_benchmark = (
+        recipe is not None and run.accuracy_target is not None and run.accuracy_target != recipe.accuracy.target
+    )
 
     status: Status
-    if run.label or recipe.demo:
+    if run.label or (recipe is not None and recipe.demo):
         reasons.insert(0, f"{run.label or 'demo'} run: it rehearses the flow and is never a reproduction")
         status = "NOT A REPRODUCTION"
     elif hw.same is False:
         reasons.insert(
             0,
-            f"{hw.run_name} ({hw.where}) is not the recipe's accelerator: {hw.why}; "
+            f"{hw.run_name} ({hw.where}) is not {'the recipe' if recipe else row.ref if row else '?'}'s "
+            f"accelerator: {hw.why}; "
             "a different accelerator is never a reproduction",
+        )
+        status = "NOT A REPRODUCTION"
+    elif recipe is not None and division == "open":
+        reasons.insert(
+            0,
+            f"an open-division result is never a reproduction of recipe {recipe.name}'s closed-division result "
+            "(`repro verify` without --recipe judges it against its own published record)",
         )
         status = "NOT A REPRODUCTION"
     elif band is None:
         if published is None:
+            assert recipe is not None
             have = ", ".join(p.scenario for p in (recipe.published, *recipe.published_scenarios))
             reasons.append(f"recipe {recipe.name} has no published {scenario} result (it has {have})")
         else:
-            reasons.append(f"no published result for {recipe.title} ({published.note or published.source})")
+            title = recipe.title if recipe else (row.ref if row else "?")
+            reasons.append(f"no published result for {title} ({published.note or published.source})")
         status = "NO REFERENCE"
     elif failed:
         status = "FAIL"
-    elif missing:
+    elif hw.same is None:
+        reasons.insert(0, f"accelerator unknown: {hw.why}")
+        status = "NOT A REPRODUCTION"
+    elif other_benchmark or missing:
         status = "NOT A REPRODUCTION"
     else:
         status = "PASS"
+    if other_benchmark and recipe is not None:
+        reasons.append(
+            f"a llama2-70b-{run.accuracy_target} run ({run.accuracy_target_source}) against recipe {recipe.name}'s "
+            f"llama2-70b-{recipe.accuracy.target} result: another benchmark is never a reproduction"
+        )
+    if division == "open":
+        notes.insert(
+            0,
+            "open division: MLPerf sets no accuracy target there; judged against its own published accuracy and "
+            "figure, never as a closed-division result",
+        )
     if run.incomplete:
         reasons.insert(0, "the run was interrupted or failed; its logs are partial (run.json)")
         if status == "PASS":
             status = "FAIL"
     return Verdict(
-        run, recipe, count.total, count.source, per_gpu, band, deviation, status, reasons, checks, notes, published, hw
+        run,
+        recipe,
+        count.total,
+        count.source,
+        per_gpu,
+        band,
+        deviation,
+        status,
+        reasons,
+        checks,
+        notes,
+        published,
+        hw,
+        record,
+        division,
     )
 
 
@@ -526,6 +703,11 @@ def pick_run(runs: list[LoadGenRun], root: Path, scenario: str | None = None) ->
             f"{root}: holds {', '.join(found)} runs, not {scenario}.", f"`repro verify {root} --scenario {found[0]}`"
         )
     official = [r for r in matching if r.folder.name.lower() != "ranging"]
+    if not official:
+        notes.append(
+            f"{matching[0].folder.name}: a power submission's ranging run, context for the result, not the result "
+            "(that is performance/run_1)"
+        )
     matching = official or matching
     unique: dict[str, LoadGenRun] = {}
     for r in matching:
@@ -551,14 +733,53 @@ def pick_run(runs: list[LoadGenRun], root: Path, scenario: str | None = None) ->
 def verify_dir(
     path: Path, recipe: str | Recipe | None = None, gpus: int | None = None, scenario: str | None = None
 ) -> Verdict:
+    """The one verdict path: the run against the recipe (named, recorded or detected), else against the published
+    record the index recognises it as; NoRecipeFor when there is neither."""
+    from repro.results.compare import match_run
+
     path = Path(path)
     runs = find_runs(path)
     run, notes = pick_run(runs, path, scenario)
+    record = match_run(run)
+    chosen: Recipe | None
     try:
         chosen = resolve_recipe(run, recipe)
     except NoRecipeFor as exc:
-        exc.runs = runs
-        raise
-    verdict = evaluate(run, chosen, count_gpus(run, chosen, gpus))
+        if record is None:
+            exc.runs = runs
+            raise
+        chosen = None
+    count = count_gpus(run, chosen, gpus) if chosen is not None else record_count(run, gpus, record)
+    verdict = evaluate(run, chosen, count, record)
+    if record is None and (said := _published_identity(run)):
+        notes.append(f"{said}: no published result in the index is this run (`repro published --submitter NAME`)")
     verdict.notes = notes + verdict.notes
     return verdict
+
+
+def _published_identity(run: LoadGenRun) -> str | None:
+    """How a run presents itself as a published result (submitter and system), when it does."""
+    from repro.results.compare import _path_identity
+
+    where = _path_identity(run.folder)
+    submitter = (run.system or {}).get("submitter") or where.get("submitter")
+    if not submitter:
+        return None
+    system = run.system_path.stem if run.system_path else where.get("system", "?")
+    return f"submitter {submitter}, system {system}" + (f", round {where['round']}" if "round" in where else "")
+
+
+def record_count(run: LoadGenRun, gpus: int | None, record: IndexMatch | None) -> GpuCount:
+    found, _ = count_accelerators(run, gpus)
+    if found is None:
+        raise InputError(
+            f"{run.folder}: cannot tell how many accelerators ran (no system JSON, no run.json, no count in the "
+            "folder name).",
+            f"`repro verify {run.folder} --gpus N`",
+        )
+    if record is not None and found.source != "--gpus" and found.total != record.row.total_accelerators:
+        found.notes.append(
+            f"the run used {found.total} accelerators, {record.row.ref} {record.row.total_accelerators}; "
+            "compared per accelerator"
+        )
+    return found

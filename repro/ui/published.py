@@ -12,7 +12,6 @@ from rich.text import Text
 from repro.core.fmt import fmt_num
 from repro.core.published import Filters, PublishedIndex, PublishedResult
 from repro.results.compare import Comparison
-from repro.ui.render import renderable
 
 _STYLE = {
     "PASS": "bold green",
@@ -218,31 +217,4 @@ class ComparisonView:
             parts.append(Text(f"note: {note}", style="yellow"))
         parts.append(Text.assemble(("Verdict: ", "bold"), (c.status, _STYLE[c.status])))
         parts += [Text(f"  - {r}") for r in c.reasons]
-        return Group(*parts)
-
-
-@dataclass
-class VerdictWithRecord:
-    """verify's own verdict, followed by the published record the run was recognised as (when there is one)."""
-
-    verdict: Any
-    record: Comparison | None
-
-    def to_json(self) -> dict[str, Any]:
-        doc: dict[str, Any] = self.verdict.to_json()
-        doc["published_record"] = self.record.to_json() if self.record else None
-        return doc
-
-    def __rich__(self) -> Group:
-        parts: list[Any] = [renderable(self.verdict)]
-        if self.record is not None:
-            e = self.record.entries[0]
-            dev = "-" if e.deviation_pct is None else f"{e.deviation_pct:+.1f}%"
-            parts.append(
-                Text(
-                    f"Published record: {self.record.match.note if self.record.match else e.row.ref}; "
-                    f"{fmt_num(self.record.facts.per_accelerator)} vs {fmt_num(e.row.per_accelerator)} "
-                    f"per accelerator ({dev}), source {e.row.source_path}"
-                )
-            )
         return Group(*parts)

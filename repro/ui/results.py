@@ -11,7 +11,7 @@ from rich.text import Text
 from repro.core.fmt import fmt_num
 from repro.results.aggregate import RackReport
 from repro.results.verify import Verdict
-from repro.ui.views import device_count, published_phrase
+from repro.ui.views import published_phrase
 
 _STYLE = {"PASS": "bold green", "FAIL": "bold red", "NOT A REPRODUCTION": "bold yellow", "NO REFERENCE": "bold yellow"}
 _ROW_STYLE = {"PASS": "green", "FAIL": "red", "INVALID": "red", "ERROR": "red"}
@@ -19,20 +19,24 @@ _ROW_STYLE = {"PASS": "green", "FAIL": "red", "INVALID": "red", "ERROR": "red"}
 
 def render_verdict(v: Verdict) -> Group:
     pub = v.published
+    recipe = v.recipe
     table = Table(
-        title=f"repro verify: {v.recipe.title}" + (f" ({v.scenario})" if v.scenario != "Offline" else ""),
+        title=f"repro verify: {v.title}" + (f" ({v.scenario})" if v.scenario != "Offline" else ""),
         title_justify="left",
         show_lines=False,
     )
     table.add_column("check", no_wrap=True)
     table.add_column("result", no_wrap=True)
     table.add_column("detail")
-    table.add_row("tokens/s (VM)", fmt_num(v.run.tokens_per_s), f"{device_count(v.gpus, v.recipe)} ({v.gpus_source})")
+    unit = "CPU" if recipe is not None and recipe.system.gpu_arch == "cpu" else "GPU"
+    one_vm = recipe is not None and v.gpus == recipe.system.gpus_per_vm and recipe.system.vm_size is not None
+    count = f"{v.gpus} {unit}{'' if v.gpus == 1 else 's'}"
+    table.add_row("tokens/s (VM)" if one_vm else "tokens/s", fmt_num(v.run.tokens_per_s), f"{count} ({v.gpus_source})")
     if pub is not None:
-        where = published_phrase(pub, v.recipe.demo)
+        where = published_phrase(pub, recipe is not None and recipe.demo)
     else:
-        where = f"no published {v.scenario} result in recipe {v.recipe.name}"
-    table.add_row("tokens/s per GPU", fmt_num(v.per_gpu), where)
+        where = f"no published {v.scenario} result in {v.reference}"
+    table.add_row(f"tokens/s per {unit}", fmt_num(v.per_gpu), where)
     if v.band and pub is not None:
         table.add_row(
             f"band ±{pub.band_pct:g}%",
@@ -42,14 +46,18 @@ def render_verdict(v: Verdict) -> Group:
     for c in v.checks:
         mark = Text("ok", "green") if c.ok else Text("no", "red") if c.ok is False else Text("n/a", "dim")
         table.add_row(c.name, mark, c.detail)
-    head = Text.assemble(("Verdict: ", "bold"), (v.status, _STYLE[v.status]))
+    division = f" ({v.division} division)" if v.division != "closed" else ""
+    head = Text.assemble(("Verdict: ", "bold"), (v.status, _STYLE[v.status]), (division, "bold"))
+    lines = [Text(f"Compared with: {v.reference}")]
+    if v.record is not None and recipe is not None:
+        lines.append(Text(f"Published record: {v.record.note}"))
     why = [Text(f"  - {r}") for r in v.reasons]
     notes = [Text(f"  note: {n}", style="dim") for n in v.notes]
-    return Group(table, head, *why, *notes)
+    return Group(table, *lines, head, *why, *notes)
 
 
 def render_rack(report: RackReport) -> Group:
-    summary = Table(title=f"repro aggregate: {report.recipe.title}", title_justify="left")
+    summary = Table(title=f"repro aggregate: {report.title}", title_justify="left")
     for col in ("", "measured", "published"):
         summary.add_column(col, justify="left" if not col else "right", no_wrap=True)
     for row in report.summary_rows():
