@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import os
+import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -752,13 +753,14 @@ def verify_dir(
     count = count_gpus(run, chosen, gpus) if chosen is not None else record_count(run, gpus, record)
     verdict = evaluate(run, chosen, count, record)
     if record is None and (said := _published_identity(run)):
-        notes.append(f"{said}: no published result in the index is this run (`repro published --submitter NAME`)")
+        listing = shlex.join(["repro", "published", "--submitter", said[0]])
+        notes.append(f"{said[1]}: no published result in the index is this run (`{listing}` lists what it holds)")
     verdict.notes = notes + verdict.notes
     return verdict
 
 
-def _published_identity(run: LoadGenRun) -> str | None:
-    """How a run presents itself as a published result (submitter and system), when it does."""
+def _published_identity(run: LoadGenRun) -> tuple[str, str] | None:
+    """(submitter, how the run presents itself as a published result), when it does."""
     from repro.results.compare import _path_identity
 
     where = _path_identity(run.folder)
@@ -766,7 +768,8 @@ def _published_identity(run: LoadGenRun) -> str | None:
     if not submitter:
         return None
     system = run.system_path.stem if run.system_path else where.get("system", "?")
-    return f"submitter {submitter}, system {system}" + (f", round {where['round']}" if "round" in where else "")
+    said = f"submitter {submitter}, system {system}" + (f", round {where['round']}" if "round" in where else "")
+    return str(submitter), said
 
 
 def record_count(run: LoadGenRun, gpus: int | None, record: IndexMatch | None) -> GpuCount:
