@@ -361,3 +361,10 @@ def test_repro_agrees_with_the_official_checkers(fixtures: Path) -> None:
                 assert (t06 == "PASS") == (official["test06"][width] == "pass"), rel
             compared["test06"] += 1
     assert compared["validity"] >= 15 and compared["accuracy"] >= 12 and compared["test06"] >= 2
+
+
+def test_a_multi_node_result_is_not_labelled_a_vm(fixtures: Path) -> None:
+    text = render(verify_dir(fixtures / CISCO32, recipe="nd-h100-v5"))
+    assert "tokens/s (VM)" not in text and "32 GPUs" in text
+    one_vm = render(verify_dir(fixtures / GB200))
+    assert "tokens/s (VM)" in one_vm
