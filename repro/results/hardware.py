@@ -172,7 +172,9 @@ def identity(run: LoadGenRun, want: Accelerator, whose: str = "the recipe's") ->
     if " + " in name:
         return Identity(name, where, want, False, f"the run mixes accelerators ({name})")
     same, why = same_accelerator(name, want)
-    return Identity(name, where, want, same, why.replace("the recipe's", whose))
+    if whose != "the recipe's":
+        why = why.replace("the recipe's", whose).replace("the recipe", whose.removesuffix("'s"))
+    return Identity(name, where, want, same, why)
 
 
 def _system_where(run: LoadGenRun) -> str:
