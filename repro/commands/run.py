@@ -120,6 +120,27 @@ ServedModelOpt = Annotated[
 KeepServersOpt = Annotated[
     bool, typer.Option("--keep-servers", help="Leave the trtllm-serve containers running; the next run reuses them.")
 ]
+
+
+def _address(value: str) -> str:
+    import ipaddress
+
+    try:
+        return str(ipaddress.ip_address(value))
+    except ValueError:
+        raise typer.BadParameter(f"{value!r} is not an IP address (127.0.0.1, 0.0.0.0, or this VM's own).") from None
+
+
+ListenOpt = Annotated[
+    str,
+    typer.Option(
+        "--listen",
+        metavar="ADDRESS",
+        callback=_address,
+        help="Address the trtllm-serve containers listen on (default 127.0.0.1: this VM only). The endpoints "
+        "have no authentication: 0.0.0.0 opens them to every network the VM is on.",
+    ),
+]
 ReadyTimeoutOpt = Annotated[
     float | None,
     typer.Option(
@@ -284,6 +305,7 @@ _RUN_OPTIONS = (
     "json",
     "endpoint",
     "keep_servers",
+    "listen",
     "ready_timeout",
     "compliance",
     "into",
@@ -313,6 +335,7 @@ def _run(
     json: bool,
     endpoint: list[str] | None = None,
     keep_servers: bool = False,
+    listen: str = "127.0.0.1",
     ready_timeout: float | None = None,
     compliance: str | None = None,
     into: Path | None = None,
@@ -338,7 +361,7 @@ def _run(
         info(f"Recipe {chosen.name}: {why}.")
     if not dry_run:
         _sigterm_as_interrupt()
-    servers = ServerOptions(image=server_image, keep=keep_servers, ready_timeout_s=ready_timeout)
+    servers = ServerOptions(image=server_image, keep=keep_servers, ready_timeout_s=ready_timeout, listen=listen)
     rate = _target_qps(target_qps, scenario, chosen, ws, endpoint, servers, served_model, backend, dry_run)
     try:
         outcome = run_benchmark(
@@ -452,6 +475,7 @@ def offline(
     rerun_failed: RerunOpt = None,
     endpoint: EndpointOpt = None,
     keep_servers: KeepServersOpt = False,
+    listen: ListenOpt = "127.0.0.1",
     ready_timeout: ReadyTimeoutOpt = None,
     served_model: ServedModelOpt = None,
     target_qps: TargetQpsOpt = None,
@@ -511,6 +535,7 @@ def server(
     sim_rate: RateOpt = None,
     endpoint: EndpointOpt = None,
     keep_servers: KeepServersOpt = False,
+    listen: ListenOpt = "127.0.0.1",
     ready_timeout: ReadyTimeoutOpt = None,
     served_model: ServedModelOpt = None,
     server_image: ServerImageOpt = None,
@@ -532,6 +557,7 @@ def interactive(
     sim_rate: RateOpt = None,
     endpoint: EndpointOpt = None,
     keep_servers: KeepServersOpt = False,
+    listen: ListenOpt = "127.0.0.1",
     ready_timeout: ReadyTimeoutOpt = None,
     served_model: ServedModelOpt = None,
     server_image: ServerImageOpt = None,

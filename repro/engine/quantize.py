@@ -185,7 +185,7 @@ def serve_commands(recipe: Recipe, p: Paths) -> list[ServeInstance]:
             "trtllm-serve",
             str(model),
             "--host",
-            "0.0.0.0",
+            "127.0.0.1",  # no authentication on these endpoints: `repro run --listen` opens them wider
             "--port",
             str(t.base_port + i),
             "--extra_llm_api_options",

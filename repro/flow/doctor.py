@@ -484,6 +484,57 @@ def check_workspace(ws: Workspace) -> Check:
     return Check("workspace", "PASS", f"{ws.root} (ledger {'present' if ws.ledger_path.exists() else 'new'})")
 
 
+def _listeners(proc: Path = Path("/proc/net")) -> dict[int, set[str]]:
+    """Listening TCP ports and the addresses they are bound to, from the kernel's own tables (IPv4 and IPv6)."""
+    out: dict[int, set[str]] = {}
+    for name, width in (("tcp", 8), ("tcp6", 32)):
+        try:
+            lines = (proc / name).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            if len(fields) < 4 or fields[3] != "0A":  # 0A: LISTEN
+                continue
+            addr, _, port = fields[1].partition(":")
+            out.setdefault(int(port, 16), set()).add(_address(addr, width))
+    return out
+
+
+def _address(hexaddr: str, width: int) -> str:
+    import ipaddress
+    import socket
+
+    raw = bytes.fromhex(hexaddr)
+    if width == 8:
+        return socket.inet_ntoa(raw[::-1])
+    words = b"".join(raw[i : i + 4][::-1] for i in range(0, 16, 4))
+    return str(ipaddress.IPv6Address(words))
+
+
+def check_server_ports(recipe: Recipe | None, ports: list[int] | None = None) -> Check:
+    """The trtllm-serve endpoints have no authentication: one bound to every interface is reachable from outside."""
+    if ports is None:
+        if recipe is None or recipe.trtllm is None:
+            return Check("server ports", "SKIP", "not needed: this recipe starts no inference servers")
+        t = recipe.trtllm
+        ports = [t.base_port + i for i in range(t.servers_per_vm)]
+    listening = _listeners()
+    open_wide = sorted(
+        f"{p} on {a}" for p in ports for a in listening.get(p, ()) if not (a.startswith("127.") or a == "::1")
+    )
+    if open_wide:
+        return Check(
+            "server ports",
+            "WARN",
+            f"reachable from outside this VM (no authentication): {', '.join(open_wide)}",
+            "stop those servers, or start them with `repro run offline --listen 127.0.0.1` (the default)",
+        )
+    busy = [p for p in ports if p in listening]
+    detail = f"ports {', '.join(map(str, busy))} listen on this VM only" if busy else "no server listening yet"
+    return Check("server ports", "PASS", f"{detail} (servers bind 127.0.0.1 unless --listen says otherwise)")
+
+
 def run_doctor(
     explicit_recipe: str | None,
     ws: Workspace,
@@ -510,6 +561,7 @@ def run_doctor(
         lambda: check_gpus(recipe, info),
         lambda: check_driver(recipe, info),
         lambda: check_docker(recipe),
+        lambda: check_server_ports(recipe),
         lambda: check_disk(recipe, ws),
         lambda: check_nvme(recipe, ws),
         lambda: check_hf(recipe),

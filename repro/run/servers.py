@@ -51,6 +51,7 @@ class ServerOptions:
     ready_timeout_s: float | None = None
     base_port: int | None = None
     name_prefix: str = "repro-serve"
+    listen: str = "127.0.0.1"  # the OpenAI endpoints have no authentication: this VM only unless asked
     env: dict[str, str] = field(default_factory=dict)
     labels: dict[str, str] = field(default_factory=dict)
 
@@ -105,10 +106,11 @@ class ServerPlan:
         }
 
 
-def _with_port(argv: list[str], port: int) -> list[str]:
+def _with_port(argv: list[str], port: int, host: str = "127.0.0.1") -> list[str]:
     out = list(argv)
-    if "--port" in out:
-        out[out.index("--port") + 1] = str(port)
+    for flag, value in (("--port", str(port)), ("--host", host)):
+        if flag in out:
+            out[out.index(flag) + 1] = value
     return out
 
 
@@ -129,7 +131,7 @@ def plan_servers(recipe: Recipe, ws: Workspace, options: ServerOptions | None = 
                 s.rank,
                 f"{opts.name_prefix}-{recipe.name}-{s.rank}",
                 image,
-                ["exec", "--", *_with_port(s.argv, port)],
+                ["exec", "--", *_with_port(s.argv, port, opts.listen)],
                 s.cuda_visible_devices.split(",") if opts.gpus else [],
                 port,
                 list(build.mounts),
