@@ -116,3 +116,32 @@ def test_a_mistyped_recipe_gets_did_you_mean():
         res = subprocess.run([*CLI, "status", "--recipe", typo], capture_output=True, text=True, timeout=60)
         assert res.returncode == 2 and f"Did you mean '{meant}'?" in res.stderr
         assert f"Next: repro recipes show {meant}" in res.stderr
+
+
+def test_setup_dry_run_that_would_run_out_of_disk_exits_1_and_units_agree_with_doctor(tmp_path):
+    import json
+
+    import yaml
+
+    from repro.core.recipes import recipes_dir
+
+    raw = yaml.safe_load((recipes_dir() / "nd-gb200-v6.yaml").read_text())
+    raw["name"], raw["disk_needed_gb"] = "huge-disk", 10**9
+    path = tmp_path / "huge-disk.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    env = {**os.environ, "HF_ENDPOINT": "http://127.0.0.1:9", "HF_HUB_OFFLINE": "1"}
+    setup = subprocess.run(
+        [*CLI, "setup", "--recipe", str(path), "--dry-run", "--json"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert setup.returncode == 1, setup.stderr
+    free_setup = json.loads(setup.stdout)["details"]["free_bytes"] / 1e9
+    doctor = subprocess.run(
+        [*CLI, "doctor", "--recipe", str(path), "--json"], capture_output=True, text=True, env=env, timeout=120
+    )
+    disk = next(c for c in json.loads(doctor.stdout)["checks"] if c["name"] == "disk")
+    free_doctor = float(disk["detail"].split(" GB free")[0].replace(",", ""))
+    assert abs(free_doctor - free_setup) < 0.5 and "10^9 bytes" in disk["detail"]

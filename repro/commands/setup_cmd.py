@@ -48,7 +48,7 @@ class SetupView:
             table.add_row(
                 str(f.get("dest") or f.get("path")),
                 "unknown" if size is None else f"{size:,}",
-                str(f.get("action")),
+                str(f.get("action") or ("built here" if self.outcome.details.get("demo") else "-")),
                 str(f.get("source", "")),
             )
         parts: list[Any] = [table] if files else []
@@ -105,5 +105,7 @@ def setup(
         confirm=confirm,
     )
     emit(SetupView(outcome), json)
-    if not outcome.ok:
+    d = outcome.details
+    short = outcome.status == "dry-run" and d.get("free_bytes", 0) < d.get("needed_bytes", 0)
+    if not outcome.ok or short:  # a plan the real run would refuse is not a success
         raise typer.Exit(1)

@@ -20,7 +20,7 @@ from repro.core.systems import SystemInfo, detect_system, resolve_recipe
 from repro.core.workspace import Workspace
 
 Level = Literal["PASS", "WARN", "FAIL", "SKIP"]
-GB = 1024**3
+GB = 10**9  # one unit everywhere (setup, doctor, recipes): decimal gigabytes, as disks and the hub count
 
 
 @dataclass
@@ -253,9 +253,9 @@ def check_disk(recipe: Recipe | None, ws: Workspace) -> Check:
     root = _existing(ws.root)
     free_gb = shutil.disk_usage(root).free / GB
     if recipe is None:
-        return Check("disk", "WARN", f"{free_gb:,.0f} GB free at {root}; need unknown without a recipe")
+        return Check("disk", "WARN", f"{free_gb:,.1f} GB free at {root}; need unknown without a recipe")
     need = recipe.disk_needed_gb
-    text = f"{free_gb:,.0f} GB free at {root}, recipe needs {need:,.0f} GB"
+    text = f"{free_gb:,.1f} GB free at {root}, recipe needs {need:,.0f} GB (1 GB = 10^9 bytes)"
     if free_gb < need:
         hint = recipe.system.local_nvme_hint
         return Check(
