@@ -211,6 +211,137 @@ def _cli_values_case(root: Path, rng: random.Random, m: Path) -> list[str]:
     return args
 
 
+SECRET = "S3cretPass"
+MARKUP = ["[link=https://evil.example/]x[/link]", "[blink]x[/blink]", "[bold red]FAKE PASS[/]"]
+INVISIBLE = ["\u202e", "\u2066", "\u200b", "\u200f", "\ufeff", "\x1b]52;c;cm0K\x07", "\x1b]8;;http://e/\x1b\\"]
+MD = ["<img src=x onerror=alert(1)>", "[x](javascript:alert(1))", "![i](http://e.example/p.png)", "$\\frac{1}{$"]
+
+
+def _text(rng: random.Random) -> str:
+    return "".join(rng.choice([*MARKUP, *INVISIBLE, *MD, "vm", " ", "|", "`"]) for _ in range(rng.randrange(1, 4)))
+
+
+def _option_case(root: Path, rng: random.Random, m: Path) -> list[str]:
+    """Issue 29 item 7: numbers and URLs at the option edge (a dry run must refuse or accept, never crash)."""
+    opt = rng.choice(["--duration", "--ready-timeout", "--sim-rate", "--stall-timeout", "--endpoint", "env"])
+    bad = rng.choice(["nan", "inf", "-inf", "1e308", "1e400", "0", "-1", "abc", "", "1e-320"])
+    url = rng.choice(["http://127.0.0.1:99999", "http://127.0.0.1:abc", "http://[::1", "ftp://x", "http://:80"])
+    args = ["run", rng.choice(["offline", "server"]), "--recipe", "demo", "--workspace", str(root / "ws"), "--dry-run"]
+    if opt == "env":
+        os.environ["REPRO_HEARTBEAT_S"] = bad
+        return args
+    return [*args, opt, url if opt == "--endpoint" else bad]
+
+
+def _terminal_case(root: Path, rng: random.Random, m: Path) -> list[str]:
+    """Issue 29 item 5: markup, bidi and escape sequences in folder names and shared-storage fields."""
+    name = _text(rng)
+    if rng.random() < 0.5:
+        home = Path(os.environ["REPRO_HOME"])
+        home.mkdir(parents=True, exist_ok=True)
+        from repro.core.ledger import Ledger
+
+        ledger = Ledger.load(home / "ledger.json")
+        ledger.start("setup", "h", recipe="demo")
+        ledger.finish("setup")
+        doc = json.loads((home / "ledger.json").read_text())
+        doc["steps"]["setup"]["finished"] = name
+        (home / "ledger.json").write_text(json.dumps(doc))
+        return ["status", "--recipe", "demo"]
+    (root / "x").mkdir()
+    vm = root / "x" / name.replace("/", "_")
+    shutil.copytree(FIX / "ND_GB300_v6_1", vm)
+    return [rng.choice(["verify", "report"]), str(vm)]
+
+
+def _markdown_case(root: Path, rng: random.Random, m: Path) -> list[str]:
+    """Issue 29 item 5: HTML, links, images and mathtext from folder names in Markdown and HTML reports."""
+    rack = root / "rack"
+    rack.mkdir()
+    for k in range(rng.randrange(1, 3)):
+        shutil.copytree(FIX / "ND_GB300_v6_1", rack / f"{_text(rng).replace('/', '_')}{k}")
+    shutil.copy(FIX / "ND_GB300_v6.json", rack)
+    out = root / rng.choice(["out.md", "out.html"])
+    if out.suffix == ".html":
+        return ["report", str(rack), "--html", str(out)]
+    return [rng.choice(["aggregate", "report"]), str(rack), "--markdown", str(out)]
+
+
+def _secret_case(root: Path, rng: random.Random, m: Path) -> list[str]:
+    """Issue 29 item 6: user:password@ in HF_ENDPOINT or --endpoint, through dry runs, errors and --debug."""
+    url = f"http://{rng.choice(['user', 'admin', ''])}:{SECRET}@127.0.0.1:9"
+    debug = ["--debug"] if rng.random() < 0.5 else []
+    if rng.random() < 0.5:
+        os.environ["HF_ENDPOINT"] = url
+        return [
+            *debug,
+            "setup",
+            "--recipe",
+            RECIPE,
+            "--workspace",
+            str(root / "ws"),
+            rng.choice(["--dry-run", "--yes"]),
+        ]
+    return [
+        *debug,
+        "run",
+        "offline",
+        "--recipe",
+        "demo",
+        "--workspace",
+        str(root / "ws"),
+        "--endpoint",
+        url,
+        "--dry-run",
+    ]
+
+
+def _output_case(root: Path, rng: random.Random, m: Path) -> list[str]:
+    """Issue 29 item 5: an output pointed at an input, or inside one."""
+    vm = _vm(root)
+    inputs = [p for p in root.rglob("*") if p.is_file()]
+    target = rng.choice([*inputs, vm / "new.md", root / "ND_GB300_v6.json"])
+    if rng.random() < 0.5:
+        return ["aggregate", str(root), "--markdown", str(target)]
+    return ["report", str(rng.choice([root, vm])), rng.choice(["--markdown", "--html"]), str(target)]
+
+
+def _power_case(root: Path, rng: random.Random, m: Path) -> list[str]:
+    """Issue 29 item 7: power.csv with invalid UTF-8, long fields, NaN watts, time going back."""
+    vm = _vm(root)
+    perf = next(vm.rglob("mlperf_log_summary.txt")).parent
+    rows = [b"time_s,gpu_index,watts", b"0,0,100", b"1,0,200"]
+    rows.insert(
+        rng.randrange(1, 4),
+        rng.choice(
+            [
+                b"1,0,\xff\xfe",
+                b"1,0," + b"9" * (128 << 10),
+                b"1,0,nan",
+                b"1,0,inf",
+                b"-1,0,5",
+                b"x",
+                b"5,0,1e308",
+                b"0,99999999999,1",
+            ]
+        ),
+    )
+    (perf / "power.csv").write_bytes(b"\n".join(rows) + b"\n")
+    return ["report", str(vm)]
+
+
+def _yaml_case(root: Path, rng: random.Random, m: Path) -> list[str]:
+    """Issue 29 item 4: a recipe with YAML aliases (billion laughs) anywhere."""
+    depth = rng.randrange(2, 10)
+    lines = ['    l0: &l0 ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
+    lines += [f"    l{i}: &l{i} [" + ",".join([f"*l{i - 1}"] * 9) + "]" for i in range(1, depth)]
+    text = (REPO / "recipes" / f"{RECIPE}.yaml").read_text()
+    path = root / f"{RECIPE}.yaml"
+    path.write_text(text.replace("  serve_extra_options:\n", "  serve_extra_options:\n" + "\n".join(lines) + "\n", 1))
+    cmd = rng.choice([["recipes", "validate"], ["recipes", "show"], ["run", "offline", "--dry-run", "--recipe"]])
+    return [*cmd, str(path)]
+
+
 KINDS: dict[str, Callable[[Path, random.Random, Path], list[str]]] = {
     "summary log": _summary_case,
     "detail log": _detail_case,
@@ -221,7 +352,53 @@ KINDS: dict[str, Callable[[Path, random.Random, Path], list[str]]] = {
     "rack.json": _rack_case,
     "recipe file": _recipe_case,
     "CLI values to scripts": _cli_values_case,
+    "option values (29.7)": _option_case,
+    "terminal text (29.5)": _terminal_case,
+    "Markdown/HTML text (29.5)": _markdown_case,
+    "URL secrets (29.6)": _secret_case,
+    "output onto input (29.5)": _output_case,
+    "power.csv (29.7)": _power_case,
+    "recipe aliases (29.4)": _yaml_case,
 }
+
+
+def _tree(root: Path, skip: Path | None) -> dict[str, str]:
+    """Every file under root (but `skip`, the command's own output) with a digest, to see what a command changed."""
+    import hashlib
+
+    out = {}
+    for p in root.rglob("*"):
+        if p.is_file() and not p.is_symlink() and p != skip:
+            out[str(p)] = hashlib.sha256(p.read_bytes()).hexdigest()
+    return out
+
+
+def _unsafe(kind: str, args: list[str], out: str, root: Path) -> bool:
+    """An injection that reached the terminal or a written report (issue 29 item 5): a raw escape or invisible
+    character in the output, markup that was applied (its text shown without its brackets), live HTML or links."""
+    if "\x1b" in out or any(ch in out for ch in "\u202e\u2066\u200b\u200f\ufeff"):
+        return True
+    import re
+
+    if re.search(r"(?<!\])FAKE PASS", out):  # shown without the [bold red] before it: the markup was applied
+        return True
+    for p in root.rglob("out.*"):
+        text = p.read_text(errors="replace")
+        if p.suffix == ".md":
+            import re
+
+            live = re.sub(r"`[^`\n]*`", "", text)
+            if "<img" in live or re.search(r"(?<!\\)\]\((javascript|http)", live):
+                return True
+        if p.suffix == ".html" and ("<img src=x" in text or "javascript:" in text.replace("javascript:alert", "")):
+            return True
+    return False
+
+
+def _written_outside(before: dict[str, str], root: Path) -> int:
+    """Input files a command changed or removed; a new output file is not in `before`, one written over an input is."""
+    after = _tree(root, None)
+    return sum(1 for k, v in before.items() if after.get(k) != v)
 
 
 def _injected(output: str, root: Path, marker: Path) -> bool:
@@ -243,12 +420,14 @@ def _injected(output: str, root: Path, marker: Path) -> bool:
     return marker.exists()
 
 
-def probe(per_kind: int, seed: int) -> dict[str, Counter[str]]:
+def probe(per_kind: int, seed: int, only: str = "") -> dict[str, Counter[str]]:
     from repro.core.workspace import Workspace
 
     rng = random.Random(seed)
     results: dict[str, Counter[str]] = {}
     for kind, make in KINDS.items():
+        if only and only not in kind:
+            continue
         counts: Counter[str] = Counter()
         for _ in range(per_kind):
             root = Path(tempfile.mkdtemp(prefix="repro-probe-"))
@@ -260,10 +439,22 @@ def probe(per_kind: int, seed: int) -> dict[str, Counter[str]]:
 
                 ds = get_recipe(RECIPE).dataset.name
                 save_prepared(Workspace.open(None).preprocessed / ds, ds, [[1, 2, 3]] * 4, [5] * 4, source="probe")
+            saved = {k: os.environ.get(k) for k in ("HF_ENDPOINT", "REPRO_HEARTBEAT_S")}
             try:
                 args = make(root, rng, marker)
+                before = _tree(root, None) if kind.endswith("(29.5)") else {}
                 code, out = invoke(args)
                 counts["tried"] += 1
+                if SECRET in out or any(SECRET.encode() in p.read_bytes() for p in root.rglob("*") if p.is_file()):
+                    counts["secret"] += 1
+                if kind.endswith("(29.5)"):
+                    hit = _unsafe(kind, args, out, root)
+                    counts["injection"] += hit
+                    if (hit or code == 0 and "onto" in kind) and os.environ.get("PROBE_VERBOSE"):
+                        print(
+                            "INJECTION" if hit else "EXIT0", kind, repr(args)[:300], repr(out)[:1500], file=sys.stderr
+                        )
+                    counts["changed"] += _written_outside(before, root)
                 counts[
                     "hang"
                     if code == -1
@@ -274,6 +465,11 @@ def probe(per_kind: int, seed: int) -> dict[str, Counter[str]]:
                 if kind == "CLI values to scripts" and code == 0 and _injected(out, root, marker):
                     counts["injection"] += 1
             finally:
+                for k, v in saved.items():
+                    if v is None:
+                        os.environ.pop(k, None)
+                    else:
+                        os.environ[k] = v
                 shutil.rmtree(root, ignore_errors=True)
         results[kind] = counts
     return results
@@ -325,22 +521,26 @@ def main() -> None:
     ap.add_argument("--per-kind", type=int, default=40)
     ap.add_argument("--seed", type=int, default=16)
     ap.add_argument("--ledger-trials", type=int, default=0)
+    ap.add_argument("--only", default="", help="run only the kinds whose name contains this (e.g. 29.)")
     a = ap.parse_args()
     import repro
 
     print(f"repro from {Path(repro.__file__).parent}")
     total: Counter[str] = Counter()
-    for kind, c in probe(a.per_kind, a.seed).items():
+    for kind, c in probe(a.per_kind, a.seed, a.only).items():
         total.update(c)
         print(
-            f"{kind:24} tried {c['tried']:4}  tracebacks {c['traceback']:3}  hangs {c['hang']:3}  "
-            f"injections {c['injection']:3}  "
+            f"{kind:27} tried {c['tried']:4}  tracebacks {c['traceback']:3}  hangs {c['hang']:3}  "
+            f"injections {c['injection']:3}  secrets {c['secret']:3}  inputs changed {c['changed']:3}  "
             + " ".join(f"{k}:{v}" for k, v in sorted(c.items()) if k.startswith("exit"))
         )
     print(
-        f"{'TOTAL':24} tried {total['tried']:4}  tracebacks {total['traceback']:3}  hangs {total['hang']:3}  "
-        f"injections {total['injection']:3}"
+        f"{'TOTAL':27} tried {total['tried']:4}  tracebacks {total['traceback']:3}  hangs {total['hang']:3}  "
+        f"injections {total['injection']:3}  secrets {total['secret']:3}  inputs changed {total['changed']:3}"
     )
+    import resource
+
+    print(f"peak RSS of the probe process: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB")
     if a.ledger_trials:
         trials, lost = ledger_trials(a.ledger_trials)
         print(f"ledger: {trials} trials of run offline + run server together, {lost} entries lost")

@@ -303,6 +303,12 @@ def test_5_aggregate_markdown_onto_the_system_json_is_refused(fixtures: Path, tm
     assert "input" in err and system.read_bytes() == before
     assert cli("aggregate", str(rack), "--markdown", str(tmp_path / "rack.md")).returncode in (0, 1)
 
+    # The system JSON is read from beside the run folder, not inside it: still an input, still never an output.
+    vm = rack / "ND_GB300_v6_1"
+    for flag in ("--html", "--markdown"):
+        err = one_line_error(cli("report", str(vm), flag, str(system)))
+        assert "read" in err and system.read_bytes() == before
+
 
 # ---- item 4: memory bounded by what is parsed (the ledger, power.csv, recipes) ---------------------------------
 

@@ -42,6 +42,9 @@ def report(
             check_output(path, result_dirs, kind, "repro report")
     result = build_report(result_dirs, recipe=recipe, gpus=gpus)
     for path, kind in ((html, "html"), (markdown, "markdown")):
+        if path is not None:
+            check_output(path, result_dirs, kind, "repro report", read=result.sources)
+    for path, kind in ((html, "html"), (markdown, "markdown")):
         if path is None:
             continue
         if kind == "html":

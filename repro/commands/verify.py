@@ -101,6 +101,14 @@ def aggregate(
         check_output(markdown, dirs, "markdown", "repro aggregate")
     report = build_rack(dirs, recipe=recipe, gpus=gpus, expect=expect, scenario=_scenario(scenario) or "Offline")
     if markdown:
+        read = [
+            p
+            for r in report.rows
+            if r.verdict is not None
+            for p in (r.verdict.run.summary_path, r.verdict.run.detail_path, r.verdict.run.system_path)
+            if p is not None
+        ]
+        check_output(markdown, dirs, "markdown", "repro aggregate", read=read)
         atomic_write_text(markdown, report.to_markdown())
     emit(report, json)
     raise typer.Exit(report.exit_code)

@@ -6,6 +6,7 @@ import hashlib
 import json
 import os
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -44,13 +45,20 @@ def write_published_json(path: Path, obj: Any) -> None:
     atomic_write_json(path, redact_tree(obj))
 
 
-def check_output(output: Path, inputs: list[Path], option: str, command: str) -> Path:
-    """An output file is never one of the inputs or inside an input folder: a report would overwrite a log
-    or a system JSON, or be read back as part of the next run's results."""
+def check_output(output: Path, inputs: list[Path], option: str, command: str, read: Iterable[Path] = ()) -> Path:
+    """An output file is never one of the inputs, inside an input folder, or a file the command read (a system
+    JSON found beside the folders): a report would overwrite a log or a system JSON, or be read back as part of
+    the next run's results."""
     from repro.core.errors import InputError
     from repro.core.textsafe import sh_quote
 
     out = Path(output).resolve()
+    for src_file in read:
+        if Path(src_file).resolve() == out:
+            raise InputError(
+                f"{output}: --{option} would write over {src_file}, which this {command} read.",
+                f"{command} {' '.join(sh_quote(str(p)) for p in inputs)} --{option} {sh_quote(Path(output).name)}",
+            )
     for given in inputs:
         src = Path(given).resolve()
         if out == src or src in out.parents:
