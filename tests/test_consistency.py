@@ -320,6 +320,17 @@ def test_a_1_gb_line_in_the_detail_log_is_bounded(fixtures: Path, tmp_path: Path
     assert code in (0, 1) and rss < 500, (code, rss, out)
 
 
+def test_64_mb_of_list_values_under_fresh_keys_is_not_kept_whole(fixtures: Path, tmp_path: Path) -> None:
+    """What is kept is capped, not only what is read: 64 MB of `[1.5, ...]` values expand to 550 MB on 11be551."""
+    vm, _, detail = _gb300(fixtures, tmp_path)
+    body = ", ".join(["1.5"] * 200_000)
+    with open(detail, "a") as fh:
+        for i in range(64):
+            fh.write(f':::MLLOG {{"key": "k{i}", "value": [{body}]}}\n')
+    code, rss, out = _peak("verify", str(vm))
+    assert code == 0 and rss < 500, (code, rss, out)
+
+
 def test_a_6_gb_sparse_tail_on_a_summary_is_bounded(fixtures: Path, tmp_path: Path) -> None:
     tree = tmp_path / "tree"
     _gb200(fixtures, tree, "a")

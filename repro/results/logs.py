@@ -31,6 +31,15 @@ _MAX_ACCURACY_TXT = 4 << 20  # MLPerf's accuracy.txt is under 1 KB (plus evaluat
 _MAX_JSON = 4 << 20  # a system JSON or run.json is a few KB; 4 MB of `[{},...]` expands to ~100 MB at most
 _MAX_LINE = 1 << 20  # the longest published MLLOG line (loaded_qsl_set, 24,576 indices) is ~137 KB
 _MAX_SCORES_LINE = 64 << 10
+_MAX_KEYS = 10_000  # distinct MLLOG keys kept (a real detail log has ~120)
+_MAX_NESTED = 8 << 20  # bytes of lines whose list/dict values are kept (loaded_qsl_set is ~137 KB)
+_MAX_MESSAGES = 1_000  # errors and warnings kept, each cut to 300 characters
+
+
+def _brief(value: Any) -> str:
+    text = str(value)
+    return text if len(text) <= 300 else text[:297] + "..."
+
 
 _LATENCY = re.compile(
     r"^(?:(min|max|mean)|(\d+(?:\.\d+)?) percentile) (first token latency|time to output token|latency) \(ns\)$", re.I
@@ -283,13 +292,16 @@ def _read_head_checked(path: Path, limit: int) -> tuple[bytes, bool]:
 
 def parse_detail(path: Path) -> dict[str, Any]:
     """Last value of each MLLOG key, plus error/warning entries. Malformed lines are counted, not fatal. A key
-    logged twice with different values (messages aside) is kept in `repeats`: LoadGen logs each result once."""
+    logged twice with different values (messages aside) is kept in `repeats`: LoadGen logs each result once.
+
+    What is kept is capped, not only what is read (#29): a real log has ~120 keys and two list values
+    (loaded_qsl_set, loadgen_file_sha1), while 64 MB of `[1.5, 1.5, ...]` under fresh keys expands eightfold."""
     values: dict[str, Any] = {}
     first_line: dict[str, int] = {}
     repeats: list[tuple[str, int, Any, int, Any]] = []
     errors: list[str] = []
     warnings: list[str] = []
-    bad = good = 0
+    bad = good = dropped = nested = 0
     for lineno, line in enumerate(_iter_lines(path), 1):
         if not line.startswith(":::MLLOG"):
             continue
@@ -304,15 +316,22 @@ def parse_detail(path: Path) -> dict[str, Any]:
             continue
         good += 1
         value = entry.get("value")
-        if key in values and not consistency.is_message_key(key) and values[key] != value:
+        if key not in values and len(values) >= _MAX_KEYS:
+            dropped += 1
+            continue
+        if isinstance(value, (list, dict)):
+            nested += len(line)
+            if nested > _MAX_NESTED:
+                value = f"<a {type(value).__name__} of {len(line):,} bytes, not kept>"
+        if key in values and not consistency.is_message_key(key) and values[key] != value and len(repeats) < 20:
             repeats.append((key, first_line[key], values[key], lineno, value))
         first_line.setdefault(key, lineno)
         values[key] = value
         meta = entry.get("metadata") if isinstance(entry.get("metadata"), dict) else {}
         if meta.get("is_error") or key.startswith("error"):
-            errors.append(f"{key}: {entry.get('value')}")
+            errors.append(f"{key}: {_brief(value)}")
         elif meta.get("is_warning") or key.startswith("warning"):
-            warnings.append(f"{key}: {entry.get('value')}")
+            warnings.append(f"{key}: {_brief(value)}")
     if good == 0:
         raise InputError(
             f"{path}: no readable ':::MLLOG' lines ({bad} malformed).",
@@ -320,6 +339,13 @@ def parse_detail(path: Path) -> dict[str, Any]:
         )
     if bad:
         warnings.append(f"{path.name}: {bad} malformed MLLOG line(s) skipped")
+    if dropped:
+        warnings.append(f"{path.name}: {dropped} entries under keys beyond the first {_MAX_KEYS:,} not kept")
+    if len(errors) > _MAX_MESSAGES or len(warnings) > _MAX_MESSAGES:
+        errors = errors[:_MAX_MESSAGES] + [f"... {len(errors) - _MAX_MESSAGES} more"] * (len(errors) > _MAX_MESSAGES)
+        warnings = warnings[:_MAX_MESSAGES] + [f"... {len(warnings) - _MAX_MESSAGES} more"] * (
+            len(warnings) > _MAX_MESSAGES
+        )
     return {"values": values, "errors": errors, "warnings": warnings, "repeats": repeats}
 
 
