@@ -484,6 +484,7 @@ def test_every_published_bundle_golden(fixtures: Path, monkeypatch: pytest.Monke
                     accuracy=doc["accuracy_verdict"],
                     test06=doc["test06"],
                     min_duration=doc["min_duration"],
+                    accelerator=next(c["ok"] for c in doc["checks"] if c["name"] == "accelerator"),
                     reasons=doc["reasons"],
                     published_record=(doc["published_record"] or {}).get("ref"),
                 )
@@ -501,6 +502,7 @@ def test_no_published_bundle_passes_with_a_failed_check(fixtures: Path) -> None:
     assert passed
     for r in passed:
         assert r["accuracy"] != "FAIL" and r["test06"] != "FAIL" and r["min_duration"] == "PASS", r["bundle"]
+        assert r["accelerator"] is True, r["bundle"]  # known, and the reference's
         assert r["exit_code"] == 0
     assert {r["bundle"] for r in passed if r["division"] == "open"} == {
         "v4.1_open_NVIDIA_H200-SXM-141GBx1_TRT_DepthPruned_llama2-70b-99_Offline",
