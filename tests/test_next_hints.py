@@ -298,3 +298,24 @@ def test_the_guided_flow_pasting_every_next_line_ends_with_every_step_done(tmp_p
     pasted = _paste_every_hint(guided.stdout + guided.stderr, env, tmp_path)
     assert pasted and pasted[0].startswith("repro report ")
     _all_done(env, tmp_path)
+
+
+# --- item 4: verify --against takes the count plain verify takes, and its hint keeps the ID ------------------------
+
+
+def test_verify_against_assumes_the_recipe_count_and_its_hint_keeps_the_id(tmp_path, fixtures):
+    src = fixtures / "azure-nd-gb200-v6-v5.1" / "llama2-70b-99" / "Offline" / "performance" / "run_1"
+    bare = tmp_path / "bare" / "performance" / "run_1"
+    shutil.copytree(src, bare)
+    summary = bare / "mlperf_log_summary.txt"  # another figure, so the run is not recognised as the published one
+    summary.write_text(summary.read_text().replace("Tokens per second: 52061.6", "Tokens per second: 50000.0"))
+    res = runner.invoke(app, ["verify", str(bare.parent.parent), "--against", "5.1-0008", "--json"])
+    err = json.loads(res.stdout)["error"]
+    assert res.exit_code == 2 and "no run.json" in err["message"]
+    assert "--against 5.1-0008" in err["message"] and err["next_command"] == "repro verify --help"
+
+    (bare / "run.json").write_text(json.dumps({"recipe": "nd-gb200-v6", "gpus": []}))
+    res = runner.invoke(app, ["verify", str(bare.parent.parent), "--against", "5.1-0008", "--json"])
+    doc = json.loads(res.stdout)
+    assert doc["run"]["accelerators"] == 4 and doc["run"]["accelerators_source"] == "recipe nd-gb200-v6"
+    assert any("assumed 4 from recipe nd-gb200-v6" in n for n in doc["run"]["notes"])

@@ -10,6 +10,7 @@ and fields, the results path, the benchmark and scenario folders, the printed to
 from __future__ import annotations
 
 import re
+import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -177,8 +178,28 @@ class RunFacts:
         }
 
 
-def facts_from_run(run: LoadGenRun, gpus: int | None = None, match: IndexMatch | None = None) -> RunFacts:
-    """Accelerators: --gpus, else run.json, else system JSON per node x nodes, else the matched published record."""
+def _recipe_count(run: LoadGenRun) -> tuple[int | None, str, str | None]:
+    """The GPU count of the recipe run.json names (what plain `repro verify` assumes), or (None, '', None)."""
+    from repro.core.errors import RecipeError
+    from repro.core.recipes import registry_recipe
+
+    name = (run.run_info or {}).get("recipe")
+    if not isinstance(name, str):
+        return None, "", None
+    try:
+        recipe = registry_recipe(name)
+    except RecipeError:
+        return None, "", None
+    n = recipe.system.gpus_per_vm
+    note = f"no system JSON or run.json gives the accelerator count: assumed {n} from recipe {name}"
+    return n, f"recipe {name}", note
+
+
+def facts_from_run(
+    run: LoadGenRun, gpus: int | None = None, match: IndexMatch | None = None, refs: list[str] | None = None
+) -> RunFacts:
+    """Accelerators: --gpus, else run.json, else system JSON per node x nodes, else the matched published record,
+    else (as plain verify does) the count of the recipe run.json names, with a note."""
     if run.tokens_per_s is None:
         raise InputError(
             f"{run.summary_path or run.folder}: no tokens per second in the logs.",
@@ -186,11 +207,21 @@ def facts_from_run(run: LoadGenRun, gpus: int | None = None, match: IndexMatch |
         )
     found, notes = count_accelerators(run, gpus)
     if found is None:
+        total, source, note = _recipe_count(run)
+        if note:
+            notes.append(note)
+    else:
+        total, source = found.total, found.source
+    if total is None:
+        has_info = "run.json gives no GPU count" if run.run_info else "no run.json"
+        hint = ["repro", "verify", str(run.folder), "--gpus", "N"]
+        for ref in refs or []:
+            hint += ["--against", ref]
         raise InputError(
-            f"{run.folder}: cannot tell how many accelerators ran (no system JSON, no run.json).",
-            f"`repro verify {run.folder} --gpus N --against REF`",
+            f"{run.folder}: cannot tell how many accelerators ran (no system JSON, {has_info}); pass the count the "
+            f"run used with --gpus: {shlex.join(hint)}",
+            "repro verify --help",
         )
-    total, source = found.total, found.source
     accel, accel_source = run_accelerator(run)
     return RunFacts(
         run.folder,
@@ -372,7 +403,7 @@ def verify_against(
     idx = index or load_index()
     run = pick_perf_run(Path(path), scenario)
     match = match_run(run, idx)
-    facts = facts_from_run(run, gpus, match)
+    facts = facts_from_run(run, gpus, match, refs)
     rows: list[PublishedResult] = []
     for ref in refs:
         row = pick_row(idx.resolve(ref), facts, ref)
