@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from repro.results.compare import verify_against
 from repro.results.logs import parse_detail, parse_run
 from repro.results.verify import verify_dir
 
@@ -93,6 +94,21 @@ def test_a_run_shorter_than_its_own_min_duration_fails(fixtures: Path, tmp_path:
     v = verify_dir(vm)
     assert v.status == "FAIL"
     assert "the run lasted 300.0 s" in _reasons(v) and "min_duration 2,400 s" in _reasons(v)
+
+
+def test_a_summary_alone_can_contradict_itself_and_against_does_not_pass_it(fixtures: Path, tmp_path: Path) -> None:
+    """The GB200 bundle has no detail log: its summary alone says 'Min duration satisfied : Yes' over 300 s of a
+    2,400 s setting. Neither the verdict nor `verify --against` (the published-record comparison) PASSes it."""
+    root = _gb200(fixtures, tmp_path)
+    _edit(
+        root / GB200_PERF / "mlperf_log_summary.txt",
+        "Max latency (ns)                : 3225601298025",
+        "Max latency (ns)                : 300000000000",
+    )
+    v = verify_dir(root)
+    assert v.status == "FAIL" and "the run lasted 300.0 s" in _reasons(v)
+    cmp = verify_against(root, ["5.1-0008"])
+    assert cmp.status == "FAIL" and any("the run lasted 300.0 s" in n for n in cmp.facts.notes)
 
 
 def test_summary_and_detail_disagreeing_on_min_duration_met_fails(fixtures: Path, tmp_path: Path) -> None:

@@ -232,9 +232,9 @@ def facts_from_run(
         benchmark_target(run.folder),
         accel,
         accel_source or "unknown",
-        run.valid,
+        run.valid and not run.contradictions,  # a folder that disagrees with itself is never a valid result
         run.label,
-        tuple(notes),
+        tuple(notes) + tuple(f"the run's own files disagree: {c}" for c in run.contradictions),
     )
 
 

@@ -90,6 +90,8 @@ def contradictions(
         out.append(
             f"{d_name} logs {key} twice with different values: {_show(old)} (line {first}), {_show(new)} (line {line})"
         )
+    params = {_param_key(k): val for k, val in summary.get("params", {}).items()}
+    out += _too_short(s_name, d_name, summary, v, params, scenario)  # one file can contradict itself too
     if summary_path is None or detail_path is None:
         return out
 
@@ -127,12 +129,10 @@ def contradictions(
             and s_val.replace(" ", "").lower() != logged.replace(" ", "").lower()
         ):
             out.append(f"{s_name} says {what} : {s_val} but {d_name} says {d_key} {_show(logged)}")
-    params = {_param_key(k): val for k, val in summary.get("params", {}).items()}
     for setting, d_key in _SETTING_KEYS.items():
         a, b = _number(params.get(setting)), _number(v.get(d_key))
         if a is not None and b is not None and a != b:
             out.append(f"{s_name} says {setting} {a:,.0f} but {d_name} says {d_key} {b:,.0f}")
-    out += _too_short(s_name, d_name, summary, v, params, scenario)
     return out
 
 
