@@ -19,7 +19,7 @@ from repro.core.recipes import Recipe, all_recipes
 from repro.report.explain import Explanation, explain
 from repro.report.roofline import Roofline, roofline
 from repro.report.tables import ALWAYS, Chart, Column, Paragraph, Section, Table, footnote_ref, natural_key
-from repro.results.aggregate import RackReport, VMRow, aggregate
+from repro.results.aggregate import RackReport, VMRow, aggregate, published_outside_band
 from repro.results.verify import Verdict
 from repro.run.power import PowerSummary, read_power
 
@@ -472,26 +472,7 @@ class Report:
         return blocks
 
     def published_vms_outside_band(self) -> str | None:
-        """The band is the brief's rule (±5% of the published per-GPU figure); Azure's own slowest or fastest VM
-        can fall outside it, and the reader should see by how much rather than discover it."""
-        rack, band = self.recipe.published.rack, self.recipe.published.band()
-        gpus = self.recipe.system.gpus_per_vm
-        if rack is None or band is None or not gpus:
-            return None
-        lo, hi = band[0] * gpus, band[1] * gpus
-        per_vm = rack.vm_tokens_per_s or {"slowest": rack.min_tokens_per_s, "fastest": rack.max_tokens_per_s}
-        out = []
-        for name, value in sorted(per_vm.items(), key=lambda kv: natural_key(kv[0])):
-            if value < lo:
-                out.append(f"{name} {fmt_num(value)} ({(1 - value / lo) * 100:.1f}% below it)")
-            elif value > hi:
-                out.append(f"{name} {fmt_num(value)} ({(value / hi - 1) * 100:.1f}% above it)")
-        if not out:
-            return None
-        return (
-            f"The band is ±5% of the published per-GPU figure ({fmt_num(lo)}–{fmt_num(hi)} tokens/s per VM). "
-            f"Published VMs outside it: {'; '.join(out)}."
-        )
+        return published_outside_band(self.recipe)
 
     def _efficiency_table(self) -> Table:
         notes: list[str] = []

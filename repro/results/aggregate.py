@@ -408,4 +408,29 @@ def aggregate(
         )
     if scenario == "Offline" and chosen is not None:
         notes += _published_vm_notes(chosen, rows)
+        if (outside := published_outside_band(chosen)) is not None and len(rows) > 1:
+            notes.append(outside)
     return RackReport(chosen, rows, expect, notes=notes, scenario=scenario).compute()
+
+
+def published_outside_band(recipe: Recipe) -> str | None:
+    """The band is the brief's rule (±5% of the published per-GPU figure); Azure's own slowest or fastest VM
+    can fall outside it, and the reader should see by how much rather than discover it."""
+    rack, band = recipe.published.rack, recipe.published.band()
+    gpus = recipe.system.gpus_per_vm
+    if rack is None or band is None or not gpus:
+        return None
+    lo, hi = band[0] * gpus, band[1] * gpus
+    per_vm = rack.vm_tokens_per_s or {"slowest": rack.min_tokens_per_s, "fastest": rack.max_tokens_per_s}
+    out = []
+    for name, value in sorted(per_vm.items(), key=lambda kv: _natural(kv[0])):
+        if value < lo:
+            out.append(f"{name} {fmt_num(value)} ({(1 - value / lo) * 100:.1f}% below it)")
+        elif value > hi:
+            out.append(f"{name} {fmt_num(value)} ({(value / hi - 1) * 100:.1f}% above it)")
+    if not out:
+        return None
+    return (
+        f"The band is ±5% of the published per-GPU figure ({fmt_num(lo)}–{fmt_num(hi)} tokens/s per VM). "
+        f"Published VMs outside it: {'; '.join(out)}."
+    )
