@@ -442,3 +442,79 @@ def test_generated_script_passes_bash_n_and_shellcheck(
         )
     )
     assert len(script.splitlines()) == len(benign.splitlines()), "a value added a line to the script"
+
+
+# Issue 29: a hub listing is untrusted. Names a mirror could list: traversal in every spelling, absolute paths,
+# and arbitrary text. Setup (dry run and real) must exit 0 or 2, write nothing outside the workspace's model
+# folder, and never fetch a name that leaves it.
+LISTED_NAMES = st.one_of(
+    st.sampled_from(
+        [
+            "../../../victim.json",
+            "sub/../../../../victim.json",
+            "./../victim.json",
+            "..",
+            "a/..",
+            "/tmp/victim.json",
+            "//victim.json",
+            "sub//../../victim.json",
+            "..\\..\\victim.json",
+            "\x1b]52;c;eA==\x07.json",
+            "<img src=x onerror=alert(1)>.json",
+            "[link=https://e.example/]x[/link].json",
+        ]
+    ),
+    st.lists(st.sampled_from(["..", ".", "sub", "x.json", "", "\u202e", "%2e%2e"]), min_size=1, max_size=6).map(
+        "/".join
+    ),
+)
+
+
+@pytest.fixture(scope="module")
+def hub_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, bytes]:
+    from setup_helpers import build_tokenizer_dir, model_files
+
+    return model_files(build_tokenizer_dir(tmp_path_factory.mktemp("tok") / "tok"), shard_sizes=(2_000,))
+
+
+@settings(FUZZ, max_examples=int(os.environ.get("REPRO_FUZZ_HUB", "20")))
+@given(names=st.lists(LISTED_NAMES, min_size=1, max_size=3, unique=True), dry_run=st.booleans())
+def test_hub_listing_never_writes_outside_the_model_folder(
+    hub_files: dict[str, bytes], names: list[str], dry_run: bool
+) -> None:
+    from hubserver import HubServer, Repo
+    from setup_helpers import MODEL_REPO, write_recipe
+
+    with sandbox() as root:
+        victim = root / "victim.json"
+        victim.write_text("precious")
+        outside = _tree_digest(root)
+        server = HubServer()
+        server.model = server.add(Repo(MODEL_REPO, {**hub_files, **{n: b'{"x": 1}' for n in names}}))
+        recipe = write_recipe(root / "cwd", revision=server.model.commit, base_url=server.url)
+        env = {"HF_ENDPOINT": server.url, "HF_HUB_DISABLE_XET": "1", "HF_HOME": str(root / "hf-home")}
+        old = {k: os.environ.get(k) for k in env}
+        os.environ.update(env)
+        try:
+            with server:
+                res = CliRunner().invoke(app, ["setup", "--recipe", str(recipe), *(["--dry-run"] if dry_run else [])])
+        finally:
+            for k, v in old.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+        exc = res.exception
+        assert exc is None or isinstance(exc, SystemExit), f"{names}: {type(exc).__name__}: {exc}"
+        assert res.exit_code in (0, 1, 2), (names, res.exit_code, res.output[-1500:])
+        assert victim.read_text() == "precious"
+        after = _tree_digest(root)
+        changed = {
+            p
+            for p in set(outside) | set(after)
+            if outside.get(p) != after.get(p) and not p.startswith(("home/", "hf-home/", "cwd/"))
+        }
+        assert not changed, f"{names}: setup changed {changed} outside the workspace"
+        models = root / "home" / "models"
+        for p in models.rglob("*") if models.exists() else []:
+            assert p.resolve().is_relative_to(models.resolve()), p
