@@ -111,6 +111,17 @@ def test_a_summary_alone_can_contradict_itself_and_against_does_not_pass_it(fixt
     assert cmp.status == "FAIL" and any("the run lasted 300.0 s" in n for n in cmp.facts.notes)
 
 
+def test_an_interactive_run_shorter_than_its_own_min_duration_fails(fixtures: Path, tmp_path: Path) -> None:
+    """Server/Interactive: the queries LoadGen generated span 300 s of a 1,200 s setting, yet both files say met."""
+    root = tmp_path / "b200"
+    shutil.copytree(fixtures / "v5.1_NVIDIA_B200-SXM-180GBx8_TRT_llama2-70b-99_Interactive", root)
+    assert verify_dir(root).status == "PASS"
+    detail = root / "performance" / "run_1" / "mlperf_log_detail.txt"
+    _edit(detail, '"generated_query_duration", "value": 1228210705758', '"generated_query_duration", "value": 3e11')
+    v = verify_dir(root)
+    assert v.status == "FAIL" and "the run lasted 300.0 s (generated_query_duration" in _reasons(v)
+
+
 def test_summary_and_detail_disagreeing_on_min_duration_met_fails(fixtures: Path, tmp_path: Path) -> None:
     vm, _, detail = _gb300(fixtures, tmp_path)
     _edit(detail, '"result_min_duration_met", "value": true', '"result_min_duration_met", "value": false')
