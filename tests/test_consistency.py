@@ -74,6 +74,8 @@ def test_summary_valid_but_detail_invalid_fails_naming_both_files(fixtures: Path
     v = verify_dir(vm)
     assert v.status == "FAIL" and v.exit_code == 1
     assert "mlperf_log_summary.txt says Result is : VALID but mlperf_log_detail.txt says result_validity" in _reasons(v)
+    said = v.to_json()
+    assert said["reproduction"] is False and any("result_validity 'INVALID'" in c for c in said["contradictions"])
 
 
 def test_tokens_per_second_beyond_rounding_fails_and_rounding_does_not(fixtures: Path, tmp_path: Path) -> None:

@@ -139,6 +139,8 @@ class Verdict:
             "band_per_gpu": None if self.band is None else [round(self.band[0], 1), round(self.band[1], 1)],
             "deviation_pct": _finite_or_none(self.deviation_pct, 2),
             "checks": [{"name": c.name, "ok": c.ok, "detail": c.detail} for c in self.checks],
+            "contradictions": self.run.contradictions,
+            "evidence_gaps": self.run.evidence_gaps,
             "accuracy": self.run.accuracy,
             "accuracy_target": self.accuracy_target[0],
             "accuracy_verdict": self._state("accuracy"),
