@@ -319,3 +319,21 @@ def test_verify_against_assumes_the_recipe_count_and_its_hint_keeps_the_id(tmp_p
     doc = json.loads(res.stdout)
     assert doc["run"]["accelerators"] == 4 and doc["run"]["accelerators_source"] == "recipe nd-gb200-v6"
     assert any("assumed 4 from recipe nd-gb200-v6" in n for n in doc["run"]["notes"])
+
+
+# --- item 20: verify of an interrupted run says so once and judges nothing else -----------------------------------
+
+
+def test_verify_of_an_interrupted_run_says_so_once_and_hints_the_same_run(tmp_path, fixtures):
+    src = fixtures / "azure-nd-gb200-v6-v5.1" / "llama2-70b-99" / "Offline" / "performance" / "run_1"
+    run = tmp_path / "stopped" / "performance" / "run_1"
+    shutil.copytree(src, run)
+    argv = ["repro", "run", "offline", "--recipe", "nd-gb200-v6", "--duration", "60"]
+    info = {"recipe": "nd-gb200-v6", "status": "interrupted", "signal": "SIGINT", "incomplete": True, "command": argv}
+    (run / "run.json").write_text(json.dumps(info))
+    res = runner.invoke(app, ["verify", str(run.parent.parent), "--recipe", "nd-gb200-v6"])
+    assert res.exit_code == 1
+    assert res.stdout.count("was stopped by SIGINT") == 1 and "ERRORS" not in res.stdout and "┃" not in res.stdout
+    assert _next_lines(res.stdout) == [shlex.join(argv)]
+    doc = json.loads(runner.invoke(app, ["verify", str(run.parent.parent), "--recipe", "nd-gb200-v6", "--json"]).stdout)
+    assert doc["interrupted"] is True and len(doc["reasons"]) == 1 and doc["next_command"] == shlex.join(argv)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import shlex
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -66,6 +66,10 @@ def verify(
         emit(ComparisonView(result), json)
         raise typer.Exit(result.exit_code)
     verdict = verify_dir(result_dir, recipe=recipe, gpus=gpus, scenario=_scenario(scenario))
+    stopped = InterruptedRun.of(verdict)
+    if stopped is not None:  # partial logs: say so once, judge nothing else, point at the same run again
+        emit(stopped, json)
+        raise typer.Exit(verdict.exit_code)
     if verdict.recipe is not None:
         record_verify(Workspace.open(workspace), result_dir, verdict.recipe, verdict.status, verdict.exit_code)
         then = shlex.join(["repro", "report", str(result_dir), "--html", "report.html"])
@@ -74,6 +78,44 @@ def verify(
         then = shlex.join(["repro", "published", "show", verdict.record.row.ref])
     emit(WithNext(verdict, then), json)
     raise typer.Exit(verdict.exit_code)
+
+
+class InterruptedRun:
+    """A run stopped by a signal (or that died): its LoadGen errors and short duration are what stopping does, so
+    the one thing worth saying is that, and the command that runs it again."""
+
+    def __init__(self, verdict: Any, why: str, again: str | None):
+        self.verdict, self.why, self.next_command = verdict, why, again
+
+    @classmethod
+    def of(cls, verdict: Any) -> InterruptedRun | None:
+        info = verdict.run.run_info or {}
+        if info.get("status") not in ("interrupted", "failed") and not info.get("incomplete"):
+            return None
+        signal = f" by {info['signal']}" if info.get("signal") else ""
+        what = "was stopped" if info.get("status") == "interrupted" else "did not finish"
+        why = f"{verdict.run.folder}: this run {what}{signal}"
+        why += "; its logs are partial, so nothing else in them is judged."
+        command = info.get("command")
+        again = shlex.join([str(c) for c in command]) if isinstance(command, list) and command else None
+        return cls(verdict, why, again)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "status": self.verdict.status,
+            "reproduction": False,
+            "interrupted": True,
+            "reasons": [self.why],
+            "run": str(self.verdict.run.folder),
+            "next_command": self.next_command,
+        }
+
+    def __rich__(self) -> Any:
+        from rich.text import Text
+
+        from repro.ui.wrap import Prose
+
+        return Prose(Text(f"Verdict: {self.verdict.status}. ", style="bold") + Text(self.why))
 
 
 def aggregate(
