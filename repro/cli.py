@@ -157,6 +157,11 @@ def _root(
 _METAVARS = {
     "recipe": "NAME",
     "round_": "ROUND",
+    "server_image": "IMAGE",
+    "endpoint": "URL",
+    "ready_timeout": "SECONDS",
+    "served_model": "NAME",
+    "image_registry": "REGISTRY",
     "workspace": "DIR",
     "gpus": "N",
     "nodes": "N",
@@ -176,6 +181,50 @@ _METAVARS = {
 }
 
 
+# A command with many options lists them in these groups (in this order); any other option goes under "Other".
+_PANELS: dict[str, tuple[str, ...]] = {
+    "Run": (
+        "recipe", "workspace", "backend", "duration", "official_min_duration", "samples", "accuracy",
+        "compliance", "into", "sim_rate", "target_qps",
+    ),
+    "Server": ("endpoint", "served_model", "server_image", "keep_servers", "listen", "ready_timeout"),
+    "Rack (--launcher slurm)": (
+        "nodes", "launcher", "partition", "container_image", "image_registry", "rerun_failed",
+    ),
+    "Output": ("dry_run", "json", "help"),
+}  # fmt: skip
+_GROUP_FROM = 12
+
+
+def _grouped_help(cmd: Any) -> None:
+    """Long option lists read in groups (run, servers, rack, output) instead of one undivided list."""
+    options = [p for p in cmd.params if p.param_type_name == "option"]
+    if len(options) < _GROUP_FROM:
+        return
+
+    def format_options(ctx: Any, formatter: Any) -> None:
+        params = cmd.get_params(ctx)
+        args = [r for p in params if p.param_type_name == "argument" and (r := p.get_help_record(ctx))]
+        if args:
+            with formatter.section("Arguments"):
+                formatter.write_dl(args)
+        placed: set[str] = set()
+        for title, names in [*_PANELS.items(), ("Other", ())]:
+            rows = []
+            for p in params:
+                if p.param_type_name != "option" or p.name in placed:
+                    continue
+                if title == "Other" or p.name in names:
+                    if (record := p.get_help_record(ctx)) is not None:
+                        rows.append(record)
+                    placed.add(p.name)
+            if rows:
+                with formatter.section(f"{title} options"):
+                    formatter.write_dl(rows)
+
+    cmd.format_options = format_options
+
+
 def _plain_metavars(cmd: Any) -> None:
     """Help shows NAME, DIR, N: words a user types, never Python types such as <list[Path]>."""
     for param in cmd.params:
@@ -186,6 +235,7 @@ def _plain_metavars(cmd: Any) -> None:
             # usage reads `repro verify RESULT_DIR`, as typed, not Typer's `{RESULT_DIR}`
             shown = param.metavar + ("..." if param.nargs != 1 else "")
             param._usage_display_name = lambda shown=shown: shown
+    _grouped_help(cmd)
     for sub in getattr(cmd, "commands", {}).values():
         _plain_metavars(sub)
 

@@ -145,3 +145,11 @@ def test_setup_dry_run_that_would_run_out_of_disk_exits_1_and_units_agree_with_d
     disk = next(c for c in json.loads(doctor.stdout)["checks"] if c["name"] == "disk")
     free_doctor = float(disk["detail"].split(" GB free")[0].replace(",", ""))
     assert abs(free_doctor - free_setup) < 0.5 and "10^9 bytes" in disk["detail"]
+
+
+def test_run_offline_help_groups_its_options():
+    out = subprocess.run([*CLI, "run", "offline", "--help"], capture_output=True, text=True, timeout=60).stdout
+    sections = [line for line in out.splitlines() if line.endswith("options:")]
+    assert sections == ["Run options:", "Server options:", "Rack (--launcher slurm) options:", "Output options:"]
+    assert out.index("--listen ADDRESS") > out.index("Server options:") > out.index("--duration SECONDS")
+    assert "SERVER_IMAGE" not in out and "READY_TIMEOUT" not in out
