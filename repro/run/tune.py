@@ -47,6 +47,9 @@ OFFLINE_HEADROOM = 1.2
 """--target-qps auto (Offline): LoadGen issues 1.1 x qps x min_duration samples; 1.2 x the probed rate keeps the run
 above min_duration while the full run is up to 1.32x faster than the probe, and no longer than 1.32x min_duration."""
 MIN_QPS = 0.01
+ABORT_FACTOR = 3.0
+"""A probe stops once a query has waited this many TTFT limits for its first token: it has failed, and draining a
+queue far above capacity would take minutes."""
 MIN_GROWTH = 0.01
 """With no margin, a TTFT rising 10 ms per second still fails the probe."""
 
@@ -98,6 +101,11 @@ class Timeline:
         self.first: dict[int, float] = {}
         self.done: dict[int, tuple[float, int]] = {}
         self.lock = threading.Lock()
+
+    def oldest_waiting(self) -> float | None:
+        """Issue time of the oldest query still without a first token."""
+        with self.lock:
+            return next((t0 for i, t0 in self.issued.items() if i not in self.first), None)
 
     def samples(self) -> list[tuple[float, float, float | None]]:
         """(issue time, TTFT s, TPOT s or None) for every completed sample, in issue order."""
@@ -481,6 +489,7 @@ def tune(
 
     def one(rate: float) -> Probe:
         tl = Timeline()
+        stopped: list[str] = []
         into = folder / f"probe-{len(result.probes) + 1:02d}-{rate:g}qps"
         into.mkdir()
         out = run_benchmark(
@@ -499,6 +508,7 @@ def tune(
             detect=detect,
             argv=list(argv) if argv is not None else None,
             backend_factory=timed_factory(tl),
+            on_started=lambda sut: _watch(sut, tl, ABORT_FACTOR * limits[0] / 1000, stopped),
         )
         log_dir = Path(out.details["log_dir"])
         ttft99, tpot99, validity = _parse_probe(log_dir)
@@ -513,6 +523,8 @@ def tune(
             loadgen_validity=validity,
         )
         p.log_dir = str(log_dir)
+        if stopped:
+            p.passed, p.reason = False, stopped[0]
         result.probes.append(p)
         say(
             f"  {rate:>10g} q/s  p99 TTFT {_ms(p.ttft_p99_ms)}  p99 TPOT {_ms(p.tpot_p99_ms)}  "
@@ -552,6 +564,20 @@ def tune(
     atomic_json(folder / "tune.json", doc)
     result.file = str(write_tuned(ws, recipe, scenario, {**doc, "file": None}))
     return result
+
+
+def _watch(sut: Any, tl: Timeline, limit_s: float, stopped: list[str]) -> None:
+    """Stop a probe whose oldest waiting query is past `limit_s` (the harness answers the rest and LoadGen ends)."""
+
+    def loop() -> None:
+        while not sut.finished.wait(0.25):
+            oldest = tl.oldest_waiting()
+            if oldest is not None and time.monotonic() - oldest > limit_s:
+                stopped.append(f"a query waited over {limit_s:g} s for its first token: probe stopped early")
+                sut.stop()
+                return
+
+    threading.Thread(target=loop, name="repro-tune-watch", daemon=True).start()
 
 
 def atomic_json(path: Path, doc: dict[str, Any]) -> None:

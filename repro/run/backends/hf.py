@@ -68,6 +68,21 @@ def check_model_dir(model_dir: Path) -> None:
         )
 
 
+def cpu_threads() -> int:
+    """Torch threads on CPU: REPRO_CPU_THREADS, else 1. The demo's ops are too small to split, and OpenMP's spinning
+    workers then fight LoadGen's and the harness's threads for the cores: on 2 cores the demo Server run at 2 q/s
+    completed 0.51 q/s with 2 threads and 2.0 with 1 (benchmarks/demo_server_threads.py)."""
+    import os
+
+    raw = os.environ.get("REPRO_CPU_THREADS", "").strip()
+    try:
+        return max(1, int(raw)) if raw else 1
+    except ValueError:
+        raise InputError(
+            f"REPRO_CPU_THREADS={raw!r}: give a whole number of threads.", "unset REPRO_CPU_THREADS"
+        ) from None
+
+
 class HFBackend(WorkerBackend):
     join_timeout = 30.0
     name = "hf"
@@ -93,6 +108,8 @@ class HFBackend(WorkerBackend):
         hf_logging.disable_progress_bar()
 
         self.device = self.device or ("cuda" if torch.cuda.is_available() else "cpu")
+        if self.device == "cpu":
+            torch.set_num_threads(cpu_threads())
         name = self.dtype or ("float16" if self.device == "cuda" else "float32")
         dtype = getattr(torch, name)
         kwargs: dict[str, Any] = {"dtype": dtype}
