@@ -250,7 +250,8 @@ def _rack_copy(fixtures: Path, root: Path, names: list[str]) -> Path:
     root.mkdir(parents=True)
     for name in names:
         shutil.copytree(fixtures / "azure-nd-gb300-v6-rack" / "ND_GB300_v6_1", root / name)
-    shutil.copy(fixtures / "azure-nd-gb300-v6-rack" / "ND_GB300_v6.json", root)
+        # the system JSON goes in the results root, where the layout keeps it (a "/" in a name nests folders)
+        shutil.copy(fixtures / "azure-nd-gb300-v6-rack" / "ND_GB300_v6.json", (root / name).parent)
     return root
 
 
