@@ -185,7 +185,7 @@ _METAVARS = {
 _PANELS: dict[str, tuple[str, ...]] = {
     "Run": (
         "recipe", "workspace", "backend", "duration", "official_min_duration", "samples", "accuracy",
-        "compliance", "into", "sim_rate", "target_qps",
+        "compliance", "into", "sim_rate", "target_qps", "stop_if_below_band",
     ),
     "Server": ("endpoint", "served_model", "server_image", "keep_servers", "listen", "ready_timeout"),
     "Rack (--launcher slurm)": (

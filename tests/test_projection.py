@@ -2,10 +2,22 @@
 
 from __future__ import annotations
 
+import json
+import os
 import random
+import subprocess
+import sys
+import time
+from pathlib import Path
 
+import numpy as np
+
+from repro.core.recipes import get_recipe
+from repro.core.workspace import Workspace
+from repro.results.logs import parse_run
 from repro.run.progress import RunProgress
 from repro.run.projection import MIN_FRACTION, Projector
+from repro.setup.dataset import save_prepared
 
 
 def _feed(p: Projector, rate: float, total: int, noise: float, seed: int, stop_at: float | None = None) -> float:
@@ -85,3 +97,60 @@ def test_heartbeat_line_carries_the_projection() -> None:
             progress.update(counts)
     beats = [line for line in out if "samples" in line and "on track" in line]
     assert beats and "; on track: 160 ±" in beats[-1] and "band 140–180" in beats[-1]
+
+
+# --- in a real run: the heartbeat, run.json and --stop-if-below-band (sim backend, its own process each) ----------
+
+RUN_RECIPE = "nd-h100-v5"  # 8 x H100 SXM: band 23,298-25,751 tokens/s per VM (3,065.6 per GPU +/-5%)
+CLI = [sys.executable, "-c", "from repro.cli import main; main()"]
+
+
+def _workspace(tmp_path: Path, n: int = 600) -> Workspace:
+    ws = Workspace.open(tmp_path / "home").ensure()
+    rng = np.random.default_rng(3)
+    prompts = [rng.integers(3, 32000, size=int(rng.integers(50, 400))).tolist() for _ in range(n)]
+    olens = rng.integers(200, 400, size=n).tolist()
+    save_prepared(
+        ws.preprocessed / get_recipe(RUN_RECIPE).dataset.name, "x", prompts, olens, [f"r{i}" for i in range(n)]
+    )
+    return ws
+
+
+def _sim_run(ws: Workspace, rate: float, *extra: str) -> tuple[subprocess.CompletedProcess[str], Path, float]:
+    before = set(ws.runs.rglob("run.json"))
+    argv = [*CLI, "run", "offline", "--recipe", RUN_RECIPE, "--backend", "sim", "--sim-rate", str(rate), *extra]
+    env = {**os.environ, "REPRO_HOME": str(ws.root), "REPRO_HEARTBEAT_S": "1"}
+    t0 = time.monotonic()
+    done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=300, check=False)
+    (record,) = set(ws.runs.rglob("run.json")) - before
+    return done, record.parent, time.monotonic() - t0
+
+
+def test_stop_if_below_band_stops_a_slow_run_early_and_never_a_passing_one(tmp_path: Path) -> None:
+    ws = _workspace(tmp_path)
+    slow, folder, took = _sim_run(ws, 12_000, "--samples", "600", "--stop-if-below-band")
+    assert slow.returncode != 0
+    info = json.loads((folder / "run.json").read_text())
+    stop = info["stopped_below_band"]
+    assert stop["high"] < stop["band"][0] and stop["confidence"] == 0.99
+    assert 0.1 <= stop["fraction_done"] < 0.9
+    assert "below the band" in slow.stderr and "Next:" in slow.stderr
+    assert "below band:" in slow.stderr  # the heartbeat said so before the stop
+    good, folder, _ = _sim_run(ws, 24_500, "--samples", "600", "--stop-if-below-band")
+    assert good.returncode == 0, good.stderr
+    info = json.loads((folder / "run.json").read_text())
+    assert "stopped_below_band" not in info and info["status"] == "complete"
+    assert "on track:" in good.stderr or "at the edge:" in good.stderr
+
+
+def test_projection_at_a_quarter_of_a_real_run_holds_the_final_figure(tmp_path: Path) -> None:
+    ws = _workspace(tmp_path, 400)
+    seen = []
+    for _ in range(10):
+        done, folder, _ = _sim_run(ws, 24_500, "--samples", "400")
+        assert done.returncode == 0, done.stderr
+        info = json.loads((folder / "run.json").read_text())
+        quarter = info["projection"]["at_quarter"]
+        assert 0.25 <= quarter["fraction_done"] < 0.5
+        seen.append((quarter["low"], parse_run(folder).tokens_per_s, quarter["high"]))
+    assert sum(low <= final <= high for low, final, high in seen) >= 9, seen

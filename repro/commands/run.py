@@ -41,6 +41,14 @@ OfficialOpt = Annotated[
         "of ~607k, ~54 min).",
     ),
 ]
+StopBelowOpt = Annotated[
+    bool,
+    typer.Option(
+        "--stop-if-below-band",
+        help="End the run early once its projected tokens/s cannot reach the published band (99% confidence, "
+        "after at least 10% of it); the heartbeat shows the projection either way.",
+    ),
+]
 SamplesOpt = Annotated[
     int | None, typer.Option("--samples", help="Smoke run: exactly this many samples (labelled smoke).")
 ]
@@ -293,6 +301,7 @@ def _compliance_text(doc: dict[str, Any]) -> Text:
 
 _RUN_OPTIONS = (
     "server_image",
+    "stop_if_below_band",
     "official_min_duration",
     "recipe",
     "workspace",
@@ -341,6 +350,7 @@ def _run(
     into: Path | None = None,
     served_model: str | None = None,
     target_qps: str | None = None,
+    stop_if_below_band: bool = False,
 ) -> None:
     from repro.core.errors import Interrupted
     from repro.core.systems import DEMO_OUTRANKED, resolve_recipe
@@ -384,6 +394,7 @@ def _run(
             bar=RunBar,
             served_model=served_model,
             target_qps=rate,
+            stop_if_below_band=stop_if_below_band,
         )
     except Interrupted as stop:
         # the hint is the command the user typed, every flag kept (--duration, --workspace, ...)
@@ -479,6 +490,7 @@ def offline(
     ready_timeout: ReadyTimeoutOpt = None,
     served_model: ServedModelOpt = None,
     target_qps: TargetQpsOpt = None,
+    stop_if_below_band: StopBelowOpt = False,
     dry_run: DryRunOpt = False,
     json: JsonOpt = False,
 ) -> None:
@@ -540,6 +552,7 @@ def server(
     served_model: ServedModelOpt = None,
     server_image: ServerImageOpt = None,
     target_qps: TargetQpsOpt = None,
+    stop_if_below_band: StopBelowOpt = False,
     dry_run: DryRunOpt = False,
     json: JsonOpt = False,
 ) -> None:
@@ -562,6 +575,7 @@ def interactive(
     served_model: ServedModelOpt = None,
     server_image: ServerImageOpt = None,
     target_qps: TargetQpsOpt = None,
+    stop_if_below_band: StopBelowOpt = False,
     dry_run: DryRunOpt = False,
     json: JsonOpt = False,
 ) -> None:

@@ -422,6 +422,7 @@ def serving_of_recipe(recipe: Recipe) -> dict[str, Any]:
         "precision": recipe.precision,
         "servers_per_vm": trt.servers_per_vm,
         "client_concurrency": trt.gpu_batch_size,
+        "max_tokens": recipe.loadgen.max_tokens,
     }
     if "max_num_tokens" in trt.runtime_flags:
         out["max_num_tokens"] = trt.runtime_flags["max_num_tokens"]

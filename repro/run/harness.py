@@ -12,6 +12,7 @@ at once (one placeholder token), LoadGen finishes and writes its logs, and run.j
 from __future__ import annotations
 
 import contextlib
+import shlex
 import sys
 import threading
 import time
@@ -29,6 +30,7 @@ from repro.core.steps import StepOutcome
 from repro.core.workspace import Workspace
 from repro.run.backends import Backend, Request, make_backend, recipe_backend_name
 from repro.run.progress import RunProgress, choose_mode
+from repro.run.projection import RunWatch
 from repro.run.servers import ServerDied, ServerFleet, ServerOptions, dry_run_details, plan_servers
 from repro.setup.dataset import PreparedDataset, load_prepared
 
@@ -467,6 +469,7 @@ def run_benchmark(
     target_qps: float | dict[str, Any] | None = None,
     settings_override: dict[str, Any] | None = None,
     probe: bool = False,
+    stop_if_below_band: bool = False,
 ) -> StepOutcome:
     """One LoadGen test end to end; returns details['run_dir'] (the run folder) and details['log_dir'] (its logs).
 
@@ -658,6 +661,7 @@ def run_benchmark(
     sampler = None
     worker: threading.Thread | None = None
     interrupted, stop_signal = False, "SIGINT"
+    watch: RunWatch | None = None
     try:
         dataset = load_prepared(data_dir)
         info["dataset_sha256"] = dataset.sha256
@@ -699,6 +703,7 @@ def run_benchmark(
         )
         _start_backend(be, sut, fleet)
         info["backend_details"] = be.describe()
+        info["serving"] = _serving_record(recipe, bool(fleet), info["backend_details"])
         ts = lg.TestSettings()
         ts.scenario = getattr(lg.TestScenario, loadgen_scenario(scenario))
         ts.mode = lg.TestMode.AccuracyOnly if accuracy else lg.TestMode.PerformanceOnly
@@ -724,10 +729,17 @@ def run_benchmark(
         )
         planned = {**settings, **compliance_settings(compliance)}
         total = accuracy_total if accuracy else expected_samples(planned, scenario)
+        watch = RunWatch.for_run(recipe, scenario, facts["gpus"]["count"], stop_if_below_band)
         progress_view = RunProgress(
-            choose_mode(progress), f"LoadGen {scenario}", total, fixed_total=scenario == "Offline", bar_factory=bar
+            choose_mode(progress),
+            f"LoadGen {scenario}",
+            total,
+            fixed_total=scenario == "Offline",
+            bar_factory=bar,
+            projector=watch.projector,
         )
         with progress_view:
+            watch.start()
             worker.start()
             if on_started is not None:
                 on_started(sut)
@@ -736,6 +748,9 @@ def run_benchmark(
                 try:
                     sut.finished.wait(0.25)
                     progress_view.update(sut)
+                    if watch.check(progress_view.projection):
+                        progress_view.interrupted(sut)
+                        sut.stop()
                 except KeyboardInterrupt as stop:
                     if interrupted:
                         raise
@@ -744,6 +759,7 @@ def run_benchmark(
                     sut.stop()
                     give_up = time.monotonic() + INTERRUPT_GRACE_S
             progress_view.finish(sut)
+            watch.finish()
     except KeyboardInterrupt as stop:
         interrupted, stop_signal = True, _signal_name(stop)
         if sut is not None:
@@ -760,6 +776,17 @@ def run_benchmark(
         raise
     _cleanup(be, sut, sampler, info, worker, fleet)
     info["measured_by_harness"] = {"samples": sut.samples_done if sut else 0, "tokens": sut.tokens_done if sut else 0}
+    if watch is not None:
+        info.update(watch.to_json())
+    if sut is not None and sut.error is None and watch is not None and watch.stopped is not None and not interrupted:
+        msg = watch.stop_message
+        _mark_interrupted_summary(log_dir, "--stop-if-below-band")
+        _record_failure(log_dir, run_dir, finish, ledger, step, msg)
+        raise StepFailed(
+            f"{msg[:1].upper()}{msg[1:]}. The partial logs in {log_dir} are marked stopped; see why with the "
+            "next command.",
+            f"repro explain {shlex.quote(str(run_dir))}",
+        )
     if sut is not None and sut.error is not None:
         msg = info.get("server_died") or f"The {bname} backend failed mid-run: {sut.error}"
         finish("failed", msg)
@@ -925,6 +952,28 @@ def _remove_empty(log_dir: Path, run_dir: Path, *, everything: bool = False) -> 
         if folder == run_dir or run_dir not in folder.parents:
             return
         folder = folder.parent
+
+
+def _serving_record(recipe: Recipe, managed: bool, details: dict[str, Any]) -> dict[str, Any]:
+    """The serving configuration this run used, for `repro explain`: the recipe's server options only when repro
+    started the servers from them, the client's concurrency and max_tokens always."""
+    out: dict[str, Any] = {"max_tokens": recipe.loadgen.max_tokens}
+    trt = recipe.trtllm
+    if managed and trt is not None:
+        kv = trt.serve_extra_options.get("kv_cache_config") if isinstance(trt.serve_extra_options, dict) else None
+        out.update(
+            gpu_batch_size=trt.gpu_batch_size,
+            tp_size=trt.tp_size,
+            pp_size=trt.pp_size,
+            precision=recipe.precision,
+            servers_per_vm=trt.servers_per_vm,
+            max_num_tokens=trt.runtime_flags.get("max_num_tokens"),
+            kv_cache_free_gpu_memory_fraction=kv.get("free_gpu_memory_fraction") if isinstance(kv, dict) else None,
+        )
+    concurrency = details.get("max_concurrency_per_endpoint", details.get("max_concurrency"))
+    if concurrency is not None:
+        out["client_concurrency"] = concurrency
+    return {k: v for k, v in out.items() if v is not None}
 
 
 def _record_failure(

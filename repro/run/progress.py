@@ -138,7 +138,7 @@ class RunProgress:
         self.bar_factory = bar_factory
         self.lines: list[str] = []
         self.projector = projector
-        self.projections: list[Projection] = []
+        self.projection: Projection | None = None
 
     def __enter__(self) -> RunProgress:
         if self.mode == "bar" and self.bar_factory is not None:
@@ -158,14 +158,8 @@ class RunProgress:
         if self.projector is not None and counts.t0 is not None:
             self.projector.total = total
             self.projector.feed(elapsed, counts.tokens_done, counts.samples_done)
-            projection = self.projector.project()
-            if projection is not None:
-                self.projections.append(projection)
+            projection = self.projection = self.projector.project()
         return Snapshot(counts.samples_done, total, counts.tokens_done, elapsed, projection=projection)
-
-    def below_band(self) -> Projection | None:
-        """The projection that shows the band floor cannot be reached (99% confidence), else None."""
-        return self.projector.should_stop() if self.projector is not None and self.frozen is None else None
 
     def update(self, counts: Counts) -> None:
         snap = self.snapshot(counts)
@@ -193,6 +187,7 @@ class RunProgress:
         if self._bar is not None:
             self._bar.show(snap)
         elif self.mode == "heartbeat":
+            snap.projection = None  # the run is over: its figure is measured, not projected
             line = snap.line(self.what)
             self._write(line if snap.interrupted else line.replace(", ETA 0:00:00", ", done"))
 

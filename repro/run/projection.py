@@ -47,7 +47,7 @@ class Projection:
     @property
     def standing(self) -> str:
         if self.band is None:
-            return "no band"
+            return "projected"
         if self.high < self.band[0]:
             return "below band"
         if self.low > self.band[1]:
@@ -137,3 +137,63 @@ def band_for(recipe: Recipe, scenario: str, gpus: int | None) -> tuple[float, fl
         return None
     n = gpus or recipe.system.gpus_per_vm
     return band[0] * n, band[1] * n
+
+
+class RunWatch:
+    """What a run needs for "know early": the projector its progress view shows, the decision to stop, the harness
+    CPU clock, and what run.json records of them. The harness calls start(), check() on each update, finish()."""
+
+    def __init__(self, band: tuple[float, float] | None, stop_if_below_band: bool = False) -> None:
+        from repro.run.cpu import CpuClock
+
+        self.projector = Projector(None, band)
+        self.stop_if_below_band = stop_if_below_band
+        self.stopped: Projection | None = None
+        self.at_quarter: Projection | None = None
+        self.last: Projection | None = None
+        self.clock = CpuClock()
+
+    @classmethod
+    def for_run(cls, recipe: Recipe, scenario: str, gpus: int | None, stop_if_below_band: bool) -> RunWatch:
+        return cls(band_for(recipe, scenario, gpus), stop_if_below_band)
+
+    def start(self) -> None:
+        self.clock.start()
+
+    def check(self, projection: Projection | None) -> bool:
+        """Note the projection the view just showed; True once the run should stop (band out of reach)."""
+        if projection is not None:
+            self.last = projection
+            if self.at_quarter is None and projection.fraction_done >= 0.25:
+                self.at_quarter = projection
+        if not self.stop_if_below_band or self.stopped is not None:
+            return False
+        self.stopped = self.projector.should_stop()
+        return self.stopped is not None
+
+    def finish(self) -> None:
+        self.clock.stop()
+
+    @property
+    def stop_message(self) -> str:
+        p = self.stopped
+        assert p is not None and p.band is not None
+        return (
+            f"stopped at {p.fraction_done * 100:.0f}% of the run (--stop-if-below-band): projected "
+            f"{p.tokens_per_s:,.0f} tokens/s, at most {p.high:,.0f} with 99% confidence, below the band "
+            f"{p.band[0]:,.0f}–{p.band[1]:,.0f}"
+        )
+
+    def to_json(self) -> dict[str, object]:
+        out: dict[str, object] = {
+            "projection": {
+                "band": list(self.projector.band) if self.projector.band else None,
+                "at_quarter": self.at_quarter.to_json() if self.at_quarter else None,
+                "last": self.last.to_json() if self.last else None,
+            }
+        }
+        if self.clock.result is not None:
+            out["harness_cpu"] = self.clock.result
+        if self.stopped is not None:
+            out["stopped_below_band"] = self.stopped.to_json()
+        return out
