@@ -388,7 +388,7 @@ def test_7_sigterm_is_recorded_as_sigterm_not_ctrl_c(_isolated_home: Path) -> No
     time.sleep(1.0)
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 130 and "SIGTERM" in err and "Traceback" not in err
+    assert proc.returncode == 143 and "SIGTERM" in err and "Traceback" not in err
     rec = Ledger.load(ledger_path).steps["run-offline"]
     assert rec.status == "interrupted" and rec.signal == "SIGTERM" and "Ctrl-C" not in (rec.error or "")
     run_json = json.loads((Path(rec.details["run_dir"]) / "performance" / "run_1" / "run.json").read_text())
