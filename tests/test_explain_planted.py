@@ -79,11 +79,15 @@ def test_early_stopping_outputs_are_the_top_cause(ws: Workspace) -> None:
     edited = ws.root / f"{RECIPE}.yaml"
     edited.write_text(yaml.safe_dump(doc))
     short = _run(ws, str(edited))
+    _run(ws, str(edited), RATE, "--accuracy", "--into", str(short))  # its accuracy log: every sample's length
     e = explain(short, against=str(base))
     top = e.causes[0]
     assert top.area == "tokens" and top.title == "output length: the server stops early"
     assert top.impact_pct is not None and top.impact_pct < 0
     assert e.run.tokens_per_sample is not None and e.run.tokens_per_sample <= 121
+    assert e.tokens.share_at_max == 1.0 and e.tokens.max_tokens == 120  # every reference answer is >= 150 tokens
+    assert any("100.0% of samples hit max_tokens 120" in x for x in top.evidence)
+    assert {d.key: (d.yours, d.reference) for d in e.diffs}["max_tokens"] == (120, 1024)
 
 
 def test_a_lower_batch_is_the_top_cause(tmp_path: Path) -> None:
@@ -118,3 +122,36 @@ def test_a_lower_batch_is_the_top_cause(tmp_path: Path) -> None:
     top = e.causes[0]
     assert top.area == "serving" and top.title.startswith("serving: client_concurrency is 4 here")
     assert e.reference.name.startswith(f"{RECIPE}/Offline/")
+
+
+THROTTLE = """
+import sys, threading
+from pathlib import Path
+from repro.core.workspace import Workspace
+from repro.run.harness import run_benchmark
+
+def hog(sut):
+    def spin():
+        while not sut.finished.is_set():
+            sum(i * i for i in range(2000))
+    threading.Thread(target=spin, name="hog", daemon=True).start()
+
+out = run_benchmark("nd-h100-v5", Workspace.open(), backend="sim", samples=int(sys.argv[1]), detect=False,
+                    rate_tokens_per_s=float(sys.argv[2]), on_started=hog, progress=False)
+print(out.details["run_dir"])
+"""
+
+
+def test_a_client_throttle_is_the_top_cause(ws: Workspace) -> None:
+    """The harness process shares its interpreter with a thread that never sleeps: the client falls behind."""
+    base = _run(ws)
+    env = {**os.environ, "REPRO_HOME": str(ws.root)}
+    done = subprocess.run(
+        [sys.executable, "-c", THROTTLE, str(SAMPLES), str(RATE)], capture_output=True, text=True, env=env, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    throttled = Path(done.stdout.strip().splitlines()[-1])
+    e = explain(throttled, against=str(base))
+    top = e.causes[0]
+    assert top.area == "machine" and top.title == "client-bound: the harness could not keep up", e.causes
+    assert e.run.machine["harness_thread_runnable_share"] >= 0.85
