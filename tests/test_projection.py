@@ -136,6 +136,9 @@ def test_stop_if_below_band_stops_a_slow_run_early_and_never_a_passing_one(tmp_p
     assert 0.1 <= stop["fraction_done"] < 0.9
     assert "below the band" in slow.stderr and "Next:" in slow.stderr
     assert "below band:" in slow.stderr  # the heartbeat said so before the stop
+    from repro.report.explain import explain
+
+    assert any("did not finish" in n for n in explain(folder.parent.parent).notes)
     good, folder, _ = _sim_run(ws, 24_500, "--samples", "600", "--stop-if-below-band")
     assert good.returncode == 0, good.stderr
     info = json.loads((folder / "run.json").read_text())

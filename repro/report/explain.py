@@ -1049,6 +1049,12 @@ def explain(
             input_source=inp_src,
             output_source=tokens.output_source,
         )
+    if run.incomplete:
+        notes.insert(
+            0,
+            "the run did not finish (stopped or interrupted): samples still in flight were answered with a "
+            "placeholder token, so output length and samples/s describe only the part that ran",
+        )
     if mine.label:
         notes.insert(
             0, f"{mine.label} run: it rehearses the flow; its causes describe the rehearsal, never a reproduction"
