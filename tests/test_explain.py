@@ -182,3 +182,18 @@ def test_server_first_token_latency_is_compared(tmp_path: Path) -> None:
     ttft = next(c for c in e.causes if c.title == "first tokens wait longer")
     assert "+50%" in ttft.evidence[0] and "the limit is 2,000 ms" in ttft.evidence[0]
     assert e.tokens.ttft_ns["p99"] == pytest.approx(461_278_089 * 1.5, rel=1e-6)
+
+
+def test_rack_rows_name_what_the_machine_did_on_the_straggler(tmp_path: Path) -> None:
+    """Three published VM logs side by side; VM 16's own NVML samples (a power cap) appear in its row."""
+    rack = tmp_path / "rack"
+    shutil.copytree(RACK, rack)
+    folder = rack / "ND_GB300_v6_16" / "llama2-70b-99" / "Offline"
+    with PowerSampler(
+        folder, 0.01, reader=lambda: [1300.0] * 4, state_reader=lambda: [(1500.0, 3996.0, 83.0, 0x4)] * 4
+    ):
+        time.sleep(0.05)
+    e = explain(rack)
+    row = next(r for r in e.rack if r.name == "ND_GB300_v6_16")
+    assert any("SW power cap" in d for d in row.differs)
+    assert e.causes[0].title == "GPU throttling during the run"

@@ -891,6 +891,7 @@ def _rack_rows(runs: list[LoadGenRun]) -> tuple[list[RackRow], str | None, LoadG
             f"{d.key}: {d.yours} (best VM {d.reference})"
             for d in settings_diffs(side, best_side) + stack_diffs(side, best_side)
         ]
+        differs += [c.evidence[0] for c in _machine_causes(side, best_side, "tokens/s")]
         rows.append(
             RackRow(
                 _vm_name(r),
