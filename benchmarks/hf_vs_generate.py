@@ -50,7 +50,7 @@ class CountingSink:
 
     def completed(self, events: Any) -> None:
         self.done += len(events)
-        self.tokens += sum(len(a) for _, a in events)
+        self.tokens += sum(len(e[1]) for e in events)
         if self.done >= self.expected:
             self.finished.set()
 

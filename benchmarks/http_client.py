@@ -52,7 +52,7 @@ class Count:
     def completed(self, events) -> None:
         with self.lock:
             self.done += len(events)
-            self.tokens += sum(len(a) for _, a in events)
+            self.tokens += sum(e[2] if len(e) > 2 else len(e[1]) for e in events)
             if self.done >= self.n:
                 self.all.set()
 

@@ -160,6 +160,7 @@ _METAVARS = {
     "server_image": "IMAGE",
     "endpoint": "URL",
     "ready_timeout": "SECONDS",
+    "stall_timeout": "SECONDS",
     "served_model": "NAME",
     "image_registry": "REGISTRY",
     "workspace": "DIR",
@@ -187,7 +188,7 @@ _PANELS: dict[str, tuple[str, ...]] = {
         "recipe", "workspace", "backend", "duration", "official_min_duration", "samples", "accuracy",
         "compliance", "into", "sim_rate", "target_qps", "stop_if_below_band",
     ),
-    "Server": ("endpoint", "served_model", "server_image", "keep_servers", "listen", "ready_timeout"),
+    "Server": ("endpoint", "served_model", "server_image", "keep_servers", "listen", "ready_timeout", "stall_timeout"),
     "Rack (--launcher slurm)": (
         "nodes", "launcher", "partition", "container_image", "image_registry", "rerun_failed",
     ),

@@ -149,7 +149,7 @@ class Collect:
 
     def completed(self, events) -> None:
         with self.lock:
-            for i, a in events:
+            for i, a, *_ in events:
                 self.done[i] = np.array(a)
                 self.order.append(("done", i))
             if len(self.done) >= self.expect:

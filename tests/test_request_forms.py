@@ -212,7 +212,7 @@ class Sink:
 
     def completed(self, events: Any) -> None:
         with self.lock:
-            for i, a in events:
+            for i, a, *_ in events:
                 self.done[i] = np.array(a)
             if len(self.done) >= self.expect:
                 self.all_done.set()
@@ -382,4 +382,7 @@ def test_served_model_option_reaches_the_requests(tmp_path: Path, strict) -> Non
     logged = json.loads((run_dir / "mlperf_log_accuracy.json").read_text())
     assert len(logged) == 4, "--samples bounds an accuracy run too"
     assert all(bytes.fromhex(e["data"]) and any(bytes.fromhex(e["data"])) for e in logged)
-    assert info["measured_by_harness"]["tokens"] == info["backend_stats"]["tokens"]["logged_tokens"]
+    # The server sends text and usage: LoadGen counts its usage (issue 29), the log keeps the re-tokenized ids.
+    count = info["backend_stats"]["tokens"]["loadgen_count"]
+    assert count["source"] == "server usage.completion_tokens" and count["other_source"] == "re-tokenized text"
+    assert info["measured_by_harness"]["tokens"] == count["tokens"] == info["backend_stats"]["tokens"]["loadgen_tokens"]

@@ -111,8 +111,8 @@ class _Calls:
         pass
 
     def completed(self, events) -> None:
-        self.calls.append([i for i, _ in events])
-        self.done.update({i: np.array(a) for i, a in events})
+        self.calls.append([e[0] for e in events])
+        self.done.update({e[0]: np.array(e[1]) for e in events})
         if len(self.done) >= self.expect:
             self.all_done.set()
 

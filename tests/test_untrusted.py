@@ -260,8 +260,8 @@ def test_5_markdown_notes_and_cells_carry_no_html_or_links(fixtures: Path, tmp_p
     evil = ["vm <img src=x onerror=alert(1)>", "vm [x](javascript:alert(1))", "vm ![i](http://e.example/p.png)"]
     rack = _rack_copy(fixtures, tmp_path / "rack", evil)  # three copies of one log: each note names two folders
     for args, md in (
-        (["aggregate", str(rack), "--markdown"], tmp_path / "agg.md"),
-        (["report", str(rack), "--markdown"], tmp_path / "rep.md"),
+        (["aggregate", str(rack), "--recipe", "nd-gb300-v6", "--markdown"], tmp_path / "agg.md"),
+        (["report", str(rack), "--recipe", "nd-gb300-v6", "--markdown"], tmp_path / "rep.md"),
     ):
         proc = cli(*args, str(md))
         assert proc.returncode in (0, 1), proc.stderr
@@ -277,7 +277,7 @@ def test_5_markdown_notes_and_cells_carry_no_html_or_links(fixtures: Path, tmp_p
 def test_5_mathtext_in_a_folder_name_is_text_in_the_html_charts(fixtures: Path, tmp_path: Path) -> None:
     rack = _rack_copy(fixtures, tmp_path / "rack", ["vm $\\frac{1}{$", "vm2 $x^$"])
     html = tmp_path / "r.html"
-    proc = cli("report", str(rack), "--html", str(html))
+    proc = cli("report", str(rack), "--recipe", "nd-gb300-v6", "--html", str(html))
     assert proc.returncode in (0, 1), proc.stderr
     assert html.stat().st_size > 1000
 
@@ -303,7 +303,8 @@ def test_5_aggregate_markdown_onto_the_system_json_is_refused(fixtures: Path, tm
     before = system.read_bytes()
     err = one_line_error(cli("aggregate", str(rack), "--markdown", str(system)))
     assert "input" in err and system.read_bytes() == before
-    assert cli("aggregate", str(rack), "--markdown", str(tmp_path / "rack.md")).returncode in (0, 1)
+    elsewhere = cli("aggregate", str(rack), "--recipe", "nd-gb300-v6", "--markdown", str(tmp_path / "r.md"))
+    assert elsewhere.returncode in (0, 1), elsewhere.stderr
 
     # The system JSON is read from beside the run folder, not inside it: still an input, still never an output.
     vm = rack / "ND_GB300_v6_1"
@@ -326,7 +327,7 @@ print("PEAK_MB", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "RC"
 
 
 def peak_cli(*args: str, timeout: float = 300) -> tuple[float, int, str]:
-    """Peak RSS (MB) of one CLI command in a fresh interpreter, its exit code and its stderr."""
+    """Peak RSS (MB) of one CLI command in a fresh interpreter, its exit code and its output (stdout, stderr)."""
     proc = subprocess.run(
         [sys.executable, "-c", PEAK, *args],
         capture_output=True,
@@ -338,7 +339,7 @@ def peak_cli(*args: str, timeout: float = 300) -> tuple[float, int, str]:
     assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
     match = re.search(r"PEAK_MB ([\d.]+) RC (\S+)", proc.stderr)
     assert match, proc.stderr[-2000:]
-    return float(match[1]), int(match[2]) if match[2].isdigit() else 0, proc.stderr
+    return float(match[1]), int(match[2]) if match[2].isdigit() else 0, proc.stdout + proc.stderr
 
 
 def test_4_a_60_mb_ledger_is_refused_in_bounded_memory(tmp_path: Path) -> None:
@@ -452,3 +453,134 @@ def test_8_stale_ledger_temp_files_are_removed_on_the_next_save(tmp_path: Path) 
     ledger.save()
     assert not any(s.exists() for s in stale) and other.exists()
     assert Ledger.load(path).get("setup") is not None
+
+
+# ---- item 3: a server that stalls or lies never hangs or exhausts repro ----------------------------------------
+
+
+@pytest.fixture(scope="module")
+def demo_ws(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One workspace with the demo model and data built, shared by the server tests (the build takes a while)."""
+    from repro.core.workspace import Workspace
+    from repro.run.demo import prepare_demo
+
+    ws = tmp_path_factory.mktemp("demo-ws")
+    prepare_demo(Workspace.open(ws))
+    return ws
+
+
+@pytest.fixture(scope="module")
+def honest_peak(demo_ws: Path) -> float:
+    """Peak RSS of the same run against an honest server: loading the tokenizer (torch) alone is ~700 MB."""
+    from hostile_server import HostileServer
+
+    with HostileServer("honest") as srv:
+        peak, code, err, _ = _endpoint_run(demo_ws, srv.url)
+    assert code == 0, err[-2000:]
+    return peak
+
+
+def _run_json_naming(ws: Path, url: str) -> dict:
+    import json
+
+    for path in sorted(ws.rglob("run.json"), key=lambda p: p.stat().st_mtime, reverse=True):
+        doc = json.loads(path.read_text())
+        if url in json.dumps(doc.get("command")):
+            return doc
+    raise AssertionError(f"no run.json for {url}")
+
+
+def _endpoint_run(ws: Path, url: str, scenario: str = "offline", *extra: str) -> tuple[float, int, str, float]:
+    import time
+
+    t0 = time.monotonic()
+    peak, code, err = peak_cli(
+        "run",
+        scenario,
+        "--recipe",
+        "demo",
+        "--workspace",
+        str(ws),
+        "--endpoint",
+        url,
+        "--samples",
+        "4",
+        "--stall-timeout",
+        "3",
+        "--ready-timeout",
+        "30",
+        *extra,
+        timeout=240,
+    )
+    return peak, code, err, time.monotonic() - t0
+
+
+STALLS = {
+    "silent": "sent nothing for 3 s",
+    "short-content-length": "sent nothing for 3 s",
+    "drip-headers": "status line and headers within 3 s",
+    "endless-body": "larger than",
+    "huge-content-length": "Content-Length of 10,000,000,000 bytes",
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", sorted(STALLS))
+def test_3_a_server_that_stalls_or_lies_ends_the_run_failed(mode: str, demo_ws: Path, honest_peak: float) -> None:
+    from hostile_server import HostileServer
+
+    with HostileServer(mode) as srv:
+        peak, code, err, took = _endpoint_run(demo_ws, srv.url)
+        assert srv.real_requests >= 1, "the hostile answer was never asked for"
+    assert code == 1, err[-2000:]
+    assert srv.url in err and STALLS[mode] in err, err[-2000:]
+    assert took < 90, f"the run took {took:.0f} s to give up"
+    assert peak < honest_peak + 64, f"peak RSS {peak:.0f} MB against {honest_peak:.0f} MB for an honest server"
+    doc = _run_json_naming(demo_ws, srv.url)
+    assert doc["status"] == "failed" and srv.url in doc["error"] and STALLS[mode] in doc["error"]
+    assert doc["label"] == "demo"
+
+
+@pytest.mark.slow
+def test_3_an_event_stream_that_never_ends_is_a_stall(demo_ws: Path, honest_peak: float) -> None:
+    from hostile_server import HostileServer
+
+    with HostileServer("sse-no-done") as srv:
+        peak, code, err, took = _endpoint_run(demo_ws, srv.url, "server")
+    assert code == 1 and srv.url in err and "sent nothing for 3 s" in err, err[-2000:]
+    assert took < 90 and peak < honest_peak + 64
+
+
+@pytest.mark.slow
+def test_3_outputs_past_max_tokens_are_clipped(demo_ws: Path) -> None:
+    from hostile_server import HostileServer
+
+    with HostileServer("inflated") as srv:
+        peak, code, err, _ = _endpoint_run(demo_ws, srv.url)
+    assert code == 0, err[-2000:]
+    doc = _run_json_naming(demo_ws, srv.url)
+    tokens = doc["backend_stats"]["tokens"]
+    assert tokens["clipped_samples"] == 4 and tokens["clipped_tokens"] == 4 * 32 * 4
+    assert doc["measured_by_harness"]["tokens"] == 4 * 32  # not 5x: max_tokens of the demo is 32
+    assert any("longer than max_tokens" in w for w in doc["backend_stats"]["warnings"])
+
+
+@pytest.mark.slow
+def test_3_usage_that_disagrees_with_the_ids_is_a_warning_and_a_verify_check(demo_ws: Path) -> None:
+    import json
+
+    from hostile_server import HostileServer
+
+    with HostileServer("usage-lies") as srv:
+        peak, code, err, _ = _endpoint_run(demo_ws, srv.url)
+    assert code == 0, err[-2000:]
+    doc = _run_json_naming(demo_ws, srv.url)
+    count = doc["backend_stats"]["tokens"]["loadgen_count"]
+    assert count["source"] == "server token ids" and count["tokens"] == 4 * 32
+    assert count["other_source"] == "server usage.completion_tokens" and count["other_differs_pct"] == 200.0
+    assert any("token counts disagree" in w for w in doc["backend_stats"]["warnings"])
+    assert "warning: token counts disagree in 4 of 4 samples" in err  # shown when the run ends, too
+    proc = cli("verify", doc["run_dir"], "--json")
+    verdict = json.loads(proc.stdout)
+    check = next(c for c in verdict["checks"] if c["name"] == "token count")
+    assert check["ok"] is False and "server token ids" in check["detail"] and "+200.0%" in check["detail"]

@@ -157,6 +157,15 @@ ReadyTimeoutOpt = Annotated[
         help="Seconds to wait for the servers to load the model and answer.",
     ),
 ]
+StallTimeoutOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--stall-timeout",
+        callback=finite_in(0, 7 * 86400),
+        help="Seconds a server may send nothing before the run ends as failed (default 600; a whole request "
+        "gets three times that).",
+    ),
+]
 TargetQpsOpt = Annotated[
     str | None,
     typer.Option(
@@ -227,6 +236,7 @@ class RunView:
             parts.append(Text(f"user.conf:\n{d.get('user_conf', '')}", style="dim"))
         if d.get("label"):
             parts.append(Text(f"label: {d['label']} (never counted as a reproduction)", style="yellow"))
+        parts.extend(Text(f"warning: {w}", style="yellow") for w in d.get("warnings") or [])
         if d.get("paired_with"):
             parts.append(
                 Text(
@@ -316,6 +326,7 @@ _RUN_OPTIONS = (
     "keep_servers",
     "listen",
     "ready_timeout",
+    "stall_timeout",
     "compliance",
     "into",
     "served_model",
@@ -346,6 +357,7 @@ def _run(
     keep_servers: bool = False,
     listen: str = "127.0.0.1",
     ready_timeout: float | None = None,
+    stall_timeout: float | None = None,
     compliance: str | None = None,
     into: Path | None = None,
     served_model: str | None = None,
@@ -371,7 +383,13 @@ def _run(
         info(f"Recipe {chosen.name}: {why}.")
     if not dry_run:
         _sigterm_as_interrupt()
-    servers = ServerOptions(image=server_image, keep=keep_servers, ready_timeout_s=ready_timeout, listen=listen)
+    servers = ServerOptions(
+        image=server_image,
+        keep=keep_servers,
+        ready_timeout_s=ready_timeout,
+        stall_timeout_s=stall_timeout,
+        listen=listen,
+    )
     rate = _target_qps(target_qps, scenario, chosen, ws, endpoint, servers, served_model, backend, dry_run)
     try:
         outcome = run_benchmark(
@@ -488,6 +506,7 @@ def offline(
     keep_servers: KeepServersOpt = False,
     listen: ListenOpt = "127.0.0.1",
     ready_timeout: ReadyTimeoutOpt = None,
+    stall_timeout: StallTimeoutOpt = None,
     served_model: ServedModelOpt = None,
     target_qps: TargetQpsOpt = None,
     stop_if_below_band: StopBelowOpt = False,
@@ -549,6 +568,7 @@ def server(
     keep_servers: KeepServersOpt = False,
     listen: ListenOpt = "127.0.0.1",
     ready_timeout: ReadyTimeoutOpt = None,
+    stall_timeout: StallTimeoutOpt = None,
     served_model: ServedModelOpt = None,
     server_image: ServerImageOpt = None,
     target_qps: TargetQpsOpt = None,
@@ -572,6 +592,7 @@ def interactive(
     keep_servers: KeepServersOpt = False,
     listen: ListenOpt = "127.0.0.1",
     ready_timeout: ReadyTimeoutOpt = None,
+    stall_timeout: StallTimeoutOpt = None,
     served_model: ServedModelOpt = None,
     server_image: ServerImageOpt = None,
     target_qps: TargetQpsOpt = None,

@@ -358,6 +358,32 @@ def _throughput(
     return checks, band, (per_gpu / centre - 1) * 100
 
 
+def _token_count(run: LoadGenRun) -> list[Check]:
+    """Which count of output tokens LoadGen got from an HTTP server, and the other count the run saw (run.json).
+
+    A server whose own two counts (its ids, its usage) disagree, or whose answers ran past max_tokens, gave LoadGen
+    a figure it contradicts: that fails. Usage against re-tokenized text differs on honest servers (the text does
+    not round-trip to the same ids), so that gap is stated, not failed.
+    """
+    stats = run.run_info.get("backend_stats") if isinstance(run.run_info, dict) else None
+    tokens = stats.get("tokens") if isinstance(stats, dict) else None
+    count = tokens.get("loadgen_count") if isinstance(tokens, dict) else None
+    if not isinstance(count, dict) or not count.get("source"):
+        return []
+    got = f"LoadGen got {count.get('tokens', 0):,} tokens from {count['source']}"
+    parts = [got]
+    pct = count.get("other_differs_pct")
+    if isinstance(pct, (int, float)) and count.get("other_source"):
+        parts.append(f"{count['other_source']} gives {count.get('other_tokens', 0):,} ({pct:+.1f}%)")
+    clipped = count.get("clipped_samples") or 0
+    if clipped:
+        parts.append(f"{clipped} answer(s) ran past max_tokens ({count.get('clipped_tokens', 0):,} tokens not counted)")
+    contradicts = clipped > 0 or (
+        count["source"] == "server token ids" and isinstance(pct, (int, float)) and abs(pct) > 0.5
+    )
+    return [Check("token count", not contradicts, "; ".join(parts), fails=contradicts)]
+
+
 def _hardware(hw: Identity) -> list[Check]:
     if hw.same is None:
         return [Check("accelerator", None, hw.why)]
@@ -567,6 +593,7 @@ def evaluate(run: LoadGenRun, recipe: Recipe | None, count: GpuCount, record: In
         + duration_checks
         + _scenario_rules(run, scenario)
         + throughput_checks
+        + _token_count(run)
         + _accuracy(run, target, target_source, division, row if row and row.division == "open" else None)
         + test06_checks(run)
         + consistency_checks

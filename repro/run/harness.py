@@ -349,20 +349,26 @@ class LoadGenSUT:
         QSR = self.lg.QuerySampleResponse
         self.lg.FirstTokenComplete([QSR(i, base + k * size, size) for k, (i, _) in enumerate(events)])
 
-    def completed(self, events: Sequence[tuple[int, np.ndarray]]) -> None:
+    def completed(self, events: Sequence[tuple[int, np.ndarray] | tuple[int, np.ndarray, int]]) -> None:
+        """Each event is (id, output ids) or (id, output ids, tokens to count): an HTTP backend counts the
+        server's own tokens (its usage), which may differ from the ids it logs (re-tokenized text)."""
         kept: list[tuple[int, np.ndarray]] = []
+        counts: dict[int, int] = {}
         missing: list[int] = []  # positions in `kept` whose first token LoadGen has not had yet
         tokens = 0
         with self._lock:
             pop = self._outstanding.pop
-            for i, a in events:
+            for event in events:
+                i, a = event[0], event[1]
                 sent = pop(i, None)
                 if sent is None:
                     continue
                 if not sent:
                     missing.append(len(kept))
+                if len(event) > 2:
+                    counts[len(kept)] = int(event[2])
                 kept.append((i, a))
-                tokens += len(a)
+                tokens += counts.get(len(kept) - 1, len(a))
             self.samples_done += len(kept)
             self.tokens_done += tokens
         if not kept:
@@ -372,7 +378,10 @@ class LoadGenSUT:
         if missing:
             self.lg.FirstTokenComplete([QSR(kept[k][0], spans[k][0], min(spans[k][1], spans[k][3])) for k in missing])
         self.lg.QuerySamplesComplete(
-            [QSR(i, ptr, nbytes, n) for (i, _), (ptr, nbytes, n, _) in zip(kept, spans, strict=True)]
+            [
+                QSR(i, ptr, nbytes, counts.get(k, n))
+                for k, ((i, _), (ptr, nbytes, n, _)) in enumerate(zip(kept, spans, strict=True))
+            ]
         )
         del buf  # alive until here: LoadGen has copied every response
 
@@ -824,6 +833,7 @@ def run_benchmark(
         raise StepFailed(f"{msg} Run folder: {run_dir} (marked failed).", "free space (`df -h`), then `repro doctor`")
     finish("complete", None)
     summary = _summarise(log_dir)
+    warnings = [*(info.get("warnings") or []), *((info.get("backend_stats") or {}).get("warnings") or [])]
     if accuracy:
         scores = _write_accuracy(log_dir, dataset, model_path, info)
         if scores is not None:
@@ -856,6 +866,7 @@ def run_benchmark(
             "mode": mode,
             "target_qps": settings.get("target_qps"),
             "target_qps_source": rate_source,
+            "warnings": warnings,
             **summary,
         },
     )
@@ -1071,6 +1082,8 @@ def _http_backend_kwargs(
         kw["endpoints"] = list(endpoints)
     if servers is not None and servers.ready_timeout_s and fleet is None:
         kw["health_timeout_s"] = servers.ready_timeout_s
+    if servers is not None and servers.stall_timeout_s:
+        kw["stall_timeout_s"] = servers.stall_timeout_s
     return kw
 
 

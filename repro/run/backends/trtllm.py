@@ -25,7 +25,7 @@ import errno
 import json
 import os
 import threading
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
@@ -37,6 +37,17 @@ from repro.run.backends.base import Backend, Request
 
 HEALTH_TIMEOUT_S = 300.0
 CONNECT_TIMEOUT_S = 30.0
+# No byte for this long ends a request. A loaded 70B server answers a non-streamed 1,024-token request in about
+# two minutes at its slowest batch (and streams a token every fraction of a second), so ten minutes is a stall,
+# not a slow answer; `--stall-timeout` changes it. A request as a whole gets three times that.
+STALL_TIMEOUT_S = 600.0
+WHOLE_REQUEST_STALLS = 3
+# A 1,024-token answer with ids is ~20 KB (streamed as events, ~300 KB); a body past this is not an answer.
+MAX_BODY_BYTES = 8 << 20
+MAX_HEAD_BYTES = 64 << 10
+# After `data: [DONE]` the body's end usually follows at once; this long is waited for it before closing.
+DRAIN_AFTER_DONE_S = 2.0
+
 BACKOFF_START_S = 0.25
 BACKOFF_MAX_S = 5.0
 DEFAULT_CONCURRENCY = 2048
@@ -60,6 +71,8 @@ class BackendError(ReproError):
 
 
 RETRYABLE = ("refused", "reset", "timeout", "not-ready")
+# kind="stall": the server stopped sending (or sent too slowly) for the stall timeout; kind="too-large": a
+# body or header past its cap. Neither is retried: the run ends, failed, naming the endpoint.
 CONNECTION_KINDS = ("refused", "reset", "timeout", "emfile")
 FORM_TRTLLM = "trtllm"
 FORM_OPENAI_IDS = "openai-completions-token-ids"
@@ -152,17 +165,33 @@ def build_openai_payload(prompt: Sequence[int] | str, max_tokens: int, *, stream
     return body
 
 
+def _holders(choice: Any) -> list[dict[str, Any]]:
+    if not isinstance(choice, dict):
+        return []
+    return [h for h in (choice, choice.get("message"), choice.get("delta")) if isinstance(h, dict)]
+
+
 def token_ids_of(choice: dict[str, Any]) -> list[int] | None:
-    """trtllm-serve and vLLM-style servers put generated ids in different places; take the first present."""
-    for holder in (choice, choice.get("message") or {}, choice.get("delta") or {}):
+    """trtllm-serve and vLLM-style servers put generated ids in different places; take the first present.
+
+    Ids are whole numbers a vocabulary can hold (0 to 2^31-1); anything else is a server error, not a token."""
+    for holder in _holders(choice):
         for key in ("token_ids", "output_token_ids", "completion_token_ids"):
-            if isinstance(holder.get(key), list):
-                return [int(t) for t in holder[key]]
+            ids = holder.get(key)
+            if isinstance(ids, list):
+                if not all(type(t) is int and 0 <= t < 2**31 for t in ids):
+                    bad = next(t for t in ids if not (type(t) is int and 0 <= t < 2**31))
+                    raise BackendError(
+                        f"the server sent a token id that is not a vocabulary index: {str(bad)[:40]!r}",
+                        "check the server (is --endpoint an inference server?)",
+                        kind="protocol",
+                    )
+                return ids
     return None
 
 
 def text_of(choice: dict[str, Any]) -> str:
-    for holder in (choice, choice.get("message") or {}, choice.get("delta") or {}):
+    for holder in _holders(choice):
         for key in ("text", "content"):
             if isinstance(holder.get(key), str):
                 return holder[key]
@@ -180,27 +209,121 @@ class _Endpoint:
     model: str = ""
 
 
-class HttpClient:
-    """Just enough HTTP/1.1: keep-alive POST/GET, Content-Length or chunked bodies, streamed for SSE."""
+class _Clock:
+    """One request's two limits: no byte for `stall_s`, and the whole request within `whole_s`."""
 
-    def __init__(self, timeout_s: float = 3600.0, connect_timeout_s: float = CONNECT_TIMEOUT_S) -> None:
-        self.timeout_s = timeout_s
+    def __init__(self, ep: _Endpoint, path: str, stall_s: float, whole_s: float) -> None:
+        self.where = f"{ep.url}{path}"
+        self.stall_s = stall_s
+        self.whole_s = whole_s
+        self.deadline = asyncio.get_running_loop().time() + whole_s
+
+    def _left(self) -> float:
+        left = self.deadline - asyncio.get_running_loop().time()
+        if left <= 0:
+            raise self.stalled(whole=True)
+        return min(self.stall_s, left)
+
+    def stalled(self, *, whole: bool = False) -> BackendError:
+        what = (
+            f"did not finish answering within {self.whole_s:.0f} s"
+            if whole
+            else f"sent nothing for {self.stall_s:.0f} s"
+        )
+        return BackendError(
+            f"{self.where} {what} (stall timeout); the run stopped there.",
+            "check the server log, or raise the limit with --stall-timeout SECONDS",
+            kind="stall",
+        )
+
+    async def read(self, reader: asyncio.StreamReader, n: int = 1 << 16) -> bytes:
+        try:
+            return await asyncio.wait_for(reader.read(n), self._left())
+        except (TimeoutError, asyncio.TimeoutError):
+            raise self.stalled(whole=asyncio.get_running_loop().time() >= self.deadline) from None
+
+    async def head(self, reader: asyncio.StreamReader) -> list[bytes]:
+        """Status line and headers, which must all arrive within one stall timeout (a byte a second never does)."""
+        limit = asyncio.get_running_loop().time() + self.stall_s
+
+        size = 0
+
+        async def lines() -> list[bytes]:
+            nonlocal size
+            out: list[bytes] = []
+            while True:
+                line = await reader.readline()
+                size += len(line)
+                if size > MAX_HEAD_BYTES:
+                    raise BackendError(
+                        f"{self.where} sent more than {MAX_HEAD_BYTES >> 10} KB of headers.",
+                        "point --endpoint at an OpenAI-compatible server",
+                        kind="too-large",
+                    )
+                out.append(line)
+                if line in (b"\r\n", b"\n", b"") and len(out) > 1 or not line:
+                    return out
+
+        try:
+            left = min(limit, self.deadline) - asyncio.get_running_loop().time()
+            return await asyncio.wait_for(lines(), max(left, 0.001))
+        except (TimeoutError, asyncio.TimeoutError):
+            if not size and not reader._buffer:  # type: ignore[attr-defined]  # not one byte: a plain stall
+                raise self.stalled() from None
+            raise BackendError(
+                f"{self.where} did not finish its status line and headers within {self.stall_s:.0f} s "
+                "(stall timeout); the run stopped there.",
+                "check the server log, or raise the limit with --stall-timeout SECONDS",
+                kind="stall",
+            ) from None
+        except ValueError:  # a line past the reader's limit
+            raise BackendError(
+                f"{self.where} sent a header line longer than {MAX_HEAD_BYTES >> 10} KB.",
+                "point --endpoint at an OpenAI-compatible server",
+                kind="too-large",
+            ) from None
+
+
+class HttpClient:
+    """Just enough HTTP/1.1: keep-alive POST/GET, Content-Length or chunked bodies, streamed for SSE.
+
+    Every read is bounded: no byte for `stall_s` seconds, a whole request past `WHOLE_REQUEST_STALLS` times that,
+    headers past 64 KB and a body past `max_body` bytes each end the request with one BackendError naming the
+    endpoint, so a server that stalls or lies can neither hang a run nor fill its memory.
+    """
+
+    def __init__(
+        self,
+        stall_s: float = STALL_TIMEOUT_S,
+        connect_timeout_s: float = CONNECT_TIMEOUT_S,
+        max_body: int = MAX_BODY_BYTES,
+    ) -> None:
+        self.stall_s = stall_s
         self.connect_timeout_s = connect_timeout_s
+        self.max_body = max_body
 
     async def _open(self, ep: _Endpoint) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
         if ep.idle:
             return ep.idle.pop()
         try:
-            opening = asyncio.open_connection(ep.host, ep.port, limit=1 << 22)
+            opening = asyncio.open_connection(ep.host, ep.port, limit=MAX_HEAD_BYTES)
             return await asyncio.wait_for(opening, self.connect_timeout_s)
         except (TimeoutError, OSError) as exc:
             raise connect_error(ep.url, exc) from None
 
+    def _too_large(self, clock: _Clock, what: str) -> BackendError:
+        return BackendError(
+            f"{clock.where} sent {what} larger than {self.max_body >> 20} MB; no answer to one request is that large.",
+            "check the server (is --endpoint an inference server?)",
+            kind="too-large",
+        )
+
     async def request(
         self, ep: _Endpoint, method: str, path: str, body: dict[str, Any] | None = None
-    ) -> AsyncIterator[bytes]:
+    ) -> AsyncGenerator[bytes, None]:
         """Yields the body in pieces as they arrive; raises BackendError on a non-2xx status."""
         reader, writer = await self._open(ep)
+        clock = _Clock(ep, path, self.stall_s, self.stall_s * WHOLE_REQUEST_STALLS)
         data = json.dumps(body).encode() if body is not None else b""
         head = (
             f"{method} {path} HTTP/1.1\r\nHost: {ep.host}:{ep.port}\r\nAccept: */*\r\n"
@@ -210,7 +333,7 @@ class HttpClient:
         try:
             writer.write(head.encode() + data)
             await writer.drain()
-            status_line = await reader.readline()
+            status_line, *header_lines = await clock.head(reader)
             if not status_line:
                 raise BackendError(
                     f"{ep.url} closed the connection without answering.", "check the server log", kind="reset"
@@ -224,10 +347,11 @@ class HttpClient:
                 )
             status = int(parts[1])
             headers: dict[str, str] = {}
-            while (line := await reader.readline()) not in (b"\r\n", b"\n", b""):
+            for line in header_lines:
                 k, _, v = line.decode("latin-1").partition(":")
-                headers[k.strip().lower()] = v.strip()
-            pieces = self._body(reader, headers)
+                if v:
+                    headers[k.strip().lower()] = v.strip()
+            pieces = self._body(reader, headers, clock)
             if status >= 300:
                 text = b"".join([p async for p in pieces]).decode("utf-8", "replace")[:300]
                 raise BackendError(
@@ -238,8 +362,11 @@ class HttpClient:
                 )
             async for piece in pieces:
                 yield piece
-            reusable = headers.get("connection", "").lower() != "close" and (
-                "content-length" in headers or "chunked" in headers.get("transfer-encoding", "")
+            reusable = (
+                headers.get("connection", "").lower() != "close"
+                and ("content-length" in headers or "chunked" in headers.get("transfer-encoding", ""))
+                and not reader.at_eof()
+                and not getattr(reader, "_buffer", b"")  # bytes past the body: its length lied
             )
         except (ConnectionError, asyncio.IncompleteReadError) as exc:
             raise BackendError(
@@ -253,39 +380,65 @@ class HttpClient:
             else:
                 writer.close()
 
-    @staticmethod
-    async def _body(reader: asyncio.StreamReader, headers: dict[str, str]) -> AsyncIterator[bytes]:
+    async def _body(self, reader: asyncio.StreamReader, headers: dict[str, str], clock: _Clock) -> AsyncIterator[bytes]:
         if "chunked" in headers.get("transfer-encoding", ""):
-            async for piece in HttpClient._dechunk(reader):
+            async for piece in self._dechunk(reader, clock):
                 yield piece
-        elif "content-length" in headers:
-            n = int(headers["content-length"])
-            if n:
-                yield await reader.readexactly(n)
-        else:
-            while chunk := await reader.read(1 << 16):
+            return
+        total = 0
+        if "content-length" in headers:
+            raw = headers["content-length"]
+            if not raw.isdigit() or len(raw) > 18:
+                raise BackendError(
+                    f"{clock.where} sent Content-Length {raw[:40]!r}, not a byte count.",
+                    "point --endpoint at an OpenAI-compatible server",
+                    kind="protocol",
+                )
+            n = int(raw)
+            if n > self.max_body:
+                raise self._too_large(clock, f"a Content-Length of {n:,} bytes,")
+            while total < n:
+                chunk = await clock.read(reader, min(1 << 16, n - total))
+                if not chunk:
+                    raise asyncio.IncompleteReadError(b"", n - total)
+                total += len(chunk)
                 yield chunk
+            return
+        while chunk := await clock.read(reader):
+            total += len(chunk)
+            if total > self.max_body:
+                raise self._too_large(clock, "a body")
+            yield chunk
 
-    @staticmethod
-    async def _dechunk(reader: asyncio.StreamReader) -> AsyncIterator[bytes]:
+    async def _dechunk(self, reader: asyncio.StreamReader, clock: _Clock) -> AsyncIterator[bytes]:
         """Chunked transfer decoding over whatever bytes have arrived: one await per network read, not three per
         chunk, since a streaming server sends one small chunk per token."""
         buf = b""
         pos = 0
+        total = 0
         while True:
             out: list[bytes] = []
             while True:
                 eol = buf.find(b"\r\n", pos)
                 if eol < 0:
                     break
-                size = int(buf[pos:eol].split(b";")[0].strip() or b"0", 16)
+                try:
+                    size = int(buf[pos:eol].split(b";")[0].strip() or b"0", 16)
+                except ValueError:
+                    raise BackendError(
+                        f"{clock.where} sent a chunk size that is not hexadecimal: {buf[pos:eol][:40]!r}.",
+                        "point --endpoint at an OpenAI-compatible server",
+                        kind="protocol",
+                    ) from None
+                if size > self.max_body:
+                    raise self._too_large(clock, "a chunk")
                 if size == 0:
                     if out:
                         yield b"".join(out)
                     rest = buf[eol + 2 :]
                     while not (rest == b"\r\n" or rest.endswith(b"\r\n\r\n")):
-                        more = await reader.read(1 << 16)
-                        if not more:
+                        more = await clock.read(reader)
+                        if not more or len(rest) > MAX_HEAD_BYTES:
                             break
                         rest += more
                     return
@@ -297,9 +450,14 @@ class HttpClient:
             if out:
                 yield b"".join(out)
             buf, pos = buf[pos:], 0
-            more = await reader.read(1 << 16)
+            if len(buf) > self.max_body or (b"\r\n" not in buf and len(buf) > MAX_HEAD_BYTES):
+                raise self._too_large(clock, "a chunk")
+            more = await clock.read(reader)
             if not more:
                 raise asyncio.IncompleteReadError(buf, None)
+            total += len(more)
+            if total > self.max_body * 2:
+                raise self._too_large(clock, "a chunked body")
             buf += more
 
     async def json(self, ep: _Endpoint, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
@@ -314,24 +472,55 @@ class HttpClient:
             ) from None
 
     async def sse(self, ep: _Endpoint, path: str, body: dict[str, Any]) -> AsyncIterator[dict[str, Any]]:
-        """Events up to `data: [DONE]`; the body is read to its end so the connection can be reused."""
+        """Events up to `data: [DONE]`, after which the body's end is awaited briefly so the connection can be
+        reused; a server that sends [DONE] and then nothing costs a closed connection, not a stall timeout. The end of
+        the body also ends the events (`transformers serve` sends no [DONE]); a body that never ends is a stall."""
         buf = b""
-        done = False
-        async for piece in self.request(ep, "POST", path, body):
-            *lines, buf = (buf + piece).split(b"\n")
-            for line in lines:
-                if done or not line.startswith(b"data:"):
-                    continue
-                payload = line[5:].strip()
-                if payload == b"[DONE]":
-                    done = True
-                    continue
-                yield json.loads(payload)
+        stream = self.request(ep, "POST", path, body)
+        try:
+            async for piece in stream:
+                *lines, buf = (buf + piece).split(b"\n")
+                if len(buf) > self.max_body:
+                    raise BackendError(
+                        f"{ep.url}{path} sent an event line longer than {self.max_body >> 20} MB.",
+                        "check the server (is --endpoint an inference server?)",
+                        kind="too-large",
+                    )
+                for line in lines:
+                    if not line.startswith(b"data:"):
+                        continue
+                    payload = line[5:].strip()
+                    if payload == b"[DONE]":
+                        with contextlib.suppress(TimeoutError, asyncio.TimeoutError, BackendError):
+                            await asyncio.wait_for(_drain(stream), DRAIN_AFTER_DONE_S)
+                        return
+                    try:
+                        event = json.loads(payload)
+                    except ValueError:
+                        raise BackendError(
+                            f"{ep.url}{path} sent an event that is not JSON: {payload[:120]!r}",
+                            "point --endpoint at an OpenAI-compatible server",
+                            kind="protocol",
+                        ) from None
+                    if isinstance(event, dict):
+                        yield event
+        finally:
+            await stream.aclose()
+
+
+async def _drain(stream: AsyncIterator[bytes]) -> None:
+    async for _ in stream:
+        pass
 
 
 @dataclass
 class TokenStats:
-    """How output tokens were obtained and how far the server's own count disagrees with the logged ids."""
+    """Which count of output tokens LoadGen got, and how far the server's other count disagrees with it.
+
+    LoadGen gets the server's own count: its token ids when it sends them, else its `usage.completion_tokens`,
+    else the re-tokenized text (the only count left). Every count is clipped at the request's max_tokens, so a
+    server that ignores it cannot inflate tokens/s.
+    """
 
     samples: int = 0
     ids_from_server: int = 0
@@ -341,9 +530,69 @@ class TokenStats:
     samples_without_server_count: int = 0
     count_disagreements: int = 0
     first_token_mismatches: int = 0
+    loadgen_tokens: int = 0
+    counted_from_ids: int = 0
+    counted_from_usage: int = 0
+    counted_from_text: int = 0
+    clipped_samples: int = 0
+    clipped_tokens: int = 0
+    compared_loadgen_tokens: int = 0
+    """LoadGen's count over the samples that also had the other count (the base of differ_pct)."""
+    compared_other_tokens: int = 0
+
+    def loadgen_count(self) -> dict[str, Any]:
+        """What run.json and the verdict say: the source of LoadGen's count, the other count, and the gap."""
+        sources = [
+            (n, name)
+            for n, name in (
+                (self.counted_from_ids, "server token ids"),
+                (self.counted_from_usage, "server usage.completion_tokens"),
+                (self.counted_from_text, "re-tokenized text"),
+            )
+            if n
+        ]
+        source = sources[0][1] if len(sources) == 1 else " + ".join(f"{name} ({n})" for n, name in sources) or None
+        other = "server usage.completion_tokens" if self.counted_from_ids else "re-tokenized text"
+        differ = None
+        if self.compared_loadgen_tokens:
+            differ = round((self.compared_other_tokens / self.compared_loadgen_tokens - 1) * 100, 2)
+        return {
+            "source": source,
+            "tokens": self.loadgen_tokens,
+            "other_source": other if self.compared_loadgen_tokens else None,
+            "other_tokens": self.compared_other_tokens if self.compared_loadgen_tokens else None,
+            "other_differs_pct": differ,
+            "samples_that_differ": self.count_disagreements,
+            "clipped_samples": self.clipped_samples,
+            "clipped_tokens": self.clipped_tokens,
+        }
+
+    def warnings(self) -> list[str]:
+        c = self.loadgen_count()
+        out = []
+        if self.clipped_samples:
+            out.append(
+                f"{self.clipped_samples} answer(s) were longer than max_tokens; {self.clipped_tokens:,} token(s) past "
+                "it were not counted (the server ignores max_tokens)"
+            )
+        if self.count_disagreements and c["other_differs_pct"] is not None:
+            out.append(
+                f"token counts disagree in {self.count_disagreements} of {self.samples} samples: LoadGen got "
+                f"{c['tokens']:,} from {c['source']}; {c['other_source']} gives {c['other_tokens']:,} "
+                f"({c['other_differs_pct']:+.1f}%)"
+            )
+        return out
 
     def to_json(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+        return {**self.__dict__, "loadgen_count": self.loadgen_count()}
+
+
+def usage_count(usage: Any) -> int | None:
+    """`usage.completion_tokens` when it is a whole, non-negative number; anything else is no count."""
+    value = usage.get("completion_tokens") if isinstance(usage, dict) else None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        return None
+    return value
 
 
 class TrtllmBackend(Backend):
@@ -360,6 +609,7 @@ class TrtllmBackend(Backend):
         max_concurrency: int = DEFAULT_CONCURRENCY,
         tokenizer: Any = None,
         health_timeout_s: float = HEALTH_TIMEOUT_S,
+        stall_timeout_s: float = STALL_TIMEOUT_S,
         alive: Callable[[], None] | None = None,
         on_wait: Callable[[str, str], None] | None = None,
     ) -> None:
@@ -377,7 +627,7 @@ class TrtllmBackend(Backend):
         self.health_timeout_s = health_timeout_s
         self.alive = alive
         self.on_wait = on_wait
-        self.client = HttpClient()
+        self.client = HttpClient(stall_s=stall_timeout_s)
         self.loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self.loop.run_forever, name="repro-trtllm", daemon=True)
         self._eps: list[_Endpoint] = []
@@ -503,6 +753,12 @@ class TrtllmBackend(Backend):
             kind="refused-all",
         )
 
+    async def _probe(self, ep: _Endpoint) -> str:
+        """The model name, then the 10-token request in the form this server takes; bounded by the caller."""
+        model = self.served_model or await self._model_name(ep) or self.default_model
+        await self._negotiate(ep, model)
+        return model
+
     async def health(self) -> None:
         """Wait until every endpoint answers a 10-token request (NVIDIA's warm-up), retrying with backoff.
 
@@ -518,11 +774,17 @@ class TrtllmBackend(Backend):
             delay = BACKOFF_START_S
             while True:
                 try:
-                    model = self.served_model or await self._model_name(ep) or self.default_model
-                    await self._negotiate(ep, model)
+                    model = await asyncio.wait_for(self._probe(ep), max(deadline - self.loop.time(), 0.001))
                     if self.model is None:
                         self.model = model
                     return
+                except (TimeoutError, asyncio.TimeoutError):
+                    raise BackendError(
+                        f"{ep.url} accepted the connection but did not answer the readiness request within "
+                        f"{self.health_timeout_s:.0f} s.",
+                        "check the server log, or raise --ready-timeout",
+                        kind="timeout",
+                    ) from None
                 except BackendError as exc:
                     if exc.kind == "http":
                         raise BackendError(
@@ -564,10 +826,14 @@ class TrtllmBackend(Backend):
     def _encode(self, text: str) -> list[int]:
         return [int(t) for t in self.tokenizer.encode(text, add_special_tokens=False)]
 
-    def output_ids(self, ids: list[int] | None, text: str, count: int | None) -> np.ndarray:
-        """The ids to log and count: the server's when it sent them, else the re-tokenized text; never placeholders."""
+    def output_ids(
+        self, ids: list[int] | None, text: str, count: int | None, max_tokens: int | None = None
+    ) -> tuple[np.ndarray, int]:
+        """(ids to log, tokens LoadGen counts): the server's ids when it sent them, else the re-tokenized text;
+        the count is the server's (ids, else usage), else the text's; both clipped at max_tokens."""
         st = self.tokens
         st.samples += 1
+        server_ids = ids is not None
         if ids is not None:
             st.ids_from_server += 1
         elif self.tokenizer is not None:
@@ -582,11 +848,32 @@ class TrtllmBackend(Backend):
         if count is None:
             st.samples_without_server_count += 1
         else:
-            st.server_completion_tokens += int(count)
-            if int(count) != len(ids):
+            st.server_completion_tokens += count
+        other: int | None
+        if server_ids:
+            n, other = len(ids), count
+            st.counted_from_ids += 1
+        elif count is not None:
+            n, other = count, len(ids)
+            st.counted_from_usage += 1
+        else:
+            n, other = len(ids), None
+            st.counted_from_text += 1
+        if other is not None:
+            st.compared_loadgen_tokens += n
+            st.compared_other_tokens += other
+            if other != n:
                 st.count_disagreements += 1
+        if max_tokens and max_tokens > 0:
+            if n > max_tokens:
+                st.clipped_samples += 1
+                st.clipped_tokens += n - max_tokens
+                n = max_tokens
+            if server_ids and len(ids) > max_tokens:
+                ids = ids[:max_tokens]
         st.logged_tokens += len(ids)
-        return np.asarray(ids, dtype=np.int32)
+        st.loadgen_tokens += n
+        return np.asarray(ids, dtype=np.int32), n
 
     def _first_token(self, r: Request, new_ids: list[int] | None, text: str) -> int | None:
         """The first output token as known when the first piece arrives (Server: TTFT is taken now)."""
@@ -608,36 +895,43 @@ class TrtllmBackend(Backend):
                 if self.stream:
                     ids: list[int] = []
                     text, count, first = "", None, None
+                    keep = r.max_tokens + 1 if r.max_tokens and r.max_tokens > 0 else None
                     async for event in self.client.sse(ep, path, body):
                         choices = event.get("choices") or []
-                        usage = event.get("usage") or {}
-                        if usage.get("completion_tokens") is not None:
-                            count = int(usage["completion_tokens"])
-                        if not choices:
+                        if (given := usage_count(event.get("usage"))) is not None:
+                            count = given
+                        if not choices or not isinstance(choices, list) or not isinstance(choices[0], dict):
                             continue
                         new_ids = token_ids_of(choices[0])
                         if new_ids:
                             ids.extend(new_ids)
-                        text += text_of(choices[0])
+                        piece = text_of(choices[0])
+                        if keep is None or len(ids) < keep:
+                            text += piece
                         if first is None and (new_ids or text):
                             first = self._first_token(r, new_ids, text)
                             if first is not None:
                                 self.sink.first_tokens([(r.id, first)])
-                    out = self.output_ids(ids if ids else None, text, count)
+                    out, n = self.output_ids(ids if ids else None, text, count, r.max_tokens)
                     if first is not None and (len(out) == 0 or int(out[0]) != first):
                         self.tokens.first_token_mismatches += 1
                 else:
                     doc = await self.client.json(ep, "POST", path, body)
-                    choice = (doc.get("choices") or [{}])[0] if isinstance(doc, dict) else {}
-                    usage = (doc.get("usage") or {}) if isinstance(doc, dict) else {}
-                    count = usage.get("completion_tokens")
-                    out = self.output_ids(token_ids_of(choice), text_of(choice), None if count is None else int(count))
+                    choices = doc.get("choices") if isinstance(doc, dict) else None
+                    choice = (
+                        choices[0] if isinstance(choices, list) and choices and isinstance(choices[0], dict) else {}
+                    )
+                    count = usage_count(doc.get("usage")) if isinstance(doc, dict) else None
+                    out, n = self.output_ids(token_ids_of(choice), text_of(choice), count, r.max_tokens)
                     if len(out):
                         self.sink.first_tokens([(r.id, int(out[0]))])
-                self.sink.completed([(r.id, out)])
+                self.sink.completed([(r.id, out) if n == len(out) else (r.id, out, n)])
         except asyncio.CancelledError:
             return
         except BaseException as exc:  # noqa: BLE001 - reported to the harness, which ends the run
+            if isinstance(exc, BackendError) and ep.url not in exc.message:
+                exc.message = f"{ep.url}: {exc.message}"
+                exc.args = (exc.message,)
             self.cancel()
             self.sink.failed(exc)
 
@@ -682,5 +976,5 @@ class TrtllmBackend(Backend):
             "ready_after_s": self.ready_after_s,
             "ready_retries": self.ready_retries,
             "request_fallbacks": dict(self.fallbacks),
-            "warnings": list(self.warnings),
+            "warnings": [*self.warnings, *self.tokens.warnings()],
         }
