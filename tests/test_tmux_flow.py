@@ -22,15 +22,17 @@ pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux not i
 
 
 class Tmux:
-    def __init__(self, tmp: Path, cwd: Path, env: dict[str, str], columns: int = 80, rows: int = 24):
+    def __init__(
+        self, tmp: Path, cwd: Path, env: dict[str, str], columns: int = 80, rows: int = 24, args: tuple[str, ...] = ()
+    ):
         self.sock = str(tmp / "tmux.sock")
         cmd = " ".join(
             ["env", "-u", "COLUMNS", "-u", "LINES", *(f"{k}={shlex.quote(v)}" for k, v in env.items())]
             + [shlex.quote(sys.executable), "-c", shlex.quote("from repro.cli import main; main()")]
+            + [shlex.quote(a) for a in args]
         )
-        self._tmux(
-            "new-session", "-d", "-x", str(columns), "-y", str(rows), "-c", str(cwd), f"{cmd}; echo EXIT=$?; sleep 600"
-        )
+        after = "echo EXIT=$?; stty -a | grep -o -- ' -*echo '; sleep 600"
+        self._tmux("new-session", "-d", "-x", str(columns), "-y", str(rows), "-c", str(cwd), f"{cmd}; {after}")
         self._tmux("set-option", "-g", "history-limit", "10000")
 
     def _tmux(self, *args: str) -> str:
@@ -138,3 +140,25 @@ def test_without_a_terminal_the_front_door_prints_the_one_command_to_run(tmp_pat
     assert proc.stderr.strip().splitlines()[-1] == "Next: repro run offline --recipe demo"
     doc = json.loads(subprocess.run([*cli, "--json"], capture_output=True, text=True, timeout=120, env=env).stdout)
     assert doc["error"]["next_command"] == "repro run offline --recipe demo"
+
+
+def test_ctrl_c_during_the_bar_leaves_one_final_frame(tmp_path):
+    """The tty echoed `^C` behind Rich's back; on a full-width bar that wrapped the cursor, so the last live frame
+    stayed on screen with the final one under it (issue 25 item 20). Echo is back on once repro exits."""
+    env = {"REPRO_HOME": str(tmp_path / "ws"), "REPRO_IMDS_URL": "http://127.0.0.1:9/", "TERM": "xterm"}
+    term = Tmux(tmp_path, tmp_path, env, args=("run", "offline", "--recipe", "demo"))
+    try:
+        term.expect(r"LoadGen Offline .* [1-9][\d,]*/[\d,]+ ", timeout=180)
+        time.sleep(1)
+        term.send("C-c")
+        term.expect(r"EXIT=\d+\n.*echo", timeout=120)
+        lines = term.history()
+    finally:
+        term.close()
+    text = "\n".join(lines)
+    assert "EXIT=130" in text, text
+    bars = [line for line in lines if line.startswith("LoadGen Offline")]
+    assert len(bars) == 1, text
+    assert bars[0].rstrip().endswith("interrupted"), bars
+    assert "^C" not in text
+    assert " echo " in text and " -echo " not in text, text

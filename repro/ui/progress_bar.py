@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from rich.progress import BarColumn, Progress, TextColumn
@@ -23,8 +24,10 @@ class RunBar:
             transient=False,
         )
         self._task: Any = None
+        self._tty: tuple[int, list[Any]] | None = None
 
     def start(self) -> RunBar:
+        self._tty = _quiet_echo()
         self._progress.start()
         self._task = self._progress.add_task("run", total=None, count="waiting for LoadGen", rate="", eta="")
         return self
@@ -43,3 +46,34 @@ class RunBar:
 
     def stop(self) -> None:
         self._progress.stop()
+        if self._tty is not None:
+            _restore_echo(*self._tty)
+            self._tty = None
+
+
+def _quiet_echo() -> tuple[int, list[Any]] | None:
+    """Stop the terminal echoing keys while the bar is live. Ctrl-C makes the tty print `^C` behind Rich's back;
+    on a bar that fills the line it wraps the cursor onto a new line, so the final frame landed below the last live
+    one and both stayed on screen. Returns the settings to restore, or None when stdin is not a terminal."""
+    try:
+        import termios
+
+        fd = sys.stdin.fileno()
+        if not sys.stdin.isatty():
+            return None
+        saved = termios.tcgetattr(fd)
+        quiet = list(saved)
+        quiet[3] &= ~(termios.ECHO | termios.ECHOCTL)
+        termios.tcsetattr(fd, termios.TCSANOW, quiet)
+        return fd, saved
+    except (ImportError, AttributeError, OSError, ValueError):
+        return None
+
+
+def _restore_echo(fd: int, saved: list[Any]) -> None:
+    try:
+        import termios
+
+        termios.tcsetattr(fd, termios.TCSANOW, saved)
+    except (ImportError, OSError, ValueError):
+        pass
