@@ -585,6 +585,7 @@ def interactive(
     workspace: WorkspaceOpt = None,
     backend: BackendOpt = None,
     duration: DurationOpt = None,
+    official_min_duration: OfficialOpt = False,
     samples: SamplesOpt = None,
     into: IntoOpt = None,
     sim_rate: RateOpt = None,

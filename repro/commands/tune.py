@@ -16,7 +16,7 @@ MaxMinutesOpt = Annotated[
 ]
 MarginOpt = Annotated[
     float | None,
-    typer.Option("--margin", help="Safety margin below the highest passing rate (default 0.05 = 5%)."),
+    typer.Option("--margin", help="Safety margin below the highest passing rate (default 0.05; the CPU demo 0.2)."),
 ]
 StartOpt = Annotated[
     float | None,
@@ -26,7 +26,11 @@ ProbeSecondsOpt = Annotated[
     float | None, typer.Option("--probe-seconds", help="LoadGen min_duration of each probe (default 60 s).")
 ]
 ProbeQueriesOpt = Annotated[
-    int | None, typer.Option("--probe-queries", help="LoadGen min_query_count of each probe (default 256).")
+    int | None,
+    typer.Option(
+        "--probe-queries",
+        help="LoadGen min_query_count of each probe (default 1,001, or the full run's if fewer).",
+    ),
 ]
 
 
@@ -51,7 +55,7 @@ def _tune(
     from repro.core.systems import resolve_recipe
     from repro.core.workspace import Workspace
     from repro.run.servers import ServerOptions
-    from repro.run.tune import MARGIN, tune
+    from repro.run.tune import tune
     from repro.ui.output import emit, show_err
 
     ws = Workspace.open(workspace)
@@ -69,7 +73,7 @@ def _tune(
         servers=ServerOptions(image=server_image, keep=keep_servers, ready_timeout_s=ready_timeout),
         served_model=served_model,
         start_qps=start_qps,
-        margin=MARGIN if margin is None else margin,
+        margin=margin,
         max_minutes=max_minutes,
         dry_run=dry_run,
         argv=["repro", *sys.argv[1:]],

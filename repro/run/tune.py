@@ -36,10 +36,13 @@ from repro.core.workspace import Workspace
 TUNE_SCENARIOS = ("Server", "Interactive")
 MARGIN = 0.05
 """Below the highest passing rate: covers the probe-to-run spread of a queue near saturation."""
+DEMO_MARGIN = 0.2
+"""The CPU demo shares its cores with everything else on the machine: run-to-run TTFT varies far more than on a GPU."""
 RESOLUTION = 0.03
 """The search stops when the failing rate is within 3% of the passing one."""
 PROBE_S = 60.0
-PROBE_QUERIES = 256
+PROBE_QUERIES = 1001
+"""LoadGen's early stopping passes with up to three queries over a limit from 1,001 queries."""
 EARLY_STOPPING_PERCENTILE = 0.99
 EARLY_STOPPING_CONFIDENCE = 0.99
 OFFLINE_PROBE_SAMPLES = 256
@@ -420,7 +423,7 @@ def tune(
     servers: Any = None,
     served_model: str | None = None,
     start_qps: float | None = None,
-    margin: float = MARGIN,
+    margin: float | None = None,
     resolution: float = RESOLUTION,
     max_minutes: float = 60.0,
     probe_s: float | None = None,
@@ -437,6 +440,8 @@ def tune(
 
     if scenario not in TUNE_SCENARIOS:
         raise InputError(f"repro tune searches Server or Interactive, not {scenario}.", "`repro tune server`")
+    if margin is None:
+        margin = DEMO_MARGIN if recipe.demo else MARGIN
     if not 0 <= margin < 0.5:
         raise InputError(f"--margin must be between 0 and 0.5 (got {margin:g}).", "`repro tune server --margin 0.05`")
     if max_minutes <= 0 or (probe_s is not None and probe_s <= 0) or (probe_queries is not None and probe_queries < 1):
@@ -454,7 +459,8 @@ def tune(
     full_min_s = int(full["min_duration"]) / 1000
     full_queries = int(full["min_query_count"])
     probe_s = min(PROBE_S, full_min_s) if probe_s is None else probe_s
-    probe_queries = min(PROBE_QUERIES, max(64, full_queries // 4)) if probe_queries is None else probe_queries
+    # a full run this short (the demo's 662 queries) is its own probe: the same count, so the same early stopping
+    probe_queries = min(full_queries, PROBE_QUERIES) if probe_queries is None else probe_queries
     overrides = {"min_duration": int(probe_s * 1000), "min_query_count": probe_queries}
     managed_keep = servers.keep if servers is not None else False
     probe_servers = dataclasses.replace(servers or ServerOptions(), keep=True)

@@ -72,8 +72,6 @@ def tune_result(result: Any) -> Group:
         parts.append(Text(f"saved to {result.file}; `repro run {result.scenario.lower()}` uses it and says so"))
     if result.label:
         parts.append(Text(f"label: {result.label} (never counted as a reproduction)", style="yellow"))
-    if result.next_command:
-        parts.append(Text(f"Next: {result.next_command}"))
     return Group(*parts)
 
 
