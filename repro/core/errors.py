@@ -63,7 +63,9 @@ def _explain_oserror(exc: OSError) -> Explained:
         return Explained(f"The disk is full{where}.", "free space, then `repro doctor`", 2)
     if exc.errno in (errno.EACCES, errno.EPERM):
         return Explained(f"Permission denied{where}.", "check the workspace owner, then `repro doctor`", 2)
-    return Explained(f"{exc.strerror or exc}{where}.", "`repro doctor`", 2)
+    from repro.core.fmt import clause
+
+    return Explained(f"{clause(str(exc.strerror or exc))}{where}.", "`repro doctor`", 2)
 
 
 def _external_mappings() -> list[tuple[type[BaseException], Callable[[BaseException], Explained]]]:

@@ -10,6 +10,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from repro.core.fmt import clause, join_sentences
 from repro.core.steps import StepOutcome
 from repro.flow.doctor import DoctorReport
 from repro.flow.guide import GuideNote, GuidePlan, GuideResult
@@ -56,7 +57,7 @@ class _DoctorChecks:
         yield Text(title, style="italic")
         for c in r.checks:
             line = Text(f"{c.level:<4} ", style=_CHECK_STYLE[c.level])
-            line.append(f"{c.name}: {c.detail}" + (f" Fix: {c.fix}" if c.fix else ""), style="")
+            line.append(f"{c.name}: " + join_sentences(c.detail, f"Fix: {c.fix}" if c.fix else None), style="")
             yield line
 
 
@@ -68,10 +69,11 @@ def doctor_report(r: DoctorReport) -> Group:
         f"{sum(c.level == 'WARN' for c in r.checks)} warnings, "
         f"{sum(c.level == 'PASS' for c in r.checks)} passed, "
         f"{sum(c.level == 'SKIP' for c in r.checks)} skipped. "
-        f"Recipe: {escape(r.recipe or '(none)')} ({escape(r.recipe_reason)})."
+        + join_sentences(
+            f"Recipe: {escape(r.recipe or '(none)')} — {escape(clause(r.recipe_reason))}",
+            "Fix the FAIL rows, then `repro doctor` again" if r.failed else None,
+        )
     )
-    if r.failed:
-        summary += " Fix the FAIL rows, then `repro doctor` again."
     return Group(t, Text.from_markup(summary))
 
 

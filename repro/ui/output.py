@@ -180,8 +180,9 @@ def error(
     hint = split_hint(redact(next_command) if next_command else None)
     text = redact(message)
     if hint.prose:
-        prose = hint.sentence
-        text += f" {prose}" if text.rstrip().endswith((".", ":", ")", "?")) else f". {prose}"
+        from repro.core.fmt import join_sentences
+
+        text = join_sentences(text, hint.sentence)
     from rich.text import Text
 
     from repro.ui.wrap import Prose
