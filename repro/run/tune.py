@@ -135,12 +135,13 @@ class _TimedSink:
                 self.tl.first.setdefault(i, now)
         self.sink.first_tokens(events)
 
-    def completed(self, events: Sequence[tuple[int, Any]]) -> None:
+    def completed(self, events: Sequence[tuple[Any, ...]]) -> None:
+        """(id, tokens) or (id, tokens, count): a text answer's count can differ from the ids re-tokenized."""
         now = time.monotonic()
         with self.tl.lock:
-            for i, a in events:
-                self.tl.first.setdefault(i, now)
-                self.tl.done[i] = (now, len(a))
+            for e in events:
+                self.tl.first.setdefault(e[0], now)
+                self.tl.done[e[0]] = (now, int(e[2]) if len(e) > 2 else len(e[1]))
         self.sink.completed(events)
 
     def failed(self, exc: BaseException) -> None:
