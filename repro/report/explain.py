@@ -467,6 +467,9 @@ def _machine_of_run(run: LoadGenRun) -> dict[str, Any]:
         out["harness_wall_s"] = wall
         out["harness_cpu_s"] = cpu.get("cpu_s")
         on_cpu, waiting = cpu.get("busiest_thread_cpu_s"), cpu.get("busiest_thread_wait_s")
+        all_cpu, all_wait = cpu.get("threads_cpu_s"), cpu.get("threads_wait_s")
+        if isinstance(all_cpu, (int, float)) and isinstance(all_wait, (int, float)):
+            on_cpu, waiting = all_cpu, all_wait  # together: the GIL lets Python use one core across threads
         if isinstance(on_cpu, (int, float)) and isinstance(waiting, (int, float)):
             out["harness_thread_cpu_share"] = on_cpu / wall
             out["harness_thread_wait_share"] = waiting / wall
@@ -837,7 +840,7 @@ def _machine_causes(run: Side, ref: Side, figure: str) -> list[Cause]:
                 "machine",
                 "moves",
                 (
-                    f"the harness's busiest thread was runnable {share * 100:.0f}% of the "
+                    f"the harness's threads were runnable {share * 100:.0f}% of a core over the "
                     f"{m.get('harness_wall_s', 0):,.1f} s run "
                     f"(on a CPU {m.get('harness_thread_cpu_share', 0) * 100:.0f}%, "
                     f"waiting for one {waiting * 100:.0f}%)",

@@ -162,6 +162,7 @@ class RunWatch:
 
     def check(self, projection: Projection | None) -> bool:
         """Note the projection the view just showed; True once the run should stop (band out of reach)."""
+        self.clock.sample()
         if projection is not None:
             self.last = projection
             if self.at_quarter is None and projection.fraction_done >= 0.25:
