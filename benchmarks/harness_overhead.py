@@ -22,6 +22,7 @@ from repro.core.recipes import get_recipe
 from repro.core.workspace import Workspace
 from repro.results.logs import parse_run
 from repro.run.harness import run_benchmark
+from repro.run.options import RunHooks, RunOptions
 from repro.setup.dataset import save_prepared
 
 BEST_PUBLISHED_TOKENS_PER_S = 62_804
@@ -53,18 +54,20 @@ def main() -> int:
         )
         t0 = time.perf_counter()
         out = run_benchmark(
-            recipe,
-            ws,
-            scenario=args.scenario,
-            backend="sim",
-            samples=n,
-            detect=False,
-            progress=False,
-            argv=[sys.executable, *sys.argv],
+            RunOptions.build(
+                recipe,
+                ws,
+                scenario=args.scenario,
+                backend="sim",
+                samples=n,
+                detect=False,
+                argv=[sys.executable, *sys.argv],
+            ),
+            RunHooks(progress=False),
         )
         wall = time.perf_counter() - t0
-        run = parse_run(Path(out.details["run_dir"]))
-        info = json.loads((Path(out.details["run_dir"]) / "run.json").read_text())
+        run = parse_run(Path(out.details["log_dir"]))
+        info = json.loads((Path(out.details["log_dir"]) / "run.json").read_text())
     result = {
         "what": "repro LoadGen harness + sim backend at unlimited rate",
         "scenario": args.scenario,

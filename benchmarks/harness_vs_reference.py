@@ -1,6 +1,6 @@
 """repro's LoadGen harness against a minimal reference SUT, same LoadGen, same Offline query, one process.
 
-(a) repro: `repro.run.harness.LoadGenSUT` driving the `sim` backend at unlimited rate (zero work per sample).
+(a) repro: `repro.run.sut.LoadGenSUT` driving the `sim` backend at unlimited rate (zero work per sample).
 (b) reference: a SUT written like MLCommons' `language/llama2-70b/SUT.py` (mlcommons/inference, commit 0257f68:
     `issue_queries` puts slices of `batch_size` samples on a `queue.Queue`, one worker thread takes them and
     answers each sample with its own `lg.QuerySamplesComplete([lg.QuerySampleResponse(id, ptr, size)])`), with the
@@ -36,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from _sidebyside import alternate  # noqa: E402
 
 from repro.run.backends.sim import FILL_TOKEN, SimBackend  # noqa: E402
-from repro.run.harness import LoadGenSUT  # noqa: E402
+from repro.run.sut import LoadGenSUT  # noqa: E402
 from repro.setup.dataset import PreparedDataset  # noqa: E402
 
 DATASET = 24_576

@@ -18,6 +18,7 @@ from repro.commands import flow as doctor
 from repro.commands import published, report, run, tune, verify
 from repro.commands import recipes as recipes_cmd
 from repro.commands import setup_cmd as setup
+from repro.core.backends import CHOICES as BACKEND_CHOICES
 from repro.core.errors import explain
 from repro.ui.options import DryRunOpt, JsonOpt, RecipeOpt, WorkspaceOpt, YesOpt
 from repro.ui.output import error, start_command, traceback_text
@@ -175,7 +176,7 @@ _METAVARS = {
     "rerun_failed": "RACK_DIR",
     "base_image": "IMAGE",
     "container_image": "IMAGE",
-    "backend": "sim|hf|trtllm",
+    "backend": BACKEND_CHOICES,
     "launcher": "local|slurm",
     "dataset_source": "fetch|rebuild|both",
     "partition": "PARTITION",

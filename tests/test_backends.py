@@ -29,6 +29,7 @@ from repro.run.backends.base import Request
 from repro.run.backends.sim import SimBackend
 from repro.run.backends.trtllm import BackendError, TrtllmBackend, build_payload, endpoints_for
 from repro.run.harness import run_benchmark
+from repro.run.options import RunOptions
 from repro.run.tokens import load_tokenizer
 from repro.setup.dataset import save_prepared
 
@@ -361,7 +362,7 @@ def test_harness_with_trtllm_backend_over_http(servers, monkeypatch: pytest.Monk
     ws = Workspace.open().ensure()
     _dataset(ws, "nd-gb300-v6", 24)
     monkeypatch.setenv("REPRO_TRTLLM_ENDPOINTS", ",".join(_urls(servers)))
-    out = run_benchmark("nd-gb300-v6", ws, scenario=scenario, samples=24, detect=False)
+    out = run_benchmark(RunOptions.build("nd-gb300-v6", ws, scenario=scenario, samples=24, detect=False))
     run = parse_run(Path(out.details["log_dir"]))
     assert run.label == "smoke" and run.scenario == scenario and run.tokens_per_s > 0
     info = json.loads((Path(out.details["log_dir"]) / "run.json").read_text())

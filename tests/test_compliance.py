@@ -34,6 +34,7 @@ from repro.results.compliance import (
 from repro.results.logs import find_runs
 from repro.results.verify import verify_dir
 from repro.run.harness import run_benchmark
+from repro.run.options import RunOptions
 from repro.setup.dataset import save_prepared
 
 RECIPE = "nd-h100-v5"
@@ -64,15 +65,19 @@ def real_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         _prepare(ws)
         out: dict[str, Path] = {}
         for scenario in ("Offline", "Server"):
-            perf = run_benchmark(RECIPE, ws, scenario=scenario, backend="sim", samples=64, detect=False)
+            perf = run_benchmark(
+                RunOptions.build(RECIPE, ws, scenario=scenario, backend="sim", samples=64, detect=False)
+            )
             test = run_benchmark(
-                RECIPE,
-                ws,
-                scenario=scenario,
-                backend="sim",
-                compliance="TEST06",
-                detect=False,
-                rate_tokens_per_s=None if scenario == "Offline" else 1_000_000,
+                RunOptions.build(
+                    RECIPE,
+                    ws,
+                    scenario=scenario,
+                    backend="sim",
+                    compliance="TEST06",
+                    detect=False,
+                    sim_rate=None if scenario == "Offline" else 1_000_000,
+                )
             )
             assert test.details["run_dir"] == perf.details["run_dir"], "TEST06 joins the latest performance run"
             assert test.details["paired_with"] == perf.details["log_dir"]
@@ -262,25 +267,25 @@ def test_find_runs_skips_the_test06_run_and_pairs_performance_with_accuracy(real
 def test_accuracy_run_joins_the_latest_performance_run(tmp_path: Path) -> None:
     ws = Workspace.open().ensure()
     _prepare(ws, n=16)
-    perf = run_benchmark(RECIPE, ws, backend="sim", samples=16, detect=False)
+    perf = run_benchmark(RunOptions.build(RECIPE, ws, backend="sim", samples=16, detect=False))
     run_dir = Path(perf.details["run_dir"])
-    acc = run_benchmark(RECIPE, ws, backend="sim", accuracy=True, detect=False)
+    acc = run_benchmark(RunOptions.build(RECIPE, ws, backend="sim", accuracy=True, detect=False))
     assert acc.details["run_dir"] == str(run_dir) and acc.details["log_dir"] == str(run_dir / "accuracy")
     modes = {r.folder.relative_to(run_dir).as_posix(): r.mode for r in find_runs(run_dir)}
     assert modes == {"accuracy": "AccuracyOnly", "performance/run_1": "PerformanceOnly"}
     assert json.loads((run_dir / "accuracy" / "run.json").read_text())["paired_with"] == perf.details["log_dir"]
-    again = run_benchmark(RECIPE, ws, backend="sim", accuracy=True, detect=False)
+    again = run_benchmark(RunOptions.build(RECIPE, ws, backend="sim", accuracy=True, detect=False))
     assert again.details["run_dir"] != str(run_dir) and again.details["paired_with"] is None
     with pytest.raises(InputError, match="already holds an accuracy run"):
-        run_benchmark(RECIPE, ws, backend="sim", accuracy=True, detect=False, into=run_dir)
+        run_benchmark(RunOptions.build(RECIPE, ws, backend="sim", accuracy=True, detect=False, into=run_dir))
     with pytest.raises(InputError, match="no such run folder"):
-        run_benchmark(RECIPE, ws, backend="sim", accuracy=True, detect=False, into=tmp_path / "nope")
+        run_benchmark(RunOptions.build(RECIPE, ws, backend="sim", accuracy=True, detect=False, into=tmp_path / "nope"))
     with pytest.raises(InputError, match="backend sim, not hf"):
-        run_benchmark(RECIPE, ws, backend="hf", compliance="TEST06", detect=False, into=run_dir)
+        run_benchmark(RunOptions.build(RECIPE, ws, backend="hf", compliance="TEST06", detect=False, into=run_dir))
     with pytest.raises(InputError, match="drop --duration/--samples"):
-        run_benchmark(RECIPE, ws, backend="sim", compliance="TEST06", samples=8, detect=False)
+        run_benchmark(RunOptions.build(RECIPE, ws, backend="sim", compliance="TEST06", samples=8, detect=False))
     with pytest.raises(InputError, match="TEST06"):
-        run_benchmark(RECIPE, ws, backend="sim", compliance="TEST01", detect=False)
+        run_benchmark(RunOptions.build(RECIPE, ws, backend="sim", compliance="TEST01", detect=False))
 
 
 def test_a_stray_audit_config_in_the_shell_folder_changes_nothing(
@@ -290,7 +295,7 @@ def test_a_stray_audit_config_in_the_shell_folder_changes_nothing(
     _prepare(ws, n=16)
     (tmp_path / "audit.config").write_text(audit_config_text())
     monkeypatch.chdir(tmp_path)
-    out = run_benchmark(RECIPE, ws, backend="sim", samples=16, detect=False)
+    out = run_benchmark(RunOptions.build(RECIPE, ws, backend="sim", samples=16, detect=False))
     detail = (Path(out.details["log_dir"]) / "mlperf_log_detail.txt").read_text()
     assert AUDIT_FOUND not in detail, detail
     assert '"effective_accuracy_log_sampling_target", "value": 0' in detail

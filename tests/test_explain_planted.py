@@ -129,6 +129,7 @@ import sys, threading
 from pathlib import Path
 from repro.core.workspace import Workspace
 from repro.run.harness import run_benchmark
+from repro.run.options import RunHooks, RunOptions
 
 def hog(sut):
     def spin():
@@ -136,8 +137,9 @@ def hog(sut):
             sum(i * i for i in range(2000))
     threading.Thread(target=spin, name="hog", daemon=True).start()
 
-out = run_benchmark("nd-h100-v5", Workspace.open(), backend="sim", samples=int(sys.argv[1]), detect=False,
-                    rate_tokens_per_s=float(sys.argv[2]), on_started=hog, progress=False)
+options = RunOptions.build("nd-h100-v5", Workspace.open(), backend="sim", samples=int(sys.argv[1]), detect=False,
+                          sim_rate=float(sys.argv[2]))
+out = run_benchmark(options, RunHooks(on_started=hog, progress=False))
 print(out.details["run_dir"])
 """
 

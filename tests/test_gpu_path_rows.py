@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from repro.cli import app
 from repro.core.recipes import get_recipe
-from repro.run.harness import expected_samples, loadgen_settings
+from repro.run.settings import expected_samples, loadgen_settings
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -19,7 +19,9 @@ from repro.core.recipes import get_recipe
 from repro.core.workspace import Workspace
 from repro.results.logs import parse_run
 from repro.run.backends.sim import SimBackend
-from repro.run.harness import expected_samples, loadgen_settings, run_benchmark, user_conf_text
+from repro.run.harness import run_benchmark
+from repro.run.options import RunHooks, RunOptions
+from repro.run.settings import expected_samples, loadgen_settings, user_conf_text
 from repro.setup.dataset import load_prepared, save_prepared
 
 RECIPE = "nd-h100-v5"
@@ -77,7 +79,9 @@ def test_settings_and_user_conf_for_smoke_runs() -> None:
 
 def test_sim_offline_run_writes_logs_and_provenance(ws: Workspace) -> None:
     folder = _prepare(ws)
-    outcome = run_benchmark(RECIPE, ws, backend="sim", samples=96, detect=False, argv=["repro", "run", "offline"])
+    outcome = run_benchmark(
+        RunOptions.build(RECIPE, ws, backend="sim", samples=96, detect=False, argv=["repro", "run", "offline"])
+    )
     run_dir = Path(outcome.details["log_dir"])
     assert Path(outcome.details["run_dir"]) == _only_run(ws) and run_dir == _only_run(ws) / "performance" / "run_1"
     assert _only_run(ws).parent.name == "Offline" and _only_run(ws).parent.parent.name == RECIPE
@@ -100,7 +104,7 @@ def test_sim_offline_run_writes_logs_and_provenance(ws: Workspace) -> None:
 def test_sim_server_run_reports_token_latencies(ws: Workspace) -> None:
     _prepare(ws, n=40)
     outcome = run_benchmark(
-        RECIPE, ws, scenario="Server", backend="sim", samples=40, detect=False, rate_tokens_per_s=2_000_000
+        RunOptions.build(RECIPE, ws, scenario="Server", backend="sim", samples=40, detect=False, sim_rate=2_000_000)
     )
     run = parse_run(Path(outcome.details["log_dir"]))
     assert run.scenario == "Server" and run.label == "simulated"
@@ -125,7 +129,7 @@ def test_server_latency_limits_reach_loadgen_in_its_units(ws: Workspace) -> None
     _prepare(ws, n=16)
     recipe = get_recipe(RECIPE)
     outcome = run_benchmark(
-        RECIPE, ws, scenario="Server", backend="sim", samples=16, detect=False, rate_tokens_per_s=2_000_000
+        RunOptions.build(RECIPE, ws, scenario="Server", backend="sim", samples=16, detect=False, sim_rate=2_000_000)
     )
     keys = _detail_keys(Path(outcome.details["log_dir"]))
     assert keys["requested_server_ttft_latency"] == recipe.loadgen.ttft_latency_ms * 1_000_000 == 2_000_000_000
@@ -136,11 +140,13 @@ def test_server_latency_limits_reach_loadgen_in_its_units(ws: Workspace) -> None
 def test_backend_dying_mid_run_keeps_partial_logs(ws: Workspace) -> None:
     _prepare(ws)
 
-    def factory(name, *, dataset, **kw):
-        return SimBackend(dataset.output_lens, fail_after=30)
+    def factory(name, ctx):
+        return SimBackend(ctx.dataset.output_lens, fail_after=30)
 
     with pytest.raises(StepFailed, match="failed mid-run") as err:
-        run_benchmark(RECIPE, ws, backend="sim", samples=96, detect=False, backend_factory=factory)
+        run_benchmark(
+            RunOptions.build(RECIPE, ws, backend="sim", samples=96, detect=False), RunHooks(backend_factory=factory)
+        )
     run_dir = _only_run(ws) / "performance" / "run_1"
     assert str(run_dir) in err.value.message
     info = json.loads((run_dir / "run.json").read_text())
@@ -163,7 +169,8 @@ def test_ctrl_c_stops_loadgen_cleanly(ws: Workspace) -> None:
 
     with pytest.raises(Interrupted) as err:
         run_benchmark(
-            RECIPE, ws, backend="sim", samples=96, detect=False, rate_tokens_per_s=2000, on_started=interrupt_soon
+            RunOptions.build(RECIPE, ws, backend="sim", samples=96, detect=False, sim_rate=2000),
+            RunHooks(on_started=interrupt_soon),
         )
     assert err.value.exit_code == 130
     run_dir = _only_run(ws) / "performance" / "run_1"
@@ -178,7 +185,7 @@ def test_ctrl_c_stops_loadgen_cleanly(ws: Workspace) -> None:
 
 def test_missing_dataset_fails_with_run_folder(ws: Workspace) -> None:
     with pytest.raises(InputError, match="no prepared dataset") as err:
-        run_benchmark(RECIPE, ws, backend="sim", samples=8, detect=False)
+        run_benchmark(RunOptions.build(RECIPE, ws, backend="sim", samples=8, detect=False))
     info = json.loads((_only_run(ws) / "performance" / "run_1" / "run.json").read_text())
     assert info["status"] == "failed" and "no prepared dataset" in info["error"]
     assert "repro setup" in err.value.next_command
@@ -190,7 +197,7 @@ def test_model_folder_without_weights(ws: Workspace) -> None:
     model.mkdir(parents=True)
     (model / "config.json").write_text("{}")
     with pytest.raises(InputError, match="no weights"):
-        run_benchmark(RECIPE, ws, backend="hf", samples=8, detect=False, model_dir=model)
+        run_benchmark(RunOptions.build(RECIPE, ws, backend="hf", samples=8, detect=False, model_dir=model))
     assert json.loads((_only_run(ws) / "performance" / "run_1" / "run.json").read_text())["status"] == "failed"
 
 
@@ -228,7 +235,7 @@ def test_cli_demo_default_runs_real_loadgen_on_cpu(ws: Workspace) -> None:
 
 
 def test_demo_accuracy_mode_writes_accuracy_txt(ws: Workspace) -> None:
-    outcome = run_benchmark("demo", ws, accuracy=True, detect=False)
+    outcome = run_benchmark(RunOptions.build("demo", ws, accuracy=True, detect=False))
     run_dir = Path(outcome.details["log_dir"])
     assert run_dir == Path(outcome.details["run_dir"]) / "accuracy" and outcome.details["paired_with"] is None
     assert '"effective_test_mode", "value": "AccuracyOnly"' in (run_dir / "mlperf_log_detail.txt").read_text()

@@ -14,7 +14,7 @@ from repro.core.errors import InputError, RecipeError
 from repro.core.recipes import all_recipes, get_recipe, load_recipe_file
 from repro.core.workspace import Workspace
 from repro.run.backends.base import Request
-from repro.run.harness import loadgen_settings
+from repro.run.settings import loadgen_settings
 
 RUNNABLE_GPU = ["nd-gb300-v6", "nd-gb200-v6", "nd-h100-v5", "nd-h200-v5"]
 
@@ -168,6 +168,7 @@ def test_an_unpaced_sim_run_is_paced_to_outlast_min_duration(name: str) -> None:
     """`--backend sim --duration N` without --sim-rate answered the whole query at once: INVALID every time."""
     from repro.results.logs import parse_run
     from repro.run.harness import run_benchmark
+    from repro.run.options import RunHooks, RunOptions
     from repro.setup.dataset import save_prepared
 
     recipe = get_recipe(name)
@@ -177,7 +178,8 @@ def test_an_unpaced_sim_run_is_paced_to_outlast_min_duration(name: str) -> None:
     if not recipe.demo:
         folder = ws.preprocessed / recipe.dataset.name
         save_prepared(folder, recipe.dataset.name, prompts, rng.integers(20, 400, size=64).tolist(), source="test")
-    outcome = run_benchmark(recipe, ws, backend="sim", duration_s=2, detect=False, progress=False)
+    options = RunOptions.build(recipe, ws, backend="sim", duration_s=2, detect=False)
+    outcome = run_benchmark(options, RunHooks(progress=False))
     run = parse_run(Path(outcome.details["log_dir"]))
     assert run.valid, outcome.details
     info = json.loads((Path(outcome.details["log_dir"]) / "run.json").read_text())

@@ -32,6 +32,7 @@ from repro.engine.container import ImageSpec, build_image, image_spec_for, manag
 from repro.engine.quantize import paths_for
 from repro.run.backends.trtllm import BackendError
 from repro.run.harness import run_benchmark
+from repro.run.options import RunOptions
 from repro.run.servers import ServerDied, ServerOptions
 from repro.setup.dataset import save_prepared
 
@@ -114,7 +115,7 @@ def test_run_starts_waits_drives_and_removes_the_servers(client, serve_image, ws
     """start -> wait (the servers bind, then load for 8 s) -> LoadGen AccuracyOnly -> stop; real ids in the log."""
     tag = uuid.uuid4().hex[:8]
     opts = _options(serve_image, tag, env={"STANDIN_LOAD_S": "8"})
-    out = run_benchmark(RECIPE, ws, accuracy=True, detect=False, servers=opts)
+    out = run_benchmark(RunOptions.build(RECIPE, ws, accuracy=True, detect=False, servers=opts))
     run_dir, folder = Path(out.details["log_dir"]), Path(out.details["run_dir"])
     info = json.loads((run_dir / "run.json").read_text())
     assert _left(client, tag) == []
@@ -146,7 +147,9 @@ def test_server_crashing_while_loading_is_one_clear_error(client, serve_image, w
     tag = uuid.uuid4().hex[:8]
     with pytest.raises(ServerDied) as err:
         run_benchmark(
-            RECIPE, ws, samples=8, detect=False, servers=_options(serve_image, tag, env={"STANDIN_CRASH": "load"})
+            RunOptions.build(
+                RECIPE, ws, samples=8, detect=False, servers=_options(serve_image, tag, env={"STANDIN_CRASH": "load"})
+            )
         )
     assert "exited with code 1" in err.value.message and "simulated CUDA out of memory" in err.value.message
     assert _left(client, tag) == []
@@ -156,11 +159,13 @@ def test_server_that_never_gets_ready_times_out_with_its_log(client, serve_image
     tag = uuid.uuid4().hex[:8]
     with pytest.raises(BackendError) as err:
         run_benchmark(
-            RECIPE,
-            ws,
-            samples=8,
-            detect=False,
-            servers=_options(serve_image, tag, env={"STANDIN_HANG": "load"}, ready_timeout_s=4),
+            RunOptions.build(
+                RECIPE,
+                ws,
+                samples=8,
+                detect=False,
+                servers=_options(serve_image, tag, env={"STANDIN_HANG": "load"}, ready_timeout_s=4),
+            )
         )
     assert "did not become ready within 4 s" in err.value.message and "loading model" in err.value.message
     assert "--ready-timeout" in err.value.next_command and "servers" in err.value.next_command
@@ -171,7 +176,13 @@ def test_server_dying_mid_run_marks_the_run_incomplete(client, serve_image, ws: 
     tag = uuid.uuid4().hex[:8]
     with pytest.raises(StepFailed) as err:
         run_benchmark(
-            RECIPE, ws, samples=16, detect=False, servers=_options(serve_image, tag, env={"STANDIN_CRASH": "after:3"})
+            RunOptions.build(
+                RECIPE,
+                ws,
+                samples=16,
+                detect=False,
+                servers=_options(serve_image, tag, env={"STANDIN_CRASH": "after:3"}),
+            )
         )
     assert "exited with code 3" in err.value.message and "simulated engine failure" in err.value.message
     run_dir = next((ws.runs / RECIPE / "Offline").iterdir()) / "performance" / "run_1"
@@ -183,11 +194,11 @@ def test_server_dying_mid_run_marks_the_run_incomplete(client, serve_image, ws: 
 def test_keep_servers_then_a_later_run_reuses_them(client, serve_image, ws: Workspace) -> None:
     tag = uuid.uuid4().hex[:8]
     opts = _options(serve_image, tag, keep=True)
-    first = run_benchmark(RECIPE, ws, samples=8, detect=False, servers=opts)
+    first = run_benchmark(RunOptions.build(RECIPE, ws, samples=8, detect=False, servers=opts))
     kept = _left(client, tag)
     assert len(kept) == 4 and all(c.status == "running" for c in kept)
     opts.keep = False
-    second = run_benchmark(RECIPE, ws, samples=8, detect=False, servers=opts)
+    second = run_benchmark(RunOptions.build(RECIPE, ws, samples=8, detect=False, servers=opts))
     info = json.loads((Path(second.details["log_dir"]) / "run.json").read_text())
     assert sorted(info["servers"]["reused"]) == sorted(c.name for c in kept)
     assert first.details["run_dir"] != second.details["run_dir"] and _left(client, tag) == []
@@ -196,19 +207,23 @@ def test_keep_servers_then_a_later_run_reuses_them(client, serve_image, ws: Work
 def test_missing_image_port_in_use_and_no_gpu_runtime(client, serve_image, ws: Workspace) -> None:
     tag = uuid.uuid4().hex[:8]
     with pytest.raises(InputError, match="not built on this machine") as err:
-        run_benchmark(RECIPE, ws, samples=8, detect=False, servers=_options(f"repro-missing:{tag}", tag))
+        run_benchmark(
+            RunOptions.build(RECIPE, ws, samples=8, detect=False, servers=_options(f"repro-missing:{tag}", tag))
+        )
     assert "repro build-engine --recipe nd-h100-v5" in err.value.next_command
     opts = _options(serve_image, tag)
     with socket.socket() as held:
         held.bind(("127.0.0.1", opts.base_port + 1))
         held.listen()
         with pytest.raises(InputError, match=f"Port {opts.base_port + 1} .* already in use"):
-            run_benchmark(RECIPE, ws, samples=8, detect=False, servers=opts)
+            run_benchmark(RunOptions.build(RECIPE, ws, samples=8, detect=False, servers=opts))
     assert _left(client, tag) == []
     if any(r == "nvidia" for r in client.info().get("Runtimes", {})):
         return
     with pytest.raises(StepFailed, match="NVIDIA container runtime") as err:
-        run_benchmark(RECIPE, ws, samples=8, detect=False, servers=_options(serve_image, tag, gpus=True))
+        run_benchmark(
+            RunOptions.build(RECIPE, ws, samples=8, detect=False, servers=_options(serve_image, tag, gpus=True))
+        )
     assert "nvidia-ctk" in err.value.next_command
     assert _left(client, tag) == []
 
@@ -226,11 +241,13 @@ def test_sigterm_removes_every_server_container(client, serve_image, ws: Workspa
         from repro.core.errors import Interrupted
         from repro.core.workspace import Workspace
         from repro.run.harness import run_benchmark
+        from repro.run.options import RunOptions
         from repro.run.servers import ServerOptions
         _sigterm_as_interrupt()
         opts = ServerOptions(**json.loads({json.dumps(opts.__dict__)!r}))
         try:
-            run_benchmark({RECIPE!r}, Workspace.open({str(ws.root)!r}), samples=8, detect=False, servers=opts)
+            ws = Workspace.open({str(ws.root)!r})
+            run_benchmark(RunOptions.build({RECIPE!r}, ws, samples=8, detect=False, servers=opts))
         except Interrupted as exc:
             print("INTERRUPTED", exc.message, flush=True)
             sys.exit(130)

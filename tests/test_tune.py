@@ -48,6 +48,7 @@ def test_early_stopping_numbers_are_loadgens() -> None:
 def test_early_stopping_agrees_with_loadgen_on_a_real_log(tmp_path: Path) -> None:
     """LoadGen's own summary of a Server run says how many more queries it needs; the port predicts the same."""
     from repro.run.harness import run_benchmark
+    from repro.run.options import RunOptions
 
     ws = Workspace.open(tmp_path / "ws").ensure()
     recipe = get_recipe("nd-h100-v5")
@@ -56,9 +57,10 @@ def test_early_stopping_agrees_with_loadgen_on_a_real_log(tmp_path: Path) -> Non
     save_prepared(ws.preprocessed / recipe.dataset.name, "x", ps, [10] * len(ps), [f"w{p[0]}" for p in ps])
     with LocalStandin(tok, env={"STANDIN_TOKENS_PER_S": "200", "STANDIN_OUT_LEN": "3"}) as srv:
         srv.wait_bound()
-        out = run_benchmark(
+        options = RunOptions.build(
             recipe, ws, scenario="Server", endpoints=[srv.url], samples=100, target_qps=50.0, detect=False
         )
+        out = run_benchmark(options)
     text = (Path(out.details["log_dir"]) / "mlperf_log_summary.txt").read_text()
     assert "Processed 100 queries" in text
     # zero queries over 2,000 ms TTFT: LoadGen asks for 459 - 100 more, as the port says

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from repro.core.backends import NAMES
 from repro.ui.options import DryRunOpt, JsonOpt, RecipeOpt, WorkspaceOpt, endpoint_urls, finite_in, workspace_flag
 
 # LoadGen takes durations in whole milliseconds; a week is longer than any run and far from overflow.
@@ -22,7 +23,7 @@ if TYPE_CHECKING:  # imported where used, so `repro --help` does not load the ru
     from repro.core.steps import StepOutcome
 
 BackendOpt = Annotated[
-    str | None, typer.Option("--backend", "-b", help="sim | hf | trtllm; overrides the recipe's backend.")
+    str | None, typer.Option("--backend", "-b", help=f"{' | '.join(NAMES)}; overrides the recipe's backend.")
 ]
 DurationOpt = Annotated[
     float | None,
@@ -309,120 +310,70 @@ def _compliance_text(doc: dict[str, Any]) -> Text:
     return text
 
 
-_RUN_OPTIONS = (
-    "server_image",
-    "stop_if_below_band",
-    "official_min_duration",
-    "recipe",
-    "workspace",
-    "backend",
-    "duration",
-    "samples",
-    "accuracy",
-    "sim_rate",
-    "dry_run",
-    "json",
-    "endpoint",
-    "keep_servers",
-    "listen",
-    "ready_timeout",
-    "stall_timeout",
-    "compliance",
-    "into",
-    "served_model",
-    "target_qps",
-)
-
-
-def _options(values: dict[str, Any]) -> dict[str, Any]:
-    """The options `_run` takes, from a command's parameters (both scenarios share them)."""
-    return {k: values[k] for k in _RUN_OPTIONS if k in values}
-
-
-def _run(
-    scenario: str,
-    *,
-    server_image: str | None = None,
-    official_min_duration: bool = False,
-    recipe: str | None,
-    workspace: Any,
-    backend: str | None,
-    duration: float | None,
-    samples: int | None,
-    accuracy: bool,
-    sim_rate: float | None,
-    dry_run: bool,
-    json: bool,
-    endpoint: list[str] | None = None,
-    keep_servers: bool = False,
-    listen: str = "127.0.0.1",
-    ready_timeout: float | None = None,
-    stall_timeout: float | None = None,
-    compliance: str | None = None,
-    into: Path | None = None,
-    served_model: str | None = None,
-    target_qps: str | None = None,
-    stop_if_below_band: bool = False,
-) -> None:
+def _run(scenario: str, flags: dict[str, Any]) -> None:
+    """Every scenario command: its flags become RunOptions (validated there), then plan/execute, then verify."""
     from repro.core.errors import Interrupted
     from repro.core.systems import DEMO_OUTRANKED, resolve_recipe
     from repro.core.workspace import Workspace
     from repro.results.verify import verify_dir
     from repro.run.harness import run_benchmark
+    from repro.run.options import RunHooks, RunOptions
     from repro.run.progress import heartbeat_interval
     from repro.run.servers import ServerOptions
     from repro.ui.output import emit
     from repro.ui.progress_bar import RunBar
 
     heartbeat_interval()  # a bad REPRO_HEARTBEAT_S is an input error now, not a traceback an hour into the run
-    ws = Workspace.open(workspace)
-    chosen, why = resolve_recipe(recipe, ws)
+    ws = Workspace.open(flags["workspace"])
+    chosen, why = resolve_recipe(flags["recipe"], ws)
     if DEMO_OUTRANKED in why:
         from repro.ui.output import info
 
         info(f"Recipe {chosen.name}: {why}.")
+    dry_run, endpoint = flags["dry_run"], flags["endpoint"]
     if not dry_run:
         _sigterm_as_interrupt()
     servers = ServerOptions(
-        image=server_image,
-        keep=keep_servers,
-        ready_timeout_s=ready_timeout,
-        stall_timeout_s=stall_timeout,
-        listen=listen,
+        image=flags["server_image"],
+        keep=flags["keep_servers"],
+        ready_timeout_s=flags["ready_timeout"],
+        stall_timeout_s=flags["stall_timeout"],
+        listen=flags["listen"],
     )
-    rate = _target_qps(target_qps, scenario, chosen, ws, endpoint, servers, served_model, backend, dry_run)
+    rate = _target_qps(
+        flags["target_qps"], scenario, chosen, ws, endpoint, servers, flags["served_model"], flags["backend"], dry_run
+    )
+    options = RunOptions(
+        chosen,
+        ws,
+        scenario=scenario,
+        backend=flags["backend"],
+        duration_s=flags["duration"],
+        samples=flags["samples"],
+        accuracy=flags.get("accuracy", False),
+        compliance=flags.get("compliance"),
+        into=flags["into"],
+        sim_rate=flags["sim_rate"],
+        endpoints=tuple(endpoint or ()),
+        served_model=flags["served_model"],
+        servers=servers,
+        official_min_duration=flags.get("official_min_duration", False),
+        target_qps=rate,
+        stop_if_below_band=flags["stop_if_below_band"],
+        argv=("repro", *sys.argv[1:]),
+        dry_run=dry_run,
+    )
     try:
-        outcome = run_benchmark(
-            chosen,
-            ws,
-            scenario=scenario,
-            backend=backend,
-            duration_s=duration,
-            samples=samples,
-            accuracy=accuracy,
-            official_min_duration=official_min_duration,
-            dry_run=dry_run,
-            progress=None,
-            rate_tokens_per_s=sim_rate,
-            argv=["repro", *sys.argv[1:]],
-            endpoints=endpoint or None,
-            servers=servers,
-            compliance=compliance,
-            into=into,
-            bar=RunBar,
-            served_model=served_model,
-            target_qps=rate,
-            stop_if_below_band=stop_if_below_band,
-        )
+        outcome = run_benchmark(options, RunHooks(bar=RunBar))
     except Interrupted as stop:
         # the hint is the command the user typed, every flag kept (--duration, --workspace, ...)
         stop.next_command = shlex.join(["repro", *sys.argv[1:]])
         raise
     verdict = None
-    if outcome.status == "done" and not accuracy and not compliance:
+    if outcome.status == "done" and not options.accuracy and not options.compliance:
         verdict = verify_dir(outcome.details["log_dir"], recipe=chosen, scenario=scenario)
-    again = ["--recipe", chosen.name] + (["--workspace", flag] if (flag := workspace_flag(workspace)) else [])
-    emit(RunView(outcome, verdict, again), json)
+    again = ["--recipe", chosen.name] + (["--workspace", flag] if (flag := workspace_flag(flags["workspace"])) else [])
+    emit(RunView(outcome, verdict, again), flags["json"])
     test = outcome.details.get("compliance")
     if isinstance(test, dict) and not test.get("passed"):
         raise typer.Exit(1)
@@ -551,7 +502,7 @@ def offline(
             json,
         )
         return
-    _run("Offline", **_options(locals()))
+    _run("Offline", locals())
 
 
 def server(
@@ -577,7 +528,7 @@ def server(
     json: JsonOpt = False,
 ) -> None:
     """Run the Server scenario through MLCommons LoadGen (streaming, so TTFT and TPOT are measured)."""
-    _run("Server", **_options({**locals(), "accuracy": False}))
+    _run("Server", locals())
 
 
 def interactive(
@@ -602,4 +553,4 @@ def interactive(
     json: JsonOpt = False,
 ) -> None:
     """Run llama2-70b Interactive: LoadGen's Server scenario under TTFT 450 ms / TPOT 40 ms, verified by its rules."""
-    _run("Interactive", **_options({**locals(), "accuracy": False}))
+    _run("Interactive", locals())

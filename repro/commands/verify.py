@@ -89,15 +89,14 @@ class InterruptedRun:
 
     @classmethod
     def of(cls, verdict: Any) -> InterruptedRun | None:
-        info = verdict.run.run_info or {}
-        if info.get("status") not in ("interrupted", "failed") and not info.get("incomplete"):
+        info = verdict.run.run_info
+        if info is None or not info.stopped_early:
             return None
-        signal = f" by {info['signal']}" if info.get("signal") else ""
-        what = "was stopped" if info.get("status") == "interrupted" else "did not finish"
+        signal = f" by {info.signal}" if info.signal else ""
+        what = "was stopped" if info.status == "interrupted" else "did not finish"
         why = f"{verdict.run.folder}: this run {what}{signal}"
         why += "; its logs are partial, so nothing else in them is judged."
-        command = info.get("command")
-        again = shlex.join([str(c) for c in command]) if isinstance(command, list) and command else None
+        again = shlex.join(info.command) if info.command else None
         return cls(verdict, why, again)
 
     def to_json(self) -> dict[str, Any]:

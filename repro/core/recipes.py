@@ -17,12 +17,13 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from repro.core.backends import RECIPE_BACKENDS, recipe_backend
 from repro.core.errors import RecipeError
 from repro.core.safeio import read_text_bounded
 
 Unknown = Literal["unknown"]
 Precision = Literal["nvfp4", "fp4", "fp8", "bf16", "fp16", "fp32"]
-Backend = Literal["trtllm-serve-pytorch", "trtllm-engine", "hf", "sim"]
+Backend = Literal[RECIPE_BACKENDS]  # type: ignore[valid-type]  # the choices come from the backend registry
 
 
 class _Strict(BaseModel):
@@ -236,7 +237,7 @@ class Recipe(_Strict):
         scenarios = [p.scenario for p in (self.published, *self.published_scenarios)]
         if len(set(scenarios)) != len(scenarios):
             raise ValueError(f"published results repeat a scenario: {', '.join(scenarios)}")
-        if self.backend.startswith("trtllm") and self.trtllm is None:
+        if recipe_backend(self.backend).starts_servers and self.trtllm is None:
             raise ValueError(f"backend {self.backend} needs a trtllm section")
         if self.backend.startswith("trtllm") and self.loadgen.server is None:
             raise ValueError("a trtllm recipe needs loadgen.server (its Server target_qps and the source)")

@@ -40,8 +40,9 @@ def _build(recipe: Recipe, ws: Workspace, dry_run: bool) -> StepOutcome:
 
 def _run(recipe: Recipe, ws: Workspace, dry_run: bool, bar: Callable[[str], Any] | None = None) -> StepOutcome:
     from repro.run.harness import run_benchmark
+    from repro.run.options import RunHooks, RunOptions
 
-    return run_benchmark(recipe, ws, scenario="Offline", dry_run=dry_run, bar=bar)
+    return run_benchmark(RunOptions(recipe, ws, scenario="Offline", dry_run=dry_run), RunHooks(bar=bar))
 
 
 def latest_run_dir(recipe: Recipe, ws: Workspace) -> Path | None:

@@ -460,7 +460,7 @@ def _output_lengths(folder: Path) -> tuple[list[int], Path] | None:
 def _machine_of_run(run: LoadGenRun) -> dict[str, Any]:
     """What the run recorded about the machine: NVML samples (nvml.csv/power.csv) and the harness's CPU time."""
     out: dict[str, Any] = {}
-    info = run.run_info or {}
+    info = run.run_info.to_json() if run.run_info is not None else {}
     cpu = _dict(info.get("harness_cpu"))
     wall = cpu.get("wall_s")
     if isinstance(wall, (int, float)) and wall > 0:
@@ -486,7 +486,7 @@ def _machine_of_run(run: LoadGenRun) -> dict[str, Any]:
 
 
 def side_of_run(run: LoadGenRun, recipe: Recipe | None, name: str | None = None) -> Side:
-    info = run.run_info or {}
+    info = run.run_info.to_json() if run.run_info is not None else {}
     values = parse_detail(run.detail_path)["values"] if run.detail_path else {}
     settings = _settings_from_detail(values) if values else dict(run.settings)
     for key in ("ttft_latency_ns", "tpot_latency_ns"):
@@ -913,9 +913,8 @@ def _rack_rows(runs: list[LoadGenRun]) -> tuple[list[RackRow], str | None, LoadG
 
 def _display_name(run: LoadGenRun) -> str:
     """An own run's recipe/scenario/stamp, a VM folder's name (ND_GB300_v6_16), a bundle's system folder."""
-    info = run.run_info or {}
-    if isinstance(info.get("run_dir"), str) and info["run_dir"]:
-        return "/".join(Path(info["run_dir"]).parts[-3:])
+    if run.run_info is not None and run.run_info.run_dir:
+        return "/".join(Path(run.run_info.run_dir).parts[-3:])
     for part in reversed(run.folder.parts[-4:]):
         if re.search(r"_\d+$", part) and not part.startswith("run_"):
             return part

@@ -752,8 +752,8 @@ def _aggregate_any(dirs: list[Path], recipe: str | Recipe | None, gpus: int | No
 
 def _tune_source(rows: list[VMRow]) -> dict[str, Any] | None:
     for r in rows:
-        info = _verdict(r).run.run_info or {}
-        src = info.get("target_qps_source")
+        record = _verdict(r).run.run_info
+        src = record.target_qps_source if record is not None else None
         if isinstance(src, dict) and src.get("from") == "repro tune" and isinstance(src.get("search"), list):
             return src
     return None

@@ -250,10 +250,9 @@ def _system_key(run: LoadGenRun) -> str:
     """What identifies the system a run came from, for refusing to sum different systems."""
     if run.system_path:
         return f"system JSON {run.system_node_of or run.system_path.stem}"
-    gpus = (run.run_info or {}).get("gpus")
-    names = gpus.get("names") if isinstance(gpus, dict) else None
-    if isinstance(names, list) and names:
-        return "GPUs " + " + ".join(sorted({str(n) for n in names}))
+    names = run.run_info.gpu_names if run.run_info is not None else []
+    if names:
+        return "GPUs " + " + ".join(sorted(set(names)))
     return "unknown system"
 
 

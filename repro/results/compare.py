@@ -183,8 +183,8 @@ def _recipe_count(run: LoadGenRun) -> tuple[int | None, str, str | None]:
     from repro.core.errors import RecipeError
     from repro.core.recipes import registry_recipe
 
-    name = (run.run_info or {}).get("recipe")
-    if not isinstance(name, str):
+    name = run.run_info.recipe if run.run_info is not None else None
+    if not name:
         return None, "", None
     try:
         recipe = registry_recipe(name)

@@ -13,7 +13,6 @@ fails instead of passing vacuously or with a caught exception.
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +22,7 @@ if TYPE_CHECKING:  # numpy is imported when a TEST06 log is read, not by every `
     import numpy as np
 
 from repro.core.errors import InputError
+from repro.core.record import RUN_JSON, RunRecord
 
 TEST06 = "TEST06"
 EOS_ID = 2
@@ -281,14 +281,9 @@ def parse_verify_text(text: str) -> dict[str, str]:
 def _scenario_of(test_dir: Path) -> str | None:
     """The test run's scenario: our run.json or LoadGen's detail log in accuracy/, else the folder names."""
     acc = test_dir / "accuracy"
-    info = acc / "run.json"
-    if info.is_file():
-        try:
-            scen = json.loads(_read_small(info)).get("scenario")
-        except (OSError, ValueError, AttributeError):
-            scen = None
-        if isinstance(scen, str):
-            return scen
+    record = RunRecord.read(acc / RUN_JSON) if (acc / RUN_JSON).is_file() else None
+    if record is not None and record.scenario:
+        return record.scenario
     parts = [p.lower() for p in test_dir.resolve().parts]
     for name in ("interactive", "server", "offline"):
         if name in parts:
@@ -398,3 +393,47 @@ def read_test06(folder: Path, scenario: str | None = None) -> Test06Result:
     result.problems += _audit_problems(folder)
     result.scenario = scenario
     return result
+
+
+# ---------------------------------------------------------------- what `repro run --compliance` needs
+COMPLIANCE_TESTS = (TEST06,)
+
+
+def check_compliance_options(
+    compliance: str | None, scenario: str, *, accuracy: bool, duration_s: float | None, samples: int | None
+) -> None:
+    """A compliance run is its own kind of run: refuse the options it cannot take, naming the command that works."""
+    if compliance is None:
+        return
+    cmd = f"repro run {scenario.lower()} --compliance TEST06"
+    if compliance not in COMPLIANCE_TESTS:
+        raise InputError(
+            f"--compliance {compliance}: repro runs {', '.join(COMPLIANCE_TESTS)} "
+            "(the test MLPerf requires for llama2-70b).",
+            f"`{cmd}`",
+        )
+    if accuracy:
+        raise InputError(
+            "--compliance and --accuracy are separate runs: TEST06 is a PerformanceOnly run.",
+            f"`{cmd}`, then `repro run offline --accuracy`",
+        )
+    if duration_s is not None or samples is not None:
+        raise InputError(
+            "--compliance sets its own length (audit.config: 100 queries, no minimum duration); "
+            "drop --duration/--samples.",
+            f"`{cmd}`",
+        )
+
+
+def compliance_settings(compliance: str | None) -> dict[str, int]:
+    """The settings LoadGen takes from the test's audit.config (for planning and progress; LoadGen reads the file)."""
+    if compliance is None:
+        return {}
+    return {k: v for k, v in AUDIT_SETTINGS.items() if k != "mode"}
+
+
+def finish_test06(run_dir: Path, scenario: str) -> dict[str, Any]:
+    """Check the TEST06 run's accuracy log and write RUN_DIR/TEST06/verify_accuracy.txt; the result for run.json."""
+    result = read_test06(Path(run_dir) / TEST06, scenario)
+    path = write_test06(Path(run_dir) / TEST06, result)
+    return {**result.to_json(), "verify_accuracy": str(path), "verify_text": result.verify_text()}

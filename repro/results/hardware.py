@@ -131,9 +131,8 @@ def same_accelerator(name: str, want: Accelerator) -> tuple[bool, str]:
 
 def run_accelerator(run: LoadGenRun) -> tuple[str | None, str | None]:
     """The accelerator name the run's own files state: its provenance (run.json) first, then the system JSON."""
-    gpus = (run.run_info or {}).get("gpus")
-    names = gpus.get("names") if isinstance(gpus, dict) else None
-    if isinstance(names, list) and names and all(isinstance(n, str) and n for n in names):
+    names = run.run_info.gpu_names if run.run_info is not None else []
+    if names and all(names):
         distinct = sorted(set(names))
         return " + ".join(distinct), "run.json (NVML)"
     name = run.system.get("accelerator_model_name") if run.system else None
@@ -218,8 +217,8 @@ def count_accelerators(run: LoadGenRun, flag: int | None) -> tuple[GpuCount | No
     is an error."""
     sources: list[tuple[int, str]] = []
     notes: list[str] = []
-    gpus_info = (run.run_info or {}).get("gpus")
-    if isinstance(gpus_info, dict) and (n := count_value(gpus_info.get("count"))):
+    gpus_info = run.run_info.gpus if run.run_info is not None else None
+    if gpus_info is not None and (n := count_value(gpus_info.count)):
         sources.append((n, "run.json"))
     chip = None
     if run.system:

@@ -17,13 +17,14 @@ from typing import Any, BinaryIO
 from pydantic import BaseModel, Field, ValidationError
 
 from repro.core.errors import InputError
+from repro.core.record import RUN_JSON, RunRecord
 from repro.core.safeio import iter_lines, loads_json, open_regular
 from repro.results import consistency
 
 SUMMARY = "mlperf_log_summary.txt"
 DETAIL = "mlperf_log_detail.txt"
 ACCURACY_TXT = "accuracy.txt"
-RUN_JSON = "run.json"
+
 LABELS = ("simulated", "smoke", "demo")
 _MAX_TEXT = 64 << 20
 _MAX_SUMMARY = 4 << 20  # a LoadGen summary is a few KB; a bigger one is not a summary
@@ -76,7 +77,7 @@ class LoadGenRun(BaseModel):
     system_path: Path | None = None
     label: str | None = None
     incomplete: bool = False
-    run_info: dict[str, Any] | None = None
+    run_info: RunRecord | None = None
     benchmark_scenario: str = Field(default="", description="Offline, Server or Interactive (Interactive logs: Server)")
     scenario_source: str = ""
     accuracy_target: str | None = Field(default=None, description="99 or 99.9, from the run's benchmark folder")
@@ -529,9 +530,9 @@ def _accuracy_for(folder: Path) -> Path | None:
     return None
 
 
-def _label(run_info: dict[str, Any] | None, sut_name: str | None) -> str | None:
-    if run_info and run_info.get("label") in LABELS:
-        return str(run_info["label"])
+def _label(run_info: RunRecord | None, sut_name: str | None) -> str | None:
+    if run_info is not None and run_info.label in LABELS:
+        return run_info.label
     name = (sut_name or "").lower()
     return next((lab for lab in LABELS if lab in name), None)
 
@@ -684,7 +685,7 @@ def parse_run(folder: Path) -> LoadGenRun:
     min_duration_ms = settings.get("min_duration_ms")
     satisfied = {k.lower(): ok for k, ok in summary["satisfied"].items()}
     min_duration_met = satisfied.get("min duration satisfied", v.get("result_min_duration_met"))
-    run_info = _read_json(folder / RUN_JSON) if (folder / RUN_JSON).is_file() else None
+    run_info = RunRecord.parse(_read_json(folder / RUN_JSON)) if (folder / RUN_JSON).is_file() else None
     accuracy_path = _accuracy_for(folder)
     scores, hashes = read_accuracy_txt(accuracy_path) if accuracy_path else (None, [])
     system = find_system_json(folder)
@@ -696,8 +697,9 @@ def parse_run(folder: Path) -> LoadGenRun:
     gaps = consistency.evidence_gaps(summary_file, detail_file, summary, detail)
     hash_check = None
     if accuracy_path is not None:
-        acc_info = _read_json(accuracy_path.parent / RUN_JSON) if (accuracy_path.parent / RUN_JSON).is_file() else None
-        ours = bool(acc_info and acc_info.get("repro_version"))
+        acc_path = accuracy_path.parent / RUN_JSON
+        acc_info = RunRecord.parse(_read_json(acc_path)) if acc_path.is_file() else None
+        ours = bool(acc_info and acc_info.repro_version)
         hash_check = consistency.accuracy_log_hash(accuracy_path, hashes, ours=ours)
         if hash_check and hash_check.ok is False:
             contradictions.append(hash_check.detail)
@@ -740,9 +742,7 @@ def parse_run(folder: Path) -> LoadGenRun:
             accuracy_target=target,
             accuracy_target_source=f"llama2-70b-{target} in the path" if target else None,
             label=_label(run_info, sut_name),
-            incomplete=bool(
-                run_info and (run_info.get("incomplete") or run_info.get("status") in ("interrupted", "failed"))
-            ),
+            incomplete=run_info is not None and run_info.stopped_early,
             run_info=run_info,
             contradictions=contradictions,
             evidence_gaps=gaps,

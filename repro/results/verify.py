@@ -199,8 +199,8 @@ def resolve_recipe(run: LoadGenRun, recipe: str | Recipe | None) -> Recipe:
         return recipe
     if recipe:
         return get_recipe(recipe)
-    if run.run_info and run.run_info.get("recipe"):
-        return registry_recipe(str(run.run_info["recipe"]))  # a name from a result file, never a path (#16)
+    if run.run_info is not None and run.run_info.recipe:
+        return registry_recipe(run.run_info.recipe)  # a name from a result file, never a path (#16)
     names = [str(run.system.get("system_name", ""))] if run.system else []
     names += [run.system_path.stem] if run.system_path else []
     for name in filter(None, names):

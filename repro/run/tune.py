@@ -169,10 +169,10 @@ class _TimedBackend:
 
 
 def timed_factory(tl: Timeline) -> Callable[..., Any]:
-    from repro.run.backends import make_backend
+    from repro.run.backends import create_backend
 
-    def make(name: str, **kw: Any) -> Any:
-        return _TimedBackend(make_backend(name, **kw), tl)
+    def make(name: str, ctx: Any) -> Any:
+        return _TimedBackend(create_backend(name, ctx), tl)
 
     return make
 
@@ -398,7 +398,7 @@ def _parse_probe(log_dir: Path) -> tuple[float | None, float | None, str | None]
 
 
 def _start_rate(recipe: Recipe, scenario: str, start_qps: float | None) -> tuple[float, str]:
-    from repro.run.harness import recipe_target_qps
+    from repro.run.settings import recipe_target_qps
 
     if start_qps is not None:
         if start_qps <= 0:
@@ -436,8 +436,10 @@ def tune(
 ) -> TuneResult:
     """Search the rate, save it where `repro run <scenario>` reads it, and return the whole search."""
     from repro.core.clock import stamped_path
-    from repro.run.harness import loadgen_settings, run_benchmark, server_latency_keys
+    from repro.run.harness import run_benchmark
+    from repro.run.options import RunHooks, RunOptions
     from repro.run.servers import ServerOptions
+    from repro.run.settings import loadgen_settings, server_latency_keys
 
     if scenario not in TUNE_SCENARIOS:
         raise InputError(f"repro tune searches Server or Interactive, not {scenario}.", "`repro tune server`")
@@ -499,7 +501,7 @@ def tune(
         stopped: list[str] = []
         into = folder / f"probe-{len(result.probes) + 1:02d}-{rate:g}qps"
         into.mkdir()
-        out = run_benchmark(
+        options = RunOptions.build(
             recipe,
             ws,
             scenario=scenario,
@@ -510,13 +512,16 @@ def tune(
             target_qps=rate,
             settings_override=overrides,
             probe=True,
-            progress=False,
             into=into,
             detect=detect,
-            argv=list(argv) if argv is not None else None,
+            argv=argv,
+        )
+        hooks = RunHooks(
+            progress=False,
             backend_factory=timed_factory(tl),
             on_started=lambda sut: _watch(sut, tl, ABORT_FACTOR * limits[0] / 1000, stopped),
         )
+        out = run_benchmark(options, hooks)
         log_dir = Path(out.details["log_dir"])
         ttft99, tpot99, validity = _parse_probe(log_dir)
         p = judge(
@@ -601,11 +606,10 @@ def _release_servers(
     recipe: Recipe, ws: Workspace, servers: Any, endpoints: Sequence[str] | None, backend: Any
 ) -> None:
     """The probes kept the managed servers between them; the search is over, so they go (unless --keep-servers)."""
-    from repro.run.backends import recipe_backend_name
-    from repro.run.harness import _manages_servers
+    from repro.run.options import RunOptions
+    from repro.run.plan import manages_servers
 
-    bname = backend or recipe_backend_name(recipe.backend)
-    if endpoints or not _manages_servers(recipe, bname, endpoints):
+    if endpoints or not manages_servers(RunOptions.build(recipe, ws, backend=backend, servers=servers)):
         return
     from repro.run.servers import ServerFleet, plan_servers
 
@@ -628,13 +632,14 @@ def offline_auto_qps(
     """A short Offline run through the same backend measures samples/s; LoadGen's expected QPS is that x headroom."""
     from repro.core.clock import stamped_path
     from repro.run.harness import run_benchmark
+    from repro.run.options import RunHooks, RunOptions
     from repro.run.servers import ServerOptions
 
     folder = stamped_path(ws.tuned / recipe.name / "offline-probe")
     folder.mkdir(parents=True)
     keep = dataclasses.replace(servers or ServerOptions(), keep=True)
     n = min(samples, recipe.dataset.samples or samples)
-    out = run_benchmark(
+    options = RunOptions.build(
         recipe,
         ws,
         scenario="Offline",
@@ -644,10 +649,10 @@ def offline_auto_qps(
         served_model=served_model,
         samples=n,
         probe=True,
-        progress=False,
         into=folder,
         detect=detect,
     )
+    out = run_benchmark(options, RunHooks(progress=False))
     measured = out.details.get("samples_per_s")
     if not isinstance(measured, (int, float)) or measured <= 0:
         raise StepFailed(

@@ -10,10 +10,16 @@ from __future__ import annotations
 import queue
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
-from typing import Any, NamedTuple, Protocol
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from repro.core.recipes import Recipe
+    from repro.setup.dataset import PreparedDataset
 
 
 class Request(NamedTuple):
@@ -29,6 +35,29 @@ class Sink(Protocol):
     def first_tokens(self, events: Sequence[tuple[int, int]]) -> None: ...
     def completed(self, events: Sequence[tuple[int, np.ndarray] | tuple[int, np.ndarray, int]]) -> None: ...
     def failed(self, exc: BaseException) -> None: ...
+
+
+@dataclass(frozen=True)
+class BackendContext:
+    """Everything a backend module's `create(ctx)` may use; each takes what it needs and ignores the rest."""
+
+    recipe: Recipe
+    scenario: str
+    dataset: PreparedDataset
+    model_dir: Path | None = None
+    sim_rate: float | None = None
+    """sim: tokens/s to replay at (None: as fast as possible)."""
+    stream: bool = False
+    """Stream tokens (the Server scenario on a backend that streams)."""
+    tokenizer: Any = None
+    endpoints: tuple[str, ...] = ()
+    """HTTP backends: the servers to send to (empty: the backend's default)."""
+    alive: Callable[[], None] | None = None
+    """Raises when a server repro started has died (checked while waiting for readiness)."""
+    ready_timeout_s: float | None = None
+    stall_timeout_s: float | None = None
+    """HTTP backends: seconds a server may send nothing before the run fails (None: the backend's default)."""
+    served_model: str | None = None
 
 
 class Backend(ABC):

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from repro.core.errors import InputError
-from repro.run.backends.base import Request, WorkerBackend
+from repro.run.backends.base import BackendContext, Request, WorkerBackend
 
 WEIGHT_GLOBS = ("*.safetensors", "*.bin", "*.pt")
 DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "float8_e4m3fn": 1, "int8": 1}
@@ -244,3 +244,9 @@ class HFBackend(WorkerBackend):
             "batch_size": self.batch_size,
             "devices": spread or [self.device],
         }
+
+
+def create(ctx: BackendContext) -> HFBackend:
+    if ctx.model_dir is None:
+        raise InputError("The hf backend needs a model folder.", "`repro setup`")
+    return HFBackend(ctx.model_dir)

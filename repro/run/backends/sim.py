@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from repro.run.backends.base import Request, WorkerBackend
+from repro.run.backends.base import BackendContext, Request, WorkerBackend
 
 CHUNK = 512
 FILL_TOKEN = 29889
@@ -73,3 +73,7 @@ class SimBackend(WorkerBackend):
 
     def describe(self) -> dict[str, Any]:
         return {"backend": self.name, "rate_tokens_per_s": self.rate}
+
+
+def create(ctx: BackendContext) -> SimBackend:
+    return SimBackend(ctx.dataset.output_lens, rate_tokens_per_s=ctx.sim_rate)

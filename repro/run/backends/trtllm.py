@@ -33,7 +33,7 @@ from urllib.parse import urlsplit
 import numpy as np
 
 from repro.core.errors import InputError, ReproError
-from repro.run.backends.base import Backend, Request
+from repro.run.backends.base import Backend, BackendContext, Request
 
 HEALTH_TIMEOUT_S = 300.0
 CONNECT_TIMEOUT_S = 30.0
@@ -978,3 +978,19 @@ class TrtllmBackend(Backend):
             "request_fallbacks": dict(self.fallbacks),
             "warnings": [*self.warnings, *self.tokens.warnings()],
         }
+
+
+def create(ctx: BackendContext) -> TrtllmBackend:
+    """Round robin over the given endpoints (or the recipe's local ports), the recipe's batch size per server."""
+    trt = ctx.recipe.trtllm
+    return TrtllmBackend(
+        list(ctx.endpoints) or endpoints_for(ctx.recipe),
+        stream=ctx.stream,
+        tokenizer=ctx.tokenizer,
+        model=ctx.served_model,
+        default_model=ctx.recipe.model.repo_id,
+        max_concurrency=trt.gpu_batch_size if trt is not None else DEFAULT_CONCURRENCY,
+        alive=ctx.alive,
+        health_timeout_s=ctx.ready_timeout_s or HEALTH_TIMEOUT_S,
+        stall_timeout_s=ctx.stall_timeout_s or STALL_TIMEOUT_S,
+    )

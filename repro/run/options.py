@@ -1,0 +1,146 @@
+"""What one `repro run` was asked to do, validated once: `RunOptions` (from the command's flags, or a test)
+and `RunHooks` (the callbacks a caller lends the run: a progress bar, a backend factory, a started hook).
+
+Every refusal of a bad combination happens here, before anything is planned or written, so the plan and the
+execution never re-check an option.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from repro.core.backends import BackendSpec, backend_spec, recipe_backend
+from repro.core.errors import InputError
+from repro.core.recipes import Recipe, get_recipe
+from repro.core.workspace import Workspace
+from repro.results.compliance import check_compliance_options
+from repro.run.servers import ServerOptions
+from repro.run.settings import SCENARIOS
+
+if TYPE_CHECKING:
+    from repro.run.backends.base import Backend, BackendContext
+    from repro.run.sut import LoadGenSUT
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    recipe: Recipe
+    workspace: Workspace
+    scenario: str = "Offline"
+    backend: str | None = None
+    """--backend; None runs the recipe's own (or trtllm when endpoints are given)."""
+    duration_s: float | None = None
+    samples: int | None = None
+    accuracy: bool = False
+    compliance: str | None = None
+    into: Path | None = None
+    sim_rate: float | None = None
+    endpoints: tuple[str, ...] = ()
+    served_model: str | None = None
+    servers: ServerOptions = field(default_factory=ServerOptions)
+    official_min_duration: bool = False
+    """MLPerf's own 600 s minimum duration instead of the recipe's."""
+    target_qps: float | dict[str, Any] | None = None
+    """LoadGen's rate instead of the recipe's: a number, or the record of the probe that measured it."""
+    settings_override: dict[str, Any] | None = None
+    """user.conf keys replaced after the recipe's (a `repro tune` probe's shorter run)."""
+    probe: bool = False
+    """One of `repro tune`'s short runs: labelled, kept out of the ledger."""
+    stop_if_below_band: bool = False
+    """End the run once its projected tokens/s cannot reach the published band."""
+    model_dir: Path | None = None
+    argv: tuple[str, ...] | None = None
+    """The command line recorded in run.json (None: this process's)."""
+    detect: bool = True
+    """Ask NVML and IMDS for the machine's facts (tests and benchmarks turn it off)."""
+    dry_run: bool = False
+
+    @classmethod
+    def build(cls, recipe: Recipe | str, workspace: Workspace, **kw: Any) -> RunOptions:
+        """Options from a recipe name or object; endpoints and argv may be any sequence."""
+        for key in ("endpoints", "argv"):
+            if kw.get(key) is not None:
+                kw[key] = tuple(kw[key])
+            elif key == "endpoints":
+                kw.pop(key, None)
+        if kw.get("servers") is None:
+            kw.pop("servers", None)
+        return cls(get_recipe(recipe) if isinstance(recipe, str) else recipe, workspace, **kw)
+
+    def __post_init__(self) -> None:
+        cmd = f"repro run {self.scenario.lower()}"
+        if self.scenario not in SCENARIOS:
+            raise InputError(
+                f"Unknown scenario '{self.scenario}'; choose Offline, Server or Interactive.", "`repro run offline`"
+            )
+        if self.endpoints and self.backend not in (None, "trtllm"):
+            raise InputError(
+                "--endpoint sends requests to an OpenAI-compatible server; it cannot be combined with "
+                f"--backend {self.backend}.",
+                f"`{cmd} --endpoint URL` without --backend",
+            )
+        spec = self.spec
+        if self.served_model and "served_model" not in spec.options:
+            raise InputError(
+                f"--served-model names the model of an OpenAI-compatible server; backend {spec.name} sends no "
+                "requests to one.",
+                f"`{cmd} --endpoint URL --served-model {self.served_model}`",
+            )
+        if self.samples is not None and self.samples <= 0:
+            raise InputError(
+                f"--samples must be at least 1 (got {self.samples}): a run with zero samples measures nothing.",
+                f"`{cmd} --samples 64`",
+            )
+        if self.duration_s is not None and self.duration_s <= 0:
+            raise InputError(f"--duration must be positive (got {self.duration_s}).", f"`{cmd} --duration 60`")
+        if self.recipe.reference_only:
+            raise InputError(
+                f"Recipe '{self.recipe.name}' is reference-only (a published system repro does not run).",
+                "`repro recipes list`",
+            )
+        if self.accuracy and self.scenario != "Offline":
+            raise InputError("--accuracy runs in the Offline scenario only.", "`repro run offline --accuracy`")
+        if isinstance(self.target_qps, (int, float)) and self.target_qps <= 0:
+            raise InputError(f"--target-qps must be positive (got {self.target_qps:g}).", f"`{cmd} --target-qps 10`")
+        check_compliance_options(
+            self.compliance, self.scenario, accuracy=self.accuracy, duration_s=self.duration_s, samples=self.samples
+        )
+
+    @property
+    def spec(self) -> BackendSpec:
+        """The backend this run drives: --backend, else trtllm for --endpoint, else the recipe's."""
+        if self.backend is not None:
+            return backend_spec(self.backend)
+        if self.endpoints:
+            return backend_spec("trtllm")
+        return recipe_backend(self.recipe.backend)
+
+    @property
+    def smoke(self) -> bool:
+        return self.duration_s is not None or self.samples is not None
+
+    @property
+    def mode(self) -> str:
+        return "AccuracyOnly" if self.accuracy else "PerformanceOnly"
+
+    @property
+    def kind(self) -> str:
+        """Which run of a run folder this is: performance, accuracy or the compliance test."""
+        return self.compliance or ("accuracy" if self.accuracy else "performance")
+
+
+@dataclass
+class RunHooks:
+    """What the caller lends a run; every field has a default that works without a terminal."""
+
+    bar: Callable[[str], Any] | None = None
+    """Makes the progress bar (the CLI passes a Rich one); None: the plain heartbeat."""
+    progress: bool | None = None
+    """True: bar, False: heartbeat lines, None: a bar when the output is a terminal."""
+    backend_factory: Callable[[str, BackendContext], Backend] | None = None
+    """Builds the backend instead of the registry, from its name and context (tests plant a failing one)."""
+    on_started: Callable[[LoadGenSUT], None] | None = None
+    """Called once LoadGen is running (tests interrupt the run from here)."""
