@@ -356,7 +356,9 @@ def test_heartbeat_mode_when_stderr_is_not_a_terminal(tmp_path):
     with open(tmp_path / "log", "w") as fh:
         assert choose_mode(None, fh) == "heartbeat"
     assert choose_mode(False) == "off" and choose_mode(True) == "bar"
-    assert Snapshot(5, 10, 50, 5.0).line("LoadGen Offline").startswith("LoadGen Offline: 5/10 samples (50.0%)")
+    assert (
+        Snapshot(5, 10, 50, 5.0).line("LoadGen Offline").startswith("LoadGen Offline: 5/10 issued samples done (50.0%)")
+    )
 
 
 @pytest.mark.slow

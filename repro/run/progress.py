@@ -67,9 +67,8 @@ class Snapshot:
         rate = f"{self.tokens_per_s:,.0f} tokens/s so far" if self.tokens_per_s else "no tokens yet"
         tail = "interrupted" if self.interrupted else f"ETA {fmt_duration(self.eta_s)}"
         ahead = f"; {self.projection.text}" if self.projection is not None and not self.interrupted else ""
-        return (
-            f"{what}: {self.done:,}/{total} samples{pct}, {rate}, elapsed {fmt_duration(self.elapsed_s)}, {tail}{ahead}"
-        )
+        count = f"{self.done:,}/{total} issued samples done{pct}"
+        return f"{what}: {count}, {rate}, elapsed {fmt_duration(self.elapsed_s)}, {tail}{ahead}"
 
 
 def choose_mode(progress: bool | None, stream: IO[str] | None = None) -> Mode:
