@@ -307,8 +307,9 @@ def test_setup_dry_run_without_network_plans_from_the_recipe():
         "--json",
         env={"HF_HUB_OFFLINE": "1", "HF_ENDPOINT": "http://127.0.0.1:9"},
     )
-    assert proc.returncode == 0, proc.stderr
     d = json.loads(proc.stdout)["details"]
+    # The plan is made either way; it exits 1 exactly when this disk is smaller than the recipe needs.
+    assert proc.returncode == (0 if d["free_bytes"] >= d["needed_bytes"] else 1), proc.stderr
     assert d["sizes_from"] == "recipe" and d["download_bytes"] == 138_000_000_000
     assert any("sizes are the recipe's" in n for n in d["notes"])
     files = {f["what"].split()[0] + " " + f["what"].split()[1]: f for f in d["files"]}
