@@ -86,7 +86,7 @@ def test_repro_alone_at_80x24_without_a_gpu_reaches_a_verdict_with_a_live_bar(tm
     assert "EXIT=0" in text, text[-3000:]
     assert "Traceback" not in text
     # a live bar: at least two different frames, counting up to LoadGen's total
-    counts = {m.group(1) for f in frames if (m := re.search(r" (\d+)/\d+ ", f))}
+    counts = {m.group(1) for f in frames if (m := re.search(r" ([\d,]+)/[\d,]+ ", f))}
     assert len(counts) >= 2, frames
     assert not any("a progress line every" in line for line in lines)
 
