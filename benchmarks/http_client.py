@@ -1,7 +1,7 @@
 """Can repro's HTTP client keep up? Beside a plain asyncio client and aiohttp, each on one core, against the stand-in.
 
 Offline: every request in flight at once (8,192 = 4 servers x 2,048 on GB300), non-streaming answers.
-Server: streaming, one token per SSE event. The stand-in trtllm-serve (tests/standin/, built from TensorRT-LLM's
+Server: streaming, one token per SSE event. The stand-in trtllm-serve (repro/rehearse/standin/, from TensorRT-LLM's
 source) runs as its own process on the other core. Two figures per client: tokens/s over wall time (bounded by
 the one-core server here) and tokens per client CPU-second (what one client core could sustain). repro's client
 also re-tokenizes every answer with a tokenizer, as a run against trtllm-serve does; the plain client only parses

@@ -15,7 +15,7 @@ from repro import __version__
 from repro.commands import build_engine as build
 from repro.commands import explain as explain_cmd
 from repro.commands import flow as doctor
-from repro.commands import published, report, run, tune, verify
+from repro.commands import published, rehearse, report, run, tune, verify
 from repro.commands import recipes as recipes_cmd
 from repro.commands import setup_cmd as setup
 from repro.core.backends import CHOICES as BACKEND_CHOICES
@@ -125,6 +125,7 @@ _add(app, doctor.status, short="Show the steps done and the next command.")
 _add(app, doctor.guide, short="Walk through every step (same as `repro`).")
 _add(app, report.report, short="Compare your runs with every published result.")
 _add(app, explain_cmd.explain, short="Rank the causes of a gap to a published result.")
+_add(app, rehearse.rehearse, short="Try a GPU recipe's flow here, GPUs stood in.")
 _add(run_app, run.offline, short="LoadGen Offline: all samples at once.")
 _add(run_app, run.server, short="LoadGen Server: queries at a target rate.")
 _add(run_app, run.interactive, short="LoadGen Interactive: Server with tight latency.")

@@ -1,4 +1,4 @@
-"""Helpers for the stand-in trtllm-serve (tests/standin/): its word-level tokenizer, a workspace, a local process."""
+"""Helpers for the stand-in trtllm-serve (repro/rehearse/standin/): its tokenizer, a workspace, a local process."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-STANDIN = Path(__file__).resolve().parent / "standin" / "trtllm_serve.py"
+STANDIN = Path(__file__).resolve().parents[1] / "repro" / "rehearse" / "standin" / "trtllm_serve.py"
 VOCAB = 300
 
 

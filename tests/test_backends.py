@@ -2,7 +2,7 @@
 the simulator.
 
 FakeServe answers like trtllm-serve (text only in chat choices, `usage.completion_tokens`, SSE events) but records
-every request; the stand-in in tests/standin/ (built from TensorRT-LLM's source) covers readiness and faults.
+every request; the stand-in in repro/rehearse/standin/ (built from TensorRT-LLM's source) covers readiness and faults.
 """
 
 from __future__ import annotations

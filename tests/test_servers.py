@@ -2,7 +2,7 @@
 drives LoadGen through them and removes them, on success, failure, a dying server and SIGTERM.
 
 The image is the recipe's own Dockerfile (its entrypoint runs `exec -- trtllm-serve ...`) built on a FROM-scratch
-base that carries the stand-in trtllm-serve (tests/standin/), so the command line is the one a GPU VM runs.
+base that carries the stand-in trtllm-serve (repro/rehearse/standin/), so the command line is the one a GPU VM runs.
 Docker gives no GPUs here, so the tests start the servers without device requests (ServerOptions.gpus=False).
 """
 

@@ -2,7 +2,7 @@
 
 The search's rules are checked on their own first (LoadGen's early-stopping numbers, the bracketing, how one probe is
 judged); then end to end against the stand-in trtllm-serve at a fixed speed, whose capacity is computed from its
-queueing model (tests/standin/trtllm_serve.py docstring), through the real LoadGen and the real HTTP client.
+queueing model (repro/rehearse/standin/trtllm_serve.py docstring), through the real LoadGen and the real HTTP client.
 """
 
 from __future__ import annotations

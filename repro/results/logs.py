@@ -25,7 +25,7 @@ SUMMARY = "mlperf_log_summary.txt"
 DETAIL = "mlperf_log_detail.txt"
 ACCURACY_TXT = "accuracy.txt"
 
-LABELS = ("simulated", "smoke", "demo")
+LABELS = ("simulated", "smoke", "demo", "rehearsal")
 _MAX_TEXT = 64 << 20
 _MAX_SUMMARY = 4 << 20  # a LoadGen summary is a few KB; a bigger one is not a summary
 _MAX_ACCURACY_TXT = 4 << 20  # MLPerf's accuracy.txt is under 1 KB (plus evaluation progress lines)

@@ -49,6 +49,8 @@ class RunOptions:
     """user.conf keys replaced after the recipe's (a `repro tune` probe's shorter run)."""
     probe: bool = False
     """One of `repro tune`'s short runs: labelled, kept out of the ledger."""
+    rehearsal: bool = False
+    """`repro rehearse` on stand-ins: labelled, so verify never calls it a reproduction."""
     stop_if_below_band: bool = False
     """End the run once its projected tokens/s cannot reach the published band."""
     model_dir: Path | None = None

@@ -37,6 +37,8 @@ def run_label(options: RunOptions) -> str | None:
     """Anything that is not a full-length run of a real recipe on a real backend says so."""
     if options.probe:
         return "tune probe"
+    if options.rehearsal:
+        return "rehearsal"
     if options.spec.label:
         return options.spec.label
     if options.recipe.demo:

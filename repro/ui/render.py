@@ -22,6 +22,7 @@ _VIEWS: dict[str, str] = {
     "repro.results.aggregate.RackReport": "repro.ui.results:render_rack",
     "repro.run.rack.RackResult": "repro.ui.rack:rack_result",
     "repro.run.tune.TuneResult": "repro.ui.tune:tune_result",
+    "repro.rehearse.rehearsal.RehearsalResult": "repro.ui.rehearse:rehearsal_result",
 }
 
 

@@ -433,14 +433,14 @@ class Server:
             piece = self.vocab.decode([t])
             piece = piece if k == 0 or not piece else " " + piece
             last = k == len(ids) - 1
-            choice: dict[str, object] = (
+            piece_choice: dict[str, object] = (
                 {"index": 0, "delta": {"content": piece}} if chat else {"index": 0, "text": piece}
             )
             if last:
-                choice["finish_reason"] = finish
+                piece_choice["finish_reason"] = finish
             event(
                 json.dumps(
-                    {"id": rid, "object": kind, "created": created, "model": req["model"], "choices": [choice]},
+                    {"id": rid, "object": kind, "created": created, "model": req["model"], "choices": [piece_choice]},
                     separators=(",", ":"),
                 )
             )

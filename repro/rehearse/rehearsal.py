@@ -1,0 +1,292 @@
+"""A dress rehearsal of a GPU recipe on a machine without its GPUs: the recipe's image and servers, LoadGen and
+verify run through the same code as on the VM; only the TensorRT-LLM base image (a stand-in trtllm-serve at a fixed
+speed), the model (a word-level tiny model under the recipe's repo name) and time (one printed factor) are stood in.
+
+Everything it writes lives in its own workspace and is labelled `rehearsal`: verify never calls it a reproduction.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from repro.core.recipes import Recipe, get_recipe
+from repro.core.workspace import Workspace
+
+STANDIN_DIR = Path(__file__).resolve().parent / "standin"
+STANDIN = STANDIN_DIR / "trtllm_serve.py"
+LABEL = "rehearsal"
+VOCAB = 300
+OUT_LEN = 8  # answer length of the stand-in (STANDIN_OUT_LEN): 9 ids with EOS
+PROMPTS = 64
+DEFAULT_TIME_SCALE = 1 / 400  # 2,400 s of LoadGen -> 6 s
+SERVER_QPS = 30.0  # the Server arrival rate a rehearsal runs at: what two CPU cores drive through LoadGen
+EARLY_STOPPING_QUERIES = 460  # LoadGen's early stopping needs ~459 Server queries even when none is over latency
+
+
+@dataclass
+class Scaling:
+    """How a rehearsal shrinks LoadGen: time (durations, query counts) by `time`, rates by `rate`, both printed.
+
+    The stand-in serves `capacity_qps` (the recipe's Offline rate x `rate`, at least twice the Server arrivals, so a
+    few CPU slots keep the recipe's TTFT/TPOT limits); the Offline run expects that rate, so it lasts min_duration."""
+
+    time: float
+    rate: float
+    capacity_qps: float
+
+    @classmethod
+    def for_recipe(cls, recipe: Recipe, time: float = DEFAULT_TIME_SCALE) -> Scaling:
+        from repro.run.settings import recipe_target_qps
+
+        server = recipe_target_qps(recipe, "Server") or recipe.loadgen.offline_expected_qps
+        rate = SERVER_QPS / server
+        return cls(time, rate, max(recipe.loadgen.offline_expected_qps * rate, 2 * SERVER_QPS))
+
+    def settings(self, recipe: Recipe, scenario: str) -> dict[str, Any]:
+        from repro.run.settings import loadgen_settings
+
+        s = loadgen_settings(recipe, scenario, dataset_size=PROMPTS)
+        queries = max(1, int(int(s["min_query_count"]) * self.time))
+        if scenario != "Offline":
+            queries = max(queries, EARLY_STOPPING_QUERIES)
+        return {
+            "min_duration": max(1000, int(int(s["min_duration"]) * self.time)),
+            "min_query_count": queries,
+            "target_qps": self.capacity_qps if scenario == "Offline" else float(s["target_qps"]) * self.rate,
+            "performance_sample_count_override": PROMPTS,
+        }
+
+    def text(self) -> str:
+        return (
+            f"time x {self.time:g} (durations, query counts; Server at least {EARLY_STOPPING_QUERIES} queries for "
+            f"LoadGen's early stopping), rates x {self.rate:.3g} (Server {SERVER_QPS:g}/s); stand-in serves "
+            f"{self.capacity_qps:.3g} queries/s; latency limits are the recipe's"
+        )
+
+
+@dataclass
+class RehearsalResult:
+    recipe: str
+    workspace: Path
+    scaling: Scaling
+    image: str
+    runs: list[dict[str, Any]] = field(default_factory=list)
+    left_containers: list[str] = field(default_factory=list)
+    dry_run: bool = False
+    label: str = LABEL
+
+    @property
+    def next_command(self) -> str:
+        import shlex
+
+        if self.dry_run:
+            return shlex.join(["repro", "rehearse", "--recipe", self.recipe])
+        if self.runs:
+            return shlex.join(["repro", "verify", self.runs[-1]["run_dir"], "--recipe", self.recipe])
+        return shlex.join(["repro", "rehearse", "--recipe", self.recipe])
+
+    @property
+    def exit_code(self) -> int:
+        return 0 if self.dry_run or self.ok else 1
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.runs) and all(r["valid"] for r in self.runs) and not self.left_containers
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "label": self.label,
+            "reproduction": False,
+            "recipe": self.recipe,
+            "workspace": str(self.workspace),
+            "scaling": {
+                "time": self.scaling.time,
+                "rate": self.scaling.rate,
+                "capacity_qps": self.scaling.capacity_qps,
+                "text": self.scaling.text(),
+            },
+            "image": self.image,
+            "runs": self.runs,
+            "left_containers": self.left_containers,
+            "dry_run": self.dry_run,
+            "ok": self.ok,
+        }
+
+
+def write_tokenizer(folder: Path, size: int = VOCAB) -> Path:
+    """The tiny model's tokenizer (word-level: 'w17' <-> 17), saved the way `repro setup` leaves one."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {"<unk>": 0, "<s>": 1, "</s>": 2, **{f"w{i}": i for i in range(3, size)}}
+    tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>", unk_token="<unk>")
+    folder.mkdir(parents=True, exist_ok=True)
+    fast.save_pretrained(str(folder))
+    return folder
+
+
+def prepare_workspace(recipe: Recipe, ws: Workspace) -> None:
+    """What `repro setup` and `build-engine` leave, with the tiny model: dataset, model and checkpoint tokenizer."""
+    from repro.engine.quantize import paths_for
+    from repro.setup.dataset import save_prepared
+
+    ws.ensure()
+    rng = np.random.default_rng(3)
+    ps = [rng.integers(3, VOCAB, size=int(rng.integers(4, 30))).tolist() for _ in range(PROMPTS)]
+    save_prepared(ws.preprocessed / recipe.dataset.name, "rehearsal", ps, [OUT_LEN] * len(ps), [""] * len(ps))
+    write_tokenizer(ws.models / recipe.model.repo_id.split("/")[-1])
+    write_tokenizer(ws.root / paths_for(recipe).checkpoint_dir.relative_to("/workspace"))
+
+
+def base_tag() -> str:
+    from repro.rehearse.baseimage import rootfs_key
+
+    return f"repro-rehearse-base:{rootfs_key()}"
+
+
+def standin_tag(base: str) -> str:
+    """The stand-in TensorRT-LLM base: named by its source and its base, so a second rehearsal reuses it."""
+    digest = hashlib.sha256(STANDIN.read_bytes() + (STANDIN_DIR / "Dockerfile").read_bytes() + base.encode())
+    return f"repro-rehearse-standin:{digest.hexdigest()[:12]}"
+
+
+def build_images(recipe: Recipe, client: Any = None) -> str:
+    """The stand-in base (host Python FROM scratch + the stand-in trtllm-serve), then containers/Dockerfile on it."""
+    from repro.engine.container import ImageSpec, build_image, image_spec_for
+    from repro.rehearse.baseimage import base_dockerfile_dir
+
+    ctx = Path(__import__("tempfile").mkdtemp(prefix="repro-rehearse-base-"))
+    try:
+        base = build_image(
+            ImageSpec(
+                base_dockerfile_dir(ctx) / "Dockerfile",
+                base_tag(),
+                {},
+                with_repro_source=False,
+            ),
+            client=client,
+        ).tag
+    finally:
+        import shutil
+
+        shutil.rmtree(ctx, ignore_errors=True)
+    digest = hashlib.sha256(STANDIN.read_bytes() + base.encode()).hexdigest()[:12]
+    standin = build_image(
+        ImageSpec(
+            STANDIN_DIR / "Dockerfile",
+            f"repro-rehearse-standin:{digest}",
+            {"BASE_IMAGE": base},
+            with_repro_source=False,
+        ),
+        client=client,
+    ).tag
+    return build_image(image_spec_for(recipe, base_image=standin, install="none"), client=client).tag
+
+
+def standin_env(scaling: Scaling, servers: int) -> dict[str, str]:
+    """A fixed speed (one slot per server) whose total capacity is `scaling.capacity_qps`."""
+    per_server = scaling.capacity_qps / max(1, servers)
+    return {
+        "STANDIN_OUT_LEN": str(OUT_LEN),
+        "STANDIN_MAX_BATCH": "1",
+        "STANDIN_TOKENS_PER_S": f"{per_server * (OUT_LEN + 1):.6g}",
+    }
+
+
+def rehearsal_root(ws: Workspace, recipe: str) -> Path:
+    """A rehearsal's own workspace, beside the real one's folders: its tiny model never stands where setup's goes."""
+    return ws.root / "rehearsal" / recipe
+
+
+def gpu_recipe(name: str) -> Recipe:
+    """Only a recipe that runs on GPUs through a TensorRT-LLM image can be rehearsed."""
+    from repro.core.errors import InputError
+
+    recipe = get_recipe(name)
+    if recipe.reference_only or recipe.demo or recipe.trtllm is None:
+        why = "is reference-only (repro does not run it)" if recipe.reference_only else "has no TensorRT-LLM image"
+        raise InputError(
+            f"Recipe '{recipe.name}' {why}: a rehearsal stands in the GPUs of a recipe repro runs.",
+            "repro rehearse --recipe nd-gb300-v6",
+        )
+    return recipe
+
+
+def plan(recipe_name: str, root: Path, *, time_scale: float = DEFAULT_TIME_SCALE) -> RehearsalResult:
+    """What `rehearse` would do (--dry-run): the scaling and the image tag, nothing built or written."""
+    from repro.engine.container import image_spec_for
+
+    recipe = gpu_recipe(recipe_name)
+    spec = image_spec_for(recipe, base_image=standin_tag(base_tag()), install="none")
+    return RehearsalResult(recipe.name, root, Scaling.for_recipe(recipe, time_scale), spec.tag, dry_run=True)
+
+
+def rehearse(
+    recipe_name: str,
+    root: Path,
+    *,
+    time_scale: float = DEFAULT_TIME_SCALE,
+    scenarios: tuple[str, ...] = ("Offline", "Server"),
+    client: Any = None,
+    on_step: Any = None,
+) -> RehearsalResult:
+    """Build, run each scenario through the recipe's servers, verify, and check nothing is left behind."""
+    import docker
+
+    from repro.engine.container import managed_containers
+    from repro.results.verify import verify_dir
+    from repro.run.harness import run_benchmark
+    from repro.run.options import RunOptions
+    from repro.run.servers import ServerOptions, plan_servers
+
+    recipe = gpu_recipe(recipe_name)
+    client = client or docker.from_env(timeout=300)
+    scaling = Scaling.for_recipe(recipe, time_scale)
+    ws = Workspace.open(root)
+    say = on_step or (lambda _msg: None)
+    say(f"rehearsal of {recipe.name} in {ws.root}: {scaling.text()}")
+    say("build: stand-in TensorRT-LLM base, then containers/Dockerfile on it")
+    image = build_images(recipe, client)
+    prepare_workspace(recipe, ws)
+    tag = uuid.uuid4().hex[:8]
+    result = RehearsalResult(recipe.name, ws.root, scaling, image)
+    opts = ServerOptions(
+        image=image, gpus=False, name_prefix=f"repro-rehearse-{tag}", labels={"org.repro.rehearsal": tag}
+    )
+    opts.env = standin_env(scaling, len(plan_servers(recipe, ws, opts)))
+    for scenario in scenarios:
+        say(f"run {scenario.lower()} through the recipe's servers")
+        out = run_benchmark(
+            RunOptions.build(
+                recipe,
+                ws,
+                scenario=scenario,
+                detect=False,
+                servers=opts,
+                settings_override=scaling.settings(recipe, scenario),
+                rehearsal=True,
+            )
+        )
+        verdict = verify_dir(Path(out.details["run_dir"]), recipe=recipe)
+        result.runs.append(
+            {
+                "scenario": scenario,
+                "run_dir": out.details["run_dir"],
+                "valid": verdict.run.valid,
+                "validity": verdict.run.validity,
+                "verdict": verdict.status,
+                "label": verdict.run.label,
+                "samples_per_s": verdict.run.samples_per_s,
+            }
+        )
+        say(f"{scenario}: {verdict.run.validity}, verdict {verdict.status} [{verdict.run.label}]")
+    result.left_containers = [c.name for c in managed_containers(f"org.repro.rehearsal={tag}", client=client)]
+    return result

@@ -1,0 +1,38 @@
+"""The view of `repro rehearse`: each run's validity and verdict, under the rehearsal label."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+
+
+def rehearsal_result(result: Any) -> Group:
+    head = Text(f"[REHEARSAL, NOT A REPRODUCTION] {result.recipe}", style="bold yellow")
+    lines: list[Any] = [head, Text(f"scaling: {result.scaling.text()}"), Text(f"image: {result.image}")]
+    if result.dry_run:
+        lines.append(
+            Text(f"would build the image on the stand-in base and run Offline and Server in {result.workspace}")
+        )
+        return Group(*lines)
+    table = Table(box=None, pad_edge=False, header_style="bold")
+    for col in ("scenario", "LoadGen", "verdict", "samples/s", "run folder"):
+        table.add_column(col, no_wrap=col == "run folder")
+    for r in result.runs:
+        style = "green" if r["valid"] else "red"
+        rate = r["samples_per_s"]
+        table.add_row(
+            r["scenario"],
+            Text(r["validity"], style=style),
+            f"{r['verdict']} [{r['label']}]",
+            "-" if rate is None else f"{rate:,.2f}",
+            r["run_dir"],
+        )
+    lines.append(table)
+    if result.left_containers:
+        lines.append(Text(f"containers left behind: {', '.join(result.left_containers)}", style="red"))
+    else:
+        lines.append(Text("no server container left behind"))
+    return Group(*lines)

@@ -1,0 +1,73 @@
+"""`repro rehearse`: a GPU recipe's image (containers/Dockerfile on the stand-in TensorRT-LLM base), its servers on
+the real Docker engine, the real LoadGen Offline and Server runs and verify, all labelled a rehearsal.
+
+Each rehearsal builds the image (cached after the first), prepares its own workspace and runs about 30 s of LoadGen.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import REPO
+
+from repro.core.errors import InputError
+from repro.core.recipes import get_recipe
+from repro.engine.container import managed_containers
+from repro.rehearse.rehearsal import Scaling, plan, rehearse
+
+GPU_RECIPES = ["nd-gb300-v6", "nd-gb200-v6", "nd-h100-v5", "nd-h200-v5"]
+
+
+def test_scaling_is_printed_and_keeps_the_recipe_shape() -> None:
+    """One time factor for durations and counts; Server stays below the stand-in's capacity; early stopping met."""
+    for name in [*GPU_RECIPES, "nc-h100-v5"]:
+        recipe = get_recipe(name)
+        s = Scaling.for_recipe(recipe)
+        off, srv = s.settings(recipe, "Offline"), s.settings(recipe, "Server")
+        assert off["min_duration"] == 6000 and off["target_qps"] == s.capacity_qps
+        assert srv["min_query_count"] >= 460 and srv["target_qps"] <= s.capacity_qps / 2 + 1e-9
+        assert f"{s.time:g}" in s.text() and "latency limits are the recipe's" in s.text()
+
+
+def test_dry_run_plans_without_building(tmp_path: Path) -> None:
+    out = subprocess.run(
+        [str(Path(sys.executable).parent / "repro"), "rehearse", "--dry-run", "--json", "-w", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+    )
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    assert doc["label"] == "rehearsal" and doc["reproduction"] is False and doc["dry_run"] is True
+    assert doc["recipe"] == "nd-gb300-v6" and not (tmp_path / "rehearsal").exists()
+    assert plan("nd-h100-v5", tmp_path).image.startswith("repro-trtllm:nd-h100-v5-")
+
+
+def test_reference_only_and_demo_recipes_are_refused_before_building(tmp_path: Path) -> None:
+    """nc-h100-v5 is reference-only on main (repro does not run it); the demo has no TensorRT-LLM image."""
+    for name, why in (("nc-h100-v5", "reference-only"), ("demo", "no TensorRT-LLM image")):
+        with pytest.raises(InputError, match=why):
+            plan(name, tmp_path)
+        with pytest.raises(InputError, match=why):
+            rehearse(name, tmp_path, client=object())
+    assert not any(tmp_path.iterdir())
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+@pytest.mark.parametrize("name", GPU_RECIPES)
+def test_rehearsal_runs_offline_and_server_valid_and_leaves_nothing(client, name: str, tmp_path: Path) -> None:
+    result = rehearse(name, tmp_path / name, client=client)
+    assert [r["scenario"] for r in result.runs] == ["Offline", "Server"]
+    for run in result.runs:
+        assert run["validity"] == "VALID", run
+        assert run["verdict"] == "NOT A REPRODUCTION" and run["label"] == "rehearsal"
+        info = json.loads(next(Path(run["run_dir"]).rglob("run.json")).read_text())
+        assert info["label"] == "rehearsal"
+        assert info["servers"]["servers"] and all(s["image"] == result.image for s in info["servers"]["servers"])
+    assert result.ok and result.left_containers == []
+    assert managed_containers("org.repro.rehearsal", client=client) == []
