@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pytest
 from standin_util import LocalStandin, prompts, write_tokenizer
-from thirdparty_server import ThirdPartyServer, thirdparty_server_fixture  # noqa: F401  (the fixture)
 from typer.testing import CliRunner
 
 from repro.cli import app
@@ -235,26 +234,6 @@ def test_run_interactive_uses_the_interactive_limits_and_verify_judges_it_so(tmp
     assert "(Interactive)" in checks["TTFT p99"]["detail"] and checks["TTFT p99"]["ok"]
     res = runner.invoke(app, ["verify", str(doc["details"]["run_dir"]), "--json"])
     assert json.loads(res.stdout)["scenario"] == "Interactive"
-
-
-@pytest.mark.slow
-def test_tune_then_server_run_through_an_endpoint_of_transformers_serve(
-    thirdparty_server: ThirdPartyServer, tmp_path: Path
-) -> None:
-    """A real third-party server on CPU (`transformers serve`, the demo model): tune completes and the Server run
-    that follows at the saved rate is VALID by LoadGen's own verdict."""
-    base = ["--recipe", "demo", "--endpoint", thirdparty_server.base_url, "--served-model", thirdparty_server.model]
-    base += ["-w", str(tmp_path / "ws")]
-    res = runner.invoke(
-        app, ["tune", "server", *base, "--probe-seconds", "5", "--probe-queries", "64", "--max-minutes", "6", "--json"]
-    )
-    assert res.exit_code == 0, res.output
-    tuned = json.loads(res.stdout)
-    assert tuned["chosen_qps"] > 0 and tuned["endpoints"] == [thirdparty_server.base_url]
-    res = runner.invoke(app, ["run", "server", *base, "--json"])
-    doc = json.loads(res.stdout)
-    assert doc["details"]["target_qps"] == tuned["chosen_qps"]
-    assert "Result is : VALID" in _summary(doc), _summary(doc)
 
 
 def test_a_probe_far_above_capacity_is_stopped_and_fails(tmp_path: Path) -> None:
