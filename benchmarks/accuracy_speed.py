@@ -538,7 +538,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--startup", action="store_true", help="also time the fixed start-up of a one-sample log")
     ap.add_argument("--all-cores", action="store_true", help="do not pin to one core")
     ap.add_argument("--out", type=Path, default=None, help="write the results as JSON here")
+    ap.add_argument("--smoke", action="store_true", help="tiny sizes: checks the script runs, measures nothing")
     args = ap.parse_args(argv)
+    if args.smoke:
+        args.base, args.repeats = 1, 1
     if not args.all_cores and hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
     result: dict = {

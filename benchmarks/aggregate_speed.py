@@ -116,7 +116,10 @@ def main() -> int:
     ap.add_argument("--pairs", type=int, default=5)
     ap.add_argument("--sizes", default="18,72,288")
     ap.add_argument("--in-process-only", action="store_true")
+    ap.add_argument("--smoke", action="store_true", help="tiny sizes: checks the script runs, measures nothing")
     args = ap.parse_args()
+    if args.smoke:
+        args.pairs, args.sizes = 1, "2,4"
     sys.path.insert(0, str(REPO))
     repro = [sys.executable, "-c", "from repro.cli import main; main()"]
     medians = []

@@ -52,7 +52,10 @@ typer.main.get_command(app).main(args=sys.argv[1:], prog_name="floor", standalon
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--pairs", type=int, default=15)
+    ap.add_argument("--smoke", action="store_true", help="tiny sizes: checks the script runs, measures nothing")
     args = ap.parse_args()
+    if args.smoke:
+        args.pairs = 1
     bare = [sys.executable, "-c", "pass"]
     for label, argv in (("repro --help", _cmd("--help")), ("repro verify GB200", _cmd("verify", str(FIXTURE)))):
         pair = alternate(

@@ -143,7 +143,10 @@ def main() -> None:
     parser.add_argument("--inputs", type=int, default=200)
     parser.add_argument("--seed", type=int, default=29)
     parser.add_argument("--skip-big", action="store_true", help="only the self-contradicting folders")
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes: checks the script runs, measures nothing")
     args = parser.parse_args()
+    if args.smoke:
+        args.inputs, args.skip_big = 3, True
     counts = probe(args.inputs, args.seed)
     for key in ("tried", "tracebacks", "hangs", "false PASS", "exit 1", "exit 2", "peak RSS MB (in-process probe)"):
         print(f"{key}: {counts.get(key, 0)}")

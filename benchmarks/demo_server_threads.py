@@ -43,7 +43,10 @@ def main() -> None:
     ap.add_argument("--duration", type=float, default=20.0)
     ap.add_argument("--pairs", type=int, default=2)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--smoke", action="store_true", help="tiny sizes: checks the script runs, measures nothing")
     args = ap.parse_args()
+    if args.smoke:
+        args.qps, args.duration, args.pairs = 5.0, 0.5, 1
     with tempfile.TemporaryDirectory() as tmp:
         ws = Path(tmp)
         for i in range(args.pairs):

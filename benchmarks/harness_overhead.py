@@ -39,7 +39,10 @@ def main() -> int:
     ap.add_argument("--recipe", default="nd-gb300-v6")
     ap.add_argument("--out", type=Path, default=Path("harness_overhead.json"))
     ap.add_argument("--all-cores", action="store_true", help="do not pin to one core")
+    ap.add_argument("--smoke", action="store_true", help="tiny sizes: checks the script runs, measures nothing")
     args = ap.parse_args()
+    if args.smoke:
+        args.samples, args.out = 64, Path(tempfile.gettempdir()) / "harness_overhead.smoke.json"
     if not args.all_cores and hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})
     recipe = get_recipe(args.recipe)

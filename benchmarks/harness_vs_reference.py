@@ -151,7 +151,10 @@ def main() -> int:
     ap.add_argument("--base", type=int, default=6144, help="samples at 1x (4x and 16x follow)")
     ap.add_argument("--pairs", type=int, default=5)
     ap.add_argument("--all-cores", action="store_true", help="do not pin to one core")
+    ap.add_argument("--smoke", action="store_true", help="tiny sizes: checks the script runs, measures nothing")
     args = ap.parse_args()
+    if args.smoke:
+        args.base, args.pairs = 64, 1
     if not args.all_cores and hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else "?"

@@ -108,7 +108,10 @@ def main() -> int:
     ap.add_argument("--max-tokens", type=int, default=64)
     ap.add_argument("--pairs", type=int, default=3)
     ap.add_argument("--sizes", default="1,4,16", help="batches per run, as multiples of one batch")
+    ap.add_argument("--smoke", action="store_true", help="tiny sizes: checks the script runs, measures nothing")
     args = ap.parse_args()
+    if args.smoke:
+        args.batch, args.max_tokens, args.pairs, args.sizes = 2, 4, 1, "1,2"
     import torch
 
     with tempfile.TemporaryDirectory(prefix="repro-hf-bench-") as tmp:

@@ -522,7 +522,10 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=16)
     ap.add_argument("--ledger-trials", type=int, default=0)
     ap.add_argument("--only", default="", help="run only the kinds whose name contains this (e.g. 29.)")
+    ap.add_argument("--smoke", action="store_true", help="tiny sizes: checks the script runs, measures nothing")
     a = ap.parse_args()
+    if a.smoke:
+        a.per_kind = 1
     import repro
 
     print(f"repro from {Path(repro.__file__).parent}")

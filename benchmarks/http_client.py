@@ -149,7 +149,11 @@ def main() -> int:
     ap.add_argument("--server-requests", type=int, default=2048)
     ap.add_argument("--out-len", type=int, default=273, help="tokens per answer (published runs average ~273)")
     ap.add_argument("--out", type=Path, default=Path("http_client.json"))
+    ap.add_argument("--smoke", action="store_true", help="tiny sizes: checks the script runs, measures nothing")
     args = ap.parse_args()
+    if args.smoke:
+        args.offline_requests, args.server_requests, args.out_len = 16, 8, 8
+        args.out = Path(tempfile.gettempdir()) / "http_client.smoke.json"
     import resource
 
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)

@@ -104,7 +104,10 @@ CASES: dict[str, Callable[[Path], tuple[list[str], Path]]] = {
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--only", default="")
+    ap.add_argument("--smoke", action="store_true", help="tiny sizes: checks the script runs, measures nothing")
     a = ap.parse_args()
+    if a.smoke:
+        a.only = "billion-laughs recipe, recipes validate"
     for name, build in CASES.items():
         if a.only not in name:
             continue
