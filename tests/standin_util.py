@@ -11,22 +11,9 @@ from pathlib import Path
 
 import numpy as np
 
-STANDIN = Path(__file__).resolve().parents[1] / "repro" / "rehearse" / "standin" / "trtllm_serve.py"
-VOCAB = 300
+from repro.rehearse.rehearsal import STANDIN, VOCAB, write_tokenizer
 
-
-def write_tokenizer(folder: Path, size: int = VOCAB) -> Path:
-    """A real Hugging Face fast tokenizer (word-level: 'w17' <-> 17), saved the way `repro setup` leaves one."""
-    from tokenizers import Tokenizer, models, pre_tokenizers
-    from transformers import PreTrainedTokenizerFast
-
-    vocab = {"<unk>": 0, "<s>": 1, "</s>": 2, **{f"w{i}": i for i in range(3, size)}}
-    tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
-    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>", unk_token="<unk>")
-    folder.mkdir(parents=True, exist_ok=True)
-    fast.save_pretrained(str(folder))
-    return folder
+__all__ = ["STANDIN", "VOCAB", "write_tokenizer"]
 
 
 def free_port() -> int:
