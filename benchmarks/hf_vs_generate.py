@@ -1,6 +1,6 @@
 """The `hf` backend against plain `model.generate` on the demo model, same batches, one process.
 
-(a) repro: `HFBackend` (the demo's tiny Llama from `repro.run.demo.prepare_demo`), requests submitted as the
+(a) repro: `HFBackend` (the demo's tiny Llama from `repro.setup.demo.prepare_demo`), requests submitted as the
     harness does and counted through a sink.
 (b) reference: the same loaded model object, `model.generate` called directly on the same batches (sorted by
     prompt length and cut into `--batch` rows as the backend does, left-padded, greedy, same max/min new tokens,
@@ -31,8 +31,8 @@ from _sidebyside import alternate  # noqa: E402
 from repro.core.workspace import Workspace  # noqa: E402
 from repro.run.backends.base import Request  # noqa: E402
 from repro.run.backends.hf import HFBackend  # noqa: E402
-from repro.run.demo import prepare_demo  # noqa: E402
 from repro.setup.dataset import PreparedDataset, load_prepared  # noqa: E402
+from repro.setup.demo import prepare_demo  # noqa: E402
 
 
 class CountingSink:

@@ -81,7 +81,7 @@ def write_parquet(path: Path, rows: list[dict[str, str]] | None = None, drop: tu
 
 
 def build_tokenizer_dir(out: Path) -> Path:
-    from repro.run.demo import build_tokenizer
+    from repro.setup.demo import build_tokenizer
 
     rows = raw_rows()
     build_tokenizer([{**r, "question": r["question"][:200]} for r in rows], out)

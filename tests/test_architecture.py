@@ -21,16 +21,25 @@ def _modules() -> dict[str, Path]:
     return out
 
 
-def _imports(path: Path, top_level_only: bool) -> set[str]:
+def _imports(path: Path, top_level_only: bool, module: str = "") -> set[str]:
+    """Absolute and relative imports; with top_level_only=False also those inside functions and TYPE_CHECKING."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
     nodes = tree.body if top_level_only else list(ast.walk(tree))
+    package = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
     names: set[str] = set()
     for node in nodes:
         if isinstance(node, ast.Import):
             names |= {a.name for a in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names.add(node.module)
-            names |= {f"{node.module}.{a.name}" for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package[: len(package) - node.level + 1]
+                mod = ".".join([*base, *([node.module] if node.module else [])])
+            elif node.module:
+                mod = node.module
+            else:
+                continue
+            names.add(mod)
+            names |= {f"{mod}.{a.name}" for a in node.names}
     return names
 
 
@@ -39,17 +48,62 @@ def test_only_the_edge_imports_rich_typer_or_the_ui() -> None:
     for name, path in _modules().items():
         if name.startswith(EDGE):
             continue
-        for imported in _imports(path, top_level_only=False):
+        for imported in _imports(path, top_level_only=False, module=name):
             if imported.split(".")[0] in ("rich", "typer") or imported.startswith(("repro.ui", "repro.commands")):
                 offenders.append(f"{name} imports {imported}")
     assert not offenders, "\n".join(sorted(offenders))
 
 
-def test_no_import_cycle_at_module_level() -> None:
+# Stages from the bottom up: a module may import its own stage and any stage of a lower rank, never a higher one.
+STAGE_RANK = {
+    "core": 0,
+    "setup": 1,
+    "engine": 1,
+    "results": 1,
+    "run": 2,
+    "flow": 3,
+    "report": 3,
+    "rehearse": 3,
+    "ui": 4,
+    "commands": 5,
+    "cli": 6,
+}
+# Packages of one rank stay apart too (setup, engine and results meet only in run and above).
+
+
+def _graph() -> dict[str, set[str]]:
     mods = _modules()
-    graph = {
-        name: {i for i in _imports(path, top_level_only=True) if i in mods and i != name} for name, path in mods.items()
+    return {
+        name: {i for i in _imports(path, top_level_only=False, module=name) if i in mods and i != name}
+        for name, path in mods.items()
     }
+
+
+def _stage(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else None
+
+
+def test_every_stage_package_has_a_rank() -> None:
+    packages = {p.parent.name for p in PKG.glob("*/__init__.py")}
+    assert packages <= set(STAGE_RANK), sorted(packages - set(STAGE_RANK))
+
+
+def test_stages_import_only_downward_function_level_imports_included() -> None:
+    offenders = []
+    for name, targets in _graph().items():
+        a = _stage(name)
+        for target in sorted(targets):
+            b = _stage(target)
+            if a not in STAGE_RANK or b not in STAGE_RANK or a == b:
+                continue
+            if STAGE_RANK[b] >= STAGE_RANK[a]:
+                offenders.append(f"{name} ({a}) imports {target} ({b})")
+    assert not offenders, "\n".join(offenders)
+
+
+def test_no_import_cycle_lazy_or_not() -> None:
+    graph = _graph()
     state: dict[str, int] = {}
     cycle: list[str] = []
 
@@ -57,7 +111,7 @@ def test_no_import_cycle_at_module_level() -> None:
         state[node] = 1
         for nxt in sorted(graph[node]):
             if state.get(nxt) == 1:
-                cycle.extend(stack[stack.index(nxt) :] + [node, nxt] if nxt in stack else [node, nxt])
+                cycle.extend([*stack[stack.index(nxt) :], node, nxt] if nxt in stack else [node, nxt])
                 return True
             if state.get(nxt) is None and visit(nxt, [*stack, node]):
                 return True

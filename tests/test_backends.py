@@ -389,13 +389,13 @@ def test_sim_replays_reference_lengths_capped_by_max_tokens() -> None:
 
 @pytest.fixture(scope="module")
 def demo_paths(tmp_path_factory) -> dict[str, Path]:
-    from repro.run.demo import prepare_demo
+    from repro.setup.demo import prepare_demo
 
     return prepare_demo(Workspace.open(tmp_path_factory.mktemp("demo")))
 
 
 def test_demo_is_deterministic(demo_paths, tmp_path: Path) -> None:
-    from repro.run.demo import prepare_demo
+    from repro.setup.demo import prepare_demo
 
     again = prepare_demo(Workspace.open(tmp_path / "again"))
     assert (again["model_dir"] / "model.safetensors").read_bytes() == (

@@ -127,6 +127,7 @@ def test_nvml_throttling_sampled_during_a_run_is_named(tmp_path: Path) -> None:
 
 def test_report_carries_the_explanation_in_every_view() -> None:
     from repro.report.html import render_html
+    from repro.report.markdown import render_markdown
     from repro.report.model import build_report
 
     rep = build_report([RACK])
@@ -134,7 +135,7 @@ def test_report_carries_the_explanation_in_every_view() -> None:
     doc = rep.to_json()
     assert doc["explain"]["causes"][0]["area"] == "server"
     assert doc["roofline"]["limiter"] == "compute" and doc["roofline"]["compute_bound_tokens_per_s_per_gpu"]
-    md, html = rep.to_markdown(), render_html(rep)
+    md, html = render_markdown(rep), render_html(rep)
     for text in (md, html):
         assert "6. Why your number is where it is" in text and "the server or its GPUs are slower (8.1%)" in text
         assert "Tensor cores: compute bound" in text

@@ -324,6 +324,7 @@ def test_hopper_recipes_follow_the_rule() -> None:
 
 def test_report_places_the_run_among_published(fixtures: Path) -> None:
     from repro.report.html import render_html
+    from repro.report.markdown import render_markdown
     from repro.report.model import build_report
 
     rep = build_report([fixtures / GB200])
@@ -332,4 +333,4 @@ def test_report_places_the_run_among_published(fixtures: Path) -> None:
     assert [p["ref"] for p in st["published"]][:2] == ["5.1-0008/99/Offline", "5.1-0070/99/Offline"]
     html = render_html(rep)
     assert 'alt="your run among the published NVIDIA GB200 results"' in html and "would rank 1 of 5" in html
-    assert "would rank 1 of 5" in rep.to_markdown()
+    assert "would rank 1 of 5" in render_markdown(rep)

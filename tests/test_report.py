@@ -11,6 +11,7 @@ from typer.testing import CliRunner
 
 from repro.cli import app
 from repro.report.html import render_html
+from repro.report.markdown import render_markdown
 from repro.report.model import build_report
 
 runner = CliRunner()
@@ -76,7 +77,7 @@ def test_gb200_single_vm_and_markdown(fixtures: Path) -> None:
     rep = build_report([fixtures / "azure-nd-gb200-v6-v5.1"])
     assert rep.per_gpu == pytest.approx(13015.4)
     assert not rep.multi and rep.rack.rows[0].verdict.status == "PASS"
-    md = rep.to_markdown()
+    md = render_markdown(rep)
     assert "| **nd-gb200-v6** | NVIDIA GB200 | 13,015.4 |" in md
     assert "bound = BW / (W / B + C x KV)" in md
     assert "TDP-based (published report): nd-gb200-v6 | 10.01" in md
@@ -102,7 +103,7 @@ def test_labelled_run_is_labelled_everywhere_with_measured_power(fixtures: Path,
     assert m["tokens_per_joule"] == pytest.approx(52061.6 / 2000.0)
     assert str(run / "power.csv") in doc["sources"]
     assert rep.title.startswith("[SIMULATED, NOT A REPRODUCTION]")
-    assert "SIMULATED run(s)" in rep.to_markdown() and "## 4. Efficiency [simulated]" in rep.to_markdown()
+    assert "SIMULATED run(s)" in render_markdown(rep) and "## 4. Efficiency [simulated]" in render_markdown(rep)
     html = render_html(rep)
     assert 'class="banner"' in html and "[simulated]" in html and "26.03" in html
 

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from repro.report.html import render_html
+from repro.report.markdown import render_markdown
 from repro.report.model import build_report
 from repro.report.tables import Table
 
@@ -54,7 +55,7 @@ def test_json_needs_no_plotting_library(fixtures: Path) -> None:
 
 def test_every_table_cell_appears_in_all_three_views(fixtures: Path) -> None:
     rep = build_report([fixtures / "azure-nd-gb300-v6-rack"])
-    md, html = rep.to_markdown(), render_html(rep)
+    md, html = render_markdown(rep), render_html(rep)
     wide = _terminal(["report", str(fixtures / "azure-nd-gb300-v6-rack")], 250)
     for section in rep.sections():
         for block in section.blocks:

@@ -68,7 +68,7 @@ def test_server_settings_never_fall_back_to_the_offline_rate() -> None:
 
 @pytest.fixture(scope="module")
 def demo_paths(tmp_path_factory) -> dict[str, Path]:
-    from repro.run.demo import prepare_demo
+    from repro.setup.demo import prepare_demo
 
     return prepare_demo(Workspace.open(tmp_path_factory.mktemp("demo")))
 

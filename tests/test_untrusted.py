@@ -408,7 +408,7 @@ _PREPARE = """
 import sys, time
 from pathlib import Path
 from repro.core.workspace import Workspace
-from repro.run.demo import prepare_demo
+from repro.setup.demo import prepare_demo
 start = float(sys.argv[2])
 while time.time() < start:
     time.sleep(0.005)
@@ -461,7 +461,7 @@ def test_8_stale_ledger_temp_files_are_removed_on_the_next_save(tmp_path: Path) 
 def demo_ws(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One workspace with the demo model and data built, shared by the server tests (the build takes a while)."""
     from repro.core.workspace import Workspace
-    from repro.run.demo import prepare_demo
+    from repro.setup.demo import prepare_demo
 
     ws = tmp_path_factory.mktemp("demo-ws")
     prepare_demo(Workspace.open(ws))

@@ -42,7 +42,7 @@ def _free_port() -> int:
 def tiny_model_dir(root: Path) -> Path:
     """repro's own CPU-demo model (deterministic, no download), copied with a chat template added."""
     from repro.core.workspace import Workspace
-    from repro.run.demo import prepare_demo
+    from repro.setup.demo import prepare_demo
 
     built = prepare_demo(Workspace(root / "ws"))["model_dir"]
     served = root / "tiny-llama-chat"

@@ -52,7 +52,9 @@ def report(
 
             text = render_html(result)
         else:
-            text = result.to_markdown()
+            from repro.report.markdown import render_markdown
+
+            text = render_markdown(result)
         if dry_run:
             result.outputs[kind] = f"would write {path} ({len(text.encode()):,} bytes)"
         else:

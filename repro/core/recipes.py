@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from repro.core.backends import RECIPE_BACKENDS, recipe_backend
 from repro.core.errors import RecipeError
+from repro.core.gpu_arch import is_blackwell
 from repro.core.safeio import read_text_bounded
 
 Unknown = Literal["unknown"]
@@ -254,8 +255,6 @@ class Recipe(_Strict):
 
     @property
     def blackwell(self) -> bool:
-        from repro.core.systems import is_blackwell
-
         return is_blackwell(self.system.gpu_arch)
 
 

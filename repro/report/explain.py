@@ -24,8 +24,9 @@ from repro.core.errors import InputError
 from repro.core.published import DATA_DIR, Accelerator, PublishedResult, load_index
 from repro.core.recipes import Recipe
 from repro.report.roofline import MEAN_INPUT_TOKENS, flops_per_output_token, roofline
-from repro.results.compare import effective_scenario, pick_perf_run
+from repro.results.compare import pick_perf_run
 from repro.results.hardware import run_accelerator
+from repro.results.index_match import effective_scenario
 from repro.results.logs import LoadGenRun, benchmark_target, find_runs, parse_detail
 
 SETTINGS_JSON = DATA_DIR / "settings.json"
@@ -678,7 +679,7 @@ def dataset_input_tokens(recipe: Recipe | None, ws: Any = None) -> tuple[float |
     ws = ws or Workspace.open()
     name = recipe.dataset.name
     if recipe.demo:
-        from repro.run.demo import DATASET_NAME
+        from repro.setup.demo import DATASET_NAME
 
         name = DATASET_NAME
     folder = ws.preprocessed / name
@@ -932,7 +933,7 @@ def _fill_from_index(run: LoadGenRun, side: Side, notes: list[str]) -> None:
     """A published bundle without its detail log (fixtures keep them small) takes the shipped settings of its log."""
     if run.detail_path is not None:
         return
-    from repro.results.compare import match_run
+    from repro.results.index_match import match_run
 
     match = match_run(run)
     if match is None or not match.exact:
@@ -969,7 +970,7 @@ def _reference(against: str | None, run: LoadGenRun, recipe: Recipe | None) -> t
         same = [r for r in same if bench is None or r.benchmark == bench] or same
         return side_of_published(same[0]), None
     if recipe is None:
-        from repro.results.compare import match_run
+        from repro.results.index_match import match_run
 
         match = match_run(run, idx)
         if match is not None:

@@ -497,11 +497,6 @@ class Report:
             footnotes=notes,
         )
 
-    def to_markdown(self) -> str:
-        from repro.report.markdown import render_markdown
-
-        return render_markdown(self)
-
 
 TUNE_BAR = 30
 

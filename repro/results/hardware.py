@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any
 
 from repro.core.errors import InputError
 from repro.core.recipes import Accelerator, Recipe
+from repro.results.index_match import count_value, match_run
 from repro.results.logs import LoadGenRun
 
 _FORMS = {"SXM": "SXM", "SXM4": "SXM", "SXM5": "SXM", "NVL": "NVL", "PCIE": "PCIe"}
@@ -58,19 +58,6 @@ class Identity:
     recipe: Accelerator
     same: bool | None
     why: str
-
-
-def count_value(value: Any) -> int | None:
-    """A positive whole count from a number or a numeric string ("4", " 18 "); anything else is None."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value if value > 0 else None
-    if isinstance(value, float):
-        return int(value) if value.is_integer() and value > 0 else None
-    if isinstance(value, str) and re.fullmatch(r"\s*[0-9]+\s*", value):  # ASCII: int() also reads "٤"
-        return int(value) or None
-    return None
 
 
 def _tokens(name: str) -> list[str]:
@@ -138,8 +125,6 @@ def run_accelerator(run: LoadGenRun) -> tuple[str | None, str | None]:
     name = run.system.get("accelerator_model_name") if run.system else None
     if isinstance(name, str) and name.strip():
         return name.strip(), _system_where(run)
-    from repro.results.compare import match_run
-
     match = match_run(run)
     if match is not None and match.exact:
         return match.row.accelerator_model_name, f"the published record {match.row.ref} this log is"
@@ -263,8 +248,6 @@ def count_accelerators(run: LoadGenRun, flag: int | None) -> tuple[GpuCount | No
                     f"`repro verify {run.folder} --gpus N` with the count the run used",
                 )
         return GpuCount(count, where, notes), notes
-    from repro.results.compare import match_run
-
     match = match_run(run)
     if match is not None and match.exact:
         return GpuCount(match.row.total_accelerators, f"the published record {match.row.ref} this log is", notes), notes

@@ -18,14 +18,14 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from repro.core.errors import InputError
 from repro.core.recipes import Accelerator, Published, Recipe, by_system_name, get_recipe, registry_recipe
-from repro.core.safeio import sha256_regular
 from repro.results import rules
 from repro.results.hardware import GpuCount, Identity, accelerator_of, count_accelerators, count_gpus, identity
-from repro.results.logs import SUMMARY, LoadGenRun, find_runs
+from repro.results.logs import LoadGenRun, find_runs
+from repro.results.pick import pick_run
 
 if TYPE_CHECKING:
     from repro.core.published import PublishedResult
-    from repro.results.compare import IndexMatch
+    from repro.results.index_match import IndexMatch
 
 Status = Literal["PASS", "FAIL", "NOT A REPRODUCTION", "NO REFERENCE"]
 MLPERF_MIN_DURATION_MS = rules.MIN_DURATION_MS
@@ -551,7 +551,7 @@ def _record_identity(run: LoadGenRun, row: PublishedResult) -> Identity:
 
 def division_of(run: LoadGenRun) -> str:
     """closed or open: the system JSON's division, else the submission path (<division>/<submitter>/results/...)."""
-    from repro.results.compare import _path_identity
+    from repro.results.index_match import _path_identity
 
     stated = str((run.system or {}).get("division") or "").strip().lower()
     if stated in ("closed", "open"):
@@ -702,81 +702,12 @@ def _dedupe(items: list[str]) -> list[str]:
     return list(dict.fromkeys(items))
 
 
-def _is_compliance(run: LoadGenRun, root: Path) -> bool:
-    """Compliance test folders (TEST01, TEST06, ...) inside a result tree are not the performance result."""
-    try:
-        parts = run.folder.relative_to(root).parts
-    except ValueError:
-        parts = run.folder.parts
-    return any(p.upper().startswith("TEST") and p[4:].isdigit() for p in parts)
-
-
-def _content_key(run: LoadGenRun) -> str:
-    path = run.summary_path or run.detail_path
-    return sha256_regular(path) if path else str(run.folder)
-
-
-def pick_run(runs: list[LoadGenRun], root: Path, scenario: str | None = None) -> tuple[LoadGenRun, list[str]]:
-    """The one performance run a verify is about, with notes on what else the folder holds."""
-    notes: list[str] = []
-    perf = [r for r in runs if r.mode == "PerformanceOnly" and not _is_compliance(r, root)]
-    if not perf:
-        raise InputError(
-            f"{root}: only {runs[0].mode} logs here; verify needs a PerformanceOnly run.",
-            "point `repro verify` at the folder that also holds performance/ (for your own runs: `repro run offline`)",
-        )
-    found = sorted({r.benchmark_scenario for r in perf})
-    if scenario is None:
-        if len(found) == 1:
-            scenario = found[0]
-        elif "Offline" in found:
-            scenario = "Offline"
-            others = [s for s in found if s != "Offline"]
-            notes.append(f"{root} also holds {', '.join(others)} runs: `repro verify {root} --scenario {others[0]}`")
-        else:
-            raise InputError(
-                f"{root}: holds {' and '.join(found)} runs; verify takes one.",
-                f"`repro verify {root} --scenario {found[0]}`",
-            )
-    matching = [r for r in perf if r.benchmark_scenario.lower() == scenario.lower()]
-    if not matching:
-        raise InputError(
-            f"{root}: holds {', '.join(found)} runs, not {scenario}.", f"`repro verify {root} --scenario {found[0]}`"
-        )
-    official = [r for r in matching if r.folder.name.lower() != "ranging"]
-    if not official:
-        notes.append(
-            f"{matching[0].folder.name}: a power submission's ranging run, context for the result, not the result "
-            "(that is performance/run_1)"
-        )
-    matching = official or matching
-    unique: dict[str, LoadGenRun] = {}
-    for r in matching:
-        kept = unique.setdefault(_content_key(r), r)
-        if kept is not r:
-            kept.copies.append(r)
-    if len(unique) < len(matching):
-        notes.append(
-            f"{len(matching) - len(unique)} identical copies of the same {SUMMARY} counted once "
-            "(the same run published under several benchmarks)"
-        )
-    matching = list(unique.values())
-    if len(matching) > 1:
-        listing = ", ".join(str(r.folder.relative_to(root)) for r in matching[:4])
-        best = next((r for r in reversed(matching) if r.is_reproduction_candidate), matching[-1])
-        raise InputError(
-            f"{root}: holds {len(matching)} different {scenario} runs ({listing}...); verify takes one.",
-            f"`repro verify {best.folder}`, or `repro aggregate {root}` for several VMs",
-        )
-    return matching[0], notes
-
-
 def verify_dir(
     path: Path, recipe: str | Recipe | None = None, gpus: int | None = None, scenario: str | None = None
 ) -> Verdict:
     """The one verdict path: the run against the recipe (named, recorded or detected), else against the published
     record the index recognises it as; NoRecipeFor when there is neither."""
-    from repro.results.compare import match_run
+    from repro.results.index_match import match_run
 
     path = Path(path)
     runs = find_runs(path)
@@ -801,7 +732,7 @@ def verify_dir(
 
 def _published_identity(run: LoadGenRun) -> tuple[str, str] | None:
     """(submitter, how the run presents itself as a published result), when it does."""
-    from repro.results.compare import _path_identity
+    from repro.results.index_match import _path_identity
 
     where = _path_identity(run.folder)
     submitter = (run.system or {}).get("submitter") or where.get("submitter")

@@ -133,7 +133,8 @@ def _open_run(plan: RunPlan) -> ActiveRun:
     ledger: Any = _NoLedger() if o.probe else Ledger.load(ws.ledger_path)
     settings, data_dir, model_dir, calibration = dict(plan.settings), plan.data_dir, plan.model_dir, None
     if recipe.demo:
-        from repro.run.demo import calibrate_settings, prepare_demo
+        from repro.run.demo import calibrate_settings
+        from repro.setup.demo import prepare_demo
 
         paths = prepare_demo(ws)
         data_dir, model_dir = paths["dataset"], paths["model_dir"]

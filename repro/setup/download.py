@@ -392,7 +392,7 @@ def _demo(recipe: Recipe, ws: Workspace, dry_run: bool) -> StepOutcome:
             f"OpenOrca sample locally under {ws.root} (no downloads)",
             details={"demo": True, "label": "demo", "workspace": str(ws.root)},
         )
-    from repro.run.demo import prepare_demo
+    from repro.setup.demo import prepare_demo
 
     ledger = Ledger.load(ws.ledger_path)
     h = inputs_hash(recipe, "demo")
