@@ -44,8 +44,16 @@ def required(env: str) -> bool:
     return os.environ.get(env) == "1" or (os.environ.get("CI") == "true" and env in CI_PROVIDES)
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Tests that use the `slurm` fixture carry the slurm marker, so `-m "not slurm"` leaves them out."""
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests that use the `slurm` fixture carry the slurm marker, so `-m "not slurm"` leaves them out.
+
+    The `slow` ones (rehearsals, rate searches, whole-flow walks: minutes each on 2 cores) run in CI (CI=true, as
+    `.ci/run` sets it), with REPRO_SLOW_TESTS=1, or when `-m` names them; the same command elsewhere skips them so a
+    developer's run stays under 15 minutes."""
+    run_slow = os.environ.get("CI") == "true" or os.environ.get("REPRO_SLOW_TESTS") == "1" or config.option.markexpr
+    skip = pytest.mark.skip(reason="slow: runs in CI, or with REPRO_SLOW_TESTS=1")
     for item in items:
         if "slurm" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.slurm)
+        if not run_slow and "slow" in item.keywords:
+            item.add_marker(skip)
