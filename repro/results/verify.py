@@ -376,7 +376,7 @@ def _token_count(run: LoadGenRun) -> list[Check]:
     a figure it contradicts: that fails. Usage against re-tokenized text differs on honest servers (the text does
     not round-trip to the same ids), so that gap is stated, not failed.
     """
-    stats = run.run_info.get("backend_stats") if isinstance(run.run_info, dict) else None
+    stats = run.run_info.backend_stats if run.run_info is not None else None
     tokens = stats.get("tokens") if isinstance(stats, dict) else None
     count = tokens.get("loadgen_count") if isinstance(tokens, dict) else None
     if not isinstance(count, dict) or not count.get("source"):
