@@ -232,6 +232,10 @@ def test_cli_demo_default_runs_real_loadgen_on_cpu(ws: Workspace) -> None:
     assert doc["verdict"]["status"] == "NOT A REPRODUCTION"
     info = json.loads((run_dir / "run.json").read_text())
     assert info["model_path"].endswith("tiny-llama") and info["status"] == "complete"
+    assert info["provenance"]["cpu"]["logical_cpus"] >= 1
+    checks = {c["name"]: c for c in doc["verdict"]["checks"]}
+    assert checks["accelerator"]["ok"] is True and "ran on the CPU" in checks["accelerator"]["detail"], checks
+    assert not any("unknown" in c["detail"] or "assumed" in c["detail"] for c in checks.values()), checks
 
 
 def test_demo_accuracy_mode_writes_accuracy_txt(ws: Workspace) -> None:

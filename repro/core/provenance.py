@@ -35,6 +35,19 @@ def container_digest() -> str | None:
     return None
 
 
+def cpu_model() -> str | None:
+    """The host CPU's name: what a CPU run (the demo) ran on, and context for every run."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                key, _, value = line.partition(":")
+                if key.strip() in ("model name", "Model name", "cpu model") and value.strip():
+                    return value.strip()[:200]
+    except OSError:
+        pass
+    return platform.processor() or None
+
+
 def collect(*, detect: bool = True) -> dict[str, Any]:
     """Facts for run.json; `detect=False` skips NVML/IMDS (tests, the harness benchmark)."""
     facts: dict[str, Any] = {
@@ -49,6 +62,7 @@ def collect(*, detect: bool = True) -> dict[str, Any]:
         "driver": None,
         "cuda_driver": None,
         "gpus": {"count": 0, "names": [], "uuids": []},
+        "cpu": {"model": cpu_model(), "logical_cpus": os.cpu_count()},
     }
     if detect:
         from repro.core.systems import detect_system

@@ -120,6 +120,17 @@ class RunRecord(BaseModel):
     def gpu_names(self) -> list[str]:
         return list(self.gpus.names) if self.gpus is not None else []
 
+    @property
+    def ran_on_cpu(self) -> str | None:
+        """The CPU's name (or "CPU") when the backend ran on the CPU and no GPU was seen: the demo's accelerator."""
+        details = self.backend_details or {}
+        devices = details.get("devices") or [details.get("device")]
+        if self.gpu_names or not devices or any(d != "cpu" for d in devices):
+            return None
+        cpu = self.provenance.get("cpu") if isinstance(self.provenance, dict) else None
+        model = cpu.get("model") if isinstance(cpu, dict) else None
+        return model if isinstance(model, str) and model else "CPU"
+
     def to_json(self) -> dict[str, Any]:
         doc = self.model_dump(mode="json")
         return {k: v for k, v in doc.items() if not (v is None and k in _LATE)}

@@ -122,6 +122,9 @@ def run_accelerator(run: LoadGenRun) -> tuple[str | None, str | None]:
     if names and all(names):
         distinct = sorted(set(names))
         return " + ".join(distinct), "run.json (NVML)"
+    if run.run_info is not None and (cpu := run.run_info.ran_on_cpu):
+        named = f" ({cpu})" if cpu != "CPU" else ""
+        return "CPU", f"run.json: the {run.run_info.backend or 'run'} backend ran on the CPU{named}"
     name = run.system.get("accelerator_model_name") if run.system else None
     if isinstance(name, str) and name.strip():
         return name.strip(), _system_where(run)
@@ -205,6 +208,8 @@ def count_accelerators(run: LoadGenRun, flag: int | None) -> tuple[GpuCount | No
     gpus_info = run.run_info.gpus if run.run_info is not None else None
     if gpus_info is not None and (n := count_value(gpus_info.count)):
         sources.append((n, "run.json"))
+    elif run.run_info is not None and run.run_info.ran_on_cpu:
+        sources.append((1, "run.json: one CPU"))
     chip = None
     if run.system:
         per_node, nodes = (
