@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -57,3 +59,21 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.slurm)
         if not run_slow and "slow" in item.keywords:
             item.add_marker(skip)
+
+
+def slurm_up() -> bool:
+    if shutil.which("sinfo") is None:
+        return False
+    try:
+        out = subprocess.run(["sinfo", "-h", "-o", "%T"], capture_output=True, text=True, timeout=10)
+    except subprocess.TimeoutExpired:
+        return False
+    return out.returncode == 0 and any(s.rstrip("*") in ("idle", "mixed", "allocated") for s in out.stdout.split())
+
+
+@pytest.fixture
+def slurm() -> None:
+    if not slurm_up():
+        if required("REPRO_REQUIRE_SLURM"):
+            pytest.fail("REPRO_REQUIRE_SLURM=1 but no idle Slurm node answers `sinfo`; run `sudo .ci/start-slurm.sh`")
+        pytest.skip("no local Slurm cluster (start one with `sudo .ci/start-slurm.sh`)")

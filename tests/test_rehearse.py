@@ -71,3 +71,30 @@ def test_rehearsal_runs_offline_and_server_valid_and_leaves_nothing(client, name
         assert info["servers"]["servers"] and all(s["image"] == result.image for s in info["servers"]["servers"])
     assert result.ok and result.left_containers == []
     assert managed_containers("org.repro.rehearsal", client=client) == []
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_rack_rehearsal_runs_each_node_through_slurm(client, slurm: None, tmp_path: Path) -> None:
+    """`--nodes 2`: each Slurm task runs repro on the host, which starts that node's servers through Docker (own names,
+    labels and ports); the image goes through the rack folder (docker save); both VALID, summed, nothing left."""
+    result = rehearse("nd-gb300-v6", tmp_path / "rack", nodes=2, client=client)
+    assert result.steps == ["build-engine", "rack offline"] and result.rack is not None
+    assert [r["node"] for r in result.runs] == ["vm-00", "vm-01"]
+    for run in result.runs:
+        assert run["validity"] == "VALID" and run["verdict"] == "NOT A REPRODUCTION" and run["label"] == "rehearsal"
+        info = json.loads((Path(run["run_dir"]) / "run.json").read_text())
+        assert info["label"] == "rehearsal"
+        names = [s["container"] for s in info["servers"]["servers"]]
+        assert (
+            names
+            and all(f"-{run['node']}-" in n for n in names)
+            and all(s["image"] == result.image for s in info["servers"]["servers"])
+        )
+    rack = result.rack
+    assert rack["tasks"] == {"vm-00": "done", "vm-01": "done"} and rack["counted"] == 2 and rack["left_jobs"] == []
+    assert rack["total_tokens_per_s"] == pytest.approx(sum(r["tokens_per_s"] for r in result.runs), abs=0.05)
+    assert rack["image_source"] == "archive" and next((Path(rack["rack_dir"]) / "image").glob("*.tar")).stat().st_size
+    assert json.loads((Path(rack["rack_dir"]) / "rack.json").read_text())["label"] == "rehearsal"
+    assert result.ok and result.left_containers == []
+    assert managed_containers("org.repro.rehearsal", client=client) == []

@@ -12,7 +12,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import required
 from typer.testing import CliRunner
 
 from repro.cli import app
@@ -37,24 +36,6 @@ from repro.setup.dataset import save_prepared
 
 RECIPE = "nd-gb300-v6"
 SIM = dict(backend="sim", duration_s=2, samples=700)
-
-
-def _slurm_up() -> bool:
-    if shutil.which("sinfo") is None:
-        return False
-    try:
-        out = subprocess.run(["sinfo", "-h", "-o", "%T"], capture_output=True, text=True, timeout=10)
-    except subprocess.TimeoutExpired:
-        return False
-    return out.returncode == 0 and any(s.rstrip("*") in ("idle", "mixed", "allocated") for s in out.stdout.split())
-
-
-@pytest.fixture
-def slurm() -> None:
-    if not _slurm_up():
-        if required("REPRO_REQUIRE_SLURM"):
-            pytest.fail("REPRO_REQUIRE_SLURM=1 but no idle Slurm node answers `sinfo`; run `sudo .ci/start-slurm.sh`")
-        pytest.skip("no local Slurm cluster (start one with `sudo .ci/start-slurm.sh`)")
 
 
 @pytest.fixture

@@ -15,17 +15,31 @@ TimeScaleOpt = Annotated[
     float,
     typer.Option("--time-scale", help="LoadGen durations and query counts x this (default 1/400: 2,400 s -> 6 s)."),
 ]
+NodesOpt = Annotated[
+    int,
+    typer.Option(
+        "--nodes", help="Rehearse the rack: N nodes through the local Slurm, each starting its own servers (1-8)."
+    ),
+]
+RackNodeOpt = Annotated[
+    str | None, typer.Option("--rack-node", hidden=True, help="Run as one node of rehearsal rack NAME (a Slurm task).")
+]
+ServerImageOpt = Annotated[str | None, typer.Option("--server-image", hidden=True, help="The rack's server image.")]
 
 
 def rehearse(
     recipe: RehearseRecipeOpt = "nd-gb300-v6",
     time_scale: TimeScaleOpt = 1 / 400,
+    nodes: NodesOpt = 1,
     workspace: WorkspaceOpt = None,
     dry_run: DryRunOpt = False,
     json: JsonOpt = False,
+    rack_node: RackNodeOpt = None,
+    server_image: ServerImageOpt = None,
 ) -> None:
     """Rehearse a GPU recipe here: its image on a stand-in TensorRT-LLM base, its servers, Offline and Server runs,
-    verify. Labelled a rehearsal everywhere; never a reproduction (exit 0 when both runs are VALID)."""
+    verify; with --nodes, the rack through Slurm. Labelled a rehearsal everywhere; never a reproduction (exit 0 when
+    every run is VALID and nothing is left behind)."""
     from repro.core.errors import InputError
     from repro.core.workspace import Workspace
     from repro.rehearse import rehearsal
@@ -33,10 +47,17 @@ def rehearse(
 
     if not 0 < time_scale <= 1:
         raise InputError(f"--time-scale must be in (0, 1] (got {time_scale:g}).", "repro rehearse --time-scale 0.0025")
-    root = rehearsal.rehearsal_root(Workspace.open(workspace), recipe)
-    if dry_run:
-        result = rehearsal.plan(recipe, root, time_scale=time_scale)
+    if rack_node is not None:
+        if not server_image:
+            raise InputError("--rack-node needs --server-image (the rack passes both).", "repro rehearse --nodes 2")
+        ws = Workspace.open(workspace)
+        result = rehearsal.rack_node(recipe, ws.root, image=server_image, rack=rack_node, time_scale=time_scale)
     else:
-        result = rehearsal.rehearse(recipe, root, time_scale=time_scale, on_step=None if json else show_err)
+        root = rehearsal.rehearsal_root(Workspace.open(workspace), recipe)
+        if dry_run:
+            result = rehearsal.plan(recipe, root, time_scale=time_scale, nodes=nodes)
+        else:
+            say = None if json else show_err
+            result = rehearsal.rehearse(recipe, root, time_scale=time_scale, nodes=nodes, on_step=say)
     emit(result, json)
     raise typer.Exit(result.exit_code)

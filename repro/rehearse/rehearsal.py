@@ -8,7 +8,9 @@ Everything it writes lives in its own workspace and is labelled `rehearsal`: ver
 from __future__ import annotations
 
 import hashlib
+import os
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -80,16 +82,27 @@ class RehearsalResult:
     left_containers: list[str] = field(default_factory=list)
     dry_run: bool = False
     label: str = LABEL
+    nodes: int = 1
+    steps: list[str] = field(default_factory=list)
+    """The steps run, in order (their names from `default_steps`)."""
+    rack: dict[str, Any] | None = None
+    """With --nodes: the rack folder, its Slurm jobs, the summed total and the jobs Slurm still runs."""
 
     @property
     def next_command(self) -> str:
         import shlex
 
         if self.dry_run:
-            return shlex.join(["repro", "rehearse", "--recipe", self.recipe])
+            return shlex.join(["repro", "rehearse", "--recipe", self.recipe, *self._nodes_args])
+        if self.rack:
+            return shlex.join(["repro", "aggregate", self.rack["rack_dir"]])
         if self.runs:
             return shlex.join(["repro", "verify", self.runs[-1]["run_dir"], "--recipe", self.recipe])
-        return shlex.join(["repro", "rehearse", "--recipe", self.recipe])
+        return shlex.join(["repro", "rehearse", "--recipe", self.recipe, *self._nodes_args])
+
+    @property
+    def _nodes_args(self) -> list[str]:
+        return ["--nodes", str(self.nodes)] if self.nodes > 1 else []
 
     @property
     def exit_code(self) -> int:
@@ -97,7 +110,8 @@ class RehearsalResult:
 
     @property
     def ok(self) -> bool:
-        return bool(self.runs) and all(r["valid"] for r in self.runs) and not self.left_containers
+        rack_ok = self.rack is None or (self.rack["counted"] == self.nodes and not self.rack["left_jobs"])
+        return bool(self.runs) and all(r["valid"] for r in self.runs) and not self.left_containers and rack_ok
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -112,7 +126,10 @@ class RehearsalResult:
                 "text": self.scaling.text(),
             },
             "image": self.image,
+            "nodes": self.nodes,
+            "steps": self.steps,
             "runs": self.runs,
+            "rack": self.rack,
             "left_containers": self.left_containers,
             "dry_run": self.dry_run,
             "ok": self.ok,
@@ -220,63 +237,64 @@ def gpu_recipe(name: str) -> Recipe:
     return recipe
 
 
-def plan(recipe_name: str, root: Path, *, time_scale: float = DEFAULT_TIME_SCALE) -> RehearsalResult:
-    """What `rehearse` would do (--dry-run): the scaling and the image tag, nothing built or written."""
+def plan(recipe_name: str, root: Path, *, time_scale: float = DEFAULT_TIME_SCALE, nodes: int = 1) -> RehearsalResult:
+    """What `rehearse` would do (--dry-run): the scaling, the image tag and the steps, nothing built or written."""
     from repro.engine.container import image_spec_for
 
     recipe = gpu_recipe(recipe_name)
+    _check_nodes(nodes)
     spec = image_spec_for(recipe, base_image=standin_tag(base_tag()), install="none")
-    return RehearsalResult(recipe.name, root, Scaling.for_recipe(recipe, time_scale), spec.tag, dry_run=True)
-
-
-def rehearse(
-    recipe_name: str,
-    root: Path,
-    *,
-    time_scale: float = DEFAULT_TIME_SCALE,
-    scenarios: tuple[str, ...] = ("Offline", "Server"),
-    client: Any = None,
-    on_step: Any = None,
-) -> RehearsalResult:
-    """Build, run each scenario through the recipe's servers, verify, and check nothing is left behind."""
-    import docker
-
-    from repro.engine.container import managed_containers
-    from repro.results.verify import verify_dir
-    from repro.run.harness import run_benchmark
-    from repro.run.options import RunOptions
-    from repro.run.servers import ServerOptions, plan_servers
-
-    recipe = gpu_recipe(recipe_name)
-    client = client or docker.from_env(timeout=300)
-    scaling = Scaling.for_recipe(recipe, time_scale)
-    ws = Workspace.open(root)
-    say = on_step or (lambda _msg: None)
-    say(f"rehearsal of {recipe.name} in {ws.root}: {scaling.text()}")
-    say("build: stand-in TensorRT-LLM base, then containers/Dockerfile on it")
-    image = build_images(recipe, client)
-    prepare_workspace(recipe, ws)
-    tag = uuid.uuid4().hex[:8]
-    result = RehearsalResult(recipe.name, ws.root, scaling, image)
-    opts = ServerOptions(
-        image=image, gpus=False, name_prefix=f"repro-rehearse-{tag}", labels={"org.repro.rehearsal": tag}
+    result = RehearsalResult(
+        recipe.name, root, Scaling.for_recipe(recipe, time_scale), spec.tag, dry_run=True, nodes=nodes
     )
-    opts.env = standin_env(scaling, len(plan_servers(recipe, ws, opts)))
-    for scenario in scenarios:
-        say(f"run {scenario.lower()} through the recipe's servers")
+    result.steps = [name for name, _ in default_steps(nodes)]
+    return result
+
+
+def _check_nodes(nodes: int) -> None:
+    from repro.core.errors import InputError
+
+    if isinstance(nodes, bool) or not isinstance(nodes, int) or not 1 <= nodes <= 8:
+        raise InputError(
+            f"--nodes must be 1 to 8 for a rehearsal (got {nodes!r}): every node runs on this machine.",
+            "repro rehearse --recipe nd-gb300-v6 --nodes 2",
+        )
+
+
+@dataclass
+class Rehearsal:
+    """What the steps of one rehearsal share; a step reads it and adds to `result`."""
+
+    recipe: Recipe
+    ws: Workspace
+    scaling: Scaling
+    client: Any
+    result: RehearsalResult
+    say: Callable[[str], None]
+    tag: str = field(default_factory=lambda: uuid.uuid4().hex[:8])
+    servers: Any = None
+    """The ServerOptions every run starts its servers with (stand-in speed, rehearsal names and labels)."""
+
+    def run(self, scenario: str) -> None:
+        """One LoadGen run through the recipe's servers, then verify; its row goes into result.runs."""
+        from repro.results.verify import verify_dir
+        from repro.run.harness import run_benchmark
+        from repro.run.options import RunOptions
+
+        self.say(f"run {scenario.lower()} through the recipe's servers")
         out = run_benchmark(
             RunOptions.build(
-                recipe,
-                ws,
+                self.recipe,
+                self.ws,
                 scenario=scenario,
                 detect=False,
-                servers=opts,
-                settings_override=scaling.settings(recipe, scenario),
+                servers=self.servers,
+                settings_override=self.scaling.settings(self.recipe, scenario),
                 rehearsal=True,
             )
         )
-        verdict = verify_dir(Path(out.details["run_dir"]), recipe=recipe)
-        result.runs.append(
+        verdict = verify_dir(Path(out.details["run_dir"]), recipe=self.recipe)
+        self.result.runs.append(
             {
                 "scenario": scenario,
                 "run_dir": out.details["run_dir"],
@@ -285,8 +303,155 @@ def rehearse(
                 "verdict": verdict.status,
                 "label": verdict.run.label,
                 "samples_per_s": verdict.run.samples_per_s,
+                "tokens_per_s": verdict.run.tokens_per_s,
             }
         )
-        say(f"{scenario}: {verdict.run.validity}, verdict {verdict.status} [{verdict.run.label}]")
-    result.left_containers = [c.name for c in managed_containers(f"org.repro.rehearsal={tag}", client=client)]
+        self.say(f"{scenario}: {verdict.run.validity}, verdict {verdict.status} [{verdict.run.label}]")
+
+
+Step = tuple[str, Callable[[Rehearsal], None]]
+
+
+def _build(r: Rehearsal) -> None:
+    r.say("build-engine: stand-in TensorRT-LLM base, then containers/Dockerfile on it")
+    r.result.image = build_images(r.recipe, r.client)
+
+
+def _setup(r: Rehearsal) -> None:
+    from repro.run.servers import ServerOptions, plan_servers
+
+    r.say("setup: the tiny model and dataset in the rehearsal's workspace")
+    prepare_workspace(r.recipe, r.ws)
+    r.servers = ServerOptions(
+        image=r.result.image,
+        gpus=False,
+        name_prefix=f"repro-rehearse-{r.tag}",
+        labels={"org.repro.rehearsal": r.tag},
+    )
+    r.servers.env = standin_env(r.scaling, len(plan_servers(r.recipe, r.ws, r.servers)))
+
+
+def _rack(r: Rehearsal) -> None:
+    """The rack through the real Slurm: each task runs `repro rehearse --rack-node` on its host, which starts that
+    node's servers through the host's Docker; the image reaches it from the rack folder (docker save/load)."""
+    from repro.results.aggregate import VMRow
+    from repro.run.rack import launch_offline, live_jobs
+
+    nodes = r.result.nodes
+    r.say(f"rack: {nodes} nodes through Slurm, each `repro rehearse --rack-node` with its own servers")
+    rack = launch_offline(
+        r.recipe.name,
+        r.ws.root,
+        nodes,
+        container_image=r.result.image,
+        rehearsal_time_scale=r.scaling.time,
+        poll_s=1.0,
+        timeout_s=600,
+    )
+    rows: list[VMRow] = rack.report.rows if rack.report is not None else []
+    for vm in rows:
+        v = vm.verdict
+        r.result.runs.append(
+            {
+                "scenario": "Offline",
+                "node": vm.name,
+                "run_dir": str(vm.folder),
+                "valid": bool(v and v.run.valid),
+                "validity": v.run.validity if v else "ERROR",
+                "verdict": vm.status if v is None else v.status,
+                "label": v.run.label if v else None,
+                "samples_per_s": v.run.samples_per_s if v else None,
+                "tokens_per_s": v.run.tokens_per_s if v else None,
+            }
+        )
+    jobs = [j["job_id"] for j in rack.manifest.get("jobs", [])]
+    r.tag = rack.rack_dir.name
+    report = rack.report.to_json() if rack.report is not None else None
+    r.result.rack = {
+        "rack_dir": str(rack.rack_dir),
+        "jobs": jobs,
+        "tasks": {row.vm: row.state for row in rack.rows},
+        "counted": len(rack.report.counted) if rack.report is not None else 0,
+        "total_tokens_per_s": report["stats"]["total"] if report else None,
+        "image_source": rack.manifest.get("image_source"),
+        "left_jobs": live_jobs(jobs),
+        "error": rack.report_error,
+    }
+    r.say(f"rack: {r.result.rack['counted']} of {nodes} nodes counted, total {r.result.rack['total_tokens_per_s']}")
+
+
+def default_steps(nodes: int = 1) -> list[Step]:
+    """A rehearsal's steps in order, by name, so a later step (a tune before `run server`) slots in by position."""
+    if nodes > 1:
+        return [("build-engine", _build), ("rack offline", _rack)]
+    return [
+        ("build-engine", _build),
+        ("setup", _setup),
+        ("run offline", lambda r: r.run("Offline")),
+        ("run server", lambda r: r.run("Server")),
+    ]
+
+
+def rehearse(
+    recipe_name: str,
+    root: Path,
+    *,
+    time_scale: float = DEFAULT_TIME_SCALE,
+    nodes: int = 1,
+    steps: list[Step] | None = None,
+    client: Any = None,
+    on_step: Any = None,
+) -> RehearsalResult:
+    """Run each step (build, setup, runs, or the Slurm rack), then check nothing is left behind."""
+    import docker
+
+    from repro.engine.container import managed_containers
+
+    recipe = gpu_recipe(recipe_name)
+    _check_nodes(nodes)
+    client = client or docker.from_env(timeout=300)
+    scaling = Scaling.for_recipe(recipe, time_scale)
+    ws = Workspace.open(root)
+    say = on_step or (lambda _msg: None)
+    say(f"rehearsal of {recipe.name} in {ws.root}: {scaling.text()}")
+    r = Rehearsal(recipe, ws, scaling, client, RehearsalResult(recipe.name, ws.root, scaling, "", nodes=nodes), say)
+    for name, step in steps if steps is not None else default_steps(nodes):
+        step(r)
+        r.result.steps.append(name)
+    r.result.left_containers = [c.name for c in managed_containers(f"org.repro.rehearsal={r.tag}", client=client)]
+    return r.result
+
+
+def rack_node(recipe_name: str, root: Path, *, image: str, rack: str, time_scale: float) -> RehearsalResult:
+    """One node of a rehearsal rack (a Slurm task on its host): its own workspace and servers, one Offline run.
+
+    The nodes of a rehearsal share this machine, so each takes its own port range (the real nodes are hosts)."""
+    import docker
+
+    from repro.engine.container import managed_containers
+    from repro.run.rack import vm_name
+    from repro.run.servers import ServerOptions, plan_servers
+
+    recipe = gpu_recipe(recipe_name)
+    index = int(os.environ.get("SLURM_ARRAY_TASK_ID", "0"))
+    node = vm_name(index)
+    client = docker.from_env(timeout=300)
+    scaling = Scaling.for_recipe(recipe, time_scale)
+    ws = Workspace.open(root)
+    result = RehearsalResult(recipe.name, ws.root, scaling, image)
+    r = Rehearsal(recipe, ws, scaling, client, result, lambda _msg: None, tag=rack)
+    prepare_workspace(recipe, ws)
+    assert recipe.trtllm is not None
+    r.servers = ServerOptions(
+        image=image,
+        gpus=False,
+        name_prefix=f"repro-rehearse-{rack}-{node}",
+        labels={"org.repro.rehearsal": rack, "org.repro.rack-node": node},
+        base_port=recipe.trtllm.base_port + 100 * index,
+    )
+    r.servers.env = standin_env(scaling, len(plan_servers(recipe, ws, r.servers)))
+    r.run("Offline")
+    result.steps = ["setup", "run offline"]
+    mine = managed_containers(f"org.repro.rehearsal={rack}", client=client)
+    result.left_containers = [c.name for c in mine if c.labels.get("org.repro.rack-node") == node]
     return result

@@ -138,6 +138,8 @@ class RackPlan:
     recipe_file: str | None = None
     image_source: str | None = None  # how each node gets the server image: "archive" or "registry"
     push_from: str | None = None  # with --image-registry: the local image pushed as container_image
+    rehearsal_time_scale: float | None = None
+    """`repro rehearse --nodes N`: each task runs a rehearsal node (stand-in servers, LoadGen scaled in time)."""
 
     @property
     def image_archive(self) -> Path | None:
@@ -151,7 +153,19 @@ class RackPlan:
         return (self.backend or self.recipe.backend) == "sim"
 
     @property
+    def rehearsal(self) -> bool:
+        return self.rehearsal_time_scale is not None
+
+    @property
+    def per_vm_home(self) -> bool:
+        """Each task works in its own home under work_dir (removed after): simulated VMs and rehearsal nodes, which
+        share this machine."""
+        return self.simulated or self.rehearsal
+
+    @property
     def label(self) -> str | None:
+        if self.rehearsal:
+            return "rehearsal"
         if self.simulated:
             return "simulated"
         return "demo" if self.recipe.demo else None
@@ -181,6 +195,18 @@ class RackPlan:
 
     def run_args(self) -> list[str]:
         recipe = str(self.rack_dir / self.recipe_file) if self.recipe_file else self.recipe.name
+        if self.rehearsal:
+            return [
+                "rehearse",
+                "--recipe",
+                recipe,
+                "--rack-node",
+                self.rack_dir.name,
+                "--time-scale",
+                repr(self.rehearsal_time_scale),
+                "--server-image",
+                self.container_image or "",
+            ]
         args = ["run", "offline", "--recipe", recipe]
         if self.backend:
             args += ["--backend", self.backend]
@@ -196,6 +222,8 @@ class RackPlan:
 
     def command(self, image_registry: str | None = None) -> str:
         """The one `repro` command that submits this rack (what a dry run prints to paste)."""
+        if self.rehearsal:
+            return shlex.join(["repro", "rehearse", "--recipe", self.recipe.name, "--nodes", str(self.nodes)])
         argv = ["repro", "run", "offline", "--launcher", "slurm", "--nodes", str(self.nodes)]
         argv += ["--recipe", self.recipe_file and str(self.rack_dir / self.recipe_file) or self.recipe.name]
         if self.backend:
@@ -228,6 +256,7 @@ class RackPlan:
             "container_image": self.container_image,
             "image_source": self.image_source,
             "push_from": self.push_from,
+            "rehearsal_time_scale": self.rehearsal_time_scale,
             "duration_s": self.duration_s,
             "samples": self.samples,
             "sim_rate": self.sim_rate,
@@ -262,6 +291,7 @@ class RackPlan:
             container_image=m.get("container_image"),
             image_source=m.get("image_source"),
             push_from=m.get("push_from"),
+            rehearsal_time_scale=m.get("rehearsal_time_scale"),
             duration_s=m.get("duration_s"),
             samples=m.get("samples"),
             sim_rate=m.get("sim_rate"),
@@ -298,6 +328,7 @@ def render_script(plan: RackPlan) -> str:
         "LABEL": sh_quote(plan.label or ""),
         "REPRO_BIN": sh_quote(plan.repro_bin),
         "SIMULATED": "1" if plan.simulated else "0",
+        "PER_VM": "1" if plan.per_vm_home else "0",
         "ARGS": " ".join(sh_quote(a) for a in plan.run_args()),
     }
     text = TEMPLATE.read_text(encoding="utf-8")
@@ -378,6 +409,15 @@ def slurm_states(job_id: str) -> dict[int, tuple[str, str, str]]:
     return states
 
 
+def live_jobs(job_ids: list[str]) -> list[str]:
+    """The jobs of `job_ids` Slurm still has pending or running (a finished rack leaves none)."""
+    return [
+        j
+        for j in job_ids
+        if any(_SLURM_STATE.get(s[0], "") in ("pending", "running") for s in slurm_states(j).values())
+    ]
+
+
 @dataclass
 class TaskRow:
     index: int
@@ -439,12 +479,13 @@ class RackManifest(BaseModel):
     recipe_hash: str | None = None
     recipe_file: str | None = Field(default=None, pattern=rf"^{RECIPE_DIR}/[a-z0-9][a-z0-9-]{{0,99}}\.yaml$")
     backend: str | None = Field(default=None, pattern=r"^[a-z0-9-]{1,40}$")
-    label: str | None = Field(default=None, pattern=r"^(simulated|demo)$")
+    label: str | None = Field(default=None, pattern=r"^(simulated|demo|rehearsal)$")
     nodes: int = Field(ge=1, le=MAX_NODES)
     partition: str | None = None
     container_image: str | None = None
     image_source: str | None = Field(default=None, pattern=r"^(archive|registry)$")
     push_from: str | None = None
+    rehearsal_time_scale: float | None = Field(default=None, gt=0, le=1, allow_inf_nan=False)
     duration_s: float | None = Field(default=None, gt=0, allow_inf_nan=False)
     samples: int | None = Field(default=None, gt=0)
     sim_rate: float | None = Field(default=None, gt=0, allow_inf_nan=False)
@@ -735,6 +776,7 @@ def plan_rack(
     samples: int | None = None,
     sim_rate: float | None = None,
     image_registry: str | None = None,
+    rehearsal_time_scale: float | None = None,
 ) -> RackPlan:
     if recipe is None:
         raise InputError(
@@ -763,6 +805,7 @@ def plan_rack(
         duration_s=duration_s,
         samples=samples,
         sim_rate=sim_rate,
+        rehearsal_time_scale=rehearsal_time_scale,
     )
     if not is_registry_recipe(rec):
         plan.recipe_file = (
@@ -928,6 +971,7 @@ def launch_offline(
     ui: RackUI | None = None,
     sim_rate: float | None = None,
     image_registry: str | None = None,
+    rehearsal_time_scale: float | None = None,
     poll_s: float = 2.0,
     timeout_s: float | None = None,
 ) -> RackResult:
@@ -947,6 +991,7 @@ def launch_offline(
         samples=samples,
         sim_rate=sim_rate,
         image_registry=image_registry,
+        rehearsal_time_scale=rehearsal_time_scale,
     )
     if dry_run:
         return RackResult(

@@ -13,24 +13,33 @@ def rehearsal_result(result: Any) -> Group:
     head = Text(f"[REHEARSAL, NOT A REPRODUCTION] {result.recipe}", style="bold yellow")
     lines: list[Any] = [head, Text(f"scaling: {result.scaling.text()}"), Text(f"image: {result.image}")]
     if result.dry_run:
-        lines.append(
-            Text(f"would build the image on the stand-in base and run Offline and Server in {result.workspace}")
-        )
+        lines.append(Text(f"would run, in {result.workspace}: {', '.join(result.steps)}"))
         return Group(*lines)
     table = Table(box=None, pad_edge=False, header_style="bold")
-    for col in ("scenario", "LoadGen", "verdict", "samples/s", "run folder"):
+    for col in ("scenario", "node", "LoadGen", "verdict", "samples/s", "run folder"):
         table.add_column(col, no_wrap=col == "run folder")
     for r in result.runs:
         style = "green" if r["valid"] else "red"
         rate = r["samples_per_s"]
         table.add_row(
             r["scenario"],
+            r.get("node", "-"),
             Text(r["validity"], style=style),
             f"{r['verdict']} [{r['label']}]",
             "-" if rate is None else f"{rate:,.2f}",
             r["run_dir"],
         )
     lines.append(table)
+    if result.rack:
+        rack = result.rack
+        total = rack["total_tokens_per_s"]
+        lines.append(
+            Text(
+                f"rack {rack['rack_dir']}: {rack['counted']} of {result.nodes} nodes summed"
+                + (f", {total:,.2f} tokens/s [rehearsal]" if total is not None else "")
+                + f"; Slurm jobs {', '.join(rack['jobs'])}, still running: {', '.join(rack['left_jobs']) or 'none'}"
+            )
+        )
     if result.left_containers:
         lines.append(Text(f"containers left behind: {', '.join(result.left_containers)}", style="red"))
     else:

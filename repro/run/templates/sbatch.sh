@@ -22,11 +22,13 @@ LABEL=@LABEL@
 DEFAULT_BIN=@REPRO_BIN@
 REPRO_BIN="${REPRO_BIN:-$DEFAULT_BIN}"
 SIMULATED=@SIMULATED@
+PER_VM=@PER_VM@
 IDX="${SLURM_ARRAY_TASK_ID:?submit this script with sbatch}"
 JOB="${SLURM_ARRAY_JOB_ID:-${SLURM_JOB_ID:-0}}"
 VM=$(printf 'vm-%02d' "$IDX")
 OUT="$RACK_DIR/$VM"
-if [ "$SIMULATED" = 1 ]; then TASK_HOME="$WORK_DIR/$VM"; else TASK_HOME="$WORKSPACE"; fi
+# Simulated VMs and rehearsal nodes share this machine: each works in its own home, removed when it ends.
+if [ "$PER_VM" = 1 ]; then TASK_HOME="$WORK_DIR/$VM"; else TASK_HOME="$WORKSPACE"; fi
 STARTED=$(date -u +%FT%TZ)
 ARGS=(@ARGS@ --workspace "$TASK_HOME")
 mkdir -p "$OUT" "$TASK_HOME"
@@ -49,7 +51,7 @@ collect() {  # copy this task's newest run folder into OUT (a glob, not find | s
   [ -n "$newest" ] || return 1
   cp -a "$newest". "$OUT"/
 }
-finish() { if [ "$SIMULATED" = 1 ]; then rm -rf "$TASK_HOME"; fi; rm -f "$OUT/.started"; }
+finish() { if [ "$PER_VM" = 1 ]; then rm -rf "$TASK_HOME"; fi; rm -f "$OUT/.started"; }
 
 case ",${REPRO_FAIL_TASKS:-}," in
   *",$IDX,"*) state failed 1 "failed on purpose (REPRO_FAIL_TASKS=${REPRO_FAIL_TASKS})"; finish; exit 1 ;;
