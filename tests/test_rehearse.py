@@ -16,8 +16,9 @@ from conftest import REPO
 
 from repro.core.errors import InputError
 from repro.core.recipes import get_recipe
+from repro.core.workspace import Workspace
 from repro.engine.container import managed_containers
-from repro.rehearse.rehearsal import Scaling, plan, rehearse
+from repro.rehearse.rehearsal import Scaling, doctor_step, plan, rehearse
 
 GPU_RECIPES = ["nd-gb300-v6", "nd-gb200-v6", "nd-h100-v5", "nd-h200-v5"]
 
@@ -47,6 +48,53 @@ def test_dry_run_plans_without_building(tmp_path: Path) -> None:
     assert plan("nd-h100-v5", tmp_path).image.startswith("repro-trtllm:nd-h100-v5-")
 
 
+def test_device_requests_are_the_recipes_gpus_per_server(tmp_path: Path) -> None:
+    """Recorded though this machine has no NVIDIA runtime: each server asks Docker for its own tp x pp GPUs, and
+    together they are the VM's GPUs, each once."""
+    for name in GPU_RECIPES:
+        recipe = get_recipe(name)
+        assert recipe.trtllm is not None
+        servers = plan(name, tmp_path).device_requests
+        assert len(servers) == recipe.trtllm.servers_per_vm
+        ids = []
+        for server in servers:
+            (req,) = server["device_requests"]
+            assert req["Capabilities"] == [["gpu"]] and req["Count"] == 0
+            assert len(req["DeviceIDs"]) == recipe.trtllm.tp_size * recipe.trtllm.pp_size
+            ids += req["DeviceIDs"]
+        assert sorted(ids, key=int) == [str(i) for i in range(recipe.system.gpus_per_vm)], name
+    assert not any(tmp_path.iterdir())
+
+
+def test_doctor_sees_the_recipes_gpus_through_the_standins(tmp_path: Path) -> None:
+    """The doctor step runs the real `repro doctor` with the stand-in NVML bindings and nvidia-smi first on its own
+    paths: it reports the recipe's GPUs and driver, and this process keeps its own PATH and NVML."""
+    import os
+
+    path = os.environ["PATH"]
+    recipe = get_recipe("nd-gb300-v6")
+    doc = doctor_step(recipe, Workspace.open(tmp_path))
+    assert doc["label"] == "stand-in GPUs" and doc["gpus_as_recipe"], doc
+    assert [g["name"] for g in doc["gpus"]] == [recipe.system.gpu_name] * recipe.system.gpus_per_vm
+    assert {g["arch"] for g in doc["gpus"]} == {recipe.system.gpu_arch} and doc["driver"] == "580.65.06"
+    assert doc["gpus"][0]["memory_mib"] == int(float(recipe.system.gpu_memory_gb) * 1024)
+    nvidia_runtime = next(c for c in doc["checks"] if c["name"] == "NVIDIA container runtime")
+    assert nvidia_runtime["status"] == "FAIL"  # not stood in: this machine's Docker has no NVIDIA runtime
+    assert os.environ["PATH"] == path and "STANDIN_GPUS" not in os.environ
+    smi = subprocess.run(
+        [str(Path(__file__).parents[1] / "repro/rehearse/standin/bin/nvidia-smi"), "--query-gpu=name,bogus"],
+        capture_output=True,
+        text=True,
+        env={
+            **os.environ,
+            "STANDIN_GPUS": json.dumps(
+                {"name": "x", "count": 1, "memory_mib": 1, "driver": "1", "compute_capability": "9.0"}
+            ),
+        },
+    )
+    assert smi.returncode == 2 and "not a valid field" in smi.stderr
+
+
 def test_reference_only_and_demo_recipes_are_refused_before_building(tmp_path: Path) -> None:
     """nc-h100-v5 is reference-only on main (repro does not run it); the demo has no TensorRT-LLM image."""
     for name, why in (("nc-h100-v5", "reference-only"), ("demo", "no TensorRT-LLM image")):
@@ -62,6 +110,10 @@ def test_reference_only_and_demo_recipes_are_refused_before_building(tmp_path: P
 @pytest.mark.parametrize("name", GPU_RECIPES)
 def test_rehearsal_runs_offline_and_server_valid_and_leaves_nothing(client, name: str, tmp_path: Path) -> None:
     result = rehearse(name, tmp_path / name, client=client)
+    assert result.steps == ["doctor", "build-engine", "setup", "run offline", "run server"]
+    assert result.doctor is not None and result.doctor["gpus_as_recipe"] and result.doctor["label"] == "stand-in GPUs"
+    assert len(result.doctor["gpus"]) == get_recipe(name).system.gpus_per_vm
+    assert result.device_requests == plan(name, tmp_path / "plan").device_requests
     assert [r["scenario"] for r in result.runs] == ["Offline", "Server"]
     for run in result.runs:
         assert run["validity"] == "VALID", run

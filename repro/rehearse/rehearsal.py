@@ -8,6 +8,7 @@ Everything it writes lives in its own workspace and is labelled `rehearsal`: ver
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import uuid
 from collections.abc import Callable
@@ -85,6 +86,10 @@ class RehearsalResult:
     nodes: int = 1
     steps: list[str] = field(default_factory=list)
     """The steps run, in order (their names from `default_steps`)."""
+    doctor: dict[str, Any] | None = None
+    """`repro doctor` against the stand-in GPUs: its status, the GPUs it saw and its checks (labelled stand-in)."""
+    device_requests: list[dict[str, Any]] = field(default_factory=list)
+    """What Docker would be asked for per server on the VM (this machine has no NVIDIA runtime, so none is sent)."""
     rack: dict[str, Any] | None = None
     """With --nodes: the rack folder, its Slurm jobs, the summed total and the jobs Slurm still runs."""
 
@@ -110,8 +115,15 @@ class RehearsalResult:
 
     @property
     def ok(self) -> bool:
+        doctor_ok = self.doctor is None or self.doctor["gpus_as_recipe"]
         rack_ok = self.rack is None or (self.rack["counted"] == self.nodes and not self.rack["left_jobs"])
-        return bool(self.runs) and all(r["valid"] for r in self.runs) and not self.left_containers and rack_ok
+        return (
+            bool(self.runs)
+            and all(r["valid"] for r in self.runs)
+            and not self.left_containers
+            and rack_ok
+            and doctor_ok
+        )
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -128,6 +140,8 @@ class RehearsalResult:
             "image": self.image,
             "nodes": self.nodes,
             "steps": self.steps,
+            "doctor": self.doctor,
+            "device_requests": self.device_requests,
             "runs": self.runs,
             "rack": self.rack,
             "left_containers": self.left_containers,
@@ -248,6 +262,7 @@ def plan(recipe_name: str, root: Path, *, time_scale: float = DEFAULT_TIME_SCALE
         recipe.name, root, Scaling.for_recipe(recipe, time_scale), spec.tag, dry_run=True, nodes=nodes
     )
     result.steps = [name for name, _ in default_steps(nodes)]
+    result.device_requests = planned_device_requests(recipe, Workspace.open(root))
     return result
 
 
@@ -312,6 +327,65 @@ class Rehearsal:
 Step = tuple[str, Callable[[Rehearsal], None]]
 
 
+GPU_CHECKS = ("GPU model", "GPU count", "GPU architecture", "driver/CUDA")
+
+
+def standin_gpus(recipe: Recipe) -> dict[str, Any]:
+    """The recipe's GPUs as the stand-in NVML and nvidia-smi report them ($STANDIN_GPUS); the driver is an R580 one
+    (CUDA 13.0), new enough for every recipe (Blackwell needs 12.8)."""
+    arch = recipe.system.gpu_arch.removeprefix("sm_")
+    return {
+        "name": recipe.system.gpu_name,
+        "count": recipe.system.gpus_per_vm,
+        "memory_mib": int(float(recipe.system.gpu_memory_gb) * 1024),
+        "compute_capability": f"{arch[:-1]}.{arch[-1]}",
+        "driver": "580.65.06",
+        "cuda": 13000,
+    }
+
+
+def doctor_env(recipe: Recipe) -> dict[str, str]:
+    """The doctor step's environment: the stand-in `nvidia-smi` first on PATH and the stand-in NVML bindings first
+    on PYTHONPATH, for that one process only."""
+    env = dict(os.environ)
+    env["PATH"] = os.pathsep.join([str(STANDIN_DIR / "bin"), env.get("PATH", "")])
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(STANDIN_DIR / "nvml"), env.get("PYTHONPATH", "")) if p)
+    env["STANDIN_GPUS"] = json.dumps(standin_gpus(recipe))
+    return env
+
+
+def doctor_step(recipe: Recipe, ws: Workspace) -> dict[str, Any]:
+    """`repro doctor --recipe` in its own process, its NVML and nvidia-smi stood in by the recipe's GPUs. Checks
+    that need the VM (NVIDIA runtime, disk, token) may fail here; the GPU checks must pass."""
+    import subprocess
+    import sys
+
+    argv = [sys.executable, "-m", "repro", "doctor", "--recipe", recipe.name, "--json", "--workspace", str(ws.root)]
+    done = subprocess.run(argv, capture_output=True, text=True, env=doctor_env(recipe), timeout=120, check=False)
+    try:
+        doc = json.loads(done.stdout)
+    except ValueError:
+        doc = {"status": "ERROR", "system": {"gpus": []}, "checks": [], "error": done.stderr.strip()[-300:]}
+    gpu_checks = {c["name"]: c["status"] for c in doc.get("checks", []) if c["name"] in GPU_CHECKS}
+    return {
+        "label": "stand-in GPUs",
+        "status": doc.get("status"),
+        "exit_code": done.returncode,
+        "gpus": doc.get("system", {}).get("gpus", []),
+        "driver": doc.get("system", {}).get("driver"),
+        "gpu_checks": gpu_checks,
+        "gpus_as_recipe": len(gpu_checks) == len(GPU_CHECKS) and set(gpu_checks.values()) == {"PASS"},
+        "checks": doc.get("checks", []),
+    }
+
+
+def _doctor(r: Rehearsal) -> None:
+    r.say("doctor: repro doctor against stand-in GPUs (NVML and nvidia-smi report the recipe's)")
+    r.result.doctor = doctor_step(r.recipe, r.ws)
+    checks = r.result.doctor["gpu_checks"]
+    r.say(f"doctor [stand-in GPUs]: {', '.join(f'{k} {v}' for k, v in checks.items())}")
+
+
 def _build(r: Rehearsal) -> None:
     r.say("build-engine: stand-in TensorRT-LLM base, then containers/Dockerfile on it")
     r.result.image = build_images(r.recipe, r.client)
@@ -329,6 +403,17 @@ def _setup(r: Rehearsal) -> None:
         labels={"org.repro.rehearsal": r.tag},
     )
     r.servers.env = standin_env(r.scaling, len(plan_servers(r.recipe, r.ws, r.servers)))
+    r.result.device_requests = planned_device_requests(r.recipe, r.ws)
+
+
+def planned_device_requests(recipe: Recipe, ws: Workspace) -> list[dict[str, Any]]:
+    """Per server, the Docker device request `repro run` sends on the VM (the stood-in servers get none here)."""
+    from repro.run.servers import ServerOptions, device_requests, plan_servers
+
+    return [
+        {"server": p.rank, "container": p.name, "device_requests": [dict(d) for d in device_requests(p.gpus)]}
+        for p in plan_servers(recipe, ws, ServerOptions(gpus=True))
+    ]
 
 
 def _rack(r: Rehearsal) -> None:
@@ -385,6 +470,7 @@ def default_steps(nodes: int = 1) -> list[Step]:
     if nodes > 1:
         return [("build-engine", _build), ("rack offline", _rack)]
     return [
+        ("doctor", _doctor),
         ("build-engine", _build),
         ("setup", _setup),
         ("run offline", lambda r: r.run("Offline")),

@@ -145,6 +145,13 @@ def plan_servers(recipe: Recipe, ws: Workspace, options: ServerOptions | None = 
     return plans
 
 
+def device_requests(gpus: list[str]) -> list[Any]:
+    """Docker's request for exactly these GPUs (`--gpus device=...`); none for a server without GPUs."""
+    from docker.types import DeviceRequest
+
+    return [DeviceRequest(device_ids=gpus, capabilities=[["gpu"]])] if gpus else []
+
+
 def _port_busy(port: int) -> bool:
     with socket.socket() as s:
         s.settimeout(0.5)
@@ -232,7 +239,7 @@ class ServerFleet:
 
     def start(self, log_dir: Path | None = None) -> None:
         import docker.errors
-        from docker.types import DeviceRequest, Ulimit
+        from docker.types import Ulimit
 
         images = {p.image for p in self.plans}
         for image in images:
@@ -263,7 +270,7 @@ class ServerFleet:
                 )
             kwargs: dict[str, Any] = {}
             if plan.gpus:
-                kwargs["device_requests"] = [DeviceRequest(device_ids=plan.gpus, capabilities=[["gpu"]])]
+                kwargs["device_requests"] = device_requests(plan.gpus)
             if plan.shm_size:
                 kwargs["shm_size"] = plan.shm_size
                 kwargs["ulimits"] = [

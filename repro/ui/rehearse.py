@@ -12,6 +12,20 @@ from rich.text import Text
 def rehearsal_result(result: Any) -> Group:
     head = Text(f"[REHEARSAL, NOT A REPRODUCTION] {result.recipe}", style="bold yellow")
     lines: list[Any] = [head, Text(f"scaling: {result.scaling.text()}"), Text(f"image: {result.image}")]
+    if result.doctor:
+        doc = result.doctor
+        gpus = doc["gpus"]
+        seen = f"{len(gpus)} x {gpus[0]['name']}, driver {doc['driver']}" if gpus else "no GPU"
+        checks = ", ".join(f"{k} {v}" for k, v in doc["gpu_checks"].items())
+        style = "green" if doc["gpus_as_recipe"] else "red"
+        lines.append(Text(f"doctor [{doc['label']}]: {seen}; {checks}", style=style))
+    if result.device_requests:
+        asks = "; ".join(
+            f"{s['server']}: GPUs {','.join(d['DeviceIDs'])}"
+            for s in result.device_requests
+            for d in s["device_requests"]
+        )
+        lines.append(Text(f"Docker device requests on the VM (recorded, not sent here): {asks}"))
     if result.dry_run:
         lines.append(Text(f"would run, in {result.workspace}: {', '.join(result.steps)}"))
         return Group(*lines)
