@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import importlib.util
 import json
 import shutil
 from pathlib import Path
@@ -39,9 +40,9 @@ def _cli(*args: str):  # type: ignore[no-untyped-def]
 
 def test_index_loads_with_counts_converted_and_figures_recomputed() -> None:
     idx = load_index()
-    assert len(idx.rows) == 578
-    by_round = {r: sum(1 for x in idx.rows if x.round == r) for r in ("v4.0", "v4.1", "v5.1", "v6.0")}
-    assert by_round == {"v4.0": 2, "v4.1": 160, "v5.1": 237, "v6.0": 179}
+    assert len(idx.rows) == 664
+    by_round = {r: sum(1 for x in idx.rows if x.round == r) for r in ("v4.0", "v4.1", "v5.1", "v6.0", "v6.1")}
+    assert by_round == {"v4.0": 2, "v4.1": 160, "v5.1": 237, "v6.0": 179, "v6.1": 86}
     with INDEX_CSV.open(newline="") as fh:
         raw = list(csv.DictReader(fh))
     strings = [
@@ -55,9 +56,32 @@ def test_index_loads_with_counts_converted_and_figures_recomputed() -> None:
     assert amd87.per_accelerator == pytest.approx(11842.159, abs=1e-3)
     for x, r in zip(raw, idx.rows, strict=True):
         assert r.per_accelerator == pytest.approx(float(x["tokens_per_second_per_accelerator"]), abs=5e-6)
-    assert len({r.key for r in idx.rows}) == 578
+    assert len({r.key for r in idx.rows}) == 664
     v51 = [s.commit for s in idx.provenance.sources if s.round == "v5.1"]
     assert v51[0] == "965182b03376a00fcae415c54e560e1c83937932"
+
+
+def test_v61_rows_come_from_the_summary_logs_and_name_their_sources() -> None:
+    """v6.1 was read file by file (no snapshot): every row cites the fork copy's commit and agrees with the table."""
+    idx = load_index()
+    v61 = [r for r in idx.rows if r.round == "v6.1"]
+    assert {s.commit for s in idx.provenance.sources if s.round == "v6.1"} == {
+        "5174fca85775b97127da8e3ff07f1bb776880fc4",
+        "10ecdffda3bb94d71f0203a6ca8e20c17943f27c",
+    }
+    assert {r.source_commit for r in v61} == {"5174fca85775b97127da8e3ff07f1bb776880fc4"}
+    assert {r.summary_crosscheck for r in v61} == {"ok"} and {r.benchmark for r in v61} == {"99.9"}
+    assert all(r.result_id is None for r in v61)  # the v6.1 table carries no IDs; the key is the reference
+    interactive = [r for r in v61 if r.scenario == "Interactive"]
+    assert len(interactive) == 9 and {r.log_scenario for r in interactive} == {"Server"}
+    gb300 = next(
+        r for r in v61 if r.submitter == "CoreWeave" and r.system_folder.startswith("GB300") and r.scenario == "Offline"
+    )
+    assert (gb300.tokens_per_second, gb300.total_accelerators) == (1136100.0, 72)  # log writes 1.1361e+06
+    amd = next(r for r in v61 if r.submitter == "AMD" and r.scenario == "Offline")
+    assert (amd.gen_num, amd.min_duration_ms_summary, amd.accelerators_per_node) == (24576, 3600000, 8)  # JSON "8"
+    from_table = next(r for r in v61 if r.submitter == "Oracle" and r.scenario == "Offline")
+    assert from_table.gen_num is None and "summary-table" in from_table.source_kind
 
 
 @pytest.mark.parametrize(
@@ -140,7 +164,7 @@ def test_published_filters_and_json() -> None:
     )
     assert res.exit_code == 0, res.output
     doc = json.loads(res.stdout)
-    assert doc["index"]["rows"] == 578 and doc["index"]["sources"][0]["commit"].startswith("3c4a1cf1")
+    assert doc["index"]["rows"] == 664 and doc["index"]["sources"][0]["commit"].startswith("3c4a1cf1")
     assert {r["submitter"] for r in doc["results"]} == {"Cisco"} and doc["count"] == 4
     assert all(r["number_of_nodes"] >= 2 for r in doc["results"])
     assert _cli("published", "--submitter", "azure", "--json").stdout.count('"submitter": "Azure"') == 4
@@ -334,3 +358,70 @@ def test_report_places_the_run_among_published(fixtures: Path) -> None:
     html = render_html(rep)
     assert 'alt="your run among the published NVIDIA GB200 results"' in html and "would rank 1 of 5" in html
     assert "would rank 1 of 5" in render_markdown(rep)
+
+
+def test_build_script_reads_a_round_as_the_index_does(tmp_path: Path) -> None:
+    """scripts/build_published_index.py: scenario from the folder, tokens/s from the log (scientific notation too),
+    string counts, numpy accuracy reprs, table fallback for a missing system JSON, and the cross-check."""
+    spec = importlib.util.spec_from_file_location(
+        "bpi", Path(__file__).parents[1] / "scripts" / "build_published_index.py"
+    )
+    assert spec and spec.loader
+    bpi = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bpi)
+    res = tmp_path / "closed/Acme/results/Box/llama2-70b-99.9"
+    for scen, body in {
+        "Offline": "Scenario : Offline\nSamples per second: 4160.83\nTokens per second: 1.1361e+06\n"
+        "Result is : VALID\n",
+        "interactive": "Scenario : Server\nCompleted samples per second    : 2.5\nCompleted tokens per second: 700.5\n"
+        "Result is : INVALID\nmin_duration (ms): 600000\nCompleted tokens per second                 : 9.0\n",
+    }.items():
+        (res / scen / "performance/run_1").mkdir(parents=True)
+        (res / scen / "performance/run_1/mlperf_log_summary.txt").write_text(body)
+    (res / "TEST06/performance/run_1").mkdir(parents=True)  # compliance folder: not a scenario
+    (res / "TEST06/performance/run_1/mlperf_log_summary.txt").write_text("Tokens per second: 1\n")
+    (res / "Offline/accuracy").mkdir()
+    (res / "Offline/accuracy/accuracy.txt").write_text(
+        "{'rouge1': 44.8, 'gen_num': np.int64(24576), 'tokens_per_sample': 272.4}"
+    )
+    (tmp_path / "closed/Acme/systems").mkdir(parents=True)
+    (tmp_path / "closed/Acme/systems/Box.json").write_text(
+        json.dumps(
+            {"system_name": "Box", "accelerator_model_name": "X", "accelerators_per_node": "4", "number_of_nodes": "18"}
+        )
+    )
+    table = [
+        {
+            "Location": "./closed/Acme/results/Box/llama2-70b-99.9/Offline/performance/run_1",
+            "Result": 1136100.0,
+            "total_accelerators": 72,
+            "number_of_nodes": 18,
+        }
+    ]
+    rows = {r["scenario"]: r for r in bpi.build_rows(tmp_path, "v9.9", "o/r", "0" * 40, "git-snapshot", table)}
+    assert set(rows) == {"Offline", "Interactive"}
+    off, inter = rows["Offline"], rows["Interactive"]
+    assert (off["tokens_per_second"], off["total_accelerators"], off["tokens_per_second_per_accelerator"]) == (
+        "1136100",
+        "72",
+        "15779.166667",
+    )
+    assert (off["gen_num"], off["rouge1"], off["summary_crosscheck"], off["summary_accelerators"]) == (
+        "24576",
+        "44.8",
+        "ok",
+        "72",
+    )
+    assert (inter["log_scenario"], inter["tokens_per_second"], inter["result_validity"]) == (
+        "Server",
+        "700.5",
+        "INVALID",
+    )
+    assert inter["summary_crosscheck"] == "not_in_table" and inter["scenario_folder"] == "interactive"
+    table[0]["Result"] = 1100000.0
+    off = next(
+        r
+        for r in bpi.build_rows(tmp_path, "v9.9", "o/r", "0" * 40, "git-snapshot", table)
+        if r["scenario"] == "Offline"
+    )
+    assert off["summary_crosscheck"] == "tokens/s 1.1361e+06 != table 1.1e+06"

@@ -13,7 +13,7 @@ SORTS_HELP = "per-accelerator, tokens, round, submitter"
 
 REF_HELP = (
     "An official result ID (5.1-0008: every benchmark and scenario of that system), optionally narrowed "
-    "(5.1-0008/99/Offline, 5.1-0008/Server); or, for rounds without IDs (v4.0, v4.1), a key or its prefix: "
+    "(5.1-0008/99/Offline, 5.1-0008/Server); or, for rounds without IDs (v4.0, v4.1, v6.1), a key or its prefix: "
     "ROUND/DIVISION/SUBMITTER/SYSTEM/BENCHMARK/SCENARIO, e.g. "
     "v4.1/closed/NVIDIA/DGX-H100_H100-SXM-80GBx8_TRT/99.9/Offline "
     "(SYSTEM is the results folder; case does not matter)."

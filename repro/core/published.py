@@ -7,7 +7,7 @@ tokens/s / (accelerators per node x nodes) and checked against the CSV, so a bad
 References (`repro published show REF`, `repro verify --against REF`, a recipe's `published.result_id`):
   * an official result ID, `5.1-0008`: one system of one round, every benchmark and scenario it submitted;
   * the ID narrowed by benchmark and/or scenario: `5.1-0008/99/Offline`, `5.1-0008/Server`;
-  * a key for rounds without IDs (v4.0, v4.1), or any prefix of it:
+  * a key for rounds without IDs (v4.0, v4.1, v6.1), or any prefix of it:
     `ROUND/DIVISION/SUBMITTER/SYSTEM/BENCHMARK/SCENARIO`, e.g.
     `v4.1/closed/NVIDIA/DGX-H100_H100-SXM-80GBx8_TRT/99.9/Offline` (SYSTEM is the results folder name).
 Matching is case-insensitive; BENCHMARK is `99`, `99.9` or `llama2-70b-99.9`.

@@ -93,7 +93,7 @@ class PublishedList:
         hint = Text(
             "GPUs = per node x nodes (system JSON). `repro published show ID` for one result; "
             "rows without an ID "
-            "(v4.0, v4.1): `repro published show ROUND/DIVISION/SUBMITTER/SYSTEM`.",
+            "(v4.0, v4.1, v6.1): `repro published show ROUND/DIVISION/SUBMITTER/SYSTEM`.",
             style="dim",
         )
         return Group(t, hint, provenance_line(self.index))
