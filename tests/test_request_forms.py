@@ -9,7 +9,8 @@ on this machine, recorded in tests/test_thirdparty_server.py's fixture:
 - a model other than the pinned one: 400 `{"detail": "Server is pinned to 'X'; requested 'Y'."}` (utils.py);
 - completions answer `choices[0].text` and `usage` (no token ids); streamed, `data:` events, usage in the last one.
 `token_prompts=True` turns it into a server that accepts the OpenAI token-array prompt (vLLM does); `models_ok=True`
-into one whose /v1/models lists the pinned model.
+into one whose /v1/models lists the pinned model; `usage_extra=k` into one whose usage counts k more tokens than its
+text holds (as `transformers serve`'s usage, which counts ids the text does not round-trip to).
 """
 
 from __future__ import annotations
@@ -151,7 +152,8 @@ class StrictServe(BaseHTTPRequestHandler):
             return
         n = max(1, min(int(body.get("max_tokens") or 16), 5))
         pieces = [f"w{10 + k}" for k in range(n)]
-        usage = {"completion_tokens": n, "prompt_tokens": 3, "total_tokens": n + 3}
+        made = n + srv.usage_extra
+        usage = {"completion_tokens": made, "prompt_tokens": 3, "total_tokens": made + 3}
         base = {"id": "x", "created": 1795443340, "model": f"{PINNED}@main", "object": "text_completion"}
         if not body.get("stream"):
             choice = {"finish_reason": "length", "index": 0, "text": " ".join(pieces)}
@@ -171,17 +173,18 @@ class StrictServe(BaseHTTPRequestHandler):
         self.wfile.flush()
 
 
-def _start(token_prompts: bool = False, models_ok: bool = False) -> ThreadingHTTPServer:
+def _start(token_prompts: bool = False, models_ok: bool = False, usage_extra: int = 0) -> ThreadingHTTPServer:
     srv = ThreadingHTTPServer(("127.0.0.1", 0), StrictServe)
     srv.daemon_threads = True
     srv.lock, srv.requests, srv.token_prompts, srv.models_ok = threading.Lock(), [], token_prompts, models_ok
+    srv.usage_extra = usage_extra
     threading.Thread(target=srv.serve_forever, daemon=True).start()
     return srv
 
 
 @pytest.fixture
 def strict() -> Iterator[list[ThreadingHTTPServer]]:
-    running = [_start(), _start()]
+    running = [_start(usage_extra=1), _start(usage_extra=1)]
     yield running
     for srv in running:
         srv.shutdown()
@@ -201,6 +204,7 @@ class Sink:
     def __init__(self, expect: int) -> None:
         self.first: dict[int, int] = {}
         self.done: dict[int, np.ndarray] = {}
+        self.counts: dict[int, int] = {}
         self.errors: list[BaseException] = []
         self.expect = expect
         self.all_done = threading.Event()
@@ -212,8 +216,9 @@ class Sink:
 
     def completed(self, events: Any) -> None:
         with self.lock:
-            for i, a, *_ in events:
+            for i, a, *count in events:
                 self.done[i] = np.array(a)
+                self.counts[i] = count[0] if count else len(a)  # what LoadGenSUT reports as the token count
             if len(self.done) >= self.expect:
                 self.all_done.set()
 
@@ -302,7 +307,20 @@ def test_strict_server_falls_back_to_text_completions(strict, tokenizer) -> None
     for out in sink.done.values():
         assert out.tolist() == list(range(10, 15)), "the returned text re-tokenized with the model's tokenizer"
     st = be.stats()["tokens"]
-    assert st["ids_from_tokenizer"] == 6 and st["logged_tokens"] == 30 and st["count_disagreements"] == 0
+    assert st["ids_from_tokenizer"] == 6 and st["logged_tokens"] == 30 and st["count_disagreements"] == 6
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["offline", "streamed"])
+def test_count_for_a_text_answer_is_the_ids_logged(strict, tokenizer, stream: bool) -> None:
+    """TEST06 compares each count LoadGen got with the ids logged: a text-only answer's count is its re-tokenized
+    ids, not the server's usage (here one more, as `transformers serve` counts ids its text does not give back)."""
+    be = TrtllmBackend([_url(strict[0])], model=PINNED, stream=stream, tokenizer=tokenizer, health_timeout_s=20)
+    sink = _drive(be, 4)
+    assert {i: len(a) for i, a in sink.done.items()} == sink.counts == {i: 5 for i in range(4)}
+    count = be.stats()["tokens"]["loadgen_count"]
+    assert count["source"] == "re-tokenized text" and count["tokens"] == 20
+    assert count["other_source"] == "server usage.completion_tokens" and count["other_tokens"] == 24
+    assert count["samples_that_differ"] == 4 and count["other_differs_pct"] == 20.0
 
 
 def test_token_array_server_gets_token_ids(tokenizer) -> None:
@@ -382,7 +400,8 @@ def test_served_model_option_reaches_the_requests(tmp_path: Path, strict) -> Non
     logged = json.loads((run_dir / "mlperf_log_accuracy.json").read_text())
     assert len(logged) == 4, "--samples bounds an accuracy run too"
     assert all(bytes.fromhex(e["data"]) and any(bytes.fromhex(e["data"])) for e in logged)
-    # The server sends text and usage: LoadGen counts its usage (issue 29), the log keeps the re-tokenized ids.
+    # The server sends text and usage: LoadGen counts the re-tokenized ids it logs; usage is the other count.
     count = info["backend_stats"]["tokens"]["loadgen_count"]
-    assert count["source"] == "server usage.completion_tokens" and count["other_source"] == "re-tokenized text"
-    assert info["measured_by_harness"]["tokens"] == count["tokens"] == info["backend_stats"]["tokens"]["loadgen_tokens"]
+    assert count["source"] == "re-tokenized text" and count["other_source"] == "server usage.completion_tokens"
+    logged_ids = sum(len(bytes.fromhex(e["data"])) // 4 for e in logged)
+    assert info["measured_by_harness"]["tokens"] == count["tokens"] == logged_ids

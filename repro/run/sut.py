@@ -104,26 +104,21 @@ class LoadGenSUT:
         QSR = self.lg.QuerySampleResponse
         self.lg.FirstTokenComplete([QSR(i, base + k * size, size) for k, (i, _) in enumerate(events)])
 
-    def completed(self, events: Sequence[tuple[int, np.ndarray] | tuple[int, np.ndarray, int]]) -> None:
-        """Each event is (id, output ids) or (id, output ids, tokens to count): an HTTP backend counts the
-        server's own tokens (its usage), which may differ from the ids it logs (re-tokenized text)."""
+    def completed(self, events: Sequence[tuple[int, np.ndarray]]) -> None:
+        """Each event is (id, output ids); LoadGen's token count is their length, the figure TEST06 checks."""
         kept: list[tuple[int, np.ndarray]] = []
-        counts: dict[int, int] = {}
         missing: list[int] = []  # positions in `kept` whose first token LoadGen has not had yet
         tokens = 0
         with self._lock:
             pop = self._outstanding.pop
-            for event in events:
-                i, a = event[0], event[1]
+            for i, a in events:
                 sent = pop(i, None)
                 if sent is None:
                     continue
                 if not sent:
                     missing.append(len(kept))
-                if len(event) > 2:
-                    counts[len(kept)] = int(event[2])
                 kept.append((i, a))
-                tokens += counts.get(len(kept) - 1, len(a))
+                tokens += len(a)
             self.samples_done += len(kept)
             self.tokens_done += tokens
         if not kept:
@@ -133,10 +128,7 @@ class LoadGenSUT:
         if missing:
             self.lg.FirstTokenComplete([QSR(kept[k][0], spans[k][0], min(spans[k][1], spans[k][3])) for k in missing])
         self.lg.QuerySamplesComplete(
-            [
-                QSR(i, ptr, nbytes, counts.get(k, n))
-                for k, ((i, _), (ptr, nbytes, n, _)) in enumerate(zip(kept, spans, strict=True))
-            ]
+            [QSR(i, ptr, nbytes, n) for (i, _), (ptr, nbytes, n, _) in zip(kept, spans, strict=True)]
         )
         del buf  # alive until here: LoadGen has copied every response
 

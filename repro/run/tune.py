@@ -26,12 +26,15 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from repro.core.clock import now_iso
 from repro.core.errors import InputError, StepFailed
 from repro.core.recipes import Recipe
 from repro.core.workspace import Workspace
+
+if TYPE_CHECKING:
+    import numpy as np
 
 TUNE_SCENARIOS = ("Server", "Interactive")
 MARGIN = 0.05
@@ -135,13 +138,12 @@ class _TimedSink:
                 self.tl.first.setdefault(i, now)
         self.sink.first_tokens(events)
 
-    def completed(self, events: Sequence[tuple[Any, ...]]) -> None:
-        """(id, tokens) or (id, tokens, count): a text answer's count can differ from the ids re-tokenized."""
+    def completed(self, events: Sequence[tuple[int, np.ndarray]]) -> None:
         now = time.monotonic()
         with self.tl.lock:
-            for e in events:
-                self.tl.first.setdefault(e[0], now)
-                self.tl.done[e[0]] = (now, int(e[2]) if len(e) > 2 else len(e[1]))
+            for i, ids in events:
+                self.tl.first.setdefault(i, now)
+                self.tl.done[i] = (now, len(ids))
         self.sink.completed(events)
 
     def failed(self, exc: BaseException) -> None:

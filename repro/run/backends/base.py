@@ -33,7 +33,9 @@ class Request(NamedTuple):
 
 class Sink(Protocol):
     def first_tokens(self, events: Sequence[tuple[int, int]]) -> None: ...
-    def completed(self, events: Sequence[tuple[int, np.ndarray] | tuple[int, np.ndarray, int]]) -> None: ...
+    def completed(self, events: Sequence[tuple[int, np.ndarray]]) -> None:
+        """(id, output ids): the ids logged, whose length is the token count LoadGen gets (TEST06 checks both)."""
+
     def failed(self, exc: BaseException) -> None: ...
 
 

@@ -517,9 +517,9 @@ async def _drain(stream: AsyncIterator[bytes]) -> None:
 class TokenStats:
     """Which count of output tokens LoadGen got, and how far the server's other count disagrees with it.
 
-    LoadGen gets the server's own count: its token ids when it sends them, else its `usage.completion_tokens`,
-    else the re-tokenized text (the only count left). Every count is clipped at the request's max_tokens, so a
-    server that ignores it cannot inflate tokens/s.
+    LoadGen gets the length of the ids logged (the server's ids, else its re-tokenized text): TEST06 fails any
+    other count. The server's `usage.completion_tokens` is the other count, compared sample by sample. The ids
+    are clipped at the request's max_tokens, so a server that ignores it cannot inflate tokens/s.
     """
 
     samples: int = 0
@@ -532,10 +532,11 @@ class TokenStats:
     first_token_mismatches: int = 0
     loadgen_tokens: int = 0
     counted_from_ids: int = 0
-    counted_from_usage: int = 0
     counted_from_text: int = 0
     clipped_samples: int = 0
     clipped_tokens: int = 0
+    retokenized_clipped: int = 0
+    """Answers within max_tokens by the server's usage whose re-tokenized text ran past it (clipped, no lie)."""
     compared_loadgen_tokens: int = 0
     """LoadGen's count over the samples that also had the other count (the base of differ_pct)."""
     compared_other_tokens: int = 0
@@ -546,20 +547,18 @@ class TokenStats:
             (n, name)
             for n, name in (
                 (self.counted_from_ids, "server token ids"),
-                (self.counted_from_usage, "server usage.completion_tokens"),
                 (self.counted_from_text, "re-tokenized text"),
             )
             if n
         ]
         source = sources[0][1] if len(sources) == 1 else " + ".join(f"{name} ({n})" for n, name in sources) or None
-        other = "server usage.completion_tokens" if self.counted_from_ids else "re-tokenized text"
         differ = None
         if self.compared_loadgen_tokens:
             differ = round((self.compared_other_tokens / self.compared_loadgen_tokens - 1) * 100, 2)
         return {
             "source": source,
             "tokens": self.loadgen_tokens,
-            "other_source": other if self.compared_loadgen_tokens else None,
+            "other_source": "server usage.completion_tokens" if self.compared_loadgen_tokens else None,
             "other_tokens": self.compared_other_tokens if self.compared_loadgen_tokens else None,
             "other_differs_pct": differ,
             "samples_that_differ": self.count_disagreements,
@@ -574,6 +573,11 @@ class TokenStats:
             out.append(
                 f"{self.clipped_samples} answer(s) were longer than max_tokens; {self.clipped_tokens:,} token(s) past "
                 "it were not counted (the server ignores max_tokens)"
+            )
+        if self.retokenized_clipped:
+            out.append(
+                f"{self.retokenized_clipped} answer(s) within max_tokens by the server's usage re-tokenized to more "
+                "ids than max_tokens; the ids logged and counted were cut at max_tokens"
             )
         if self.count_disagreements and c["other_differs_pct"] is not None:
             out.append(
@@ -828,17 +832,20 @@ class TrtllmBackend(Backend):
 
     def output_ids(
         self, ids: list[int] | None, text: str, count: int | None, max_tokens: int | None = None
-    ) -> tuple[np.ndarray, int]:
-        """(ids to log, tokens LoadGen counts): the server's ids when it sent them, else the re-tokenized text;
-        the count is the server's (ids, else usage), else the text's; both clipped at max_tokens."""
+    ) -> np.ndarray:
+        """The ids to log, whose length is also the count LoadGen gets: the server's ids when it sent them, else
+        the re-tokenized text. TEST06 checks every reported count against the ids logged, so the server's
+        `usage.completion_tokens` is only compared with them (run.json, verify). Clipped at max_tokens."""
         st = self.tokens
         st.samples += 1
         server_ids = ids is not None
         if ids is not None:
             st.ids_from_server += 1
+            st.counted_from_ids += 1
         elif self.tokenizer is not None:
             ids = self._encode(text)
             st.ids_from_tokenizer += 1
+            st.counted_from_text += 1
         else:
             raise BackendError(
                 "The server returned text without token ids and no tokenizer is loaded.",
@@ -849,31 +856,23 @@ class TrtllmBackend(Backend):
             st.samples_without_server_count += 1
         else:
             st.server_completion_tokens += count
-        other: int | None
-        if server_ids:
-            n, other = len(ids), count
-            st.counted_from_ids += 1
-        elif count is not None:
-            n, other = count, len(ids)
-            st.counted_from_usage += 1
-        else:
-            n, other = len(ids), None
-            st.counted_from_text += 1
-        if other is not None:
-            st.compared_loadgen_tokens += n
-            st.compared_other_tokens += other
-            if other != n:
+            st.compared_loadgen_tokens += len(ids)
+            st.compared_other_tokens += count
+            if count != len(ids):
                 st.count_disagreements += 1
-        if max_tokens and max_tokens > 0:
-            if n > max_tokens:
+        if max_tokens and max_tokens > 0 and len(ids) > max_tokens:
+            # Past max_tokens by the server's own count: it ignored the request. Re-tokenized text can run a few
+            # ids past an answer the server's usage keeps within it; that is clipped too, but is no lie.
+            made = len(ids) if server_ids or count is None else count
+            if made > max_tokens:
                 st.clipped_samples += 1
-                st.clipped_tokens += n - max_tokens
-                n = max_tokens
-            if server_ids and len(ids) > max_tokens:
-                ids = ids[:max_tokens]
+                st.clipped_tokens += made - max_tokens
+            else:
+                st.retokenized_clipped += 1
+            ids = ids[:max_tokens]
         st.logged_tokens += len(ids)
-        st.loadgen_tokens += n
-        return np.asarray(ids, dtype=np.int32), n
+        st.loadgen_tokens += len(ids)
+        return np.asarray(ids, dtype=np.int32)
 
     def _first_token(self, r: Request, new_ids: list[int] | None, text: str) -> int | None:
         """The first output token as known when the first piece arrives (Server: TTFT is taken now)."""
@@ -912,7 +911,7 @@ class TrtllmBackend(Backend):
                             first = self._first_token(r, new_ids, text)
                             if first is not None:
                                 self.sink.first_tokens([(r.id, first)])
-                    out, n = self.output_ids(ids if ids else None, text, count, r.max_tokens)
+                    out = self.output_ids(ids if ids else None, text, count, r.max_tokens)
                     if first is not None and (len(out) == 0 or int(out[0]) != first):
                         self.tokens.first_token_mismatches += 1
                 else:
@@ -922,10 +921,10 @@ class TrtllmBackend(Backend):
                         choices[0] if isinstance(choices, list) and choices and isinstance(choices[0], dict) else {}
                     )
                     count = usage_count(doc.get("usage")) if isinstance(doc, dict) else None
-                    out, n = self.output_ids(token_ids_of(choice), text_of(choice), count, r.max_tokens)
+                    out = self.output_ids(token_ids_of(choice), text_of(choice), count, r.max_tokens)
                     if len(out):
                         self.sink.first_tokens([(r.id, int(out[0]))])
-                self.sink.completed([(r.id, out) if n == len(out) else (r.id, out, n)])
+                self.sink.completed([(r.id, out)])
         except asyncio.CancelledError:
             return
         except BaseException as exc:  # noqa: BLE001 - reported to the harness, which ends the run
