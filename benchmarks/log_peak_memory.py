@@ -5,7 +5,8 @@ docs/BENCHMARKS.md and docs/SECURITY.md).
 
 Each case builds its input in a temp folder, then runs one CLI command in a fresh interpreter with the importable
 repro (capped at 3 GB of address space, so an unbounded read fails fast instead of taking the machine) and prints
-the child's peak resident set (ru_maxrss), its exit code and the input's size:
+the child's peak resident set (VmHWM; ru_maxrss would count the parent's, kept across exec), its exit code and the
+input's size:
 - a 200 MB mlperf_log_detail.txt (a real published detail log then padding MLLOG lines): `repro verify`;
 - a 60 MB ledger.json: `repro status`;
 - a 150 MB power.csv beside a real published run: `repro report`;
@@ -27,7 +28,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 FIX = REPO / "tests" / "fixtures" / "published"
 CHILD = """
-import resource, sys
+import sys
 from repro.cli import main
 code = 0
 try:
@@ -36,7 +37,8 @@ except SystemExit as exc:
     code = exc.code
 except BaseException as exc:
     code = type(exc).__name__
-print("PEAK_MB", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "RC", code, file=sys.stderr)
+hwm = next(ln.split()[1] for ln in open("/proc/self/status") if ln.startswith("VmHWM:"))
+print("PEAK_MB", int(hwm) / 1024, "RC", code, file=sys.stderr)
 """
 
 
