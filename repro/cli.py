@@ -6,6 +6,7 @@ import functools
 import inspect
 import os
 import sys
+import threading
 from collections.abc import Callable
 from typing import Annotated, Any
 
@@ -19,7 +20,7 @@ from repro.commands import published, rehearse, report, run, tune, verify
 from repro.commands import recipes as recipes_cmd
 from repro.commands import setup_cmd as setup
 from repro.core.backends import CHOICES as BACKEND_CHOICES
-from repro.core.errors import BUG_EXIT_CODE, explain
+from repro.core.errors import BUG_EXIT_CODE, explain, sigterm_as_interrupt
 from repro.ui.options import DryRunOpt, JsonOpt, RecipeOpt, WorkspaceOpt, YesOpt
 from repro.ui.output import error, start_command, traceback_text
 
@@ -271,6 +272,8 @@ def _json_requested(args: list[str]) -> bool:
 def main(args: list[str] | None = None) -> None:
     """The console script: usage errors get the same one-line (and --json) treatment as every other error."""
     argv = list(sys.argv[1:] if args is None else args)
+    if threading.current_thread() is threading.main_thread():
+        sigterm_as_interrupt()  # every command: kept work marked, exit 143 (130 is Ctrl-C's)
     cmd = typer.main.get_command(app)
     _plain_metavars(cmd)
     try:

@@ -242,13 +242,13 @@ def test_sigterm_removes_every_server_container(client, serve_image, ws: Workspa
         textwrap.dedent(f"""
         import json, sys
         sys.path.insert(0, {str(REPO)!r})
-        from repro.commands.run import _sigterm_as_interrupt
+        from repro.core.errors import sigterm_as_interrupt
         from repro.core.errors import Interrupted
         from repro.core.workspace import Workspace
         from repro.run.harness import run_benchmark
         from repro.run.options import RunOptions
         from repro.run.servers import ServerOptions
-        _sigterm_as_interrupt()
+        sigterm_as_interrupt()
         opts = ServerOptions(**json.loads({json.dumps(opts.__dict__)!r}))
         try:
             ws = Workspace.open({str(ws.root)!r})

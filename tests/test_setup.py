@@ -249,9 +249,10 @@ def test_disk_full_during_download(hub, tmp_path, monkeypatch):
         subprocess.run(["umount", "-l", str(mnt)], check=False)
 
 
-def test_ctrl_c_keeps_partial_and_restart_resumes(hub, _isolated_home):
+def _setup_stopped_mid_download(hub, home: Path, sig: signal.Signals) -> tuple[subprocess.Popen, str, Path]:
+    """`repro setup` in its own process, sent `sig` once a shard is part-way down (the hub streams it slowly)."""
     hub.faults.slow[SHARD] = 0.01
-    env = {**os.environ, "REPRO_HOME": str(_isolated_home)}
+    env = {**os.environ, "REPRO_HOME": str(home)}
     proc = subprocess.Popen(
         [sys.executable, "-c", "from repro.cli import main; main()", "setup", "--recipe", str(hub.recipe)],
         env=env,
@@ -259,14 +260,29 @@ def test_ctrl_c_keeps_partial_and_restart_resumes(hub, _isolated_home):
         stderr=subprocess.PIPE,
         text=True,
     )
-    part = Path(f"{model_path(_isolated_home, SHARD)}.incomplete")
+    part = Path(f"{model_path(home, SHARD)}.incomplete")
     deadline = time.monotonic() + 60
     while (
         not (part.exists() and part.stat().st_size >= 1 << 20) and time.monotonic() < deadline and proc.poll() is None
     ):
         time.sleep(0.05)
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(sig)
     _, err = proc.communicate(timeout=60)
+    return proc, err, part
+
+
+def test_sigterm_outside_run_exits_143_and_keeps_the_partial(hub, _isolated_home):
+    """scancel/`docker stop`/kill on any command, not only `repro run`: 143 (Ctrl-C is 130), no traceback."""
+    proc, err, part = _setup_stopped_mid_download(hub, _isolated_home, signal.SIGTERM)
+    assert proc.returncode == 143, (proc.returncode, err)
+    assert "Traceback" not in err and "repro setup" in err
+    assert part.exists() and 0 < part.stat().st_size < 2_500_000
+    rec = ledger(_isolated_home).get("setup")
+    assert rec.status == "interrupted" and rec.signal == "SIGTERM" and "the user" not in (rec.error or "")
+
+
+def test_ctrl_c_keeps_partial_and_restart_resumes(hub, _isolated_home):
+    proc, err, part = _setup_stopped_mid_download(hub, _isolated_home, signal.SIGINT)
     assert proc.returncode == 130, err
     assert "Traceback" not in err and "repro setup" in err
     kept = part.stat().st_size

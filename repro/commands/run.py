@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import shlex
-import signal
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -186,15 +185,6 @@ RerunOpt = Annotated[
 ]
 
 
-def _sigterm_as_interrupt() -> None:
-    """Slurm's scancel and `docker stop` send SIGTERM: stop LoadGen cleanly and keep the partial logs, as for Ctrl-C."""
-
-    def handler(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt(signal.Signals(signum).name)  # the harness records which signal stopped the run
-
-    signal.signal(signal.SIGTERM, handler)
-
-
 class RunView:
     """The run's StepOutcome, plus the verdict when one was computed; JSON and Rich from the same data."""
 
@@ -331,8 +321,6 @@ def _run(scenario: str, flags: dict[str, Any]) -> None:
 
         info(f"Recipe {chosen.name}: {why}.")
     dry_run, endpoint = flags["dry_run"], flags["endpoint"]
-    if not dry_run:
-        _sigterm_as_interrupt()
     servers = ServerOptions(
         image=flags["server_image"],
         keep=flags["keep_servers"],

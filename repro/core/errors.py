@@ -9,6 +9,9 @@ from dataclasses import dataclass
 BUG_EXIT_CODE = 3
 """An unexpected exception (a bug): not 1, which a FAIL verdict means, nor 2, bad input."""
 
+SIGNAL_EXIT = {"SIGINT": 130, "SIGTERM": 143, "SIGHUP": 129}
+"""128 + the signal number, as a shell reports a process the signal ended."""
+
 
 class ReproError(Exception):
     """An expected failure: one sentence for the user, an exit code and the command that fixes it."""
@@ -127,10 +130,38 @@ def _external_mappings() -> list[tuple[type[BaseException], Callable[[BaseExcept
     return rows
 
 
+def sigterm_as_interrupt() -> None:
+    """Slurm's scancel, `docker stop` and kill send SIGTERM: stop as for Ctrl-C (partial work kept and marked), with
+    the signal's name on the KeyboardInterrupt so the exit code is 143, not Ctrl-C's 130."""
+    import signal
+
+    def handler(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt(signal.Signals(signum).name)
+
+    signal.signal(signal.SIGTERM, handler)
+
+
+def stop_signal(exc: BaseException) -> str | None:
+    """The signal behind an interruption: a KeyboardInterrupt (Ctrl-C carries no name) or the one an Interrupted was
+    raised from; None when no signal stopped the command."""
+    seen: BaseException | None = exc
+    for _ in range(16):  # a chain, never a loop, but bounded all the same
+        if seen is None:
+            return None
+        if isinstance(seen, KeyboardInterrupt):
+            name = seen.args[0] if seen.args and isinstance(seen.args[0], str) else ""
+            return name if name in SIGNAL_EXIT else "SIGINT"
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
 def explain(exc: BaseException) -> Explained | None:
     """Map an exception to a message, or None when it is a bug and deserves its traceback."""
     if isinstance(exc, ReproError):
-        return Explained(exc.message, exc.next_command, exc.exit_code)
+        code = exc.exit_code
+        if isinstance(exc, Interrupted) and code == Interrupted.exit_code:
+            code = SIGNAL_EXIT.get(stop_signal(exc) or "SIGINT", code)
+        return Explained(exc.message, exc.next_command, code)
     from repro.core.extras import missing_extra
 
     if (missing := missing_extra(exc)) is not None:
@@ -141,7 +172,7 @@ def explain(exc: BaseException) -> Explained | None:
             2,
         )
     if isinstance(exc, KeyboardInterrupt):
-        return Explained("Interrupted.", "repro status", 130)
+        return Explained("Interrupted.", "repro status", SIGNAL_EXIT.get(stop_signal(exc) or "SIGINT", 130))
     for exc_type, fn in _external_mappings():
         if isinstance(exc, exc_type):
             return fn(exc)

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from repro.core.clock import now_iso
-from repro.core.errors import InputError, Interrupted, ReproError, StepFailed
+from repro.core.errors import SIGNAL_EXIT, InputError, Interrupted, ReproError, StepFailed, stop_signal
 from repro.core.fsutil import atomic_write_text
 from repro.core.ledger import Artifact, Ledger
 from repro.core.record import GpuFacts, RunRecord
@@ -44,7 +44,6 @@ STOP_SIGNALS = {
 # After Ctrl-C/SIGTERM: how long LoadGen gets to return once nothing is in flight. Offline returns at once; Server
 # keeps its schedule to min_duration, so it is left behind and the process exits (exit 130/143).
 INTERRUPT_GRACE_S = 5.0
-SIGNAL_EXIT = {"SIGINT": 130, "SIGTERM": 143, "SIGHUP": 129}
 INTERRUPTED_MARK = " * Run interrupted by {signal}: repro stopped issuing queries; this partial run is not a result"
 
 
@@ -105,7 +104,7 @@ def execute(plan: RunPlan, hooks: RunHooks) -> StepOutcome:
     try:
         _drive(run, hooks)
     except KeyboardInterrupt as stop:
-        run.stop_signal = _signal_name(stop)
+        run.stop_signal = stop_signal(stop)
         if run.sut is not None:
             run.sut.stop()
             run.sut.finished.wait(INTERRUPT_GRACE_S)
@@ -338,7 +337,7 @@ def _watch(run: ActiveRun, hooks: RunHooks, total: int) -> None:
             except KeyboardInterrupt as stop:
                 if run.stop_signal is not None:
                     raise
-                run.stop_signal = _signal_name(stop)
+                run.stop_signal = stop_signal(stop)
                 view.interrupted(sut)
                 sut.stop()
                 give_up = time.monotonic() + INTERRUPT_GRACE_S
@@ -469,12 +468,6 @@ def _outcome(run: ActiveRun, summary: dict[str, Any]) -> StepOutcome:
             **summary,
         },
     )
-
-
-def _signal_name(stop: KeyboardInterrupt) -> str:
-    """KeyboardInterrupt from Ctrl-C carries nothing; the SIGTERM handler in commands/run.py passes the signal name."""
-    name = stop.args[0] if stop.args and isinstance(stop.args[0], str) else "SIGINT"
-    return name if name.startswith("SIG") else "SIGINT"
 
 
 def _cleanup(run: ActiveRun) -> None:

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from repro.core.clock import now_iso
-from repro.core.errors import InputError, Interrupted, ReproError, StepFailed
+from repro.core.errors import InputError, Interrupted, ReproError, StepFailed, stop_signal
 from repro.core.fsutil import atomic_write_bytes, sha256_file
 from repro.core.ledger import Artifact, Ledger
 from repro.core.recipes import Recipe
@@ -524,8 +524,9 @@ def run_setup(
             prepared_dir=str(prepared_dir(ws, recipe)), files=files, fetched_at=times, checks=checksum_policy(recipe)
         )
         ledger.finish(STEP, arts, **details)
-    except KeyboardInterrupt:
-        _record_failure(ledger, "interrupted by the user; partial files are kept as *.incomplete", interrupted=True)
+    except KeyboardInterrupt as stop:
+        by = "the user" if (sig := stop_signal(stop)) == "SIGINT" else sig
+        _record_failure(ledger, f"interrupted by {by}; partial files are kept as *.incomplete", signal=sig)
         raise Interrupted(
             "Interrupted; partial downloads are kept as *.incomplete and resume on the next run.", "`repro setup`"
         ) from None
@@ -558,10 +559,10 @@ def run_setup(
     return StepOutcome(step=STEP, status=status, summary=summary, details=details)
 
 
-def _record_failure(ledger: Ledger, error: str, *, interrupted: bool = False) -> None:
+def _record_failure(ledger: Ledger, error: str, *, signal: str | None = None) -> None:
     """Best effort: on a full disk even the ledger cannot be written, and the original error matters more."""
     with suppress(OSError):
-        ledger.fail(STEP, error, interrupted=interrupted)
+        ledger.fail(STEP, error, signal=signal)
 
 
 def compare_sources(fetched: dict[str, Path], rebuilt: dict[str, Path]) -> dict[str, Any]:
