@@ -438,8 +438,9 @@ def tune(
 ) -> TuneResult:
     """Search the rate, save it where `repro run <scenario>` reads it, and return the whole search."""
     from repro.core.clock import stamped_path
-    from repro.run.harness import run_benchmark
+    from repro.run.harness import execute
     from repro.run.options import RunHooks, RunOptions
+    from repro.run.plan import plan_run
     from repro.run.servers import ServerOptions
     from repro.run.settings import loadgen_settings, server_latency_keys
 
@@ -523,7 +524,7 @@ def tune(
             backend_factory=timed_factory(tl),
             on_started=lambda sut: _watch(sut, tl, ABORT_FACTOR * limits[0] / 1000, stopped),
         )
-        out = run_benchmark(options, hooks)
+        out = execute(plan_run(options), hooks)  # a probe is never a dry run: the plan goes straight through
         log_dir = Path(out.details["log_dir"])
         ttft99, tpot99, validity = _parse_probe(log_dir)
         p = judge(
@@ -633,8 +634,9 @@ def offline_auto_qps(
 ) -> dict[str, Any]:
     """A short Offline run through the same backend measures samples/s; LoadGen's expected QPS is that x headroom."""
     from repro.core.clock import stamped_path
-    from repro.run.harness import run_benchmark
+    from repro.run.harness import execute
     from repro.run.options import RunHooks, RunOptions
+    from repro.run.plan import plan_run
     from repro.run.servers import ServerOptions
 
     folder = stamped_path(ws.tuned / recipe.name / "offline-probe")
@@ -654,7 +656,7 @@ def offline_auto_qps(
         into=folder,
         detect=detect,
     )
-    out = run_benchmark(options, RunHooks(progress=False))
+    out = execute(plan_run(options), RunHooks(progress=False))
     measured = out.details.get("samples_per_s")
     if not isinstance(measured, (int, float)) or measured <= 0:
         raise StepFailed(
