@@ -95,6 +95,32 @@ def test_doctor_sees_the_recipes_gpus_through_the_standins(tmp_path: Path) -> No
     assert smi.returncode == 2 and "not a valid field" in smi.stderr
 
 
+def test_setup_meets_the_gate_as_on_the_hub(tmp_path: Path) -> None:
+    """repro setup's own download code against the local hub with the recipe's repo id and revision: 401 without a
+    token (the message says to log in), 403 before the license is accepted, then the tiny model and the dataset under
+    their real file names; this process's hub settings come back and the token is stored nowhere."""
+    import os
+
+    from repro.rehearse.rehearsal import OUT_LEN, VOCAB, tiny_prompts
+    from repro.rehearse.setup_step import TOKEN, gated_setup
+
+    recipe = get_recipe("nd-gb200-v6")
+    ws = Workspace.open(tmp_path / "ws")
+    before = {k: os.environ.get(k) for k in ("HF_ENDPOINT", "HF_TOKEN")}
+    out = gated_setup(recipe, ws, tiny_prompts(), OUT_LEN, VOCAB)
+    assert [a["http"] for a in out["attempts"]] == [401, 403, 200] and out["status"] == "done"
+    assert "no Hugging Face token was sent" in out["attempts"][0]["message"]
+    assert "has no access yet" in out["attempts"][1]["message"]
+    assert (out["repo_id"], out["revision"]) == (recipe.model.repo_id, recipe.model.revision)
+    assert out["dataset_files"] == sorted(recipe.dataset.files.values())
+    assert "model-00001-of-00001.safetensors" in out["model_files"] and "README.md" not in out["model_files"]
+    assert all((ws.data / recipe.dataset.name / f).is_file() for f in recipe.dataset.files.values())
+    assert (Path(out["prepared_dir"]) / "manifest.json").is_file()
+    assert {k: os.environ.get(k) for k in ("HF_ENDPOINT", "HF_TOKEN")} == before
+    assert TOKEN not in json.dumps(out)
+    assert not [p for p in ws.root.rglob("*") if p.is_file() and TOKEN.encode() in p.read_bytes()]
+
+
 def test_reference_only_and_demo_recipes_are_refused_before_building(tmp_path: Path) -> None:
     """nc-h100-v5 is reference-only on main (repro does not run it); the demo has no TensorRT-LLM image."""
     for name, why in (("nc-h100-v5", "reference-only"), ("demo", "no TensorRT-LLM image")):
@@ -114,6 +140,7 @@ def test_rehearsal_runs_offline_and_server_valid_and_leaves_nothing(client, name
     assert result.doctor is not None and result.doctor["gpus_as_recipe"] and result.doctor["label"] == "stand-in GPUs"
     assert len(result.doctor["gpus"]) == get_recipe(name).system.gpus_per_vm
     assert result.device_requests == plan(name, tmp_path / "plan").device_requests
+    assert result.setup is not None and result.setup["gate_as_hub"] and result.setup["label"] == "stand-in hub"
     assert [r["scenario"] for r in result.runs] == ["Offline", "Server"]
     for run in result.runs:
         assert run["validity"] == "VALID", run

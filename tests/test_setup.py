@@ -153,12 +153,17 @@ def test_half_written_file_from_a_crash_is_resumed_or_replaced(hub, _isolated_ho
     assert other.read_bytes() == hub.model.files[other.name]
 
 
-def test_gated_repo_says_where_to_request_access(hub, _isolated_home):
+def test_gated_repo_says_where_to_request_access(hub, monkeypatch, _isolated_home):
+    """Without a token the hub answers 401 and the message says to log in (before: only "request access")."""
     hub.model.gated = True
     res = cli("setup", "--recipe", str(hub.recipe))
-    assert res.exit_code == 2
+    assert res.exit_code == 2 and hub.errors[-1] == 401
     assert f"request access at {hub.url}/{MODEL_REPO}" in res.stderr and "repro setup" in res.stderr
+    assert "no Hugging Face token was sent" in res.stderr and "hf auth login" in res.stderr
     assert "Traceback" not in res.output
+    monkeypatch.setenv("HF_TOKEN", TOKEN)
+    res = cli("setup", "--recipe", str(hub.recipe))
+    assert res.exit_code == 2 and hub.errors[-1] == 403 and "has no access yet" in res.stderr
     assert not (_isolated_home / "models").exists()
 
 

@@ -20,11 +20,11 @@ import numpy as np
 
 from repro.core.recipes import Recipe, get_recipe
 from repro.core.workspace import Workspace
+from repro.rehearse.setup_step import VOCAB, write_tokenizer
 
 STANDIN_DIR = Path(__file__).resolve().parent / "standin"
 STANDIN = STANDIN_DIR / "trtllm_serve.py"
 LABEL = "rehearsal"
-VOCAB = 300
 OUT_LEN = 8  # answer length of the stand-in (STANDIN_OUT_LEN): 9 ids with EOS
 PROMPTS = 64
 DEFAULT_TIME_SCALE = 1 / 400  # 2,400 s of LoadGen -> 6 s
@@ -86,6 +86,8 @@ class RehearsalResult:
     nodes: int = 1
     steps: list[str] = field(default_factory=list)
     """The steps run, in order (their names from `default_steps`)."""
+    setup: dict[str, Any] | None = None
+    """`repro setup` against the stand-in gated hub: each attempt's HTTP status and message, the files it fetched."""
     doctor: dict[str, Any] | None = None
     """`repro doctor` against the stand-in GPUs: its status, the GPUs it saw and its checks (labelled stand-in)."""
     device_requests: list[dict[str, Any]] = field(default_factory=list)
@@ -116,6 +118,7 @@ class RehearsalResult:
     @property
     def ok(self) -> bool:
         doctor_ok = self.doctor is None or self.doctor["gpus_as_recipe"]
+        doctor_ok = doctor_ok and (self.setup is None or self.setup["gate_as_hub"])
         rack_ok = self.rack is None or (self.rack["counted"] == self.nodes and not self.rack["left_jobs"])
         return (
             bool(self.runs)
@@ -141,6 +144,7 @@ class RehearsalResult:
             "nodes": self.nodes,
             "steps": self.steps,
             "doctor": self.doctor,
+            "setup": self.setup,
             "device_requests": self.device_requests,
             "runs": self.runs,
             "rack": self.rack,
@@ -150,30 +154,22 @@ class RehearsalResult:
         }
 
 
-def write_tokenizer(folder: Path, size: int = VOCAB) -> Path:
-    """The tiny model's tokenizer (word-level: 'w17' <-> 17), saved the way `repro setup` leaves one."""
-    from tokenizers import Tokenizer, models, pre_tokenizers
-    from transformers import PreTrainedTokenizerFast
-
-    vocab = {"<unk>": 0, "<s>": 1, "</s>": 2, **{f"w{i}": i for i in range(3, size)}}
-    tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
-    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>", unk_token="<unk>")
-    folder.mkdir(parents=True, exist_ok=True)
-    fast.save_pretrained(str(folder))
-    return folder
+def tiny_prompts() -> list[list[int]]:
+    """The tiny dataset's prompts (token ids of the word-level vocabulary), the same in every rehearsal."""
+    rng = np.random.default_rng(3)
+    return [rng.integers(3, VOCAB, size=int(rng.integers(4, 30))).tolist() for _ in range(PROMPTS)]
 
 
-def prepare_workspace(recipe: Recipe, ws: Workspace) -> None:
+def prepare_workspace(recipe: Recipe, ws: Workspace, *, dataset: bool = True) -> None:
     """What `repro setup` and `build-engine` leave, with the tiny model: dataset, model and checkpoint tokenizer."""
     from repro.engine.quantize import paths_for
     from repro.setup.dataset import save_prepared
 
     ws.ensure()
-    rng = np.random.default_rng(3)
-    ps = [rng.integers(3, VOCAB, size=int(rng.integers(4, 30))).tolist() for _ in range(PROMPTS)]
-    save_prepared(ws.preprocessed / recipe.dataset.name, "rehearsal", ps, [OUT_LEN] * len(ps), [""] * len(ps))
-    write_tokenizer(ws.models / recipe.model.repo_id.split("/")[-1])
+    if dataset:
+        ps = tiny_prompts()
+        save_prepared(ws.preprocessed / recipe.dataset.name, "rehearsal", ps, [OUT_LEN] * len(ps), [""] * len(ps))
+        write_tokenizer(ws.models / recipe.model.repo_id.split("/")[-1])
     write_tokenizer(ws.root / paths_for(recipe).checkpoint_dir.relative_to("/workspace"))
 
 
@@ -392,10 +388,15 @@ def _build(r: Rehearsal) -> None:
 
 
 def _setup(r: Rehearsal) -> None:
+    from repro.rehearse.setup_step import gated_setup
     from repro.run.servers import ServerOptions, plan_servers
 
-    r.say("setup: the tiny model and dataset in the rehearsal's workspace")
-    prepare_workspace(r.recipe, r.ws)
+    r.say(f"setup: repro setup against a local gated hub ({r.recipe.model.repo_id} @ {r.recipe.model.revision[:12]})")
+    setup = gated_setup(r.recipe, r.ws, tiny_prompts(), OUT_LEN, VOCAB)
+    setup["gate_as_hub"] = [a["http"] for a in setup["attempts"]] == [401, 403, 200] and setup["status"] == "done"
+    r.result.setup = setup
+    r.say("setup [stand-in hub]: " + "; ".join(f"{a['attempt']}: HTTP {a['http']}" for a in setup["attempts"]))
+    prepare_workspace(r.recipe, r.ws, dataset=False)
     r.servers = ServerOptions(
         image=r.result.image,
         gpus=False,

@@ -74,6 +74,12 @@ class ModelPlan:
 def _hub_error(exc: BaseException, repo_id: str, revision: str) -> ReproError | None:
     from huggingface_hub.errors import GatedRepoError, HfHubHTTPError, RepositoryNotFoundError, RevisionNotFoundError
 
+    if isinstance(exc, GatedRepoError) and exc.response is not None and exc.response.status_code == 401:
+        return ReproError(
+            f"{repo_id} is gated and no Hugging Face token was sent: request access at {model_page(repo_id)} "
+            "with your account, then log in here.",
+            "`hf auth login` (or set HF_TOKEN), then `repro setup`",
+        )
     if isinstance(exc, GatedRepoError):
         return ReproError(
             f"{repo_id} is gated and this Hugging Face account has no access yet: request access at "

@@ -19,6 +19,11 @@ def rehearsal_result(result: Any) -> Group:
         checks = ", ".join(f"{k} {v}" for k, v in doc["gpu_checks"].items())
         style = "green" if doc["gpus_as_recipe"] else "red"
         lines.append(Text(f"doctor [{doc['label']}]: {seen}; {checks}", style=style))
+    if result.setup:
+        su = result.setup
+        gate = "; ".join(f"{a['attempt']}: HTTP {a['http']}" for a in su["attempts"])
+        style = "green" if su["gate_as_hub"] else "red"
+        lines.append(Text(f"setup [{su['label']}] {su['repo_id']} @ {su['revision'][:12]}: {gate}", style=style))
     if result.device_requests:
         asks = "; ".join(
             f"{s['server']}: GPUs {','.join(d['DeviceIDs'])}"
