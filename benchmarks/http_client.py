@@ -33,7 +33,8 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 from standin_util import LocalStandin, prompts, write_tokenizer  # noqa: E402
 
 from repro.run.backends.base import Request  # noqa: E402
-from repro.run.backends.trtllm import TrtllmBackend, build_payload  # noqa: E402
+from repro.run.backends.http_client import build_payload  # noqa: E402
+from repro.run.backends.trtllm import TrtllmBackend  # noqa: E402
 from repro.run.tokens import load_tokenizer  # noqa: E402
 
 SERVER_GOAL = 3 * 46_016.49

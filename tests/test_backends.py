@@ -26,8 +26,9 @@ from repro.core.recipes import get_recipe
 from repro.core.workspace import Workspace
 from repro.results.logs import parse_run
 from repro.run.backends.base import Request
+from repro.run.backends.http_client import BackendError, build_payload
 from repro.run.backends.sim import SimBackend
-from repro.run.backends.trtllm import BackendError, TrtllmBackend, build_payload, endpoints_for
+from repro.run.backends.trtllm import TrtllmBackend, endpoints_for
 from repro.run.harness import run_benchmark
 from repro.run.options import RunOptions
 from repro.run.tokens import load_tokenizer
@@ -269,7 +270,7 @@ def test_too_many_open_files_is_named(tokenizer_dir, tmp_path: Path) -> None:
         textwrap.dedent(f"""
         import resource, socket, sys
         sys.path[:0] = {[str(Path(__file__).resolve().parents[1])]!r}
-        from repro.run.backends.trtllm import BackendError, connect_error
+        from repro.run.backends.http_client import BackendError, connect_error
         resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))
         held = []
         try:

@@ -27,13 +27,8 @@ import pytest
 from standin_util import write_tokenizer
 
 from repro.run.backends.base import Request
-from repro.run.backends.trtllm import (
-    FORM_OPENAI_IDS,
-    FORM_OPENAI_TEXT,
-    FORM_TRTLLM,
-    BackendError,
-    TrtllmBackend,
-)
+from repro.run.backends.http_client import FORM_OPENAI_IDS, FORM_OPENAI_TEXT, FORM_TRTLLM, BackendError
+from repro.run.backends.trtllm import TrtllmBackend
 from repro.run.tokens import load_tokenizer
 
 PINNED = "/models/tiny-llama-chat"

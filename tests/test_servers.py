@@ -30,7 +30,7 @@ from repro.core.recipes import get_recipe
 from repro.core.workspace import Workspace
 from repro.engine.container import ImageSpec, build_image, image_spec_for, managed_containers
 from repro.engine.quantize import paths_for
-from repro.run.backends.trtllm import BackendError
+from repro.run.backends.http_client import BackendError
 from repro.run.harness import run_benchmark
 from repro.run.options import RunOptions
 from repro.run.servers import ServerDied, ServerOptions

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from thirdparty_server import ThirdPartyServer, thirdparty_server_fixture  # noqa: F401  (the fixture)
 
-from repro.run.backends.trtllm import build_payload, text_of, token_ids_of
+from repro.run.backends.http_client import build_payload, text_of, token_ids_of
 
 pytestmark = pytest.mark.slow
 REPRO = [sys.executable, "-c", "from repro.cli import main; main()"]

@@ -24,7 +24,7 @@ from trtllm_contract import (
 
 from repro.core.recipes import all_recipes, get_recipe
 from repro.engine import quantize as q
-from repro.run.backends.trtllm import build_payload
+from repro.run.backends.http_client import build_payload
 
 ROOT = Path(__file__).resolve().parents[1]
 TRT_RECIPES = [r.name for r in all_recipes() if r.trtllm is not None]

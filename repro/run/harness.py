@@ -508,7 +508,7 @@ def _open_files_for(be: Backend, scenario: str) -> dict[str, int]:
 
 def _start_backend(be: Backend, sut: LoadGenSUT, fleet: ServerFleet | None) -> None:
     """Start the backend (HTTP: wait until every server is ready); a readiness failure shows the servers' log tails."""
-    from repro.run.backends.trtllm import BackendError
+    from repro.run.backends.http_client import BackendError
 
     try:
         be.start(sut)

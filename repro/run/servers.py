@@ -50,7 +50,7 @@ class ServerOptions:
     keep: bool = False
     ready_timeout_s: float | None = None
     stall_timeout_s: float | None = None
-    """No byte from a server for this long ends the run (None: repro.run.backends.trtllm.STALL_TIMEOUT_S)."""
+    """No byte from a server for this long ends the run (None: repro.run.backends.http_client.STALL_TIMEOUT_S)."""
     base_port: int | None = None
     name_prefix: str = "repro-serve"
     listen: str = "127.0.0.1"  # the OpenAI endpoints have no authentication: this VM only unless asked
