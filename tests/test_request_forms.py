@@ -10,7 +10,8 @@ on this machine, recorded in tests/test_thirdparty_server.py's fixture:
 - completions answer `choices[0].text` and `usage` (no token ids); streamed, `data:` events, usage in the last one.
 `token_prompts=True` turns it into a server that accepts the OpenAI token-array prompt (vLLM does); `models_ok=True`
 into one whose /v1/models lists the pinned model; `usage_extra=k` into one whose usage counts k more tokens than its
-text holds (as `transformers serve`'s usage, which counts ids the text does not round-trip to).
+text holds (as `transformers serve`'s usage, which counts ids the text does not round-trip to); `text_extra=k` into
+one whose text holds k more words than its usage counts.
 """
 
 from __future__ import annotations
@@ -146,7 +147,7 @@ class StrictServe(BaseHTTPRequestHandler):
             self._detail(400, f"Server is pinned to '{PINNED}'; requested '{body['model']}'.")
             return
         n = max(1, min(int(body.get("max_tokens") or 16), 5))
-        pieces = [f"w{10 + k}" for k in range(n)]
+        pieces = [f"w{10 + k}" for k in range(n + srv.text_extra)]
         made = n + srv.usage_extra
         usage = {"completion_tokens": made, "prompt_tokens": 3, "total_tokens": made + 3}
         base = {"id": "x", "created": 1795443340, "model": f"{PINNED}@main", "object": "text_completion"}
@@ -168,11 +169,13 @@ class StrictServe(BaseHTTPRequestHandler):
         self.wfile.flush()
 
 
-def _start(token_prompts: bool = False, models_ok: bool = False, usage_extra: int = 0) -> ThreadingHTTPServer:
+def _start(
+    token_prompts: bool = False, models_ok: bool = False, usage_extra: int = 0, text_extra: int = 0
+) -> ThreadingHTTPServer:
     srv = ThreadingHTTPServer(("127.0.0.1", 0), StrictServe)
     srv.daemon_threads = True
     srv.lock, srv.requests, srv.token_prompts, srv.models_ok = threading.Lock(), [], token_prompts, models_ok
-    srv.usage_extra = usage_extra
+    srv.usage_extra, srv.text_extra = usage_extra, text_extra
     threading.Thread(target=srv.serve_forever, daemon=True).start()
     return srv
 
@@ -316,6 +319,28 @@ def test_count_for_a_text_answer_is_the_ids_logged(strict, tokenizer, stream: bo
     assert count["source"] == "re-tokenized text" and count["tokens"] == 20
     assert count["other_source"] == "server usage.completion_tokens" and count["other_tokens"] == 24
     assert count["samples_that_differ"] == 4 and count["other_differs_pct"] == 20.0
+
+
+@pytest.mark.parametrize(("usage_extra", "text_extra"), [(0, 4), (4, 4)], ids=["text-only-long", "usage-too"])
+def test_text_past_max_tokens_is_cut_and_only_the_servers_count_says_it_lied(
+    tokenizer, usage_extra: int, text_extra: int
+) -> None:
+    """9 words for max_tokens 8: ids logged and counted are cut at 8 alike; it is the server ignoring max_tokens only
+    when its usage says so too (9), not when its usage keeps within it (5) and only the re-tokenized text runs over."""
+    srv = _start(usage_extra=usage_extra, text_extra=text_extra)
+    try:
+        be = TrtllmBackend([_url(srv)], model=PINNED, tokenizer=tokenizer, health_timeout_s=20)
+        sink = _drive(be, 2)
+    finally:
+        srv.shutdown()
+        srv.server_close()
+    assert all(a.tolist() == list(range(10, 18)) for a in sink.done.values()) and sink.counts == {0: 8, 1: 8}
+    st = be.stats()["tokens"]
+    lied = usage_extra > 0
+    clipped = (st["clipped_samples"], st["clipped_tokens"], st["retokenized_clipped"])
+    assert clipped == ((2, 2, 0) if lied else (0, 0, 2))
+    warned = " ".join(be.stats()["warnings"])
+    assert ("ignores max_tokens" in warned) is lied and ("re-tokenized to more ids" in warned) is not lied
 
 
 def test_token_array_server_gets_token_ids(tokenizer) -> None:
