@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from helpers import write_prepared
 from standin_util import VOCAB, LocalStandin, write_tokenizer
 
 from repro.core.errors import InputError
@@ -32,7 +33,6 @@ from repro.run.backends.trtllm import TrtllmBackend, endpoints_for
 from repro.run.harness import run_benchmark
 from repro.run.options import RunOptions
 from repro.run.tokens import load_tokenizer
-from repro.setup.dataset import save_prepared
 
 
 def reply_ids(prompt: list[int], max_tokens: int) -> list[int]:
@@ -352,9 +352,8 @@ def test_endpoints_from_recipe_and_env(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def _dataset(ws: Workspace, recipe: str, n: int) -> None:
     """A prepared dataset plus the model's tokenizer where `repro setup` leaves it (models/<repo name>/)."""
-    rng = np.random.default_rng(3)
-    prompts = [rng.integers(3, 1000, size=int(rng.integers(4, 30))).tolist() for _ in range(n)]
-    save_prepared(ws.preprocessed / get_recipe(recipe).dataset.name, "x", prompts, [50] * n, ["r"] * n)
+    folder = ws.preprocessed / get_recipe(recipe).dataset.name
+    write_prepared(folder, n, name="x", seed=3, prompt_len=(4, 30), vocab=1000, out_len=50, outputs="r", source="")
     write_tokenizer(ws.models / get_recipe(recipe).model.repo_id.split("/")[-1])
 
 

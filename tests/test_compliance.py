@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import write_prepared
 from typer.testing import CliRunner
 
 from repro.cli import app
@@ -35,24 +36,14 @@ from repro.results.logs import find_runs
 from repro.results.verify import verify_dir
 from repro.run.harness import run_benchmark
 from repro.run.options import RunOptions
-from repro.setup.dataset import save_prepared
 
 RECIPE = "nd-h100-v5"
 GB200 = "azure-nd-gb200-v6-v5.1"
 
 
 def _prepare(ws: Workspace, n: int = 64) -> None:
-    rng = np.random.default_rng(6)
-    prompts = [rng.integers(3, 32000, size=int(rng.integers(8, 48))).tolist() for _ in range(n)]
-    olens = rng.integers(5, 60, size=n).tolist()
-    save_prepared(
-        ws.preprocessed / get_recipe(RECIPE).dataset.name,
-        "mlperf-openorca",
-        prompts,
-        olens,
-        [f"reference {i}" for i in range(n)],
-        source="test",
-    )
+    folder = ws.preprocessed / get_recipe(RECIPE).dataset.name
+    write_prepared(folder, n, name="mlperf-openorca", seed=6, prompt_len=(8, 48), out_len=(5, 60))
 
 
 @pytest.fixture(scope="module")

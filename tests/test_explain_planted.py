@@ -13,14 +13,13 @@ import subprocess
 import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
 import yaml
+from helpers import CLI, write_prepared
 
 from repro.core.recipes import get_recipe
 from repro.core.workspace import Workspace
 from repro.report.explain import explain
-from repro.setup.dataset import save_prepared
 
 RECIPE = "nd-h100-v5"
 RATE = 6_000.0
@@ -30,15 +29,11 @@ SAMPLES = 160
 @pytest.fixture
 def ws() -> Workspace:
     ws = Workspace.open().ensure()
-    rng = np.random.default_rng(7)
-    prompts = [rng.integers(3, 32000, size=int(rng.integers(100, 900))).tolist() for _ in range(SAMPLES)]
-    olens = rng.integers(150, 450, size=SAMPLES).tolist()
     folder = ws.preprocessed / get_recipe(RECIPE).dataset.name
-    save_prepared(folder, "mlperf-openorca", prompts, olens, [f"r{i}" for i in range(SAMPLES)], source="test")
+    write_prepared(
+        folder, SAMPLES, name="mlperf-openorca", seed=7, prompt_len=(100, 900), out_len=(150, 450), outputs="r{i}"
+    )
     return ws
-
-
-CLI = [sys.executable, "-c", "from repro.cli import main; main()"]
 
 
 def _run(ws: Workspace, recipe: str = RECIPE, rate: float = RATE, *extra: str) -> Path:
@@ -98,7 +93,7 @@ def test_a_lower_batch_is_the_top_cause(tmp_path: Path) -> None:
     ws = Workspace.open(tmp_path / "home").ensure()
     recipe = get_recipe(RECIPE)
     ps = prompts(64)
-    save_prepared(ws.preprocessed / recipe.dataset.name, "x", ps, [40] * len(ps), [f"r{i}" for i in range(64)])
+    write_prepared(ws.preprocessed / recipe.dataset.name, name="x", prompts=ps, out_len=40, outputs="r{i}", source="")
     tok = write_tokenizer(ws.models / recipe.model.repo_id.split("/")[-1])
     doc = yaml.safe_load((Path(__file__).resolve().parents[1] / "recipes" / f"{RECIPE}.yaml").read_text())
     doc["trtllm"]["gpu_batch_size"] = 4

@@ -17,15 +17,13 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
 import pytest
+from helpers import CLI, run_in_pty, write_prepared
 
 from repro.core.recipes import get_recipe
 from repro.core.workspace import Workspace
 from repro.run.progress import RunProgress, Snapshot, choose_mode, fmt_duration
-from repro.setup.dataset import save_prepared
 
-CLI = [sys.executable, "-c", "from repro.cli import main; main()"]
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -63,10 +61,8 @@ def repro(
 
 def _sim_dataset(recipe: str) -> None:
     w = Workspace.open(None).ensure()
-    rng = np.random.default_rng(7)
-    prompts = [rng.integers(3, 32000, size=int(rng.integers(20, 200))).tolist() for _ in range(64)]
     name = get_recipe(recipe).dataset.name
-    save_prepared(w.preprocessed / name, name, prompts, rng.integers(10, 400, size=64).tolist(), source="test")
+    write_prepared(w.preprocessed / name, name=name, seed=7, prompt_len=(20, 200), out_len=(10, 400), outputs=None)
 
 
 # --- help and completion -----------------------------------------------------------------------
@@ -241,30 +237,7 @@ def test_slurm_dry_run_script_can_be_copied_from_a_pipe():
 
 
 def test_recipes_list_keeps_the_vm_size_whole_in_an_80_column_terminal():
-    import pty
-
-    master, slave = pty.openpty()
-    proc = subprocess.Popen(
-        [*CLI, "recipes", "list"],
-        stdin=slave,
-        stdout=slave,
-        stderr=slave,
-        env={**os.environ, "COLUMNS": "80", "TERM": "xterm"},
-        close_fds=True,
-    )
-    os.close(slave)
-    out = b""
-    while True:
-        try:
-            chunk = os.read(master, 65536)
-        except OSError:
-            break
-        if not chunk:
-            break
-        out += chunk
-    proc.wait(timeout=60)
-    os.close(master)
-    text = re.sub(r"\x1b\[[0-9;?]*[a-zA-Z]", "", out.decode(errors="replace"))
+    text = run_in_pty([*CLI, "recipes", "list"], {**os.environ, "COLUMNS": "80", "TERM": "xterm"})
     assert max(len(ln) for ln in text.splitlines()) <= 80
     for size in ("Standard_ND128isr_NDR_GB200_v6", "Standard_ND128isr_GB300_v6", "Standard_ND96isr_H100_v5"):
         assert size in text, text

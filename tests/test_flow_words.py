@@ -5,8 +5,8 @@ from __future__ import annotations
 import os
 import socket
 import subprocess
-import sys
 
+from helpers import CLI
 from typer.testing import CliRunner
 
 from repro.cli import app
@@ -17,7 +17,6 @@ from repro.flow.doctor import check_hf, check_server_ports
 from repro.run.servers import ServerOptions, plan_servers
 
 runner = CliRunner()
-CLI = [sys.executable, "-c", "from repro.cli import main; main()"]
 
 
 # --- item 14: servers listen on this VM only unless asked; doctor sees a port open to the network -----------------

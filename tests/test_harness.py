@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import write_prepared
 from typer.testing import CliRunner
 
 from repro.cli import app
@@ -28,12 +29,7 @@ RECIPE = "nd-h100-v5"
 
 
 def _prepare(ws: Workspace, n: int = 96, seed: int = 0) -> Path:
-    rng = np.random.default_rng(seed)
-    prompts = [rng.integers(3, 32000, size=int(rng.integers(8, 64))).tolist() for _ in range(n)]
-    olens = rng.integers(20, 400, size=n).tolist()
-    folder = ws.preprocessed / get_recipe(RECIPE).dataset.name
-    save_prepared(folder, "mlperf-openorca", prompts, olens, [f"reference {i}" for i in range(n)], source="test")
-    return folder
+    return write_prepared(ws.preprocessed / get_recipe(RECIPE).dataset.name, n, name="mlperf-openorca", seed=seed)
 
 
 @pytest.fixture
@@ -299,7 +295,9 @@ def test_endpoint_accuracy_run_logs_real_token_ids(ws: Workspace, tmp_path: Path
     recipe = get_recipe("nd-gb300-v6")
     tok = write_tokenizer(ws.models / recipe.model.repo_id.split("/")[-1])
     ps = prompts(12)
-    save_prepared(ws.preprocessed / recipe.dataset.name, "x", ps, [10] * len(ps), [f"w{p[0]} w{p[1]}" for p in ps])
+    write_prepared(
+        ws.preprocessed / recipe.dataset.name, name="x", prompts=ps, out_len=10, outputs="w{p[0]} w{p[1]}", source=""
+    )
     with LocalStandin(tok) as srv:
         srv.wait_bound()
         res = CliRunner().invoke(

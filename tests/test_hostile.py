@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import resource
 import shutil
 import signal
 import stat
@@ -18,58 +17,23 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
 import pytest
-from conftest import REPO
+from conftest import REPO, slurm_up
+from helpers import CLI, one_line_error, write_prepared
+from helpers import cli_process as cli
 
 RECIPE = "nd-gb300-v6"
-CLI = [sys.executable, "-c", "from repro.cli import main; main()"]
-
-
-def _memory_cap() -> None:
-    """4 GB of address space: a CLI that reads /dev/zero whole fails fast instead of exhausting a shared machine."""
-    resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))
-
-
-def cli(*args: str, env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run(
-        [*CLI, *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        preexec_fn=_memory_cap,
-        env={**os.environ, "COLUMNS": "200", **(env or {})},
-    )
-    assert "Traceback" not in proc.stderr + proc.stdout, proc.stderr[-3000:]
-    return proc
-
-
-def one_line_error(proc: subprocess.CompletedProcess[str], code: int = 2) -> str:
-    assert proc.returncode == code, (proc.returncode, proc.stdout[-2000:], proc.stderr[-2000:])
-    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
-    assert lines and lines[0].startswith("error:"), proc.stderr
-    return proc.stderr
-
-
-def _slurm_up() -> bool:
-    if shutil.which("sinfo") is None:
-        return False
-    out = subprocess.run(["sinfo", "-h", "-o", "%T"], capture_output=True, text=True, timeout=10)
-    return out.returncode == 0 and any(s.rstrip("*") in ("idle", "mixed", "allocated") for s in out.stdout.split())
-
-
-slurm = pytest.mark.skipif(not _slurm_up(), reason="no local Slurm cluster (`sudo .ci/start-slurm.sh`)")
+slurm = pytest.mark.skipif(not slurm_up(), reason="no local Slurm cluster (`sudo .ci/start-slurm.sh`)")
 
 
 def _prepared(home: Path) -> None:
     """A small prepared dataset, which the sim backend replays."""
     from repro.core.recipes import get_recipe
-    from repro.setup.dataset import save_prepared
 
-    rng = np.random.default_rng(7)
-    prompts = [rng.integers(3, 32000, size=int(rng.integers(20, 120))).tolist() for _ in range(32)]
     name = get_recipe(RECIPE).dataset.name
-    save_prepared(home / "preprocessed" / name, name, prompts, rng.integers(10, 200, size=32).tolist(), source="test")
+    write_prepared(
+        home / "preprocessed" / name, 32, name=name, seed=7, prompt_len=(20, 120), out_len=(10, 200), outputs=None
+    )
 
 
 def _wait_job(job: str, timeout: float = 120) -> None:

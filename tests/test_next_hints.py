@@ -4,9 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import pty
-import re
-import select
 import shlex
 import shutil
 import signal
@@ -16,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers import CLI, run_in_pty
 from typer.testing import CliRunner
 
 from repro.cli import app
@@ -25,7 +23,6 @@ from repro.core.recipes import get_recipe
 from repro.core.workspace import Workspace
 
 runner = CliRunner()
-CLI = [sys.executable, "-c", "from repro.cli import main; main()"]
 
 
 def _next_lines(text: str) -> list[str]:
@@ -197,36 +194,9 @@ def test_ctrl_c_of_a_server_run_hints_the_same_command_with_its_duration():
 
 def test_next_line_runs_past_the_edge_of_a_narrow_terminal_instead_of_wrapping(tmp_path):
     deep = tmp_path / ("a-long-folder-name-" * 4) / "workspace"
-    master, slave = pty.openpty()
-    import fcntl
-    import struct
-    import termios
-
-    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 40, 0, 0))
     env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
-    proc = subprocess.Popen(
-        [*CLI, "status", "--recipe", "demo", "--workspace", str(deep)],
-        stdin=slave,
-        stdout=slave,
-        stderr=slave,
-        env={**env, "TERM": "xterm"},
-    )
-    os.close(slave)
-    out = b""
-    while True:
-        ready, _, _ = select.select([master], [], [], 60)
-        if not ready:
-            break
-        try:
-            chunk = os.read(master, 65536)
-        except OSError:
-            break
-        if not chunk:
-            break
-        out += chunk
-    proc.wait(timeout=60)
-    os.close(master)
-    text = re.sub(r"\x1b\[[0-9;?]*[a-zA-Z]", "", out.decode()).replace("\r", "")
+    argv = [*CLI, "status", "--recipe", "demo", "--workspace", str(deep)]
+    text = run_in_pty(argv, {**env, "TERM": "xterm"}, size=(24, 40))
     expected = shlex.join(["repro", "setup", "--recipe", "demo", "--workspace", str(deep)])
     assert len(expected) > 40
     assert f"Next: {expected}\n" in text, text

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 from golden_util import check_golden, render
+from helpers import cli
 from typer.testing import CliRunner
 
-from repro.cli import app
 from repro.core.errors import InputError
 from repro.core.published import (
     INDEX_CSV,
@@ -32,10 +32,6 @@ from repro.ui.published import ComparisonView, PublishedList, PublishedShow
 
 runner = CliRunner()
 GB200 = "azure-nd-gb200-v6-v5.1"
-
-
-def _cli(*args: str):  # type: ignore[no-untyped-def]
-    return runner.invoke(app, list(args))
 
 
 def test_index_loads_with_counts_converted_and_figures_recomputed() -> None:
@@ -143,12 +139,12 @@ def test_published_list_gb200_offline_golden() -> None:
     assert [r.per_accelerator for r in rows] == sorted((r.per_accelerator for r in rows), reverse=True)
     assert {r.accelerator_model_name for r in rows} == {"NVIDIA GB200"} and {r.scenario for r in rows} == {"Offline"}
     check_golden("published_gb200_offline.txt", render(PublishedList(idx, rows, f, "per-accelerator"), width=160))
-    res = _cli("published", "--accelerator", "GB200", "--scenario", "Offline")
+    res = cli("published", "--accelerator", "GB200", "--scenario", "Offline")
     assert res.exit_code == 0 and "5.1-0008" in res.output and "965182b03376" in res.output
 
 
 def test_published_filters_and_json() -> None:
-    res = _cli(
+    res = cli(
         "published",
         "--accelerator",
         "H100",
@@ -167,8 +163,8 @@ def test_published_filters_and_json() -> None:
     assert doc["index"]["rows"] == 664 and doc["index"]["sources"][0]["commit"].startswith("3c4a1cf1")
     assert {r["submitter"] for r in doc["results"]} == {"Cisco"} and doc["count"] == 4
     assert all(r["number_of_nodes"] >= 2 for r in doc["results"])
-    assert _cli("published", "--submitter", "azure", "--json").stdout.count('"submitter": "Azure"') == 4
-    bad = _cli("published", "--scenario", "Batch")
+    assert cli("published", "--submitter", "azure", "--json").stdout.count('"submitter": "Azure"') == 4
+    bad = cli("published", "--scenario", "Batch")
     assert bad.exit_code == 2 and "unknown scenario 'Batch'" in bad.output
 
 
@@ -177,11 +173,11 @@ def test_published_show_golden() -> None:
     check_golden(
         "published_show_5.1-0008.txt", render(PublishedShow(idx, "5.1-0008", idx.resolve("5.1-0008")), width=140)
     )
-    res = _cli("published", "show", "v4.0/closed/Azure/NC_H100_v5_TRT/99.9/Server", "--json")
+    res = cli("published", "show", "v4.0/closed/Azure/NC_H100_v5_TRT/99.9/Server", "--json")
     doc = json.loads(res.stdout)
     assert res.exit_code == 0 and doc["results"][0]["tokens_per_second"] == 3458.96
     assert doc["results"][0]["source_path"].startswith("closed/Azure/results/NC_H100_v5_TRT/llama2-70b-99.9/Server/")
-    assert _cli("published", "show", "6.0-9999").exit_code == 2
+    assert cli("published", "show", "6.0-9999").exit_code == 2
 
 
 def _perf_runs(fixtures: Path) -> list:  # type: ignore[type-arg]
@@ -254,18 +250,18 @@ def test_published_bundle_moved_elsewhere_still_matches(fixtures: Path, tmp_path
 
 
 def test_cli_verify_recognises_gb200_without_recipe(fixtures: Path) -> None:
-    res = _cli("verify", str(fixtures / GB200), "--json")
+    res = cli("verify", str(fixtures / GB200), "--json")
     assert res.exit_code == 0, res.output
     doc = json.loads(res.stdout)
     rec = doc["published_record"]
     assert doc["status"] == "PASS" and rec["result_id"] == "5.1-0008" and rec["exact"]
     assert doc["tokens_per_s_per_gpu"] == 13015.4 and doc["reference"] == "recipe nd-gb200-v6"
-    text = _cli("verify", str(fixtures / GB200)).output
+    text = cli("verify", str(fixtures / GB200)).output
     assert "this is the published log of 5.1-0008/99/Offline" in text
 
 
 def test_cli_verify_bundle_without_recipe_uses_its_record(fixtures: Path) -> None:
-    res = _cli("verify", str(fixtures / "v5.1_NVIDIA_B200-SXM-180GBx8_TRT_llama2-70b-99_Interactive"), "--json")
+    res = cli("verify", str(fixtures / "v5.1_NVIDIA_B200-SXM-180GBx8_TRT_llama2-70b-99_Interactive"), "--json")
     assert res.exit_code == 0, res.output
     doc = json.loads(res.stdout)
     assert doc["status"] == "PASS" and doc["scenario"] == "Interactive" and doc["recipe"] is None
@@ -286,7 +282,7 @@ def test_against_offline_ranks_among_several(fixtures: Path) -> None:
 
 def test_against_server_and_interactive(fixtures: Path) -> None:
     server = fixtures / "nvidia-dgx-h100-v4.1" / "llama2-70b-99.9" / "Server"
-    res = _cli(
+    res = cli(
         "verify",
         str(server),
         "--against",
@@ -304,9 +300,9 @@ def test_against_server_and_interactive(fixtures: Path) -> None:
     }
     assert doc["rank"] == {"position": 2, "of": 3}
     inter = fixtures / "v5.1_NVIDIA_B200-SXM-180GBx8_TRT_llama2-70b-99_Interactive"
-    ok = _cli("verify", str(inter), "--against", "5.1-0069")
+    ok = cli("verify", str(inter), "--against", "5.1-0069")
     assert ok.exit_code == 0 and "5.1-0069/99/Interactive" in ok.output and "+0.0%" in ok.output
-    refused = _cli("verify", str(inter), "--against", "5.1-0008", "--json")
+    refused = cli("verify", str(inter), "--against", "5.1-0008", "--json")
     rdoc = json.loads(refused.stdout)
     assert refused.exit_code == 2 and rdoc["status"] == "REFUSED"
     assert "5.1-0008/99/Offline is a Offline result; this run is Interactive" in rdoc["against"][0]["refused"]

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from golden_util import render
+from helpers import copy_bundle, edit
 from typer.testing import CliRunner
 
 from repro.cli import app
@@ -36,17 +37,6 @@ GB200 = "azure-nd-gb200-v6-v5.1"
 DGX = "nvidia-dgx-h100-v4.1"
 
 
-def _copy(fixtures: Path, rel: str, dst: Path) -> Path:
-    shutil.copytree(fixtures / rel, dst)
-    return dst
-
-
-def _edit(path: Path, old: str, new: str) -> None:
-    text = path.read_text()
-    assert old in text, f"{old!r} not in {path}"
-    path.write_text(text.replace(old, new, 1))
-
-
 def _verify(*args: str) -> tuple[int, dict]:  # type: ignore[type-arg]
     res = runner.invoke(app, ["verify", *args, "--json"])
     return res.exit_code, json.loads(res.stdout)
@@ -56,8 +46,8 @@ def _verify(*args: str) -> tuple[int, dict]:  # type: ignore[type-arg]
 
 
 def test_failed_accuracy_fails_without_a_recipe(fixtures: Path, tmp_path: Path) -> None:
-    bundle = _copy(fixtures, CISCO32, tmp_path / "b")
-    _edit(bundle / "accuracy/accuracy.txt", "'rouge1': 44.5291", "'rouge1': 43.0")
+    bundle = copy_bundle(fixtures, CISCO32, tmp_path / "b")
+    edit(bundle / "accuracy/accuracy.txt", "'rouge1': 44.5291", "'rouge1': 43.0")
     code, doc = _verify(str(bundle))
     assert doc["recipe"] is None and doc["reference"] == "published record 5.1-0016/99/Offline"
     assert code == 1 and doc["status"] == "FAIL" and doc["accuracy_verdict"] == "FAIL"
@@ -79,8 +69,8 @@ def test_open_result_is_judged_by_its_own_accuracy_and_named(fixtures: Path, tmp
     assert checks["accuracy rouge1 (open)"]["ok"] is True
     assert doc["notes"][0].startswith("open division: MLPerf sets no accuracy target there")
     assert "Verdict: PASS (open division)" in runner.invoke(app, ["verify", str(fixtures / OPEN_H200)]).output
-    worse = _copy(fixtures, OPEN_H200, tmp_path / "b")
-    _edit(worse / "accuracy/accuracy.txt", "'rouge1': 42.9783", "'rouge1': 40.0")
+    worse = copy_bundle(fixtures, OPEN_H200, tmp_path / "b")
+    edit(worse / "accuracy/accuracy.txt", "'rouge1': 42.9783", "'rouge1': 40.0")
     code, doc = _verify(str(worse))
     assert code == 1 and doc["status"] == "FAIL"
     assert any(
@@ -89,7 +79,7 @@ def test_open_result_is_judged_by_its_own_accuracy_and_named(fixtures: Path, tmp
 
 
 def test_an_open_result_is_never_a_reproduction_of_a_closed_recipe(fixtures: Path, tmp_path: Path) -> None:
-    bundle = _copy(fixtures, OPEN_4090, tmp_path / "b")
+    bundle = copy_bundle(fixtures, OPEN_4090, tmp_path / "b")
     system = bundle / "systems" / "GO_2xRTX4090-reference-cpu-pytorch-v2.2.1-default_config.json"
     doc = json.loads(system.read_text())
     doc.update(accelerator_model_name="NVIDIA H100-SXM-80GB", accelerators_per_node="8")
@@ -121,9 +111,7 @@ def test_power_submission_is_its_run_1(fixtures: Path) -> None:
 def _dgx_tree(fixtures: Path, root: Path, submitter: str, tokens: str) -> Path:
     run = root / "closed" / submitter / "results" / "DGX-H100_H100-SXM-80GBx8_TRT" / "llama2-70b-99.9" / "Offline"
     shutil.copytree(fixtures / DGX / "llama2-70b-99.9/Offline/performance", run / "performance")
-    _edit(
-        run / "performance/run_1/mlperf_log_summary.txt", "Tokens per second: 24524.9", f"Tokens per second: {tokens}"
-    )
+    edit(run / "performance/run_1/mlperf_log_summary.txt", "Tokens per second: 24524.9", f"Tokens per second: {tokens}")
     (root / "closed" / submitter / "systems").mkdir(parents=True)
     system = {
         "submitter": submitter,
@@ -178,14 +166,14 @@ def test_truncated_or_empty_published_test06_cannot_be_rechecked(fixtures: Path,
         "cannot be re-checked: accuracy/mlperf_log_accuracy.json is cut short (8,199 bytes"
     )
     assert doc["test06"] == "cannot be re-checked" and code == 0 and doc["status"] == "PASS"
-    empty = _copy(fixtures, INT64, tmp_path / "b")
+    empty = copy_bundle(fixtures, INT64, tmp_path / "b")
     (empty / "TEST06/accuracy/mlperf_log_accuracy.json").write_text("[]\n")
     result = read_test06(empty / "TEST06", "Offline")
     assert result.state == "cannot be re-checked" and not result.passed and "holds no samples" in result.detail
     code, doc = _verify(str(empty))
     assert doc["test06"] == "cannot be re-checked" and doc["status"] == "PASS"
     # a verify text that says it failed is a failure, log or no log
-    _edit(empty / "TEST06/verify_accuracy.txt", "TEST06 verification complete", "TEST06 verification failed")
+    edit(empty / "TEST06/verify_accuracy.txt", "TEST06 verification complete", "TEST06 verification failed")
     assert read_test06(empty / "TEST06", "Offline").state == "failed"
     assert _verify(str(empty))[1]["status"] == "FAIL"
 
@@ -242,7 +230,7 @@ def test_without_system_json_the_folder_name_is_evidence(fixtures: Path, tmp_pat
     src = fixtures / "v5.1_NVIDIA_B200-SXM-180GBx8_TRT_llama2-70b-99_Interactive"
     run = tmp_path / "results" / "B200-SXM-180GBx8_TRT" / "llama2-70b-99" / "Offline"
     shutil.copytree(fixtures / GB200 / "llama2-70b-99/Offline", run)
-    _edit(run / "performance/run_1/mlperf_log_summary.txt", "Tokens per second: 52061.6", "Tokens per second: 52061.7")
+    edit(run / "performance/run_1/mlperf_log_summary.txt", "Tokens per second: 52061.6", "Tokens per second: 52061.7")
     assert src.is_dir()
     v = verify_dir(run, recipe="nd-gb200-v6")
     assert v.gpus == 8 and v.gpus_source == "folder B200-SXM-180GBx8_TRT"
@@ -254,7 +242,7 @@ def test_without_system_json_the_folder_name_is_evidence(fixtures: Path, tmp_pat
 def test_an_accelerator_nothing_states_is_unknown_and_never_a_reproduction(fixtures: Path, tmp_path: Path) -> None:
     run = tmp_path / "run"
     shutil.copytree(fixtures / GB200 / "llama2-70b-99/Offline/performance/run_1", run)
-    _edit(run / "mlperf_log_summary.txt", "Tokens per second: 52061.6", "Tokens per second: 52061.7")
+    edit(run / "mlperf_log_summary.txt", "Tokens per second: 52061.6", "Tokens per second: 52061.7")
     v = verify_dir(run, recipe="nd-gb200-v6")
     assert v.status == "NOT A REPRODUCTION" and v.hardware is not None and v.hardware.same is None
     assert v.reasons[0].startswith("accelerator unknown: nothing states the run's accelerator")

@@ -25,12 +25,11 @@ from typing import Any
 
 import numpy as np
 import pytest
-from standin_util import write_tokenizer
+from helpers import word_tokenizer
 
 from repro.run.backends.base import Request
 from repro.run.backends.http_client import FORM_OPENAI_IDS, FORM_OPENAI_TEXT, FORM_TRTLLM, BackendError
 from repro.run.backends.trtllm import TrtllmBackend
-from repro.run.tokens import load_tokenizer
 
 PINNED = "/models/tiny-llama-chat"
 CHAT_FIELDS = {
@@ -191,7 +190,7 @@ def strict() -> Iterator[list[ThreadingHTTPServer]]:
 
 @pytest.fixture(scope="module")
 def tokenizer(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    return load_tokenizer([write_tokenizer(tmp_path_factory.mktemp("tok"))])
+    return word_tokenizer(tmp_path_factory.mktemp("tok"))
 
 
 def _url(srv: ThreadingHTTPServer) -> str:

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
+from helpers import write_prepared
 
 from repro.core.errors import InputError, RecipeError
 from repro.core.recipes import all_recipes, get_recipe, load_recipe_file
@@ -169,15 +170,11 @@ def test_an_unpaced_sim_run_is_paced_to_outlast_min_duration(name: str) -> None:
     from repro.results.logs import parse_run
     from repro.run.harness import run_benchmark
     from repro.run.options import RunHooks, RunOptions
-    from repro.setup.dataset import save_prepared
 
     recipe = get_recipe(name)
     ws = Workspace.open().ensure()
-    rng = np.random.default_rng(3)
-    prompts = [rng.integers(3, 32000, size=int(rng.integers(8, 64))).tolist() for _ in range(64)]
     if not recipe.demo:
-        folder = ws.preprocessed / recipe.dataset.name
-        save_prepared(folder, recipe.dataset.name, prompts, rng.integers(20, 400, size=64).tolist(), source="test")
+        write_prepared(ws.preprocessed / recipe.dataset.name, name=recipe.dataset.name, seed=3, outputs=None)
     options = RunOptions.build(recipe, ws, backend="sim", duration_s=2, detect=False)
     outcome = run_benchmark(options, RunHooks(progress=False))
     run = parse_run(Path(outcome.details["log_dir"]))

@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import REPO
+from helpers import write_prepared
 from standin_util import STANDIN, prompts, write_tokenizer
 
 from repro.core.errors import InputError, StepFailed
@@ -34,7 +35,6 @@ from repro.run.backends.http_client import BackendError
 from repro.run.harness import run_benchmark
 from repro.run.options import RunOptions
 from repro.run.servers import ServerDied, ServerOptions
-from repro.setup.dataset import save_prepared
 
 pytestmark = pytest.mark.docker
 RECIPE = "nd-h100-v5"
@@ -79,7 +79,7 @@ def ws() -> Workspace:
     ws = Workspace.open().ensure()
     recipe = get_recipe(RECIPE)
     ps = prompts(16)
-    save_prepared(ws.preprocessed / recipe.dataset.name, "x", ps, [10] * len(ps), [f"r{i}" for i in range(len(ps))])
+    write_prepared(ws.preprocessed / recipe.dataset.name, name="x", prompts=ps, out_len=10, outputs="r{i}", source="")
     write_tokenizer(ws.models / recipe.model.repo_id.split("/")[-1])
     ckpt = ws.root / paths_for(recipe).checkpoint_dir.relative_to("/workspace")
     write_tokenizer(ckpt)

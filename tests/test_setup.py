@@ -11,11 +11,10 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers import cli
 from hubserver import HubServer, Repo
 from setup_helpers import MODEL_REPO, N_CALIB, N_SAMPLES, build_tokenizer_dir, model_files, write_parquet, write_recipe
-from typer.testing import CliRunner
 
-from repro.cli import app
 from repro.core.ledger import Ledger
 from repro.setup.download import RAW_FILE, RAW_REPO
 from repro.setup.preprocess import build_from_parquet
@@ -47,10 +46,6 @@ def hub(assets, monkeypatch, tmp_path):
     server.recipe = write_recipe(tmp_path, revision=model.commit, base_url=server.url)
     with server:
         yield server
-
-
-def cli(*args: str):
-    return CliRunner().invoke(app, list(args))
 
 
 def ledger(home: Path) -> Ledger:

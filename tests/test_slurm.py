@@ -12,9 +12,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from typer.testing import CliRunner
+from helpers import cli
 
-from repro.cli import app
 from repro.core.errors import InputError, StepFailed
 from repro.core.recipes import get_recipe
 from repro.core.workspace import Workspace
@@ -49,10 +48,6 @@ def ws(_isolated_home: Path) -> Workspace:
     return w
 
 
-def _cli(*args: str) -> object:
-    return CliRunner().invoke(app, list(args))
-
-
 def test_array_notation() -> None:
     assert _indices("3") == [3]
     assert _indices("0-5%2") == [0, 1, 2, 3, 4, 5]
@@ -61,7 +56,7 @@ def test_array_notation() -> None:
 
 
 def test_dry_run_prints_the_script_and_submits_nothing(ws: Workspace) -> None:
-    res = _cli(
+    res = cli(
         "run",
         "offline",
         "--launcher",
@@ -92,7 +87,7 @@ def test_dry_run_prints_the_script_and_submits_nothing(ws: Workspace) -> None:
     assert not (ws.root / "racks").exists()
     syntax = subprocess.run(["bash", "-n"], input=script, text=True, capture_output=True)
     assert syntax.returncode == 0, syntax.stderr
-    rich = _cli(
+    rich = cli(
         "run", "offline", "--launcher", "slurm", "--nodes", "2", "--recipe", RECIPE, "--backend", "sim", "--dry-run"
     )
     assert rich.exit_code == 0 and "#SBATCH --array=0-1" in rich.output and "dry run [simulated]" in rich.output
@@ -105,7 +100,7 @@ def test_rack_runs_repro_on_each_host_with_the_image_build_engine_builds(ws: Wor
     from repro.engine.plan import plan_build
 
     built = plan_build(get_recipe(RECIPE), ws).image.tag
-    res = _cli("run", "offline", "--launcher", "slurm", "--nodes", "2", "--recipe", RECIPE, "--dry-run", "--json")
+    res = cli("run", "offline", "--launcher", "slurm", "--nodes", "2", "--recipe", RECIPE, "--dry-run", "--json")
     assert res.exit_code == 0, res.output
     doc = json.loads(res.stdout)
     script = doc["script"]
@@ -118,7 +113,7 @@ def test_rack_runs_repro_on_each_host_with_the_image_build_engine_builds(ws: Wor
     lint = subprocess.run(["shellcheck", "-"], input=script, text=True, capture_output=True)
     assert lint.returncode == 0, lint.stdout
     assert not (ws.root / "racks").exists()
-    rich = _cli("run", "offline", "--launcher", "slurm", "--nodes", "2", "--recipe", RECIPE, "--dry-run")
+    rich = cli("run", "offline", "--launcher", "slurm", "--nodes", "2", "--recipe", RECIPE, "--dry-run")
     assert "docker save" in rich.output and "docker load" in rich.output
     assert rich.output.rstrip().splitlines()[-1].startswith("Next: repro run offline --launcher slurm")
 
@@ -145,7 +140,7 @@ def test_the_image_reaches_a_node_through_the_shared_rack_folder(ws: Workspace, 
 
 
 def test_bad_input_is_one_clear_line(ws: Workspace, tmp_path: Path) -> None:
-    res = _cli("run", "offline", "--launcher", "slurm", "--nodes", "2", "--recipe", RECIPE, "--image-registry", "-x")
+    res = cli("run", "offline", "--launcher", "slurm", "--nodes", "2", "--recipe", RECIPE, "--image-registry", "-x")
     assert res.exit_code == 2 and "Traceback" not in res.output
     with pytest.raises(InputError, match="reference-only"):
         plan_rack("dgx-h100", ws, 2, backend="sim")
@@ -196,7 +191,7 @@ def test_array_with_a_failed_vm_then_rerun_only_it(slurm: None, ws: Workspace, m
     assert load_manifest(rack)["status"] == "complete" and second.rerun_command is None
     assert (rack.with_name(rack.name + ".work") / "attempts" / f"vm-01-{jobs[0]['job_id']}" / "task.json").is_file()
 
-    res = _cli("aggregate", str(rack), "--json")
+    res = cli("aggregate", str(rack), "--json")
     assert json.loads(res.stdout)["stats"]["vms"] == 3
 
 
@@ -275,8 +270,8 @@ def test_vm_slurm_forgot_is_missing_and_rerun_dry_run_names_it(slurm: None, ws: 
     rows = task_rows(plan.rack_dir)
     assert [r.state for r in rows] == ["missing", "missing"] and "no longer knows" in rows[0].reason
     res = (
-        _cli("run", "offline", "--launcher", "slurm", "--rerun-failed", str(plan.rack_dir), "--dry-run", "--json")
-        if "--rerun-failed" in _cli("run", "offline", "--help").output
+        cli("run", "offline", "--launcher", "slurm", "--rerun-failed", str(plan.rack_dir), "--dry-run", "--json")
+        if "--rerun-failed" in cli("run", "offline", "--help").output
         else None
     )
     result = rerun_failed(plan.rack_dir, dry_run=True)

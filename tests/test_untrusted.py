@@ -13,26 +13,13 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_hostile import CLI, _memory_cap, cli, one_line_error
+from helpers import assert_one_error, memory_cap, one_line_error
+from helpers import cli_process as cli
 
 
 def debug_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     """The CLI with --debug, whose traceback on stderr is expected (cli() treats one as a failure)."""
-    return subprocess.run(
-        [*CLI, "--debug", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        preexec_fn=_memory_cap,
-        env={**os.environ, "COLUMNS": "200", **(env or {})},
-    )
-
-
-def assert_one_error(err: str) -> None:
-    """One `error:` line, then at most the `Next:` line with one command."""
-    lines = [ln for ln in err.splitlines() if ln.strip()]
-    assert lines[0].startswith("error: ") and len(lines) <= 2, err
-    assert len(lines) == 1 or lines[1].startswith("Next: "), err
+    return cli(*args, env=env, timeout=timeout, debug=True)
 
 
 # ---- item 7: one line, exit 2, for every bad value at the option edge ----------------------------------------
@@ -336,7 +323,7 @@ def peak_cli(*args: str, timeout: float = 300) -> tuple[float, int, str]:
         capture_output=True,
         text=True,
         timeout=timeout,
-        preexec_fn=_memory_cap,
+        preexec_fn=memory_cap,
         env={**os.environ, "COLUMNS": "200"},
     )
     assert "Traceback" not in proc.stderr, proc.stderr[-3000:]

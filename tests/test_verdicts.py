@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from golden_util import check_golden
+from helpers import copy_bundle, edit, edit_json
 from typer.testing import CliRunner
 
 from repro.cli import app
@@ -33,23 +34,6 @@ LENOVO = "v5.1_Lenovo_SR680a_V3_B200SXMx8_TRT_llama2-70b-99.9_Server_ranging"
 INTERACTIVE = "v5.1_NVIDIA_B200-SXM-180GBx8_TRT_llama2-70b-99_Interactive"
 
 
-def _copy(fixtures: Path, rel: str, dst: Path) -> Path:
-    shutil.copytree(fixtures / rel, dst)
-    return dst
-
-
-def _edit(path: Path, old: str, new: str, count: int = 1) -> None:
-    text = path.read_text()
-    assert old in text, f"{old!r} not in {path}"
-    path.write_text(text.replace(old, new, count))
-
-
-def _edit_json(path: Path, **changes: object) -> None:
-    doc = json.loads(path.read_text())
-    doc.update(changes)
-    path.write_text(json.dumps(doc))
-
-
 # --- 1. accelerator totals ---------------------------------------------------------------------------------------
 
 
@@ -68,8 +52,8 @@ def test_counts_written_as_strings(fixtures: Path) -> None:
 
 @pytest.mark.parametrize("per_node,nodes,total", [("4", "18", 72), (4, 18, 72), ("8", 1, 8), (1, 1, 1), (8, "11", 88)])
 def test_rack_scale_counts(fixtures: Path, tmp_path: Path, per_node: object, nodes: object, total: int) -> None:
-    bundle = _copy(fixtures, CISCO, tmp_path / "b")
-    _edit_json(
+    bundle = copy_bundle(fixtures, CISCO, tmp_path / "b")
+    edit_json(
         bundle / "systems/HGX-H100_H100-SXM-80GBx32_TRT.json", accelerators_per_node=per_node, number_of_nodes=nodes
     )
     v = verify_dir(bundle, recipe="dgx-h100")
@@ -78,8 +62,8 @@ def test_rack_scale_counts(fixtures: Path, tmp_path: Path, per_node: object, nod
 
 
 def test_name_count_mismatch_is_shown_and_gpus_overrides(fixtures: Path, tmp_path: Path) -> None:
-    bundle = _copy(fixtures, CISCO, tmp_path / "b")
-    _edit_json(
+    bundle = copy_bundle(fixtures, CISCO, tmp_path / "b")
+    edit_json(
         bundle / "systems/HGX-H100_H100-SXM-80GBx32_TRT.json", system_name="HPF HGX System (30xH100-SXM-80GB, TensorRT)"
     )
     v = verify_dir(bundle, recipe="dgx-h100")
@@ -94,8 +78,8 @@ def test_name_count_mismatch_is_shown_and_gpus_overrides(fixtures: Path, tmp_pat
 
 
 def test_unusable_count_falls_back_with_a_note(fixtures: Path, tmp_path: Path) -> None:
-    bundle = _copy(fixtures, CISCO, tmp_path / "b")
-    _edit_json(bundle / "systems/HGX-H100_H100-SXM-80GBx32_TRT.json", accelerators_per_node="eight")
+    bundle = copy_bundle(fixtures, CISCO, tmp_path / "b")
+    edit_json(bundle / "systems/HGX-H100_H100-SXM-80GBx32_TRT.json", accelerators_per_node="eight")
     v = verify_dir(bundle, recipe="dgx-h100")
     # the log is the published Cisco record, so its count comes from there rather than the recipe's 8
     assert v.gpus == 32 and v.gpus_source.startswith("the published record 5.1-0016")
@@ -103,8 +87,8 @@ def test_unusable_count_falls_back_with_a_note(fixtures: Path, tmp_path: Path) -
 
 
 def test_scientific_notation_tokens(fixtures: Path, tmp_path: Path) -> None:
-    bundle = _copy(fixtures, CISCO, tmp_path / "b")
-    _edit(
+    bundle = copy_bundle(fixtures, CISCO, tmp_path / "b")
+    edit(
         bundle / "performance/run_1/mlperf_log_summary.txt",
         "Tokens per second: 124879",
         "Tokens per second: 1.24879e+05",
@@ -135,8 +119,8 @@ def test_amd_inside_the_h100_band_is_still_not_a_reproduction(fixtures: Path) ->
 
 
 def test_system_json_with_other_hardware_than_the_recipe(fixtures: Path, tmp_path: Path) -> None:
-    bundle = _copy(fixtures, GB200, tmp_path / "b")
-    _edit_json(bundle / "ND_GB200_v6.json", accelerator_model_name="NVIDIA B200-SXM-180GB")
+    bundle = copy_bundle(fixtures, GB200, tmp_path / "b")
+    edit_json(bundle / "ND_GB200_v6.json", accelerator_model_name="NVIDIA B200-SXM-180GB")
     v = verify_dir(bundle)
     assert v.recipe.name == "nd-gb200-v6" and v.status == "NOT A REPRODUCTION"
     assert "B200 is not the recipe's GB200" in v.reasons[0]
@@ -153,7 +137,7 @@ def test_system_json_with_other_hardware_than_the_recipe(fixtures: Path, tmp_pat
     ],
 )
 def test_own_run_provenance_is_compared(fixtures: Path, tmp_path: Path, names: list[str], same: bool) -> None:
-    run_dir = _copy(fixtures, f"{DGX}/llama2-70b-99.9/Offline/performance/run_1", tmp_path / "run")
+    run_dir = copy_bundle(fixtures, f"{DGX}/llama2-70b-99.9/Offline/performance/run_1", tmp_path / "run")
     (run_dir / "run.json").write_text(json.dumps({"recipe": "nd-h100-v5", "gpus": {"count": 8, "names": names}}))
     v = verify_dir(run_dir)
     assert v.hardware is not None and v.hardware.same is same and v.hardware.where == "run.json (NVML)"
@@ -171,8 +155,8 @@ def test_interactive_is_told_apart_from_server(fixtures: Path) -> None:
 
 
 def test_interactive_checked_by_its_own_limits(fixtures: Path, tmp_path: Path) -> None:
-    bundle = _copy(fixtures, INTERACTIVE, tmp_path / "b")
-    _edit_json(bundle / "systems/B200-SXM-180GBx8_TRT.json", accelerator_model_name="NVIDIA GB200")
+    bundle = copy_bundle(fixtures, INTERACTIVE, tmp_path / "b")
+    edit_json(bundle / "systems/B200-SXM-180GBx8_TRT.json", accelerator_model_name="NVIDIA GB200")
     v = verify_dir(bundle, recipe="nd-gb200-v6")
     assert v.scenario == "Interactive" and v.status == "NO REFERENCE" and v.exit_code == 1
     assert "recipe nd-gb200-v6 has no published Interactive result (it has Offline, Server)" in v.reasons
@@ -182,18 +166,18 @@ def test_interactive_checked_by_its_own_limits(fixtures: Path, tmp_path: Path) -
 
 
 def test_limits_decide_over_the_folder_name(fixtures: Path, tmp_path: Path) -> None:
-    bundle = _copy(fixtures, INTERACTIVE, tmp_path / "Interactive")
+    bundle = copy_bundle(fixtures, INTERACTIVE, tmp_path / "Interactive")
     summary = bundle / "performance/run_1/mlperf_log_summary.txt"
-    _edit(summary, "ttft_latency (ns): 450000000", "ttft_latency (ns): 2000000000")
-    _edit(summary, "tpot_latency (ns): 40000000", "tpot_latency (ns): 200000000")
+    edit(summary, "ttft_latency (ns): 450000000", "ttft_latency (ns): 2000000000")
+    edit(summary, "tpot_latency (ns): 40000000", "tpot_latency (ns): 200000000")
     run = parse_run(bundle / "performance/run_1")
     assert run.benchmark_scenario == "Server"
     assert run.scenario_source == "TTFT/TPOT limits 2,000/200 ms (the folder name says otherwise)"
 
 
 def test_server_with_a_looser_limit_than_mlperf_fails(fixtures: Path, tmp_path: Path) -> None:
-    run_dir = _copy(fixtures, f"{DGX}/llama2-70b-99.9/Server/performance/run_1", tmp_path / "Server")
-    _edit(run_dir / "mlperf_log_summary.txt", "ttft_latency (ns): 2000000000", "ttft_latency (ns): 3000000000")
+    run_dir = copy_bundle(fixtures, f"{DGX}/llama2-70b-99.9/Server/performance/run_1", tmp_path / "Server")
+    edit(run_dir / "mlperf_log_summary.txt", "ttft_latency (ns): 2000000000", "ttft_latency (ns): 3000000000")
     v = verify_dir(run_dir, recipe="nd-gb200-v6", gpus=8)
     assert v.status == "NOT A REPRODUCTION"  # an H100 log (the published DGX record) against a GB200 recipe
     assert "TTFT limit: LoadGen enforced 3,000 ms; MLPerf's Server limit is 2,000 ms" in v.reasons
@@ -209,13 +193,13 @@ def test_invalid_server_run_says_why(fixtures: Path) -> None:
 
 def test_server_run_is_judged_against_the_published_server_figure(fixtures: Path, tmp_path: Path) -> None:
     """`repro run server` ends with the run's outcome: verify_dir never raises for the scenario."""
-    run_dir = _copy(fixtures, f"{DGX}/llama2-70b-99.9/Server/performance/run_1", tmp_path / "run")
+    run_dir = copy_bundle(fixtures, f"{DGX}/llama2-70b-99.9/Server/performance/run_1", tmp_path / "run")
     gpus = {"count": 4, "names": ["NVIDIA GB200"] * 4}
     (run_dir / "run.json").write_text(json.dumps({"recipe": "nd-gb200-v6", "gpus": gpus}))
     slow = verify_dir(run_dir, recipe="nd-gb200-v6")
     assert slow.status == "FAIL" and slow.exit_code == 1 and slow.published.scenario == "Server"
     assert slow.per_gpu == pytest.approx(21605.79 / 4)
-    _edit(
+    edit(
         run_dir / "mlperf_log_summary.txt",
         "Completed tokens per second: 21605.79",
         "Completed tokens per second: 46016.49",
@@ -239,7 +223,7 @@ def test_999_run_fails_its_own_target_under_a_99_recipe(fixtures: Path, tmp_path
     run = tmp_path / "llama2-70b-99.9" / "Offline"
     shutil.copytree(fixtures / GB200 / "llama2-70b-99/Offline", run)
     shutil.copy(fixtures / GB200 / "ND_GB200_v6.json", tmp_path)
-    _edit(run / "accuracy/accuracy.txt", "'rouge1': 44.7494", "'rouge1': 44.3329")
+    edit(run / "accuracy/accuracy.txt", "'rouge1': 44.7494", "'rouge1': 44.3329")
     v = verify_dir(run)
     assert v.recipe.accuracy.target == "99" and v.status == "FAIL"
     assert "accuracy rouge1: 44.3329 < 44.3868 (99.9% target, llama2-70b-99.9 in the path)" in v.reasons
@@ -267,8 +251,8 @@ def test_999_run_fails_its_own_target_under_a_99_recipe(fixtures: Path, tmp_path
     ],
 )
 def test_accuracy_rules(fixtures: Path, tmp_path: Path, old: str, new: str, needle: str) -> None:
-    bundle = _copy(fixtures, GB200, tmp_path / "b")
-    _edit(bundle / "llama2-70b-99/Offline/accuracy/accuracy.txt", old, new)
+    bundle = copy_bundle(fixtures, GB200, tmp_path / "b")
+    edit(bundle / "llama2-70b-99/Offline/accuracy/accuracy.txt", old, new)
     v = verify_dir(bundle)
     assert v.status == "FAIL" and v.exit_code == 1
     assert any(needle in r for r in v.reasons), v.reasons
@@ -276,7 +260,7 @@ def test_accuracy_rules(fixtures: Path, tmp_path: Path, old: str, new: str, need
 
 def test_every_accuracy_txt_form(fixtures: Path, tmp_path: Path) -> None:
     """numpy reprs, quoted values, progress and nltk lines, two hash lines, no rougeLsum: all the same scores."""
-    bundle = _copy(fixtures, GB200, tmp_path / "b")
+    bundle = copy_bundle(fixtures, GB200, tmp_path / "b")
     acc = bundle / "llama2-70b-99/Offline/accuracy/accuracy.txt"
     acc.write_text(
         "\rDownloading builder script: 0.00B [00:00, ?B/s]\rDownloading builder script: 6.14kB\n"
@@ -307,7 +291,7 @@ def test_intel_quoted_scores_are_read(fixtures: Path) -> None:
 
 
 def test_accuracy_txt_without_scores_is_an_input_error(fixtures: Path, tmp_path: Path) -> None:
-    bundle = _copy(fixtures, GB200, tmp_path / "b")
+    bundle = copy_bundle(fixtures, GB200, tmp_path / "b")
     (bundle / "llama2-70b-99/Offline/accuracy/accuracy.txt").write_text("\nResults\n\n{'rouge1': 44.7")
     res = runner.invoke(app, ["verify", str(bundle)])
     assert res.exit_code == 2 and "accuracy.txt: no scores line" in res.output and "repro run offline" not in res.output
@@ -318,16 +302,16 @@ def test_accuracy_txt_without_scores_is_an_input_error(fixtures: Path, tmp_path:
 
 @pytest.mark.parametrize("value", ["nan", "inf", "-52061.6", "NaN"])
 def test_non_finite_or_negative_throughput_is_unreadable(fixtures: Path, tmp_path: Path, value: str) -> None:
-    run_dir = _copy(fixtures, GB200_RUN, tmp_path / "run")
-    _edit(run_dir / "mlperf_log_summary.txt", "Tokens per second: 52061.6", f"Tokens per second: {value}")
+    run_dir = copy_bundle(fixtures, GB200_RUN, tmp_path / "run")
+    edit(run_dir / "mlperf_log_summary.txt", "Tokens per second: 52061.6", f"Tokens per second: {value}")
     res = runner.invoke(app, ["verify", str(run_dir), "--recipe", "nd-gb200-v6", "--json"])
     assert res.exit_code == 2 and "not a finite number ≥ 0" in res.output
     assert "Infinity" not in res.stdout and "NaN" not in res.stdout
 
 
 def test_zero_throughput_fails_and_aggregate_and_report_survive(fixtures: Path, tmp_path: Path) -> None:
-    run_dir = _copy(fixtures, GB200_RUN, tmp_path / "run")
-    _edit(run_dir / "mlperf_log_summary.txt", "Tokens per second: 52061.6", "Tokens per second: 0")
+    run_dir = copy_bundle(fixtures, GB200_RUN, tmp_path / "run")
+    edit(run_dir / "mlperf_log_summary.txt", "Tokens per second: 52061.6", "Tokens per second: 0")
     res = runner.invoke(app, ["verify", str(run_dir), "--recipe", "nd-gb200-v6", "--json"])
     doc = json.loads(res.stdout)
     assert res.exit_code == 1 and doc["status"] == "FAIL" and doc["tokens_per_s_per_gpu"] == 0.0
@@ -338,7 +322,7 @@ def test_zero_throughput_fails_and_aggregate_and_report_survive(fixtures: Path, 
 
 
 def test_summary_cut_after_nine_lines_is_an_input_error(fixtures: Path, tmp_path: Path) -> None:
-    run_dir = _copy(fixtures, GB200_RUN, tmp_path / "run")
+    run_dir = copy_bundle(fixtures, GB200_RUN, tmp_path / "run")
     summary = run_dir / "mlperf_log_summary.txt"
     summary.write_text("".join(summary.read_text().splitlines(True)[:9]))
     res = runner.invoke(app, ["verify", str(run_dir), "--recipe", "nd-gb200-v6"])
@@ -350,10 +334,10 @@ def test_summary_cut_after_nine_lines_is_an_input_error(fixtures: Path, tmp_path
 
 
 def test_no_pass_without_evidence_of_run_length(fixtures: Path, tmp_path: Path) -> None:
-    run_dir = _copy(fixtures, GB200_RUN, tmp_path / "run")
+    run_dir = copy_bundle(fixtures, GB200_RUN, tmp_path / "run")
     summary = run_dir / "mlperf_log_summary.txt"
-    _edit(summary, "  Min duration satisfied : Yes\n", "")
-    _edit(summary, "min_duration (ms): 2400000\n", "")
+    edit(summary, "  Min duration satisfied : Yes\n", "")
+    edit(summary, "min_duration (ms): 2400000\n", "")
     v = verify_dir(run_dir, recipe="nd-gb200-v6")
     inside = next(c for c in v.checks if c.name == "inside band")
     assert inside.ok and v.status == "NOT A REPRODUCTION" and v.exit_code == 1
@@ -372,7 +356,7 @@ def test_same_folder_twice_or_through_a_symlink_counts_once(fixtures: Path, tmp_
 
 
 def test_same_log_under_another_name_counts_once(fixtures: Path, tmp_path: Path) -> None:
-    rack = _copy(fixtures, RACK, tmp_path / "rack")
+    rack = copy_bundle(fixtures, RACK, tmp_path / "rack")
     shutil.copytree(rack / "ND_GB300_v6_4", rack / "ND_GB300_v6_4_copy")
     report = aggregate([rack])
     assert report.stats["vms"] == 3
@@ -390,7 +374,7 @@ def test_different_systems_are_never_summed(fixtures: Path) -> None:
 
 
 def test_unreadable_vm_folder_is_an_error(fixtures: Path, tmp_path: Path) -> None:
-    rack = _copy(fixtures, RACK, tmp_path / "rack")
+    rack = copy_bundle(fixtures, RACK, tmp_path / "rack")
     (rack / "ND_GB300_v6_16/llama2-70b-99/Offline/mlperf_log_summary.txt").write_bytes(b"\x00\x01binary" * 100)
     res = runner.invoke(app, ["aggregate", str(rack), "--json"])
     doc = json.loads(res.stdout)

@@ -1,0 +1,171 @@
+"""One place for what many tests build: prepared datasets, the word tokenizer, the CLI (in-process, in a subprocess,
+in a terminal) and copies of published bundles. Every CLI runner here fails the test on a traceback."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import resource
+import select
+import shutil
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+CLI = [sys.executable, "-c", "from repro.cli import main; main()"]
+"""The console script as a subprocess argv prefix (PYTHONPATH decides which tree it runs)."""
+ANSI = re.compile(r"\x1b\[[0-9;?]*[a-zA-Z]")
+
+
+# ---------------------------------------------------------------- datasets and tokenizers
+
+
+def write_prepared(
+    folder: Path,
+    n: int = 64,
+    *,
+    name: str,
+    seed: int = 0,
+    prompt_len: tuple[int, int] = (8, 64),
+    vocab: int = 32000,
+    out_len: int | tuple[int, int] = (20, 400),
+    outputs: str | None = "reference {i}",
+    prompts: Sequence[Sequence[int]] | None = None,
+    source: str = "test",
+) -> Path:
+    """A prepared dataset as `repro setup` leaves it: `n` random prompts (ids 3..vocab-1, lengths in `prompt_len`)
+    drawn before the output lengths from one seeded generator, or the `prompts` given. `out_len` is one length for
+    every sample or a range; `outputs` formats each reference with `i` (index) and `p` (prompt), None for none."""
+    rng = np.random.default_rng(seed)
+    if prompts is None:
+        prompts = [rng.integers(3, vocab, size=int(rng.integers(*prompt_len))).tolist() for _ in range(n)]
+    count = len(prompts)
+    olens = [out_len] * count if isinstance(out_len, int) else rng.integers(*out_len, size=count).tolist()
+    refs = None if outputs is None else [outputs.format(i=i, p=p) for i, p in enumerate(prompts)]
+    from repro.setup.dataset import save_prepared
+
+    save_prepared(folder, name, prompts, olens, refs, source=source)
+    return folder
+
+
+def word_tokenizer(folder: Path) -> Any:
+    """The stand-in's word-level tokenizer ('w17' <-> 17), saved to `folder` and loaded as the harness loads one."""
+    from repro.rehearse.rehearsal import write_tokenizer
+    from repro.run.tokens import load_tokenizer
+
+    return load_tokenizer([write_tokenizer(folder)])
+
+
+# ---------------------------------------------------------------- the CLI
+
+
+def cli(*args: str, env: dict[str, str] | None = None) -> Any:
+    """`repro ARGS` in this process (Typer's runner); a traceback or an escaped exception fails the test."""
+    from typer.testing import CliRunner
+
+    from repro.cli import app
+
+    res = CliRunner().invoke(app, list(args), env=env)
+    assert "Traceback" not in res.output, res.output[-3000:]
+    assert res.exception is None or isinstance(res.exception, SystemExit), repr(res.exception)
+    return res
+
+
+def memory_cap() -> None:
+    """4 GB of address space: a CLI that reads /dev/zero whole fails fast instead of exhausting a shared machine."""
+    resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))
+
+
+def cli_process(
+    *args: str, env: dict[str, str] | None = None, timeout: float = 120, debug: bool = False
+) -> subprocess.CompletedProcess[str]:
+    """`repro ARGS` in its own process under the memory cap. A traceback fails the test unless `debug` (--debug
+    prints one on purpose)."""
+    proc = subprocess.run(
+        [*CLI, *(["--debug"] if debug else []), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        preexec_fn=memory_cap,
+        env={**os.environ, "COLUMNS": "200", **(env or {})},
+    )
+    if not debug:
+        assert "Traceback" not in proc.stderr + proc.stdout, proc.stderr[-3000:]
+    return proc
+
+
+def one_line_error(proc: subprocess.CompletedProcess[str], code: int = 2) -> str:
+    """The process failed with `code` and its stderr starts with one `error:` line; returns stderr."""
+    assert proc.returncode == code, (proc.returncode, proc.stdout[-2000:], proc.stderr[-2000:])
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert lines and lines[0].startswith("error:"), proc.stderr
+    return proc.stderr
+
+
+def assert_one_error(err: str) -> None:
+    """One `error:` line, then at most the `Next:` line with one command."""
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert lines[0].startswith("error: ") and len(lines) <= 2, err
+    assert len(lines) == 1 or lines[1].startswith("Next: "), err
+
+
+def run_in_pty(argv: Sequence[str], env: dict[str, str], *, size: tuple[int, int] | None = None) -> str:
+    """Run `argv` with a terminal as stdin/stdout/stderr until it closes it; its output without escape sequences
+    or carriage returns. `size` (rows, columns) sets the terminal's size."""
+    import pty
+
+    master, slave = pty.openpty()
+    if size is not None:
+        import fcntl
+        import struct
+        import termios
+
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", size[0], size[1], 0, 0))
+    proc = subprocess.Popen(list(argv), stdin=slave, stdout=slave, stderr=slave, env=env, close_fds=True)
+    os.close(slave)
+    out = b""
+    try:
+        while True:
+            ready, _, _ = select.select([master], [], [], 60)
+            if not ready:
+                break
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:
+                break
+            if not chunk:
+                break
+            out += chunk
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        os.close(master)
+    return ANSI.sub("", out.decode(errors="replace")).replace("\r", "")
+
+
+# ---------------------------------------------------------------- published bundles
+
+
+def copy_bundle(fixtures: Path, rel: str, dst: Path) -> Path:
+    """A writable copy of one published folder (fixtures/<rel>) at `dst`."""
+    shutil.copytree(fixtures / rel, dst)
+    return dst
+
+
+def edit(path: Path, old: str, new: str, count: int = 1) -> None:
+    """Replace `old` (which must be there) in a copied log."""
+    text = path.read_text()
+    assert old in text, f"{old!r} not in {path}"
+    path.write_text(text.replace(old, new, count))
+
+
+def edit_json(path: Path, **changes: object) -> None:
+    doc = json.loads(path.read_text())
+    doc.update(changes)
+    path.write_text(json.dumps(doc))
