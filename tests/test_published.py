@@ -9,7 +9,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from golden_util import check_golden, render
+from golden_util import check_golden, content, render
 from helpers import cli
 from typer.testing import CliRunner
 
@@ -138,7 +138,7 @@ def test_published_list_gb200_offline_golden() -> None:
     assert "5.1-0008" in {r.result_id for r in rows}
     assert [r.per_accelerator for r in rows] == sorted((r.per_accelerator for r in rows), reverse=True)
     assert {r.accelerator_model_name for r in rows} == {"NVIDIA GB200"} and {r.scenario for r in rows} == {"Offline"}
-    check_golden("published_gb200_offline.txt", render(PublishedList(idx, rows, f, "per-accelerator"), width=160))
+    check_golden("published_gb200_offline.txt", content(PublishedList(idx, rows, f, "per-accelerator")))
     res = cli("published", "--accelerator", "GB200", "--scenario", "Offline")
     assert res.exit_code == 0 and "5.1-0008" in res.output and "965182b03376" in res.output
 
@@ -170,9 +170,7 @@ def test_published_filters_and_json() -> None:
 
 def test_published_show_golden() -> None:
     idx = load_index()
-    check_golden(
-        "published_show_5.1-0008.txt", render(PublishedShow(idx, "5.1-0008", idx.resolve("5.1-0008")), width=140)
-    )
+    check_golden("published_show_5.1-0008.txt", content(PublishedShow(idx, "5.1-0008", idx.resolve("5.1-0008"))))
     res = cli("published", "show", "v4.0/closed/Azure/NC_H100_v5_TRT/99.9/Server", "--json")
     doc = json.loads(res.stdout)
     assert res.exit_code == 0 and doc["results"][0]["tokens_per_second"] == 3458.96

@@ -7,7 +7,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from golden_util import check_golden, render, stable_json
+from golden_util import check_golden, content, stable_json
 from typer.testing import CliRunner
 
 from repro.cli import app
@@ -27,7 +27,7 @@ def test_gb200_passes_with_published_figures(fixtures: Path) -> None:
     assert v.recipe.name == "nd-gb200-v6" and v.gpus == 4 and v.gpus_source.startswith("system JSON")
     assert round(v.run.tokens_per_s, 1) == 52061.6 and round(v.per_gpu, 1) == 13015.4
     assert [c.ok for c in v.checks if c.name.startswith("accuracy ")] == [True] * 5
-    check_golden("verify_gb200.txt", render(render_verdict(v)))
+    check_golden("verify_gb200.txt", content(render_verdict(v)))
     check_golden("verify_gb200.json", stable_json(v.to_json(), fixtures))
 
 
@@ -36,7 +36,7 @@ def test_dgx_h100_reference(fixtures: Path, monkeypatch: pytest.MonkeyPatch) -> 
     v = verify_dir(Path(DGX), recipe="dgx-h100")
     assert v.notes[0] == f"{DGX} also holds Server runs: `repro verify {DGX} --scenario Server`"
     assert v.status == "PASS" and v.gpus == 8 and round(v.per_gpu, 1) == 3065.6
-    check_golden("verify_dgx_h100.txt", render(render_verdict(v)))
+    check_golden("verify_dgx_h100.txt", content(render_verdict(v)))
 
 
 def test_slowest_gb300_vm_is_just_below_the_band(fixtures: Path) -> None:
@@ -44,7 +44,7 @@ def test_slowest_gb300_vm_is_just_below_the_band(fixtures: Path) -> None:
     assert v.status == "FAIL" and v.exit_code == 1
     assert round(v.per_gpu, 1) == 14399.8 and round(v.deviation_pct, 1) == -5.3
     assert v.reasons == ["5.3% below the published 15,200.0 per GPU (0.3% under the band floor 14,440.0)"]
-    check_golden("verify_gb300_vm16.txt", render(render_verdict(v)))
+    check_golden("verify_gb300_vm16.txt", content(render_verdict(v)))
 
 
 def test_rack_table(fixtures: Path) -> None:
@@ -61,7 +61,7 @@ def test_rack_table(fixtures: Path) -> None:
     assert [r.verdict.status for r in report.rows] == ["PASS", "PASS", "FAIL"]
     # the band is the brief's rule; Azure's own slowest VMs fall outside it, and the table says by how much
     assert any("ND_GB300_v6_16 57,599.1 (0.3% below it)" in n for n in report.notes)
-    check_golden("aggregate_gb300.txt", render(render_rack(report)))
+    check_golden("aggregate_gb300.txt", content(render_rack(report)))
     check_golden("aggregate_gb300.md", report.to_markdown())
 
 
