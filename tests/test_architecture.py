@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 from conftest import REPO
@@ -122,3 +123,16 @@ def test_no_import_cycle_lazy_or_not() -> None:
         if state.get(name) is None and visit(name, []):
             break
     assert not cycle, " -> ".join(cycle)
+
+
+def test_every_path_architecture_md_names_exists() -> None:
+    """docs/ARCHITECTURE.md is read to find things: each `repro/...` path it names, and each module file name in its
+    tree, must be in the source (a renamed or moved module fails here until the document follows)."""
+    doc = (REPO / "docs" / "ARCHITECTURE.md").read_text(encoding="utf-8")
+    paths = {m.rstrip(".,:;)") for m in re.findall(r"(?<![\w/])repro/[\w./-]+", doc)}
+    missing = sorted(p for p in paths if not (REPO / p).exists())
+    assert not missing, f"docs/ARCHITECTURE.md names paths that do not exist: {missing}"
+    files = {p.name for top in ("repro", "tests", "benchmarks") for p in (REPO / top).rglob("*") if p.is_file()}
+    names = set(re.findall(r"(?<![\w/.-])([a-z_][\w-]*\.(?:py|sh))\b", doc))
+    assert not names - files, f"docs/ARCHITECTURE.md names files that do not exist: {sorted(names - files)}"
+    assert len(paths) > 20 and len(names) > 40  # the patterns still find what the document names
