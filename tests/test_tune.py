@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -160,55 +161,78 @@ def _summary(doc: dict) -> str:
     return (Path(doc["details"]["log_dir"]) / "mlperf_log_summary.txt").read_text()
 
 
-@pytest.mark.slow
-def test_tuned_rate_is_just_under_the_computed_capacity_and_holds(tmp_path: Path) -> None:
-    """tune -> within 10% below 40 q/s; five Server runs at it VALID (LoadGen's own verdict); 1.3x INVALID."""
-    ws, tok = _standin_ws(tmp_path / "ws")
-    w = ["--recipe", "nd-h100-v5", "-w", str(ws.root)]
+@pytest.fixture(scope="module")
+def tuned_standin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[list[str], dict]]:
+    """One `repro tune server` against the fixed-speed stand-in, shared by the tests that check what it found; the
+    stand-in stays up for their runs. Yields the common CLI arguments (recipe, workspace, endpoint) and tune's JSON."""
+    ws, tok = _standin_ws(tmp_path_factory.mktemp("tuned") / "ws")
     with LocalStandin(tok, env=SPEED) as srv:
         srv.wait_bound()
         time.sleep(0.5)
+        w = ["--recipe", "nd-h100-v5", "-w", str(ws.root), "--endpoint", srv.url]
         res = runner.invoke(
             app,
-            ["tune", "server", *w, "--endpoint", srv.url, "--start-qps", "20"]
-            + ["--probe-seconds", "6", "--probe-queries", "240", "--json"],
+            ["tune", "server", *w, "--start-qps", "30", "--probe-seconds", "6", "--probe-queries", "240", "--json"],
         )
         assert res.exit_code == 0, res.output
-        tuned = json.loads(res.stdout)
-        rate = tuned["chosen_qps"]
-        assert 0.9 * CAPACITY <= rate <= CAPACITY, tuned["probes"]
-        assert tuned["lowest_failing_qps"] > tuned["highest_passing_qps"] >= rate
-        saved = json.loads(Path(tuned["file"]).read_text())
-        assert saved["chosen_qps"] == rate and saved["recipe_hash"] == get_recipe("nd-h100-v5").hash()
-        for _ in range(5):
-            res = runner.invoke(app, ["run", "server", *w, "--endpoint", srv.url, "--duration", "20", "--json"])
-            assert res.exit_code == 0, res.output
-            doc = json.loads(res.stdout)
-            assert "Result is : VALID" in _summary(doc), _summary(doc)
-            assert doc["details"]["target_qps"] == rate
-            info = json.loads((Path(doc["details"]["log_dir"]) / "run.json").read_text())
-            assert info["target_qps_source"]["from"] == "repro tune"
-            assert f"target_qps = {rate}" in (Path(doc["details"]["log_dir"]) / "user.conf").read_text()
-        md = tmp_path / "report.md"
-        res = runner.invoke(app, ["report", doc["details"]["run_dir"], "--markdown", str(md), "--json"])
+        yield w, json.loads(res.stdout)
+
+
+@pytest.mark.slow
+def test_tuned_rate_is_just_under_the_computed_capacity(tuned_standin: tuple[list[str], dict]) -> None:
+    """tune -> within 10% below 40 q/s, saved for the recipe it was tuned with."""
+    _w, tuned = tuned_standin
+    rate = tuned["chosen_qps"]
+    assert 0.9 * CAPACITY <= rate <= CAPACITY, tuned["probes"]
+    assert tuned["lowest_failing_qps"] > tuned["highest_passing_qps"] >= rate
+    saved = json.loads(Path(tuned["file"]).read_text())
+    assert saved["chosen_qps"] == rate and saved["recipe_hash"] == get_recipe("nd-h100-v5").hash()
+
+
+@pytest.mark.slow
+def test_five_server_runs_at_the_tuned_rate_are_valid(tuned_standin: tuple[list[str], dict], tmp_path: Path) -> None:
+    """Five Server runs at the tuned rate, each as short as LoadGen's early stopping allows (459 queries, none over a
+    limit), are VALID by LoadGen's own verdict, record where the rate came from, and the report draws the search."""
+    w, tuned = tuned_standin
+    rate = tuned["chosen_qps"]
+    queries = early_stopping_queries(0)
+    for _ in range(5):
+        res = runner.invoke(app, ["run", "server", *w, "--samples", str(queries), "--json"])
         assert res.exit_code == 0, res.output
-        search = json.loads(res.stdout)["tune_search"]
-        assert search["target_qps"] == rate and len(search["search"]) == len(tuned["probes"])
-        chart = md.read_text().split("## Tuned rate", 1)[1]
-        assert f"{tuned['lowest_failing_qps']:,.2f}" in chart and "FAIL" in chart and "pass" in chart
-        over = round(1.3 * rate, 2)
-        res = runner.invoke(
-            app,
-            ["run", "server", *w, "--endpoint", srv.url, "--duration", "20", "--target-qps", str(over), "--json"],
-        )
         doc = json.loads(res.stdout)
-        assert "Result is : INVALID" in _summary(doc)
-        assert doc["details"]["target_qps_source"] == {"from": "--target-qps", "target_qps": over}
+        assert "Result is : VALID" in _summary(doc), _summary(doc)
+        detail = (Path(doc["details"]["log_dir"]) / "mlperf_log_detail.txt").read_text()
+        assert f'"key": "effective_max_query_count", "value": {queries},' in detail
+        assert doc["details"]["target_qps"] == rate
+        info = json.loads((Path(doc["details"]["log_dir"]) / "run.json").read_text())
+        assert info["target_qps_source"]["from"] == "repro tune"
+        assert f"target_qps = {rate}" in (Path(doc["details"]["log_dir"]) / "user.conf").read_text()
+    md = tmp_path / "report.md"
+    res = runner.invoke(app, ["report", doc["details"]["run_dir"], "--markdown", str(md), "--json"])
+    assert res.exit_code == 0, res.output
+    search = json.loads(res.stdout)["tune_search"]
+    assert search["target_qps"] == rate and len(search["search"]) == len(tuned["probes"])
+    chart = md.read_text().split("## Tuned rate", 1)[1]
+    assert f"{tuned['lowest_failing_qps']:,.2f}" in chart and "FAIL" in chart and "pass" in chart
+
+
+@pytest.mark.slow
+def test_at_1_3x_the_tuned_rate_the_run_is_invalid(tuned_standin: tuple[list[str], dict]) -> None:
+    """1.3x a rate within 10% below capacity overloads the stand-in by 17-30%: the wait grows 0.17-0.3 s every second,
+    past the 2 s TTFT limit after 7-12 s of a 20 s run."""
+    w, tuned = tuned_standin
+    over = round(1.3 * tuned["chosen_qps"], 2)
+    res = runner.invoke(app, ["run", "server", *w, "--duration", "20", "--target-qps", str(over), "--json"])
+    doc = json.loads(res.stdout)
+    assert "Result is : INVALID" in _summary(doc)
+    assert doc["details"]["target_qps_source"] == {"from": "--target-qps", "target_qps": over}
 
 
 def test_run_interactive_uses_the_interactive_limits_and_verify_judges_it_so(tmp_path: Path) -> None:
     """`repro run interactive` is LoadGen's Server scenario keyed llama2-70b-interactive at 450/40 ms; verify says
-    Interactive. The stand-in answers 3 tokens at 200 tokens/s (TTFT 5 ms, TPOT 5 ms), well inside both."""
+    Interactive. The stand-in answers 3 tokens at 200 tokens/s (TTFT 5 ms, TPOT 5 ms), well inside both. LoadGen's
+    VALID is not asserted here: its 540 queries allow no query over 450 ms, which one stall of this shared CPU breaks
+    (seen under a load of 8 on 2 cores); the demo's tune-then-run test asserts an Interactive VALID."""
     ws, tok = _standin_ws(tmp_path / "ws")
     with LocalStandin(tok, env={"STANDIN_TOKENS_PER_S": "200", "STANDIN_OUT_LEN": "3"}) as srv:
         srv.wait_bound()
@@ -227,7 +251,6 @@ def test_run_interactive_uses_the_interactive_limits_and_verify_judges_it_so(tmp
     assert "llama2-70b-interactive.Server.tpot_latency = 40" in conf
     summary = (log_dir / "mlperf_log_summary.txt").read_text()
     assert "Scenario : Server" in summary and "ttft_latency (ns): 450000000" in summary
-    assert "Result is : VALID" in summary
     verdict = doc["verdict"]
     assert verdict["scenario"] == "Interactive"
     checks = {c["name"]: c for c in verdict["checks"]}
@@ -268,15 +291,23 @@ def test_a_probe_far_above_capacity_is_stopped_and_fails(tmp_path: Path) -> None
 @pytest.mark.slow
 @pytest.mark.parametrize("scenario", ["server", "interactive"])
 def test_demo_tune_then_run(scenario: str, tmp_path: Path) -> None:
-    """`repro tune <scenario> --recipe demo` then `repro run <scenario> --recipe demo`: the run takes the tuned rate
-    and verify judges it by the scenario's own rules. Server is VALID (LoadGen's verdict). The demo's Interactive TTFT
-    is about one static batch (~300-450 ms on a busy 2-core CPU) at any rate, so its p99 sits at the 450 ms limit and
-    is VALID in 2 of 3 runs here: checked for its limits and verdict, not for VALID."""
+    """`repro tune <scenario> --recipe demo` then `repro run <scenario> --recipe demo`: the run takes the tuned rate,
+    verify judges it by the scenario's own rules, and LoadGen calls it VALID.
+
+    Why it holds: LoadGen's Server schedule is seeded (the same arrivals each run at a given rate), so what varies is
+    the CPU the demo gets. The demo batches statically, so its capacity is a cliff (~380-470 q/s here) with TTFT about
+    one batch below it. Interactive leaves a 2 s run ~10% of overload (450 ms limit) and one slow query of 662; at the
+    old 20% margin a run slowed 1.25x from the search was INVALID (2 of 3 VALID). Its margin is now 60%: the run fails
+    only if it gets under 1/2.5 of the CPU the search had, which takes a busy loop and a load of ~8 on 2 cores here
+    (measured: INVALID at every rate then, the search included) and never happens in the serial CI suite. Server's
+    2,000 ms limit absorbs 80% of overload over the run, so 20% margin covers it. The search starts from the demo's
+    measured rate, so it takes ~6 probes of 2-4 s, not 12 starting at 10 q/s."""
     w = ["--recipe", "demo", "-w", str(tmp_path / "ws")]
-    res = runner.invoke(app, ["tune", scenario, *w, "--max-minutes", "8", "--json"])
+    res = runner.invoke(app, ["tune", scenario, *w, "--max-minutes", "3", "--json"])
     assert res.exit_code == 0, res.output
     tuned = json.loads(res.stdout)
-    assert tuned["margin"] == 0.2 and tuned["chosen_qps"] > 0
+    assert tuned["margin"] == (0.6 if scenario == "interactive" else 0.2) and tuned["chosen_qps"] > 0
+    assert tuned["start_source"].startswith("the demo's measured rate")
     res = runner.invoke(app, ["run", scenario, *w, "--json"])
     doc = json.loads(res.stdout)
     assert doc["details"]["target_qps"] == tuned["chosen_qps"]
@@ -284,5 +315,31 @@ def test_demo_tune_then_run(scenario: str, tmp_path: Path) -> None:
     assert verdict["scenario"] == scenario.capitalize()
     limit = "450 ms (Interactive)" if scenario == "interactive" else "2,000 ms (Server)"
     assert limit in {c["name"]: c["detail"] for c in verdict["checks"]}["TTFT p99"]
-    if scenario == "server":
-        assert "Result is : VALID" in _summary(doc), _summary(doc)
+    assert "Result is : VALID" in _summary(doc), _summary(doc)
+
+
+def test_offline_target_qps_auto_sizes_the_run_from_the_probe(tmp_path: Path) -> None:
+    """`repro run offline --target-qps auto` on the paced sim (2,000 tokens/s): the 64-sample probe measures samples/s,
+    LoadGen's expected QPS is 1.2x that (user.conf and run.json agree), so the demo's 2 s min_duration is met with
+    1.1 x 1.2 x 2 s = 2.6 s of work, not overshot, and the query count is LoadGen's 1.1 x qps x min_duration."""
+    ws = tmp_path / "ws"
+    res = runner.invoke(
+        app,
+        ["run", "offline", "--recipe", "demo", "--backend", "sim", "--sim-rate", "2000", "--target-qps", "auto"]
+        + ["-w", str(ws), "--json"],
+    )
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    log_dir = Path(doc["details"]["log_dir"])
+    source = json.loads((log_dir / "run.json").read_text())["target_qps_source"]
+    assert source["from"] == "--target-qps auto" and source["headroom"] == 1.2
+    qps = source["target_qps"]
+    assert qps == pytest.approx(1.2 * source["probe_samples_per_s"], rel=1e-3)
+    assert f"llama2-70b.Offline.target_qps = {qps}\n" in (log_dir / "user.conf").read_text()
+    summary = (log_dir / "mlperf_log_summary.txt").read_text()
+    assert "Result is : VALID" in summary and "Min duration satisfied : Yes" in summary
+    issued = int(summary.split("samples_per_query : ")[1].split()[0])
+    assert issued == int(1.1 * qps * 2)
+    # the probe and the run are paced alike, so the run lasts 1.1 x 1.2 x min_duration (up to the harness's overhead)
+    seconds = issued / float(summary.split("Samples per second: ")[1].split()[0])
+    assert 2.0 <= seconds <= 1.32 * 2 * 1.25, seconds

@@ -329,7 +329,17 @@ def _run(scenario: str, flags: dict[str, Any]) -> None:
         listen=flags["listen"],
     )
     rate = _target_qps(
-        flags["target_qps"], scenario, chosen, ws, endpoint, servers, flags["served_model"], flags["backend"], dry_run
+        flags["target_qps"],
+        scenario,
+        chosen,
+        ws,
+        endpoint,
+        servers,
+        flags["served_model"],
+        flags["backend"],
+        dry_run,
+        sim_rate=flags["sim_rate"],
+        duration_s=flags["duration"],
     )
     options = RunOptions(
         chosen,
@@ -379,6 +389,9 @@ def _target_qps(
     served_model: str | None,
     backend: str | None,
     dry_run: bool,
+    *,
+    sim_rate: float | None = None,
+    duration_s: float | None = None,
 ) -> float | dict[str, Any] | None:
     """--target-qps: a number as given; auto (Offline) runs the probe now and hands the run its record."""
     from repro.core.errors import InputError
@@ -396,7 +409,14 @@ def _target_qps(
         from repro.run.tune import offline_auto_qps
 
         return offline_auto_qps(
-            recipe, ws, endpoints=endpoint or None, backend=backend, servers=servers, served_model=served_model
+            recipe,
+            ws,
+            endpoints=endpoint or None,
+            backend=backend,
+            servers=servers,
+            served_model=served_model,
+            sim_rate=sim_rate,
+            min_duration_s=duration_s,
         )
     try:
         return float(value)

@@ -16,7 +16,10 @@ MaxMinutesOpt = Annotated[
 ]
 MarginOpt = Annotated[
     float | None,
-    typer.Option("--margin", help="Safety margin below the highest passing rate (default 0.05; the CPU demo 0.2)."),
+    typer.Option(
+        "--margin",
+        help="Safety margin below the highest passing rate (default 0.05; the CPU demo 0.2, its Interactive 0.6).",
+    ),
 ]
 StartOpt = Annotated[
     float | None,

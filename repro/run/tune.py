@@ -41,8 +41,15 @@ MARGIN = 0.05
 """Below the highest passing rate: covers the probe-to-run spread of a queue near saturation."""
 DEMO_MARGIN = 0.2
 """The CPU demo shares its cores with everything else on the machine: run-to-run TTFT varies far more than on a GPU."""
+DEMO_INTERACTIVE_MARGIN = 0.6
+"""The demo batches statically (up to 64 a batch), so its capacity is a cliff: below it TTFT is about one batch
+(150-260 ms), above it the queue grows without bound, and the 450 ms limit leaves a 2 s run ~10% of overload and early
+stopping at 662 queries one slow query. A busy loop beside it on this 2-core machine cut the capacity 2.2x (380 ->
+~170 q/s), which a 20% margin does not cover (2 of 3 runs VALID); 0.4x the highest passing rate holds up to 2.5x."""
 RESOLUTION = 0.03
 """The search stops when the failing rate is within 3% of the passing one."""
+DEMO_RESOLUTION = 0.1
+"""Beside the demo's margins, a 3% bracket buys nothing but probes."""
 PROBE_S = 60.0
 PROBE_QUERIES = 1001
 """LoadGen's early stopping passes with up to three queries over a limit from 1,001 queries."""
@@ -276,6 +283,12 @@ def judge(
     return probe
 
 
+def default_margin(recipe: Recipe, scenario: str) -> float:
+    if not recipe.demo:
+        return MARGIN
+    return DEMO_INTERACTIVE_MARGIN if scenario == "Interactive" else DEMO_MARGIN
+
+
 # ------------------------------------------------------------------ the search
 @dataclass
 class TuneResult:
@@ -399,13 +412,18 @@ def _parse_probe(log_dir: Path) -> tuple[float | None, float | None, str | None]
     )
 
 
-def _start_rate(recipe: Recipe, scenario: str, start_qps: float | None) -> tuple[float, str]:
+def _start_rate(
+    recipe: Recipe, scenario: str, start_qps: float | None, ws: Workspace | None = None
+) -> tuple[float, str]:
+    """--start-qps, else the recipe's published rate; the demo (given `ws`) measures its own."""
     from repro.run.settings import recipe_target_qps
 
     if start_qps is not None:
         if start_qps <= 0:
             raise InputError(f"--start-qps must be positive (got {start_qps:g}).", "`repro tune server --start-qps 10`")
         return float(start_qps), "--start-qps"
+    if recipe.demo and ws is not None:
+        return _demo_start(recipe, ws)
     own = recipe_target_qps(recipe, scenario)
     if own:
         return own, f"the recipe's {scenario} target"
@@ -414,6 +432,24 @@ def _start_rate(recipe: Recipe, scenario: str, start_qps: float | None) -> tuple
         if server:
             return round(server / 2, 3), "half the recipe's Server target"
     return round(recipe.loadgen.offline_expected_qps / 2, 3), "half the recipe's Offline rate"
+
+
+def _demo_start(recipe: Recipe, ws: Workspace) -> tuple[float, str]:
+    """The demo's rate depends on this CPU: start from its throughput on a Server-sized batch (under a second), not
+    from a fixed guess that costs minutes of 662-query probes at a few queries per second."""
+    from repro.run.demo import calibrate
+    from repro.setup.demo import prepare_demo
+
+    paths = prepare_demo(ws)
+    cal = calibrate(
+        paths["model_dir"],
+        paths["dataset"],
+        max_tokens=recipe.loadgen.max_tokens,
+        min_duration_ms=recipe.loadgen.min_duration_ms,
+        scenario="Server",
+    )
+    rate = float(f"{cal['probe_samples_per_s']:.3g}")
+    return rate, f"the demo's measured rate on a batch of {cal['probe_samples']}"
 
 
 def tune(
@@ -427,7 +463,7 @@ def tune(
     served_model: str | None = None,
     start_qps: float | None = None,
     margin: float | None = None,
-    resolution: float = RESOLUTION,
+    resolution: float | None = None,
     max_minutes: float = 60.0,
     probe_s: float | None = None,
     probe_queries: int | None = None,
@@ -447,9 +483,11 @@ def tune(
     if scenario not in TUNE_SCENARIOS:
         raise InputError(f"repro tune searches Server or Interactive, not {scenario}.", "`repro tune server`")
     if margin is None:
-        margin = DEMO_MARGIN if recipe.demo else MARGIN
-    if not 0 <= margin < 0.5:
-        raise InputError(f"--margin must be between 0 and 0.5 (got {margin:g}).", "`repro tune server --margin 0.05`")
+        margin = default_margin(recipe, scenario)
+    if not 0 <= margin < 0.9:
+        raise InputError(f"--margin must be between 0 and 0.9 (got {margin:g}).", "`repro tune server --margin 0.05`")
+    if resolution is None:
+        resolution = DEMO_RESOLUTION if recipe.demo else RESOLUTION
     if max_minutes <= 0 or (probe_s is not None and probe_s <= 0) or (probe_queries is not None and probe_queries < 1):
         raise InputError(
             "--max-minutes, --probe-seconds and --probe-queries must be positive.", "`repro tune server --help`"
@@ -458,7 +496,7 @@ def tune(
         raise InputError(
             f"Recipe '{recipe.name}' is reference-only (a published system repro does not run).", "`repro recipes list`"
         )
-    start, source = _start_rate(recipe, scenario, start_qps)
+    start, source = _start_rate(recipe, scenario, start_qps, None if dry_run else ws)
     keys = server_latency_keys(recipe, scenario)
     limits = (float(keys["ttft_latency"]), float(keys["tpot_latency"]))
     full = loadgen_settings(recipe, scenario, dataset_size=recipe.dataset.samples)
@@ -630,9 +668,14 @@ def offline_auto_qps(
     servers: Any = None,
     served_model: str | None = None,
     samples: int = OFFLINE_PROBE_SAMPLES,
+    sim_rate: float | None = None,
+    min_duration_s: float | None = None,
     detect: bool = True,
 ) -> dict[str, Any]:
-    """A short Offline run through the same backend measures samples/s; LoadGen's expected QPS is that x headroom."""
+    """A short Offline run through the same backend measures samples/s; LoadGen's expected QPS is that x headroom.
+
+    The probe runs as the run will (the sim at the run's --sim-rate: unpaced, it measured a rate the paced run then
+    took an hour to issue); `min_duration_s` is the run's --duration, if any."""
     from repro.core.clock import stamped_path
     from repro.run.harness import execute
     from repro.run.options import RunHooks, RunOptions
@@ -652,6 +695,7 @@ def offline_auto_qps(
         servers=keep,
         served_model=served_model,
         samples=n,
+        sim_rate=sim_rate,
         probe=True,
         into=folder,
         detect=detect,
@@ -664,7 +708,7 @@ def offline_auto_qps(
             f"`repro run offline --recipe {recipe.name} --samples 64`",
         )
     qps = float(f"{measured * OFFLINE_HEADROOM:.4g}")
-    min_s = recipe.loadgen.min_duration_ms / 1000
+    min_s = recipe.loadgen.min_duration_ms / 1000 if min_duration_s is None else min_duration_s
     return {
         "from": "--target-qps auto",
         "target_qps": qps,
