@@ -455,3 +455,43 @@ def test_hf_refuses_a_model_the_gpus_cannot_hold(demo_paths, tmp_path: Path) -> 
         check_gpu_memory(big, "float16", [80 * 10**9])
     assert "without --backend hf" in err.value.next_command
     assert check_gpu_memory(big, "float16", [80 * 10**9] * 8) == 138 * 10**9
+
+
+def test_a_kept_alive_connection_closed_unanswered_is_retried_on_a_new_one() -> None:
+    """uvicorn (trtllm-serve, `transformers serve`) closes a kept-alive connection after 5 s idle; a request sent on it
+    as it closes gets no status line, which ended a tuned Server run through `transformers serve`. This server answers
+    the first request of each connection and closes it unanswered on the second: the client sends that request again
+    on a new connection, once, and it is answered."""
+    import asyncio
+    import re
+
+    from repro.run.backends.http_client import Endpoint, HttpClient
+
+    connections: list[int] = []
+    body = b'{"ok": 1}'
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        connections.append(1)
+        for answered in range(2):
+            try:
+                head = await reader.readuntil(b"\r\n\r\n")
+            except asyncio.IncompleteReadError:
+                break
+            match = re.search(rb"Content-Length: (\d+)", head)
+            await reader.readexactly(int(match.group(1)) if match else 0)
+            if answered:
+                break
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+            await writer.drain()
+        writer.close()
+
+    async def two_requests() -> list[bytes]:
+        server = await asyncio.start_server(handle, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        ep, client = Endpoint(f"http://127.0.0.1:{port}", "127.0.0.1", port), HttpClient(stall_s=10)
+        out = [b"".join([p async for p in client.request(ep, "POST", "/v1/completions", {"n": i})]) for i in range(2)]
+        server.close()
+        return out
+
+    assert asyncio.run(two_requests()) == [body, body]
+    assert len(connections) == 2

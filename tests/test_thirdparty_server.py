@@ -181,3 +181,30 @@ def test_test06_passes_through_the_endpoint(thirdparty_server: ThirdPartyServer,
     text = (Path(doc["details"]["run_dir"]) / "TEST06" / "verify_accuracy.txt").read_text().splitlines()
     assert text[0] == "First token check pass: Skipped"  # Offline
     assert text[1:] == ["EOS check pass: True", "Sample length check pass: True", "TEST06 verification complete"]
+
+
+def test_tune_then_server_run_through_the_endpoint(thirdparty_server: ThirdPartyServer, tmp_path: Path) -> None:
+    """`repro tune server --recipe demo --endpoint URL` against `transformers serve` (one request at a time, ~16 q/s
+    here), then `repro run server` at the tuned rate is VALID by LoadGen's verdict. As small as the command allows:
+    probes of 3 s / 40 queries from 12 q/s (the demo's 10% bracket: ~5 probes), and the run is the 459 queries
+    LoadGen's early stopping needs with none over a limit (~40 s at the demo's 20% margin below the highest pass).
+    At 80% of a single-slot server's capacity the p99 TTFT is ~0.5 s against the 2 s limit."""
+    ws = tmp_path / "ws"
+    w = ["--recipe", "demo", "--endpoint", thirdparty_server.base_url, "--served-model", thirdparty_server.model]
+    w += ["--workspace", str(ws), "--json"]
+    tune = ["tune", "server", *w, "--start-qps", "12", "--probe-seconds", "3", "--probe-queries", "40"]
+    res = _repro(*tune, "--max-minutes", "1.5")
+    assert res.returncode == 0, res.stdout + res.stderr
+    tuned = json.loads(res.stdout)
+    assert tuned["chosen_qps"] > 0 and tuned["endpoints"] == [thirdparty_server.base_url]
+    res = _repro("run", "server", *w, "--samples", "459")
+    assert res.returncode == 0, res.stdout + res.stderr
+    doc = json.loads(res.stdout)
+    assert doc["details"]["target_qps"] == tuned["chosen_qps"]
+    assert doc["details"]["target_qps_source"]["from"] == "repro tune"
+    summary = (Path(doc["details"]["log_dir"]) / "mlperf_log_summary.txt").read_text()
+    assert "Result is : VALID" in summary, summary
+
+
+def _repro(*argv: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*REPRO, *argv], check=False, capture_output=True, text=True, timeout=300, env=_env())

@@ -415,7 +415,7 @@ def _parse_probe(log_dir: Path) -> tuple[float | None, float | None, str | None]
 def _start_rate(
     recipe: Recipe, scenario: str, start_qps: float | None, ws: Workspace | None = None
 ) -> tuple[float, str]:
-    """--start-qps, else the recipe's published rate; the demo (given `ws`) measures its own."""
+    """--start-qps, else the recipe's published rate; the demo on this CPU (given `ws`) measures its own."""
     from repro.run.settings import recipe_target_qps
 
     if start_qps is not None:
@@ -496,7 +496,8 @@ def tune(
         raise InputError(
             f"Recipe '{recipe.name}' is reference-only (a published system repro does not run).", "`repro recipes list`"
         )
-    start, source = _start_rate(recipe, scenario, start_qps, None if dry_run else ws)
+    local_demo = recipe.demo and not endpoints and backend in (None, recipe.backend) and not dry_run
+    start, source = _start_rate(recipe, scenario, start_qps, ws if local_demo else None)
     keys = server_latency_keys(recipe, scenario)
     limits = (float(keys["ttft_latency"]), float(keys["tpot_latency"]))
     full = loadgen_settings(recipe, scenario, dataset_size=recipe.dataset.samples)

@@ -28,6 +28,9 @@ WHOLE_REQUEST_STALLS = 3
 # A 1,024-token answer with ids is ~20 KB (streamed as events, ~300 KB); a body past this is not an answer.
 MAX_BODY_BYTES = 8 << 20
 MAX_HEAD_BYTES = 64 << 10
+# uvicorn (trtllm-serve, `transformers serve`) closes a kept-alive connection after 5 s idle; one reused at that moment
+# is closed unanswered. Connections idle longer than this are not reused (a Server run at a few queries/s has many).
+IDLE_REUSE_S = 4.0
 # After `data: [DONE]` the body's end usually follows at once; this long is waited for it before closing.
 DRAIN_AFTER_DONE_S = 2.0
 
@@ -161,7 +164,8 @@ class Endpoint:
     url: str
     host: str
     port: int
-    idle: list[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = field(default_factory=list)
+    idle: list[tuple[asyncio.StreamReader, asyncio.StreamWriter, float]] = field(default_factory=list)
+    """Kept-alive connections and when each went idle (loop time)."""
     sem: asyncio.Semaphore | None = None
     form: str = FORM_TRTLLM
     model: str = ""
@@ -260,14 +264,43 @@ class HttpClient:
         self.connect_timeout_s = connect_timeout_s
         self.max_body = max_body
 
-    async def _open(self, ep: Endpoint) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-        if ep.idle:
-            return ep.idle.pop()
+    async def _open(self, ep: Endpoint) -> tuple[asyncio.StreamReader, asyncio.StreamWriter, bool]:
+        """A kept-alive connection idle for less than IDLE_REUSE_S (the server has not timed it out), else a new one;
+        the flag says which."""
+        now = asyncio.get_running_loop().time()
+        while ep.idle:
+            reader, writer, since = ep.idle.pop()
+            if now - since < IDLE_REUSE_S and not reader.at_eof():
+                return reader, writer, True
+            writer.close()
         try:
             opening = asyncio.open_connection(ep.host, ep.port, limit=MAX_HEAD_BYTES)
-            return await asyncio.wait_for(opening, self.connect_timeout_s)
+            return (*await asyncio.wait_for(opening, self.connect_timeout_s), False)
         except (TimeoutError, OSError) as exc:
             raise connect_error(ep.url, exc) from None
+
+    async def _exchange(
+        self, ep: Endpoint, payload: bytes, clock: _Clock
+    ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter, list[bytes]]:
+        """Send the request and read its head. A kept-alive connection the server closed as the request went out
+        (no status line, or a reset) is retried once on a new connection, as HTTP clients do: nothing was answered."""
+        while True:
+            reader, writer, reused = await self._open(ep)
+            try:
+                writer.write(payload)
+                await writer.drain()
+                head = await clock.head(reader)
+            except (ConnectionError, asyncio.IncompleteReadError):
+                writer.close()
+                if not reused:
+                    raise
+                continue
+            except BaseException:
+                writer.close()
+                raise
+            if head[0] or not reused:
+                return reader, writer, head
+            writer.close()
 
     def _too_large(self, clock: _Clock, what: str) -> BackendError:
         return BackendError(
@@ -280,7 +313,6 @@ class HttpClient:
         self, ep: Endpoint, method: str, path: str, body: dict[str, Any] | None = None
     ) -> AsyncGenerator[bytes, None]:
         """Yields the body in pieces as they arrive; raises BackendError on a non-2xx status."""
-        reader, writer = await self._open(ep)
         clock = _Clock(ep, path, self.stall_s, self.stall_s * WHOLE_REQUEST_STALLS)
         data = json.dumps(body).encode() if body is not None else b""
         head = (
@@ -288,10 +320,9 @@ class HttpClient:
             f"Content-Type: application/json\r\nContent-Length: {len(data)}\r\nConnection: keep-alive\r\n\r\n"
         )
         reusable = False
+        writer: asyncio.StreamWriter | None = None
         try:
-            writer.write(head.encode() + data)
-            await writer.drain()
-            status_line, *header_lines = await clock.head(reader)
+            reader, writer, (status_line, *header_lines) = await self._exchange(ep, head.encode() + data, clock)
             if not status_line:
                 raise BackendError(
                     f"{ep.url} closed the connection without answering.", "check the server log", kind="reset"
@@ -333,9 +364,9 @@ class HttpClient:
                 kind="reset",
             ) from None
         finally:
-            if reusable:
-                ep.idle.append((reader, writer))
-            else:
+            if reusable and writer is not None:
+                ep.idle.append((reader, writer, asyncio.get_running_loop().time()))
+            elif writer is not None:
                 writer.close()
 
     async def _body(self, reader: asyncio.StreamReader, headers: dict[str, str], clock: _Clock) -> AsyncIterator[bytes]:
