@@ -489,7 +489,9 @@ def test_a_kept_alive_connection_closed_unanswered_is_retried_on_a_new_one() -> 
         server = await asyncio.start_server(handle, "127.0.0.1", 0)
         port = server.sockets[0].getsockname()[1]
         ep, client = Endpoint(f"http://127.0.0.1:{port}", "127.0.0.1", port), HttpClient(stall_s=10)
-        out = [b"".join([p async for p in client.request(ep, "POST", "/v1/completions", {"n": i})]) for i in range(2)]
+        out = []
+        for i in range(2):
+            out.append(b"".join([p async for p in client.request(ep, "POST", "/v1/completions", {"n": i})]))
         server.close()
         return out
 
