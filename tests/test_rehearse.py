@@ -45,6 +45,7 @@ def test_dry_run_plans_without_building(tmp_path: Path) -> None:
     doc = json.loads(out.stdout)
     assert doc["label"] == "rehearsal" and doc["reproduction"] is False and doc["dry_run"] is True
     assert doc["recipe"] == "nd-gb300-v6" and not (tmp_path / "rehearsal").exists()
+    assert doc["steps"][-2:] == ["tune server", "run server"]
     assert plan("nd-h100-v5", tmp_path).image.startswith("repro-trtllm:nd-h100-v5-")
 
 
@@ -136,7 +137,7 @@ def test_reference_only_and_demo_recipes_are_refused_before_building(tmp_path: P
 @pytest.mark.parametrize("name", GPU_RECIPES)
 def test_rehearsal_runs_offline_and_server_valid_and_leaves_nothing(client, name: str, tmp_path: Path) -> None:
     result = rehearse(name, tmp_path / name, client=client)
-    assert result.steps == ["doctor", "build-engine", "setup", "run offline", "run server"]
+    assert result.steps == ["doctor", "build-engine", "setup", "run offline", "tune server", "run server"]
     assert result.doctor is not None and result.doctor["gpus_as_recipe"] and result.doctor["label"] == "stand-in GPUs"
     assert len(result.doctor["gpus"]) == get_recipe(name).system.gpus_per_vm
     assert result.device_requests == plan(name, tmp_path / "plan").device_requests
@@ -148,6 +149,10 @@ def test_rehearsal_runs_offline_and_server_valid_and_leaves_nothing(client, name
         info = json.loads(next(Path(run["run_dir"]).rglob("run.json")).read_text())
         assert info["label"] == "rehearsal"
         assert info["servers"]["servers"] and all(s["image"] == result.image for s in info["servers"]["servers"])
+    # the Server run is at the rate `repro tune server` found against the stand-in servers, and says so
+    tuned, server = result.tune, result.runs[1]
+    assert tuned is not None and tuned["chosen_qps"] and tuned["label"] == "rehearsal"
+    assert server["target_qps"] == tuned["chosen_qps"] and server["target_qps_source"]["from"] == "repro tune"
     assert result.ok and result.left_containers == []
     assert managed_containers("org.repro.rehearsal", client=client) == []
 

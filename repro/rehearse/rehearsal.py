@@ -30,6 +30,14 @@ PROMPTS = 64
 DEFAULT_TIME_SCALE = 1 / 400  # 2,400 s of LoadGen -> 6 s
 SERVER_QPS = 30.0  # the Server arrival rate a rehearsal runs at: what two CPU cores drive through LoadGen
 EARLY_STOPPING_QUERIES = 460  # LoadGen's early stopping needs ~459 Server queries even when none is over latency
+# `repro tune server` in a rehearsal: probes of 2 s / 100 queries from the rehearsal's Server rate, a 50% bracket (the
+# step shows the search and that the run uses its rate; a 3% bracket costs minutes of probes per recipe), and the
+# demo's 20% margin (the stand-ins share this machine's CPU, as the demo does).
+TUNE_PROBE_S = 2.0
+TUNE_PROBE_QUERIES = 100
+TUNE_RESOLUTION = 0.5
+TUNE_MARGIN = 0.2
+TUNE_MAX_MINUTES = 2.0
 
 
 @dataclass
@@ -94,6 +102,8 @@ class RehearsalResult:
     """What Docker would be asked for per server on the VM (this machine has no NVIDIA runtime, so none is sent)."""
     rack: dict[str, Any] | None = None
     """With --nodes: the rack folder, its Slurm jobs, the summed total and the jobs Slurm still runs."""
+    tune: dict[str, Any] | None = None
+    """`repro tune server` against the stand-in servers: the rate chosen, the search, where it was saved."""
 
     @property
     def next_command(self) -> str:
@@ -148,6 +158,7 @@ class RehearsalResult:
             "device_requests": self.device_requests,
             "runs": self.runs,
             "rack": self.rack,
+            "tune": self.tune,
             "left_containers": self.left_containers,
             "dry_run": self.dry_run,
             "ok": self.ok,
@@ -315,6 +326,8 @@ class Rehearsal:
                 "label": verdict.run.label,
                 "samples_per_s": verdict.run.samples_per_s,
                 "tokens_per_s": verdict.run.tokens_per_s,
+                "target_qps": out.details.get("target_qps"),
+                "target_qps_source": out.details.get("target_qps_source"),
             }
         )
         self.say(f"{scenario}: {verdict.run.validity}, verdict {verdict.status} [{verdict.run.label}]")
@@ -407,6 +420,41 @@ def _setup(r: Rehearsal) -> None:
     r.result.device_requests = planned_device_requests(r.recipe, r.ws)
 
 
+def _tune(r: Rehearsal) -> None:
+    """`repro tune server` against the stand-in servers with the rehearsal's scaling (its Server run's duration and
+    query count judge early stopping); the Server run after it reads the saved rate and records it in run.json."""
+    from repro.run.tune import tune
+
+    run = r.scaling.settings(r.recipe, "Server")
+    r.say(f"tune server: LoadGen probes against the stand-in servers from {run['target_qps']:.3g} queries/s")
+    found = tune(
+        r.recipe,
+        r.ws,
+        scenario="Server",
+        servers=r.servers,
+        start_qps=float(f"{run['target_qps']:.4g}"),
+        margin=TUNE_MARGIN,
+        resolution=TUNE_RESOLUTION,
+        max_minutes=TUNE_MAX_MINUTES,
+        probe_s=TUNE_PROBE_S,
+        probe_queries=TUNE_PROBE_QUERIES,
+        run_settings={k: run[k] for k in ("min_duration", "min_query_count")},
+        rehearsal=True,
+        detect=False,
+    )
+    r.result.tune = {
+        "label": LABEL,
+        "chosen_qps": found.chosen_qps,
+        "highest_passing_qps": found.highest_passing_qps,
+        "lowest_failing_qps": found.lowest_failing_qps,
+        "margin": found.margin,
+        "stopped": found.stopped,
+        "file": found.file,
+        "search": [(p.target_qps, p.passed) for p in found.probes],
+    }
+    r.say(f"tune server [{LABEL}]: {found.summary}")
+
+
 def planned_device_requests(recipe: Recipe, ws: Workspace) -> list[dict[str, Any]]:
     """Per server, the Docker device request `repro run` sends on the VM (the stood-in servers get none here)."""
     from repro.run.servers import ServerOptions, device_requests, plan_servers
@@ -475,6 +523,7 @@ def default_steps(nodes: int = 1) -> list[Step]:
         ("build-engine", _build),
         ("setup", _setup),
         ("run offline", lambda r: r.run("Offline")),
+        ("tune server", _tune),
         ("run server", lambda r: r.run("Server")),
     ]
 

@@ -471,8 +471,13 @@ def tune(
     detect: bool = True,
     argv: Sequence[str] | None = None,
     show: Callable[[str], None] | None = None,
+    run_settings: dict[str, Any] | None = None,
+    rehearsal: bool = False,
 ) -> TuneResult:
-    """Search the rate, save it where `repro run <scenario>` reads it, and return the whole search."""
+    """Search the rate, save it where `repro run <scenario>` reads it, and return the whole search.
+
+    `run_settings`: the full run's min_duration/min_query_count when it is not the recipe's (a rehearsal scales
+    them), so early stopping is judged for the run that follows; `rehearsal` labels the probes so."""
     from repro.core.clock import stamped_path
     from repro.run.harness import execute
     from repro.run.options import RunHooks, RunOptions
@@ -500,7 +505,7 @@ def tune(
     start, source = _start_rate(recipe, scenario, start_qps, ws if local_demo else None)
     keys = server_latency_keys(recipe, scenario)
     limits = (float(keys["ttft_latency"]), float(keys["tpot_latency"]))
-    full = loadgen_settings(recipe, scenario, dataset_size=recipe.dataset.samples)
+    full = {**loadgen_settings(recipe, scenario, dataset_size=recipe.dataset.samples), **(run_settings or {})}
     full_min_s = int(full["min_duration"]) / 1000
     full_queries = int(full["min_query_count"])
     probe_s = min(PROBE_S, full_min_s) if probe_s is None else probe_s
@@ -523,7 +528,7 @@ def tune(
         resolution=resolution,
         max_minutes=max_minutes,
         full_run={"min_duration_s": full_min_s, "min_query_count": full_queries},
-        label="demo" if recipe.demo else None,
+        label="rehearsal" if rehearsal else "demo" if recipe.demo else None,
         dry_run=dry_run,
     )
     if dry_run:
@@ -557,6 +562,7 @@ def tune(
             into=into,
             detect=detect,
             argv=argv,
+            rehearsal=rehearsal,
         )
         hooks = RunHooks(
             progress=False,
