@@ -123,7 +123,7 @@ def run_accelerator(run: LoadGenRun) -> tuple[str | None, str | None]:
         distinct = sorted(set(names))
         return " + ".join(distinct), "run.json (NVML)"
     if run.run_info is not None and (cpu := run.run_info.ran_on_cpu):
-        named = f" ({cpu})" if cpu != "CPU" else ""
+        named = f", {cpu}" if cpu != "CPU" else ""
         return "CPU", f"run.json: the {run.run_info.backend or 'run'} backend ran on the CPU{named}"
     name = run.system.get("accelerator_model_name") if run.system else None
     if isinstance(name, str) and name.strip():
