@@ -122,6 +122,64 @@ def test_setup_meets_the_gate_as_on_the_hub(tmp_path: Path) -> None:
     assert not [p for p in ws.root.rglob("*") if p.is_file() and TOKEN.encode() in p.read_bytes()]
 
 
+def test_standin_trtllm_tools_take_the_build_plans_flags_and_refuse_others(tmp_path: Path) -> None:
+    """The stand-in quantize.py and trtllm-build parse with the pinned release's contract: every command repro's build
+    plan runs through them writes the files the real tools write; an unknown flag exits 2 as argparse does."""
+    import os
+    from pathlib import PurePosixPath
+
+    from repro.engine import quantize as q
+    from repro.rehearse.rehearsal import STANDIN_DIR
+
+    for version in ("1.0.0", "1.1.0"):
+        packaged = (STANDIN_DIR / f"trtllm_contract_{version}.json").read_bytes()
+        assert packaged == (REPO / "tests" / "data" / f"trtllm_contract_{version}.json").read_bytes()
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name in ("trtllm-build", "quantize.py"):
+        (bin_dir / name).symlink_to(STANDIN_DIR / "trtllm_tools.py")
+    ran = 0
+    for name in [*GPU_RECIPES, "nc-h100-v5"]:
+        recipe = get_recipe(name)
+        assert recipe.trtllm is not None
+        root = tmp_path / name
+        p = q.paths_for(recipe, root=PurePosixPath(root))
+        (Path(p.model_dir) / "config.json").parent.mkdir(parents=True)
+        (Path(p.model_dir) / "config.json").write_text("{}")
+        env = {**os.environ, "STANDIN_TRTLLM_VERSION": recipe.trtllm.version}
+        quantize = q.quantize_command(recipe, p)
+        build = q.build_command(recipe, p)
+        world = recipe.trtllm.tp_size * recipe.trtllm.pp_size
+        if quantize[1] == q.TRTLLM_QUANTIZE:
+            done = subprocess.run(
+                [str(bin_dir / "quantize.py"), *quantize[2:]], capture_output=True, text=True, env=env
+            )
+            assert done.returncode == 0, done.stderr
+            assert {f.name for f in Path(p.checkpoint_dir).iterdir()} == {"config.json"} | {
+                f"rank{r}.safetensors" for r in range(world)
+            }
+            ran += 1
+        else:
+            Path(p.checkpoint_dir).mkdir(parents=True)
+            (Path(p.checkpoint_dir) / "config.json").write_text(json.dumps({"mapping": {"world_size": world}}))
+        if build is not None:
+            done = subprocess.run([str(bin_dir / "trtllm-build"), *build[1:]], capture_output=True, text=True, env=env)
+            assert done.returncode == 0, done.stderr
+            engine = json.loads((Path(str(p.engine_dir)) / "config.json").read_text())
+            assert engine["version"] == recipe.trtllm.version and "stand-in" in engine["repro"]
+            assert sorted(f.name for f in Path(str(p.engine_dir)).glob("rank*.engine")) == [
+                f"rank{r}.engine" for r in range(world)
+            ]
+            refused = subprocess.run(
+                [str(bin_dir / "trtllm-build"), *build[1:], "--no_such_flag=1"], capture_output=True, text=True, env=env
+            )
+            assert refused.returncode == 2 and "unrecognized arguments: --no_such_flag=1" in refused.stderr
+            ran += 1
+    assert ran >= 3  # gb200's quantize.py and trtllm-build, nc-h100-v5's trtllm-build
+    refused = subprocess.run([str(bin_dir / "quantize.py"), "--qformat=fp8", "--bogus"], capture_output=True, text=True)
+    assert refused.returncode == 2 and "unrecognized arguments: --bogus" in refused.stderr
+
+
 def test_reference_only_and_demo_recipes_are_refused_before_building(tmp_path: Path) -> None:
     """nc-h100-v5 is reference-only on main (repro does not run it); the demo has no TensorRT-LLM image."""
     for name, why in (("nc-h100-v5", "reference-only"), ("demo", "no TensorRT-LLM image")):
@@ -137,11 +195,17 @@ def test_reference_only_and_demo_recipes_are_refused_before_building(tmp_path: P
 @pytest.mark.parametrize("name", GPU_RECIPES)
 def test_rehearsal_runs_offline_and_server_valid_and_leaves_nothing(client, name: str, tmp_path: Path) -> None:
     result = rehearse(name, tmp_path / name, client=client)
-    assert result.steps == ["doctor", "build-engine", "setup", "run offline", "tune server", "run server"]
+    assert result.steps == ["doctor", "setup", "build-engine", "run offline", "tune server", "run server"]
     assert result.doctor is not None and result.doctor["gpus_as_recipe"] and result.doctor["label"] == "stand-in GPUs"
     assert len(result.doctor["gpus"]) == get_recipe(name).system.gpus_per_vm
     assert result.device_requests == plan(name, tmp_path / "plan").device_requests
     assert result.setup is not None and result.setup["gate_as_hub"] and result.setup["label"] == "stand-in hub"
+    assert result.build is not None and result.build["ok"] and result.build["label"] == "stand-in TensorRT-LLM tools"
+    if get_recipe(name).backend == "trtllm-engine":  # gb200: quantize.py and trtllm-build ran in the image
+        assert [s["step"] for s in result.build["ran"]] == ["quantize", "engine"]
+    else:  # the PyTorch path quantizes with ModelOpt, which needs the GPU
+        assert result.build["ran"] == []
+        assert [s["step"] for s in result.build["not_stood_in"]] == ["prepare-calib", "quantize"]
     assert [r["scenario"] for r in result.runs] == ["Offline", "Server"]
     for run in result.runs:
         assert run["validity"] == "VALID", run

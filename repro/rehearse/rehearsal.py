@@ -94,6 +94,8 @@ class RehearsalResult:
     nodes: int = 1
     steps: list[str] = field(default_factory=list)
     """The steps run, in order (their names from `default_steps`)."""
+    build: dict[str, Any] | None = None
+    """The build plan's TensorRT-LLM steps run through the stand-in tools: each command and the files it wrote."""
     setup: dict[str, Any] | None = None
     """`repro setup` against the stand-in gated hub: each attempt's HTTP status and message, the files it fetched."""
     doctor: dict[str, Any] | None = None
@@ -129,6 +131,7 @@ class RehearsalResult:
     def ok(self) -> bool:
         doctor_ok = self.doctor is None or self.doctor["gpus_as_recipe"]
         doctor_ok = doctor_ok and (self.setup is None or self.setup["gate_as_hub"])
+        doctor_ok = doctor_ok and (self.build is None or self.build["ok"])
         rack_ok = self.rack is None or (self.rack["counted"] == self.nodes and not self.rack["left_jobs"])
         return (
             bool(self.runs)
@@ -155,6 +158,7 @@ class RehearsalResult:
             "steps": self.steps,
             "doctor": self.doctor,
             "setup": self.setup,
+            "build": self.build,
             "device_requests": self.device_requests,
             "runs": self.runs,
             "rack": self.rack,
@@ -190,14 +194,19 @@ def base_tag() -> str:
     return f"repro-rehearse-base:{rootfs_key()}"
 
 
-def standin_tag(base: str) -> str:
-    """The stand-in TensorRT-LLM base: named by its source and its base, so a second rehearsal reuses it."""
-    digest = hashlib.sha256(STANDIN.read_bytes() + (STANDIN_DIR / "Dockerfile").read_bytes() + base.encode())
-    return f"repro-rehearse-standin:{digest.hexdigest()[:12]}"
+def standin_tag(base: str, version: str) -> str:
+    """The stand-in TensorRT-LLM base of one release: named by its files, its base and the release, so a second
+    rehearsal reuses it."""
+    digest = hashlib.sha256(f"{base}\n{version}\n".encode())
+    for f in sorted(STANDIN_DIR.iterdir()):
+        if f.is_file():
+            digest.update(f.name.encode() + f.read_bytes())
+    return f"repro-rehearse-standin:{version}-{digest.hexdigest()[:12]}"
 
 
 def build_images(recipe: Recipe, client: Any = None) -> str:
-    """The stand-in base (host Python FROM scratch + the stand-in trtllm-serve), then containers/Dockerfile on it."""
+    """The stand-in base (host Python FROM scratch + the stand-in TensorRT-LLM tools of the recipe's release), then
+    containers/Dockerfile on it."""
     from repro.engine.container import ImageSpec, build_image, image_spec_for
     from repro.rehearse.baseimage import base_dockerfile_dir
 
@@ -216,12 +225,13 @@ def build_images(recipe: Recipe, client: Any = None) -> str:
         import shutil
 
         shutil.rmtree(ctx, ignore_errors=True)
-    digest = hashlib.sha256(STANDIN.read_bytes() + base.encode()).hexdigest()[:12]
+    assert recipe.trtllm is not None
+    version = recipe.trtllm.version
     standin = build_image(
         ImageSpec(
             STANDIN_DIR / "Dockerfile",
-            f"repro-rehearse-standin:{digest}",
-            {"BASE_IMAGE": base},
+            standin_tag(base, version),
+            {"BASE_IMAGE": base, "TRTLLM_VERSION": version},
             with_repro_source=False,
         ),
         client=client,
@@ -264,7 +274,8 @@ def plan(recipe_name: str, root: Path, *, time_scale: float = DEFAULT_TIME_SCALE
 
     recipe = gpu_recipe(recipe_name)
     _check_nodes(nodes)
-    spec = image_spec_for(recipe, base_image=standin_tag(base_tag()), install="none")
+    assert recipe.trtllm is not None
+    spec = image_spec_for(recipe, base_image=standin_tag(base_tag(), recipe.trtllm.version), install="none")
     result = RehearsalResult(
         recipe.name, root, Scaling.for_recipe(recipe, time_scale), spec.tag, dry_run=True, nodes=nodes
     )
@@ -395,21 +406,62 @@ def _doctor(r: Rehearsal) -> None:
     r.say(f"doctor [stand-in GPUs]: {', '.join(f'{k} {v}' for k, v in checks.items())}")
 
 
+def build_engine_steps(recipe: Recipe, ws: Workspace, client: Any = None) -> dict[str, Any]:
+    """Run the steps of repro's build plan that are TensorRT-LLM's own tools (quantize.py, trtllm-build) in the
+    recipe's image on the stand-in base, where they are the contract-bound stand-ins; report what each wrote."""
+    from repro.engine import quantize as q
+    from repro.engine.container import run_container
+    from repro.engine.plan import plan_build
+
+    assert recipe.trtllm is not None
+    base = standin_tag(base_tag(), recipe.trtllm.version)
+    plan = plan_build(recipe, ws, base_image=base, install="none", gpus=False)
+    logs = ws.root / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    ran: list[dict[str, Any]] = []
+    skipped: list[dict[str, str]] = []
+    for step in plan.steps:
+        cmd = step.argv[2:] if step.argv[:2] == ["exec", "--"] else step.argv  # the image's entrypoint runs it
+        trtllm_tool = cmd[:1] == ["trtllm-build"] or cmd[1:2] == [q.TRTLLM_QUANTIZE]
+        if not trtllm_tool:
+            why = (
+                "repro's own step; setup already wrote its calibration parquet"
+                if step.name == "prepare-calib"
+                else "ModelOpt quantization in repro's entry point needs torch, ModelOpt and the GPU"
+            )
+            skipped.append({"step": step.name, "why": why})
+            continue
+        run_container(step.run, step=step.name, log_path=logs / f"build-engine-{step.name}.log", client=client)
+        ran.append(
+            {
+                "step": step.name,
+                "command": cmd,
+                "outputs": [str(p) for p in step.outputs],
+                "missing": [str(p) for p in step.outputs if not p.exists()],
+            }
+        )
+    return {
+        "label": "stand-in TensorRT-LLM tools",
+        "version": recipe.trtllm.version,
+        "ran": ran,
+        "not_stood_in": skipped,
+        "ok": all(not r["missing"] for r in ran),
+    }
+
+
 def _build(r: Rehearsal) -> None:
-    r.say("build-engine: stand-in TensorRT-LLM base, then containers/Dockerfile on it")
-    r.result.image = build_images(r.recipe, r.client)
-
-
-def _setup(r: Rehearsal) -> None:
-    from repro.rehearse.setup_step import gated_setup
     from repro.run.servers import ServerOptions, plan_servers
 
-    r.say(f"setup: repro setup against a local gated hub ({r.recipe.model.repo_id} @ {r.recipe.model.revision[:12]})")
-    setup = gated_setup(r.recipe, r.ws, tiny_prompts(), OUT_LEN, VOCAB)
-    setup["gate_as_hub"] = [a["http"] for a in setup["attempts"]] == [401, 403, 200] and setup["status"] == "done"
-    r.result.setup = setup
-    r.say("setup [stand-in hub]: " + "; ".join(f"{a['attempt']}: HTTP {a['http']}" for a in setup["attempts"]))
+    assert r.recipe.trtllm is not None
+    r.say(
+        f"build-engine: stand-in TensorRT-LLM {r.recipe.trtllm.version} base, containers/Dockerfile on it, then the "
+        "build plan's TensorRT-LLM steps"
+    )
+    r.result.image = build_images(r.recipe, r.client)
+    r.result.build = build_engine_steps(r.recipe, r.ws, r.client)
     prepare_workspace(r.recipe, r.ws, dataset=False)
+    ran = ", ".join(x["step"] for x in r.result.build["ran"]) or "none (ModelOpt path)"
+    r.say(f"build-engine [stand-in TensorRT-LLM tools]: ran {ran}")
     r.servers = ServerOptions(
         image=r.result.image,
         gpus=False,
@@ -453,6 +505,22 @@ def _tune(r: Rehearsal) -> None:
         "search": [(p.target_qps, p.passed) for p in found.probes],
     }
     r.say(f"tune server [{LABEL}]: {found.summary}")
+
+
+def _images(r: Rehearsal) -> None:
+    """The rack's build-engine: the image its nodes load (each node's data and checkpoint are its own)."""
+    r.say("build-engine: stand-in TensorRT-LLM base, then containers/Dockerfile on it")
+    r.result.image = build_images(r.recipe, r.client)
+
+
+def _setup(r: Rehearsal) -> None:
+    from repro.rehearse.setup_step import gated_setup
+
+    r.say(f"setup: repro setup against a local gated hub ({r.recipe.model.repo_id} @ {r.recipe.model.revision[:12]})")
+    setup = gated_setup(r.recipe, r.ws, tiny_prompts(), OUT_LEN, VOCAB)
+    setup["gate_as_hub"] = [a["http"] for a in setup["attempts"]] == [401, 403, 200] and setup["status"] == "done"
+    r.result.setup = setup
+    r.say("setup [stand-in hub]: " + "; ".join(f"{a['attempt']}: HTTP {a['http']}" for a in setup["attempts"]))
 
 
 def planned_device_requests(recipe: Recipe, ws: Workspace) -> list[dict[str, Any]]:
@@ -517,11 +585,11 @@ def _rack(r: Rehearsal) -> None:
 def default_steps(nodes: int = 1) -> list[Step]:
     """A rehearsal's steps in order, by name, so a later step (a tune before `run server`) slots in by position."""
     if nodes > 1:
-        return [("build-engine", _build), ("rack offline", _rack)]
+        return [("build-engine", _images), ("rack offline", _rack)]
     return [
         ("doctor", _doctor),
-        ("build-engine", _build),
         ("setup", _setup),
+        ("build-engine", _build),
         ("run offline", lambda r: r.run("Offline")),
         ("tune server", _tune),
         ("run server", lambda r: r.run("Server")),
