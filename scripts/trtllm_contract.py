@@ -2,7 +2,8 @@
 """Write the TensorRT-LLM contract (CLI flags, LLM-API option keys, OpenAI fields) that repro's tests check against.
 
 Reads the package statically (AST only: tensorrt_llm cannot be imported without CUDA) from a wheel, an unpacked
-wheel, or a source checkout, and writes one JSON per version under tests/data/. Usage:
+wheel, or a source checkout, and writes one JSON per version under repro/rehearse/standin/
+(read by the tests and by the rehearsal's stand-in tools). Usage:
 
     python scripts/trtllm_contract.py SOURCE --version 1.1.0 [--quantize-py PATH] [--source-note TEXT] [-o OUT]
 
@@ -23,6 +24,8 @@ import sys
 import zipfile
 from pathlib import Path
 from typing import Any
+
+STANDIN = Path(__file__).resolve().parents[1] / "repro" / "rehearse" / "standin"
 
 SERVE = "tensorrt_llm/commands/serve.py"
 BUILD = "tensorrt_llm/commands/build.py"
@@ -354,7 +357,7 @@ def main(argv: list[str] | None = None) -> int:
         "--source-note in the JSON), e.g. trtllm_serve:--backend=pytorch,trt,_autodeploy",
     )
     ap.add_argument(
-        "-o", "--output", type=Path, default=None, help="default: tests/data/trtllm_contract_<version>.json"
+        "-o", "--output", type=Path, default=None, help="default: repro/rehearse/standin/trtllm_contract_<version>.json"
     )
     args = ap.parse_args(argv)
     contract = build_contract(Source(args.source, args.quantize_py), args.version, args.source_note)
@@ -365,7 +368,7 @@ def main(argv: list[str] | None = None) -> int:
             raise SystemExit(f"--override-choices: {section} has no {flag}")
         contract[section][flag]["choices"] = values.split(",")
         contract["source"].setdefault("overrides", []).append(spec)
-    out = args.output or Path(__file__).resolve().parents[1] / "tests" / "data" / f"trtllm_contract_{args.version}.json"
+    out = args.output or STANDIN / f"trtllm_contract_{args.version}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_suffix(".tmp")
     tmp.write_text(json.dumps(contract, indent=1, sort_keys=False) + "\n")

@@ -131,9 +131,6 @@ def test_standin_trtllm_tools_take_the_build_plans_flags_and_refuse_others(tmp_p
     from repro.engine import quantize as q
     from repro.rehearse.rehearsal import STANDIN_DIR
 
-    for version in ("1.0.0", "1.1.0"):
-        packaged = (STANDIN_DIR / f"trtllm_contract_{version}.json").read_bytes()
-        assert packaged == (REPO / "tests" / "data" / f"trtllm_contract_{version}.json").read_bytes()
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     for name in ("trtllm-build", "quantize.py"):

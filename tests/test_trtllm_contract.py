@@ -1,6 +1,7 @@
 """Every generated TensorRT-LLM command line, serve option and request field exists in the release the recipe pins.
 
-The contracts come from the package source via scripts/trtllm_contract.py (tests/data/trtllm_contract_*.json).
+The contracts come from the package source via scripts/trtllm_contract.py
+(repro/rehearse/standin/trtllm_contract_*.json).
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ def _version(name: str) -> str:
 def test_recipe_pins_a_release_with_a_contract(name: str) -> None:
     t = get_recipe(name).trtllm
     assert t is not None
-    assert t.version in versions(), f"{name} pins TensorRT-LLM {t.version}; no tests/data contract for it"
+    assert t.version in versions(), f"{name} pins TensorRT-LLM {t.version}; no contract for it"
     assert t.base_image.rsplit(":", 1)[-1] == t.version, f"{name}: base_image {t.base_image} is not {t.version}"
 
 

@@ -1,4 +1,5 @@
-"""What a TensorRT-LLM release accepts and answers, read from tests/data/trtllm_contract_<version>.json.
+"""What a TensorRT-LLM release accepts and answers, read from repro/rehearse/standin/trtllm_contract_<version>.json
+(the one copy: the rehearsal's stand-in tools parse their flags from the same files).
 
 The JSON files are written by scripts/trtllm_contract.py from the package source (see each file's `source`).
 Other tests use `response_fields(version)` to hold a stand-in server to exactly the fields the real one sends.
@@ -13,7 +14,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-DATA = Path(__file__).resolve().parent / "data"
+DATA = Path(__file__).resolve().parents[1] / "repro" / "rehearse" / "standin"
 
 
 def versions() -> list[str]:
