@@ -328,20 +328,33 @@ class Rehearsal:
         )
         verdict = verify_dir(Path(out.details["run_dir"]), recipe=self.recipe)
         self.result.runs.append(
-            {
-                "scenario": scenario,
-                "run_dir": out.details["run_dir"],
-                "valid": verdict.run.valid,
-                "validity": verdict.run.validity,
-                "verdict": verdict.status,
-                "label": verdict.run.label,
-                "samples_per_s": verdict.run.samples_per_s,
-                "tokens_per_s": verdict.run.tokens_per_s,
-                "target_qps": out.details.get("target_qps"),
-                "target_qps_source": out.details.get("target_qps_source"),
-            }
+            run_row(
+                scenario,
+                out.details["run_dir"],
+                verdict,
+                target_qps=out.details.get("target_qps"),
+                target_qps_source=out.details.get("target_qps_source"),
+            )
         )
         self.say(f"{scenario}: {verdict.run.validity}, verdict {verdict.status} [{verdict.run.label}]")
+
+
+def run_row(
+    scenario: str, run_dir: str | Path, verdict: Any, no_verdict: str = "ERROR", **extra: Any
+) -> dict[str, Any]:
+    """One run of a rehearsal as its result lists it (a rack node without a verdict: `no_verdict` as its status)."""
+    run = verdict.run if verdict is not None else None
+    return {
+        "scenario": scenario,
+        "run_dir": str(run_dir),
+        "valid": bool(run and run.valid),
+        "validity": run.validity if run else "ERROR",
+        "verdict": verdict.status if verdict is not None else no_verdict,
+        "label": run.label if run else None,
+        "samples_per_s": run.samples_per_s if run else None,
+        "tokens_per_s": run.tokens_per_s if run else None,
+        **extra,
+    }
 
 
 Step = tuple[str, Callable[[Rehearsal], None]]
@@ -552,20 +565,7 @@ def _rack(r: Rehearsal) -> None:
     )
     rows: list[VMRow] = rack.report.rows if rack.report is not None else []
     for vm in rows:
-        v = vm.verdict
-        r.result.runs.append(
-            {
-                "scenario": "Offline",
-                "node": vm.name,
-                "run_dir": str(vm.folder),
-                "valid": bool(v and v.run.valid),
-                "validity": v.run.validity if v else "ERROR",
-                "verdict": vm.status if v is None else v.status,
-                "label": v.run.label if v else None,
-                "samples_per_s": v.run.samples_per_s if v else None,
-                "tokens_per_s": v.run.tokens_per_s if v else None,
-            }
-        )
+        r.result.runs.append(run_row("Offline", vm.folder, vm.verdict, no_verdict=vm.status, node=vm.name))
     jobs = [j["job_id"] for j in rack.manifest.get("jobs", [])]
     r.tag = rack.rack_dir.name
     report = rack.report.to_json() if rack.report is not None else None
