@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 from pathlib import Path
 
@@ -15,6 +16,11 @@ pytest_plugins = ["container_base"]
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = Path(os.environ.get("REPRO_FIXTURES", REPO / "tests" / "fixtures" / "published")).resolve()
 GOLDEN = Path(__file__).resolve().parent / "golden"
+
+# A shell starts background jobs (`cmd &`, nohup) with SIGINT ignored, and Python then leaves it ignored: the Ctrl-C
+# tests would see nothing. The suite tests Ctrl-C, so it takes SIGINT back; its children inherit the default on exec.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(autouse=True)
