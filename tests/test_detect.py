@@ -112,6 +112,16 @@ def test_gpu_names_map_through_the_registry_off_azure():
     assert "not on Azure" in why and "NVIDIA H200" in why
 
 
+@pytest.mark.parametrize(
+    "name,count,recipe",
+    [("NVIDIA H100 NVL", 2, "nc-h100-v5"), ("NVIDIA H100 80GB HBM3", 8, "nd-h100-v5")],
+)
+def test_h100_nvl_and_h100_sxm_resolve_to_their_own_recipes_off_azure(name: str, count: int, recipe: str) -> None:
+    info = SystemInfo(None, [GPU(i, name, f"u{i}", 95830, "9.0") for i in range(count)], imds_error="timed out")
+    assert select_recipe(info)[0].name == recipe
+    assert select_recipe(SystemInfo("Standard_NC80adis_H100_v5", info.gpus))[0].name == "nc-h100-v5"
+
+
 def test_unknown_vm_size_falls_back_to_gpu_name():
     info = SystemInfo("Standard_ND96amsr_A100_v4", [GPU(0, "NVIDIA GB200", "u", 1, "10.0")] * 4)
     recipe, why = select_recipe(info)

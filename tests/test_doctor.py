@@ -98,6 +98,19 @@ def test_matching_hopper_system_passes_gpu_checks_and_warns_on_count(tmp_path):
     assert rows["GPU count"][0] == "WARN" and "--gpus 4" in rows["GPU count"][2]
 
 
+def test_h100_nvl_is_not_the_sxm_recipes_gpu_and_the_other_way_round(tmp_path):
+    """'H100' (nd-h100-v5) is inside 'NVIDIA H100 NVL': the model check names the recipe for the GPU it sees."""
+    nvl = SystemInfo(
+        "Standard_NC80adis_H100_v5", [GPU(i, "NVIDIA H100 NVL", f"GPU-{i}", 95830, "9.0") for i in range(2)]
+    )
+    rows = _rows(run_doctor("nd-h100-v5", Workspace(tmp_path / "ws"), info=nvl))
+    assert rows["GPU model"][0] == "FAIL" and "--recipe nc-h100-v5" in rows["GPU model"][2]
+    rows = _rows(run_doctor("nc-h100-v5", Workspace(tmp_path / "ws"), info=nvl))
+    assert rows["recipe"][0] == rows["GPU model"][0] == rows["GPU count"][0] == "PASS"
+    rows = _rows(run_doctor("nc-h100-v5", Workspace(tmp_path / "ws"), info=_hopper()))
+    assert rows["GPU model"][0] == "FAIL" and "--recipe nd-h100-v5" in rows["GPU model"][2]
+
+
 def test_disk_smaller_than_recipe_needs_fails(tmp_path):
     raw = yaml.safe_load((recipes_dir() / "demo.yaml").read_text())
     raw["name"], raw["disk_needed_gb"] = "huge-demo", 10**9

@@ -16,6 +16,7 @@ from repro.core.recipes import (
     by_system_name,
     by_vm_size,
     get_recipe,
+    gpu_is_recipes,
     load_recipe_file,
     recipes_dir,
 )
@@ -48,6 +49,26 @@ def test_registry_lookups() -> None:
     assert by_gpu_name("NVIDIA H100 80GB HBM3", 8).name == "nd-h100-v5"
     assert by_gpu_name("NVIDIA GB200").name == "nd-gb200-v6"
     assert by_system_name(" 18xND_GB300_v6").name == "nd-gb300-v6"
+
+
+@pytest.mark.parametrize("count", [2, 8, None])
+def test_the_most_specific_gpu_name_wins_over_the_gpu_count(count: int | None) -> None:
+    """nd-h100-v5's NVML name 'H100' is inside 'NVIDIA H100 NVL' too: an H100 NVL is nc-h100-v5's GPU whatever the
+    count, and an H100 SXM is nd-h100-v5's, never nc-h100-v5's."""
+    assert by_gpu_name("NVIDIA H100 NVL", count).name == "nc-h100-v5"  # type: ignore[union-attr]
+    assert by_gpu_name("NVIDIA H100 80GB HBM3", count).name == "nd-h100-v5"  # type: ignore[union-attr]
+    assert gpu_is_recipes(get_recipe("nc-h100-v5"), "NVIDIA H100 NVL")
+    assert not gpu_is_recipes(get_recipe("nd-h100-v5"), "NVIDIA H100 NVL")
+    assert not gpu_is_recipes(get_recipe("nc-h100-v5"), "NVIDIA H100 80GB HBM3")
+
+
+def test_nc_h100_v5_is_runnable_and_found_by_its_vm_size() -> None:
+    nc = get_recipe("nc-h100-v5")
+    assert not nc.reference_only and nc.backend == "trtllm-serve-pytorch" and nc.trtllm is not None
+    assert (nc.trtllm.tp_size * nc.trtllm.servers_per_vm, nc.trtllm.gpu_batch_size) == (nc.system.gpus_per_vm, 1300)
+    assert nc.dataset.sha256 == get_recipe("nd-h100-v5").dataset.sha256
+    assert by_vm_size("Standard_NC80adis_H100_v5").name == "nc-h100-v5"  # type: ignore[union-attr]
+    assert nc.system.accelerator_identity().form_factor == "NVL"
 
 
 def _broken(tmp_path: Path, mutate) -> Path:

@@ -20,16 +20,16 @@ from repro.core.workspace import Workspace
 from repro.engine.container import managed_containers
 from repro.rehearse.rehearsal import Scaling, doctor_step, plan, rehearse
 
-GPU_RECIPES = ["nd-gb300-v6", "nd-gb200-v6", "nd-h100-v5", "nd-h200-v5"]
+GPU_RECIPES = ["nd-gb300-v6", "nd-gb200-v6", "nd-h100-v5", "nd-h200-v5", "nc-h100-v5"]
 
 
 def test_scaling_is_printed_and_keeps_the_recipe_shape() -> None:
     """One time factor for durations and counts; Server stays below the stand-in's capacity; early stopping met."""
-    for name in [*GPU_RECIPES, "nc-h100-v5"]:
+    for name in GPU_RECIPES:
         recipe = get_recipe(name)
         s = Scaling.for_recipe(recipe)
         off, srv = s.settings(recipe, "Offline"), s.settings(recipe, "Server")
-        assert off["min_duration"] == 6000 and off["target_qps"] == s.capacity_qps
+        assert off["min_duration"] == recipe.loadgen.min_duration_ms / 400 and off["target_qps"] == s.capacity_qps
         assert srv["min_query_count"] >= 460 and srv["target_qps"] <= s.capacity_qps / 2 + 1e-9
         assert f"{s.time:g}" in s.text() and "latency limits are the recipe's" in s.text()
 
@@ -136,7 +136,7 @@ def test_standin_trtllm_tools_take_the_build_plans_flags_and_refuse_others(tmp_p
     for name in ("trtllm-build", "quantize.py"):
         (bin_dir / name).symlink_to(STANDIN_DIR / "trtllm_tools.py")
     ran = 0
-    for name in [*GPU_RECIPES, "nc-h100-v5"]:
+    for name in GPU_RECIPES:
         recipe = get_recipe(name)
         assert recipe.trtllm is not None
         root = tmp_path / name
@@ -172,14 +172,14 @@ def test_standin_trtllm_tools_take_the_build_plans_flags_and_refuse_others(tmp_p
             )
             assert refused.returncode == 2 and "unrecognized arguments: --no_such_flag=1" in refused.stderr
             ran += 1
-    assert ran >= 3  # gb200's quantize.py and trtllm-build, nc-h100-v5's trtllm-build
+    assert ran == 2  # gb200's quantize.py and trtllm-build; the PyTorch recipes quantize with ModelOpt
     refused = subprocess.run([str(bin_dir / "quantize.py"), "--qformat=fp8", "--bogus"], capture_output=True, text=True)
     assert refused.returncode == 2 and "unrecognized arguments: --bogus" in refused.stderr
 
 
 def test_reference_only_and_demo_recipes_are_refused_before_building(tmp_path: Path) -> None:
-    """nc-h100-v5 is reference-only on main (repro does not run it); the demo has no TensorRT-LLM image."""
-    for name, why in (("nc-h100-v5", "reference-only"), ("demo", "no TensorRT-LLM image")):
+    """dgx-h100 is reference-only (repro does not run it); the demo has no TensorRT-LLM image."""
+    for name, why in (("dgx-h100", "reference-only"), ("demo", "no TensorRT-LLM image")):
         with pytest.raises(InputError, match=why):
             plan(name, tmp_path)
         with pytest.raises(InputError, match=why):

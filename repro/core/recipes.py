@@ -386,14 +386,23 @@ def by_vm_size(vm_size: str) -> Recipe | None:
     return None
 
 
-def by_gpu_name(gpu_name: str, gpu_count: int | None = None) -> Recipe | None:
-    """Map an NVML name ('NVIDIA H100 80GB HBM3') to the runnable recipe for that GPU."""
+def _nvml_match(recipe: Recipe, gpu_name: str) -> int:
+    """How specifically the recipe names this GPU: the length of its longest NVML name inside it (0: not at all)."""
     name = gpu_name.lower()
-    matches = [
-        r
-        for r in all_recipes()
-        if not r.reference_only and not r.demo and any(n.lower() in name for n in r.system.nvml_names)
-    ]
+    return max((len(n) for n in recipe.system.nvml_names if n.lower() in name), default=0)
+
+
+def gpu_is_recipes(recipe: Recipe, gpu_name: str) -> bool:
+    """The GPU is the recipe's: one of its NVML names is in the GPU's name and no shipped recipe names it more
+    specifically ('H100' is in 'NVIDIA H100 NVL', which nc-h100-v5's 'H100 NVL' claims, so it is not nd-h100-v5's)."""
+    mine = _nvml_match(recipe, gpu_name)
+    return mine > 0 and all(_nvml_match(r, gpu_name) <= mine for r in all_recipes())
+
+
+def by_gpu_name(gpu_name: str, gpu_count: int | None = None) -> Recipe | None:
+    """Map an NVML name ('NVIDIA H100 80GB HBM3') to the runnable recipe for that GPU: the most specific NVML name
+    wins first (the GPU is the hardware), then the recipe with that many GPUs per VM."""
+    matches = [r for r in all_recipes() if not r.reference_only and not r.demo and gpu_is_recipes(r, gpu_name)]
     if gpu_count is not None:
         exact = [r for r in matches if r.system.gpus_per_vm == gpu_count]
         matches = exact or matches

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from repro.core.errors import ReproError
-from repro.core.recipes import Recipe
+from repro.core.recipes import Recipe, by_gpu_name, gpu_is_recipes
 from repro.core.systems import SystemInfo, detect_system, resolve_recipe
 from repro.core.workspace import Workspace
 
@@ -111,11 +111,9 @@ def check_gpus(recipe: Recipe | None, info: SystemInfo) -> list[Check]:
         ]
     name = info.gpus[0].name
     checks = []
-    if any(n.lower() in name.lower() for n in recipe.system.nvml_names):
+    if gpu_is_recipes(recipe, name):
         checks.append(Check("GPU model", "PASS", f"{name}, as in the recipe ({recipe.system.gpu_name})"))
     else:
-        from repro.core.recipes import by_gpu_name
-
         other = by_gpu_name(name, len(info.gpus))
         fix = f"use `--recipe {other.name}`" if other else "run on a VM with the recipe's GPU, or `repro recipes list`"
         checks.append(
