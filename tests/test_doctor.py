@@ -109,6 +109,8 @@ def test_h100_nvl_is_not_the_sxm_recipes_gpu_and_the_other_way_round(tmp_path):
     assert rows["recipe"][0] == rows["GPU model"][0] == rows["GPU count"][0] == "PASS"
     rows = _rows(run_doctor("nc-h100-v5", Workspace(tmp_path / "ws"), info=_hopper()))
     assert rows["GPU model"][0] == "FAIL" and "--recipe nd-h100-v5" in rows["GPU model"][2]
+    rows = _rows(run_doctor("nd-gb300-v6", Workspace(tmp_path / "ws"), info=nvl))
+    assert rows["GPU architecture"][0] == "FAIL" and "`--recipe nc-h100-v5`" in rows["GPU architecture"][2]
 
 
 def test_disk_smaller_than_recipe_needs_fails(tmp_path):

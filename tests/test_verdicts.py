@@ -144,6 +144,29 @@ def test_own_run_provenance_is_compared(fixtures: Path, tmp_path: Path, names: l
     assert (v.status == "NOT A REPRODUCTION") is not same
 
 
+@pytest.mark.parametrize("tokens,status", [("4500.0", "FAIL"), ("3900.0", "PASS")])
+def test_nc_h100_v5_above_its_v4_0_band_fails_and_names_the_newer_software(
+    fixtures: Path, tmp_path: Path, tokens: str, status: str
+) -> None:
+    """nc-h100-v5 runs TensorRT-LLM 1.1 against Azure's TensorRT 9.3 result: above the band is plausible, and it is
+    FAIL with the software named, never a silent reproduction; inside the band no such note is added."""
+    run_dir = copy_bundle(fixtures, f"{DGX}/llama2-70b-99.9/Offline/performance/run_1", tmp_path / "run")
+    (run_dir / "run.json").write_text(
+        json.dumps({"recipe": "nc-h100-v5", "gpus": {"count": 2, "names": ["NVIDIA H100 NVL"] * 2}})
+    )
+    edit(run_dir / "mlperf_log_summary.txt", "Tokens per second: 24524.9", f"Tokens per second: {tokens}")
+    v = verify_dir(run_dir)
+    assert v.recipe.name == "nc-h100-v5" and v.hardware.same is True and v.status == status
+    software = [n for n in v.notes if "TensorRT-LLM 1.1.0" in n and "TensorRT 9.3.0" in n]
+    if status == "FAIL":
+        assert v.reasons == [
+            "15.4% above the published 1,950.2 per GPU (9.9% over the band ceiling 2,047.7); check the GPU count"
+        ]
+        assert software and "not a reproduction" in software[0] and v.to_json()["reproduction"] is False
+    else:
+        assert not software
+
+
 # --- 3. scenarios --------------------------------------------------------------------------------------------------
 
 

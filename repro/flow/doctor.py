@@ -133,12 +133,15 @@ def check_gpus(recipe: Recipe | None, info: SystemInfo) -> list[Check]:
         )
     arch = info.gpus[0].arch
     if recipe.precision in ("nvfp4", "fp4") and not info.gpus[0].blackwell:
+        fp8 = by_gpu_name(name, len(info.gpus))
         checks.append(
             Check(
                 "GPU architecture",
                 "FAIL",
                 f"{arch or 'unknown'}: {recipe.precision.upper()} needs Blackwell (sm_100 or newer)",
-                "use an FP8 recipe on Hopper (`--recipe nd-h100-v5` or `nd-h200-v5`)",
+                f"use this GPU's FP8 recipe (`--recipe {fp8.name}`)"
+                if fp8 is not None and fp8.precision == "fp8"
+                else "use an FP8 recipe on Hopper (`--recipe nd-h100-v5` or `nd-h200-v5`)",
             )
         )
     elif arch != recipe.system.gpu_arch:

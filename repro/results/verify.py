@@ -369,6 +369,18 @@ def _throughput(
     return checks, band, (per_gpu / centre - 1) * 100
 
 
+def _software_note(recipe: Recipe | None) -> str | None:
+    """Above the band, newer software than the published run's is a likelier cause than a wrong GPU count; either way
+    the run is another result, not the published one again."""
+    trt = recipe.trtllm if recipe is not None else None
+    if trt is None or trt.published_version == "unknown" or trt.version in trt.published_version:
+        return None
+    return (
+        f"the published run used {trt.published_version}; this recipe runs TensorRT-LLM {trt.version}: newer "
+        "software can be faster, and a run above the band is then a new result, not a reproduction"
+    )
+
+
 def _token_count(run: LoadGenRun) -> list[Check]:
     """Which count of output tokens LoadGen got from an HTTP server, and the other count the run saw (run.json).
 
@@ -598,6 +610,8 @@ def evaluate(run: LoadGenRun, recipe: Recipe | None, count: GpuCount, record: In
     duration_checks, missing = _duration(run, recipe)
     consistency_checks, gaps = _consistency(run, recipe, row, division)
     throughput_checks, band, deviation = _throughput(run, per_gpu, published)
+    if band is not None and per_gpu > band[1] and (software := _software_note(recipe)):
+        notes.append(software)
     checks = (
         _hardware(hw)
         + _validity(run)
