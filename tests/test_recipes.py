@@ -52,7 +52,7 @@ def test_registry_lookups() -> None:
 
 
 @pytest.mark.parametrize("count", [2, 8, None])
-def test_the_most_specific_gpu_name_wins_over_the_gpu_count(count: int | None) -> None:
+def test_the_gpus_identity_wins_over_the_gpu_count(count: int | None) -> None:
     """nd-h100-v5's NVML name 'H100' is inside 'NVIDIA H100 NVL' too: an H100 NVL is nc-h100-v5's GPU whatever the
     count, and an H100 SXM is nd-h100-v5's, never nc-h100-v5's."""
     assert by_gpu_name("NVIDIA H100 NVL", count).name == "nc-h100-v5"  # type: ignore[union-attr]
@@ -60,6 +60,16 @@ def test_the_most_specific_gpu_name_wins_over_the_gpu_count(count: int | None) -
     assert gpu_is_recipes(get_recipe("nc-h100-v5"), "NVIDIA H100 NVL")
     assert not gpu_is_recipes(get_recipe("nd-h100-v5"), "NVIDIA H100 NVL")
     assert not gpu_is_recipes(get_recipe("nc-h100-v5"), "NVIDIA H100 80GB HBM3")
+
+
+@pytest.mark.parametrize(
+    "gpu", ["NVIDIA H100 PCIe", "NVIDIA GH200 480GB", "NVIDIA H200 NVL", "NVIDIA B200", "NVIDIA H100 SXM5 94GB"]
+)
+def test_a_gpu_no_recipe_runs_gets_none_not_a_near_name(gpu: str) -> None:
+    """Detection holds the GPU to the identity verify holds runs to: 'H200' is inside 'GH200' and 'H100' inside
+    'H100 PCIe', yet neither is the hardware of an ND recipe, whose runs verify would then refuse."""
+    assert by_gpu_name(gpu) is None and by_gpu_name(gpu, 8) is None
+    assert not any(gpu_is_recipes(get_recipe(name), gpu) for name in ("nd-h100-v5", "nd-h200-v5", "nc-h100-v5"))
 
 
 def test_nc_h100_v5_is_runnable_and_found_by_its_vm_size() -> None:

@@ -17,6 +17,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from repro.core.accelerators import Accelerator, same_accelerator
 from repro.core.backends import RECIPE_BACKENDS, recipe_backend
 from repro.core.errors import RecipeError
 from repro.core.gpu_arch import is_blackwell
@@ -29,17 +30,6 @@ Backend = Literal[RECIPE_BACKENDS]  # type: ignore[valid-type]  # the choices co
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class Accelerator(_Strict):
-    """What identifies the GPU in an MLPerf system JSON or an NVML name: another chip, form factor or memory
-    size is different hardware, and its runs are never a reproduction of this recipe."""
-
-    model: str = Field(pattern=r"^[A-Za-z0-9]+$", description="Chip token as MLPerf and NVML write it: H100, GB300")
-    form_factor: Literal["SXM", "NVL", "PCIe"] | None = Field(
-        default=None, description="SXM, NVL or PCIe; null for chips sold in one form (GB200, GB300)"
-    )
-    memory_gb: float | None = Field(default=None, gt=0, description="Memory per GPU as the name states it")
 
 
 class System(_Strict):
@@ -393,15 +383,18 @@ def _nvml_match(recipe: Recipe, gpu_name: str) -> int:
 
 
 def gpu_is_recipes(recipe: Recipe, gpu_name: str) -> bool:
-    """The GPU is the recipe's: one of its NVML names is in the GPU's name and no shipped recipe names it more
-    specifically ('H100' is in 'NVIDIA H100 NVL', which nc-h100-v5's 'H100 NVL' claims, so it is not nd-h100-v5's)."""
+    """The GPU is the recipe's by the identity verify holds runs to (chip, form factor, memory: 'NVIDIA H100 NVL' is not
+    nd-h100-v5's SXM H100, 'NVIDIA GH200' not an H200). A recipe without one falls back to its NVML names, where the
+    most specific among the shipped recipes wins."""
+    if recipe.system.accelerator is not None:
+        return same_accelerator(gpu_name, recipe.system.accelerator)[0]
     mine = _nvml_match(recipe, gpu_name)
     return mine > 0 and all(_nvml_match(r, gpu_name) <= mine for r in all_recipes())
 
 
 def by_gpu_name(gpu_name: str, gpu_count: int | None = None) -> Recipe | None:
-    """Map an NVML name ('NVIDIA H100 80GB HBM3') to the runnable recipe for that GPU: the most specific NVML name
-    wins first (the GPU is the hardware), then the recipe with that many GPUs per VM."""
+    """Map an NVML name ('NVIDIA H100 80GB HBM3') to the runnable recipe for that GPU: the GPU's identity first (it
+    is the hardware), then the recipe with that many GPUs per VM."""
     matches = [r for r in all_recipes() if not r.reference_only and not r.demo and gpu_is_recipes(r, gpu_name)]
     if gpu_count is not None:
         exact = [r for r in matches if r.system.gpus_per_vm == gpu_count]

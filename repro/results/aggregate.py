@@ -14,13 +14,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from repro.core.accelerators import chips
 from repro.core.errors import InputError, ReproError
 from repro.core.fmt import fmt_num
 from repro.core.published import Accelerator
 from repro.core.recipes import Recipe, get_recipe
 from repro.core.safeio import sha256_regular
 from repro.core.textsafe import md_cell
-from repro.results.hardware import chips, count_gpus
+from repro.results.hardware import count_gpus
 from repro.results.index_match import IndexMatch, match_run
 from repro.results.logs import LoadGenRun, parse_run, run_folders
 from repro.results.verify import NoRecipeFor, Verdict, evaluate, record_count, resolve_recipe

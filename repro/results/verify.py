@@ -16,10 +16,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from repro.core.accelerators import accelerator_of
 from repro.core.errors import InputError
 from repro.core.recipes import Accelerator, Published, Recipe, by_system_name, get_recipe, registry_recipe
 from repro.results import rules
-from repro.results.hardware import GpuCount, Identity, accelerator_of, count_accelerators, count_gpus, identity
+from repro.results.hardware import GpuCount, Identity, count_accelerators, count_gpus, identity
 from repro.results.logs import LoadGenRun, find_runs
 from repro.results.pick import pick_run
 
@@ -547,7 +548,8 @@ def published_of(row: PublishedResult) -> Published:
 
 def _record_identity(run: LoadGenRun, row: PublishedResult) -> Identity:
     """The run's accelerator against the published record's; a mixed system is itself only with the same chips."""
-    from repro.results.hardware import chips, run_accelerator
+    from repro.core.accelerators import chips
+    from repro.results.hardware import run_accelerator
 
     want = accelerator_of(row.accelerator_model_name)
     if want is not None:
