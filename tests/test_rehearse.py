@@ -15,10 +15,14 @@ import pytest
 from conftest import REPO
 
 from repro.core.errors import InputError
+from repro.core.hints import split_hint
 from repro.core.recipes import get_recipe
 from repro.core.workspace import Workspace
 from repro.engine.container import managed_containers
 from repro.rehearse.rehearsal import Scaling, doctor_step, plan, rehearse
+
+STEPS = ["doctor", "setup", "build-engine", "run offline", "tune server", "run server", "verify", "report"]
+RACK_STEPS = ["doctor", "setup", "build-engine", "rack offline", "verify", "report"]
 
 GPU_RECIPES = ["nd-gb300-v6", "nd-gb200-v6", "nd-h100-v5", "nd-h200-v5", "nc-h100-v5"]
 
@@ -45,8 +49,63 @@ def test_dry_run_plans_without_building(tmp_path: Path) -> None:
     doc = json.loads(out.stdout)
     assert doc["label"] == "rehearsal" and doc["reproduction"] is False and doc["dry_run"] is True
     assert doc["recipe"] == "nd-gb300-v6" and not (tmp_path / "rehearsal").exists()
-    assert doc["steps"][-2:] == ["tune server", "run server"]
+    assert doc["steps"] == STEPS and doc["next_command"] == "repro rehearse --recipe nd-gb300-v6"
     assert plan("nd-h100-v5", tmp_path).image.startswith("repro-trtllm:nd-h100-v5-")
+    assert plan("nd-gb300-v6", tmp_path, nodes=2).steps == RACK_STEPS
+
+
+def test_verify_and_report_steps_run_the_users_commands(tmp_path: Path) -> None:
+    """The verify step is `repro verify` in its own process: a published run (PASS against its recipe, no label) is
+    not a rehearsal's verdict, so the rehearsal does not hold and its Next line is that run's verify; the report step
+    says why it wrote nothing."""
+    from repro.core.hints import is_command
+    from repro.rehearse.rehearsal import RehearsalResult, report_html, verify_run
+
+    bundle = REPO / "tests/fixtures/published/azure-nd-gb200-v6-v5.1"
+    recipe = get_recipe("nd-gb200-v6")
+    seen = verify_run(recipe, Workspace.open(tmp_path / "ws"), str(bundle))
+    assert seen["verdict"] in ("PASS", "FAIL") and seen["label"] is None and not seen["as_rehearsal"], seen
+    assert seen["next_command"].startswith("repro report ") and is_command(seen["next_command"])
+    missing = report_html(str(tmp_path / "no-run"), tmp_path / "r.html")
+    assert not missing["written"] and "no-run" in missing["error"] and not (tmp_path / "r.html").exists()
+
+    result = RehearsalResult(recipe.name, tmp_path, Scaling.for_recipe(recipe), "img")
+    result.runs = [{"run_dir": str(bundle), "valid": True, "scenario": "Offline"}]
+    result.verify = [{**seen, "as_rehearsal": True}]
+    result.report = [{"written": True}]
+    assert result.ok and split_hint(result.next_command).command == "repro rehearse --recipe nd-gb200-v6 --nodes 2"
+    result.nodes = 2
+    result.rack = {"counted": 2, "left_jobs": [], "rack_dir": str(tmp_path / "rack")}
+    assert result.ok and split_hint(result.next_command).command == "repro guide --recipe nd-gb200-v6"
+    result.nodes, result.rack = 1, None
+    result.report = [{"written": False}]
+    assert not result.ok
+    result.verify, result.report = [seen], []
+    assert (
+        not result.ok
+        and result.next_command == f"repro verify {bundle} --recipe nd-gb200-v6"
+        and is_command(result.next_command)
+    )
+
+
+def test_rack_node_reads_the_shared_workspaces_files(tmp_path: Path) -> None:
+    """A rehearsal node's home gets setup's model and dataset and build-engine's output as hard links to the shared
+    workspace's files (the same inodes, seen inside the servers' mount too); its runs and ledger stay its own."""
+    import os
+
+    from repro.rehearse.rehearsal import link_shared_inputs
+
+    shared, home = Workspace.open(tmp_path / "shared").ensure(), Workspace.open(tmp_path / "home")
+    files = [shared.models / "m/config.json", shared.preprocessed / "d/manifest.json", shared.engines / "r/c/x.bin"]
+    for f in files:
+        f.parent.mkdir(parents=True, exist_ok=True)
+        f.write_text(f.name)
+    (shared.runs / "other").mkdir()
+    assert link_shared_inputs(shared, home) == ["models", "preprocessed", "engines"]
+    for f in files:
+        mine = home.root / f.relative_to(shared.root)
+        assert os.stat(mine).st_ino == os.stat(f).st_ino and not mine.is_symlink()
+    assert not (home.root / "runs").exists() and not (home.root / "ledger.json").exists()
 
 
 def test_device_requests_are_the_recipes_gpus_per_server(tmp_path: Path) -> None:
@@ -192,7 +251,7 @@ def test_reference_only_and_demo_recipes_are_refused_before_building(tmp_path: P
 @pytest.mark.parametrize("name", GPU_RECIPES)
 def test_rehearsal_runs_offline_and_server_valid_and_leaves_nothing(client, name: str, tmp_path: Path) -> None:
     result = rehearse(name, tmp_path / name, client=client)
-    assert result.steps == ["doctor", "setup", "build-engine", "run offline", "tune server", "run server"]
+    assert result.steps == STEPS
     assert result.doctor is not None and result.doctor["gpus_as_recipe"] and result.doctor["label"] == "stand-in GPUs"
     assert len(result.doctor["gpus"]) == get_recipe(name).system.gpus_per_vm
     assert result.device_requests == plan(name, tmp_path / "plan").device_requests
@@ -214,6 +273,17 @@ def test_rehearsal_runs_offline_and_server_valid_and_leaves_nothing(client, name
     tuned, server = result.tune, result.runs[1]
     assert tuned is not None and tuned["chosen_qps"] and tuned["label"] == "rehearsal"
     assert server["target_qps"] == tuned["chosen_qps"] and server["target_qps_source"]["from"] == "repro tune"
+    # `repro verify RUN` and `repro report RUN --html FILE`, as a user runs them, on each run
+    assert [v["run_dir"] for v in result.verify] == [r["run_dir"] for r in result.runs]
+    for v, run in zip(result.verify, result.runs, strict=True):
+        assert v["verdict"] == "NOT A REPRODUCTION" and v["label"] == "rehearsal" and v["reproduction"] is False
+        assert v["exit_code"] == 1 and v["as_rehearsal"] and v["scenario"] == run["scenario"]
+        assert v["next_command"] == f"repro report {run['run_dir']} --html report.html"
+    assert [r["result_dir"] for r in result.report] == [r["run_dir"] for r in result.runs]
+    for rep in result.report:
+        assert rep["written"] and rep["label"] == "rehearsal" and rep["reproduction"] is False
+        assert "REHEARSAL" in Path(rep["html"]).read_text() and Path(rep["html"]).parent == tmp_path / name / "reports"
+    assert split_hint(result.next_command).command == f"repro rehearse --recipe {name} --nodes 2"
     assert result.ok and result.left_containers == []
     assert managed_containers("org.repro.rehearsal", client=client) == []
 
@@ -221,15 +291,20 @@ def test_rehearsal_runs_offline_and_server_valid_and_leaves_nothing(client, name
 @pytest.mark.docker
 @pytest.mark.slow
 def test_rack_rehearsal_runs_each_node_through_slurm(client, slurm: None, tmp_path: Path) -> None:
-    """`--nodes 2`: each Slurm task runs repro on the host, which starts that node's servers through Docker (own names,
-    labels and ports); the image goes through the rack folder (docker save); both VALID, summed, nothing left."""
+    """`--nodes 2`: doctor, setup into the shared workspace, build-engine, then each Slurm task runs repro on the host,
+    which reads setup's dataset and starts that node's servers through Docker (own names, labels and ports); the image
+    goes through the rack folder (docker save); both VALID, summed; `repro aggregate` and `repro report` of the rack
+    folder as a user runs them; nothing left."""
     result = rehearse("nd-gb300-v6", tmp_path / "rack", nodes=2, client=client)
-    assert result.steps == ["build-engine", "rack offline"] and result.rack is not None
+    assert result.steps == RACK_STEPS and result.rack is not None
+    assert result.doctor is not None and result.doctor["gpus_as_recipe"]
+    assert result.setup is not None and result.setup["gate_as_hub"] and result.build is not None
+    setup_sha = json.loads((Path(result.setup["prepared_dir"]) / "manifest.json").read_text())["dataset_sha256"]
     assert [r["node"] for r in result.runs] == ["vm-00", "vm-01"]
     for run in result.runs:
         assert run["validity"] == "VALID" and run["verdict"] == "NOT A REPRODUCTION" and run["label"] == "rehearsal"
         info = json.loads((Path(run["run_dir"]) / "run.json").read_text())
-        assert info["label"] == "rehearsal"
+        assert info["label"] == "rehearsal" and info["dataset_sha256"] == setup_sha
         names = [s["container"] for s in info["servers"]["servers"]]
         assert (
             names
@@ -241,5 +316,13 @@ def test_rack_rehearsal_runs_each_node_through_slurm(client, slurm: None, tmp_pa
     assert rack["total_tokens_per_s"] == pytest.approx(sum(r["tokens_per_s"] for r in result.runs), abs=0.05)
     assert rack["image_source"] == "archive" and next((Path(rack["rack_dir"]) / "image").glob("*.tar")).stat().st_size
     assert json.loads((Path(rack["rack_dir"]) / "rack.json").read_text())["label"] == "rehearsal"
+    (verified,) = result.verify
+    assert verified["command"] == f"repro aggregate {rack['rack_dir']} --recipe nd-gb300-v6"
+    assert verified["verdict"] == {"vm-00": "NOT A REPRODUCTION", "vm-01": "NOT A REPRODUCTION"}
+    assert verified["label"] == "rehearsal" and verified["exit_code"] == 1 and verified["as_rehearsal"]
+    assert verified["total_tokens_per_s"] == pytest.approx(rack["total_tokens_per_s"], abs=0.01)
+    (report,) = result.report
+    assert report["result_dir"] == rack["rack_dir"] and report["written"] and report["label"] == "rehearsal"
+    assert split_hint(result.next_command).command == "repro guide --recipe nd-gb300-v6"
     assert result.ok and result.left_containers == []
     assert managed_containers("org.repro.rehearsal", client=client) == []

@@ -22,7 +22,10 @@ NodesOpt = Annotated[
     ),
 ]
 RackNodeOpt = Annotated[
-    str | None, typer.Option("--rack-node", hidden=True, help="Run as one node of rehearsal rack NAME (a Slurm task).")
+    str | None,
+    typer.Option(
+        "--rack-node", hidden=True, help="Run as one node of the rehearsal rack in folder DIR (a Slurm task)."
+    ),
 ]
 ServerImageOpt = Annotated[str | None, typer.Option("--server-image", hidden=True, help="The rack's server image.")]
 

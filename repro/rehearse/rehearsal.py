@@ -106,18 +106,38 @@ class RehearsalResult:
     """With --nodes: the rack folder, its Slurm jobs, the summed total and the jobs Slurm still runs."""
     tune: dict[str, Any] | None = None
     """`repro tune server` against the stand-in servers: the rate chosen, the search, where it was saved."""
+    verify: list[dict[str, Any]] = field(default_factory=list)
+    """`repro verify RUN` per run (with --nodes, `repro aggregate RACK_DIR`) as a user runs it: the verdict it
+    printed, its exit code and its Next line."""
+    report: list[dict[str, Any]] = field(default_factory=list)
+    """`repro report RUN --html FILE` per run (with --nodes, of the rack folder): the file it wrote, its label."""
+    node_of: str | None = None
+    """A rack node's result: the rack folder it is a node of (the login node verifies and reports the rack)."""
 
     @property
     def next_command(self) -> str:
+        """After a rehearsal that held: the rack rehearsal, then the real flow on the GPU VMs; else the command that
+        shows what did not hold (the verdict of its run or rack), else the rehearsal again."""
         import shlex
 
+        again = shlex.join(["repro", "rehearse", "--recipe", self.recipe, *self._nodes_args])
         if self.dry_run:
-            return shlex.join(["repro", "rehearse", "--recipe", self.recipe, *self._nodes_args])
+            return again
+        if self.node_of:
+            return shlex.join(["repro", "aggregate", self.node_of, "--recipe", self.recipe])
+        if self.ok:
+            if self.nodes == 1:
+                rack = shlex.join(["repro", "rehearse", "--recipe", self.recipe, "--nodes", "2"])
+                return f"the rack next, through the local Slurm: `{rack}`"
+            return (
+                f"on the GPU VMs, the same flow for real: `{shlex.join(['repro', 'guide', '--recipe', self.recipe])}`"
+            )
         if self.rack:
-            return shlex.join(["repro", "aggregate", self.rack["rack_dir"]])
-        if self.runs:
-            return shlex.join(["repro", "verify", self.runs[-1]["run_dir"], "--recipe", self.recipe])
-        return shlex.join(["repro", "rehearse", "--recipe", self.recipe, *self._nodes_args])
+            return shlex.join(["repro", "aggregate", self.rack["rack_dir"], "--recipe", self.recipe])
+        bad = [r for r in self.runs if not r["valid"]] + [v for v in self.verify if not v["as_rehearsal"]]
+        if bad:
+            return shlex.join(["repro", "verify", bad[0]["run_dir"], "--recipe", self.recipe])
+        return again
 
     @property
     def _nodes_args(self) -> list[str]:
@@ -132,6 +152,8 @@ class RehearsalResult:
         doctor_ok = self.doctor is None or self.doctor["gpus_as_recipe"]
         doctor_ok = doctor_ok and (self.setup is None or self.setup["gate_as_hub"])
         doctor_ok = doctor_ok and (self.build is None or self.build["ok"])
+        doctor_ok = doctor_ok and all(v["as_rehearsal"] for v in self.verify)
+        doctor_ok = doctor_ok and all(r["written"] for r in self.report)
         rack_ok = self.rack is None or (self.rack["counted"] == self.nodes and not self.rack["left_jobs"])
         return (
             bool(self.runs)
@@ -163,9 +185,13 @@ class RehearsalResult:
             "runs": self.runs,
             "rack": self.rack,
             "tune": self.tune,
+            "verify": self.verify,
+            "report": self.report,
             "left_containers": self.left_containers,
             "dry_run": self.dry_run,
+            "node_of": self.node_of,
             "ok": self.ok,
+            "next_command": self.next_command,
         }
 
 
@@ -175,16 +201,12 @@ def tiny_prompts() -> list[list[int]]:
     return [rng.integers(3, VOCAB, size=int(rng.integers(4, 30))).tolist() for _ in range(PROMPTS)]
 
 
-def prepare_workspace(recipe: Recipe, ws: Workspace, *, dataset: bool = True) -> None:
-    """What `repro setup` and `build-engine` leave, with the tiny model: dataset, model and checkpoint tokenizer."""
+def checkpoint_tokenizer(recipe: Recipe, ws: Workspace) -> None:
+    """The tokenizer a checkpoint carries for trtllm-serve, which ModelOpt quantization (the PyTorch path, not stood
+    in) would write: the tiny model's."""
     from repro.engine.quantize import paths_for
-    from repro.setup.dataset import save_prepared
 
     ws.ensure()
-    if dataset:
-        ps = tiny_prompts()
-        save_prepared(ws.preprocessed / recipe.dataset.name, "rehearsal", ps, [OUT_LEN] * len(ps), [""] * len(ps))
-        write_tokenizer(ws.models / recipe.model.repo_id.split("/")[-1])
     write_tokenizer(ws.root / paths_for(recipe).checkpoint_dir.relative_to("/workspace"))
 
 
@@ -387,23 +409,35 @@ def doctor_env(recipe: Recipe) -> dict[str, str]:
     return env
 
 
-def doctor_step(recipe: Recipe, ws: Workspace) -> dict[str, Any]:
-    """`repro doctor --recipe` in its own process, its NVML and nvidia-smi stood in by the recipe's GPUs. Checks
-    that need the VM (NVIDIA runtime, disk, token) may fail here; the GPU checks must pass."""
+def repro_json(args: list[str], env: dict[str, str] | None = None) -> tuple[dict[str, Any] | None, int, str]:
+    """A `repro ... --json` command in its own process, as a user types it: its JSON document (None for an error or
+    none), its exit code, and the error's message (else the end of its stderr)."""
     import subprocess
     import sys
 
-    argv = [sys.executable, "-m", "repro", "doctor", "--recipe", recipe.name, "--json", "--workspace", str(ws.root)]
-    done = subprocess.run(argv, capture_output=True, text=True, env=doctor_env(recipe), timeout=120, check=False)
+    argv = [sys.executable, "-m", "repro", *args, "--json"]
+    done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=300, check=False)
     try:
         doc = json.loads(done.stdout)
     except ValueError:
-        doc = {"status": "ERROR", "system": {"gpus": []}, "checks": [], "error": done.stderr.strip()[-300:]}
+        doc = None
+    if isinstance(doc, dict) and isinstance(doc.get("error"), dict):  # the error table's document: its message
+        return None, done.returncode, str(doc["error"].get("message"))[:300]
+    return doc if isinstance(doc, dict) else None, done.returncode, done.stderr.strip()[-300:]
+
+
+def doctor_step(recipe: Recipe, ws: Workspace) -> dict[str, Any]:
+    """`repro doctor --recipe` in its own process, its NVML and nvidia-smi stood in by the recipe's GPUs. Checks
+    that need the VM (NVIDIA runtime, disk, token) may fail here; the GPU checks must pass."""
+    found, code, err = repro_json(
+        ["doctor", "--recipe", recipe.name, "--workspace", str(ws.root)], env=doctor_env(recipe)
+    )
+    doc = found or {"status": "ERROR", "system": {"gpus": []}, "checks": [], "error": err}
     gpu_checks = {c["name"]: c["status"] for c in doc.get("checks", []) if c["name"] in GPU_CHECKS}
     return {
         "label": "stand-in GPUs",
         "status": doc.get("status"),
-        "exit_code": done.returncode,
+        "exit_code": code,
         "gpus": doc.get("system", {}).get("gpus", []),
         "driver": doc.get("system", {}).get("driver"),
         "gpu_checks": gpu_checks,
@@ -472,7 +506,7 @@ def _build(r: Rehearsal) -> None:
     )
     r.result.image = build_images(r.recipe, r.client)
     r.result.build = build_engine_steps(r.recipe, r.ws, r.client)
-    prepare_workspace(r.recipe, r.ws, dataset=False)
+    checkpoint_tokenizer(r.recipe, r.ws)
     ran = ", ".join(x["step"] for x in r.result.build["ran"]) or "none (ModelOpt path)"
     r.say(f"build-engine [stand-in TensorRT-LLM tools]: ran {ran}")
     r.servers = ServerOptions(
@@ -518,12 +552,6 @@ def _tune(r: Rehearsal) -> None:
         "search": [(p.target_qps, p.passed) for p in found.probes],
     }
     r.say(f"tune server [{LABEL}]: {found.summary}")
-
-
-def _images(r: Rehearsal) -> None:
-    """The rack's build-engine: the image its nodes load (each node's data and checkpoint are its own)."""
-    r.say("build-engine: stand-in TensorRT-LLM base, then containers/Dockerfile on it")
-    r.result.image = build_images(r.recipe, r.client)
 
 
 def _setup(r: Rehearsal) -> None:
@@ -582,17 +610,121 @@ def _rack(r: Rehearsal) -> None:
     r.say(f"rack: {r.result.rack['counted']} of {nodes} nodes counted, total {r.result.rack['total_tokens_per_s']}")
 
 
+def verify_run(recipe: Recipe, ws: Workspace, run_dir: str) -> dict[str, Any]:
+    """`repro verify RUN --recipe` as a user runs it, in its own process: a rehearsal run must come out NOT A
+    REPRODUCTION under the rehearsal label, with exit code 1 as every verdict short of PASS."""
+    import shlex
+
+    doc, code, err = repro_json(["verify", run_dir, "--recipe", recipe.name, "--workspace", str(ws.root)])
+    doc = doc or {}
+    return {
+        "run_dir": run_dir,
+        "command": shlex.join(["repro", "verify", run_dir, "--recipe", recipe.name]),
+        "scenario": doc.get("scenario"),
+        "verdict": doc.get("status", "ERROR"),
+        "label": doc.get("label"),
+        "reproduction": doc.get("reproduction"),
+        "exit_code": code,
+        "reasons": doc.get("reasons") or [err],
+        "next_command": doc.get("next_command"),
+        "as_rehearsal": doc.get("status") == "NOT A REPRODUCTION"
+        and doc.get("label") == LABEL
+        and doc.get("reproduction") is False
+        and code == 1,
+    }
+
+
+def verify_rack(recipe: Recipe, rack_dir: str) -> dict[str, Any]:
+    """`repro aggregate RACK_DIR --recipe`, the rack's verify, in its own process: every node's verdict NOT A
+    REPRODUCTION (its first reason the rehearsal label), all of them summed."""
+    import shlex
+
+    doc, code, err = repro_json(["aggregate", rack_dir, "--recipe", recipe.name])
+    doc = doc or {}
+    vms = doc.get("vms") or []
+    return {
+        "run_dir": rack_dir,
+        "command": shlex.join(["repro", "aggregate", rack_dir, "--recipe", recipe.name]),
+        "scenario": doc.get("scenario"),
+        "verdict": {vm["vm"]: vm["verdict"] for vm in vms} or "ERROR",
+        "label": LABEL if vms and all(LABEL in (vm["reasons"] or [""])[0] for vm in vms) else None,
+        "reproduction": False if vms else None,
+        "exit_code": code,
+        "reasons": [r for vm in vms for r in vm["reasons"][:1]] or [err],
+        "total_tokens_per_s": (doc.get("stats") or {}).get("total"),
+        "next_command": doc.get("next_command"),
+        "as_rehearsal": bool(vms)
+        and all(vm["verdict"] == "NOT A REPRODUCTION" and vm["counted"] for vm in vms)
+        and all(LABEL in vm["reasons"][0] for vm in vms)
+        and not doc.get("all_pass")
+        and code == 1,
+    }
+
+
+def report_html(result_dir: str, html: Path) -> dict[str, Any]:
+    """`repro report RESULT_DIR --html FILE`, the command verify's Next line gives, in its own process: the file it
+    wrote and the label the report carries."""
+    import shlex
+
+    doc, code, err = repro_json(["report", result_dir, "--html", str(html)])
+    doc = doc or {}
+    return {
+        "result_dir": result_dir,
+        "command": shlex.join(["repro", "report", result_dir, "--html", str(html)]),
+        "html": str(html),
+        "label": doc.get("label"),
+        "reproduction": doc.get("reproduction"),
+        "exit_code": code,
+        "error": None if doc else err,
+        "written": code == 0 and html.is_file() and doc.get("label") == LABEL and doc.get("reproduction") is False,
+    }
+
+
+def _verify(r: Rehearsal) -> None:
+    if r.result.rack:
+        r.say(f"verify: repro aggregate {r.result.rack['rack_dir']} (each node's verdict, the rack summed)")
+        r.result.verify = [verify_rack(r.recipe, r.result.rack["rack_dir"])]
+    else:
+        r.say("verify: repro verify on each run")
+        r.result.verify = [verify_run(r.recipe, r.ws, run["run_dir"]) for run in r.result.runs]
+    for v in r.result.verify:
+        verdict = (
+            v["verdict"] if isinstance(v["verdict"], str) else ", ".join(f"{k} {s}" for k, s in v["verdict"].items())
+        )
+        r.say(f"verify [{v['label']}]: {verdict} (exit {v['exit_code']}) {v['run_dir']}")
+
+
+def _report(r: Rehearsal) -> None:
+    """One HTML report per run (a report compares one VM, or a rack, with the published results), under the
+    rehearsal's reports/ folder, never inside the folder it reads."""
+    reports = r.ws.root / "reports"
+    reports.mkdir(parents=True, exist_ok=True)
+    if r.result.rack:
+        rack_dir = Path(r.result.rack["rack_dir"])
+        targets = [(str(rack_dir), reports / f"{r.recipe.name}-rack-{rack_dir.name}.html")]
+    else:
+        targets = [
+            (run["run_dir"], reports / f"{r.recipe.name}-{run['scenario'].lower()}-{Path(run['run_dir']).name}.html")
+            for run in r.result.runs
+        ]
+    r.say(f"report: repro report --html into {reports}")
+    r.result.report = [report_html(folder, html) for folder, html in targets]
+    for rep in r.result.report:
+        r.say(f"report [{rep['label']}]: {'wrote ' + rep['html'] if rep['written'] else rep['error']}")
+
+
 def default_steps(nodes: int = 1) -> list[Step]:
     """A rehearsal's steps in order, by name, so a later step (a tune before `run server`) slots in by position."""
+    first: list[Step] = [("doctor", _doctor), ("setup", _setup), ("build-engine", _build)]
+    last: list[Step] = [("verify", _verify), ("report", _report)]
     if nodes > 1:
-        return [("build-engine", _images), ("rack offline", _rack)]
+        return [*first, ("rack offline", _rack), *last]
     return [
-        ("doctor", _doctor),
-        ("setup", _setup),
-        ("build-engine", _build),
+        *first,
         ("run offline", lambda r: r.run("Offline")),
         ("tune server", _tune),
         ("run server", lambda r: r.run("Server")),
+        *last,
     ]
 
 
@@ -626,25 +758,49 @@ def rehearse(
     return r.result
 
 
+SHARED_INPUTS = ("models", "preprocessed", "engines")
+"""What a rack node reads from the shared workspace: setup's model and prepared dataset, build-engine's output."""
+
+
+def link_shared_inputs(shared: Workspace, home: Workspace) -> list[str]:
+    """Hard-link the shared workspace's inputs into a rehearsal node's own home, so the node reads the very files the
+    rack's setup and build-engine wrote (a real node works in the shared workspace itself; the nodes of a rehearsal
+    share one machine, so each writes its runs, ledger and rates apart). Links, not symlinks: a symlink out of the
+    home would dangle in the servers' /workspace mount."""
+    import shutil
+
+    linked = []
+    for name in SHARED_INPUTS:
+        src = shared.root / name
+        if src.is_dir():
+            shutil.copytree(src, home.root / name, copy_function=os.link, symlinks=True, dirs_exist_ok=True)
+            linked.append(name)
+    return linked
+
+
 def rack_node(recipe_name: str, root: Path, *, image: str, rack: str, time_scale: float) -> RehearsalResult:
-    """One node of a rehearsal rack (a Slurm task on its host): its own workspace and servers, one Offline run.
+    """One node of a rehearsal rack (a Slurm task on its host): its own home and servers, one Offline run, reading
+    the model, dataset and checkpoint the rack's setup and build-engine left in the shared workspace.
 
     The nodes of a rehearsal share this machine, so each takes its own port range (the real nodes are hosts)."""
     import docker
 
     from repro.engine.container import managed_containers
-    from repro.run.rack import vm_name
+    from repro.run.rack import load_manifest, vm_name
     from repro.run.servers import ServerOptions, plan_servers
 
     recipe = gpu_recipe(recipe_name)
     index = int(os.environ.get("SLURM_ARRAY_TASK_ID", "0"))
     node = vm_name(index)
+    rack_dir = Path(rack)
+    rack = rack_dir.name
+    shared = Workspace.open(Path(load_manifest(rack_dir)["workspace"]))
     client = docker.from_env(timeout=300)
     scaling = Scaling.for_recipe(recipe, time_scale)
-    ws = Workspace.open(root)
-    result = RehearsalResult(recipe.name, ws.root, scaling, image)
+    ws = Workspace.open(root).ensure()
+    result = RehearsalResult(recipe.name, ws.root, scaling, image, node_of=str(rack_dir))
     r = Rehearsal(recipe, ws, scaling, client, result, lambda _msg: None, tag=rack)
-    prepare_workspace(recipe, ws)
+    result.steps = [f"read {name} from {shared.root}" for name in link_shared_inputs(shared, ws)]
     assert recipe.trtllm is not None
     r.servers = ServerOptions(
         image=image,
@@ -655,7 +811,7 @@ def rack_node(recipe_name: str, root: Path, *, image: str, rack: str, time_scale
     )
     r.servers.env = standin_env(scaling, len(plan_servers(recipe, ws, r.servers)))
     r.run("Offline")
-    result.steps = ["setup", "run offline"]
+    result.steps.append("run offline")
     mine = managed_containers(f"org.repro.rehearsal={rack}", client=client)
     result.left_containers = [c.name for c in mine if c.labels.get("org.repro.rack-node") == node]
     return result

@@ -201,7 +201,7 @@ class RackPlan:
                 "--recipe",
                 recipe,
                 "--rack-node",
-                self.rack_dir.name,
+                str(self.rack_dir),
                 "--time-scale",
                 repr(self.rehearsal_time_scale),
                 "--server-image",

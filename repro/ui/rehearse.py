@@ -59,6 +59,15 @@ def rehearsal_result(result: Any) -> Group:
                 + f"; Slurm jobs {', '.join(rack['jobs'])}, still running: {', '.join(rack['left_jobs']) or 'none'}"
             )
         )
+    for v in result.verify:
+        verdict = (
+            v["verdict"] if isinstance(v["verdict"], str) else ", ".join(f"{k} {s}" for k, s in v["verdict"].items())
+        )
+        style = "green" if v["as_rehearsal"] else "red"
+        lines.append(Text(f"{v['command']}: {verdict} [{v['label']}], exit {v['exit_code']}", style=style))
+    for rep in result.report:
+        style = "green" if rep["written"] else "red"
+        lines.append(Text(f"report [{rep['label']}]: {rep['html'] if rep['written'] else rep['error']}", style=style))
     if result.left_containers:
         lines.append(Text(f"containers left behind: {', '.join(result.left_containers)}", style="red"))
     else:
