@@ -40,9 +40,9 @@ def rehearse(
     rack_node: RackNodeOpt = None,
     server_image: ServerImageOpt = None,
 ) -> None:
-    """Rehearse a GPU recipe here: its image on a stand-in TensorRT-LLM base, its servers, Offline and Server runs,
-    verify; with --nodes, the rack through Slurm. Labelled a rehearsal everywhere; never a reproduction (exit 0 when
-    every run is VALID and nothing is left behind)."""
+    """Rehearse a GPU recipe here: doctor, setup, build-engine on a stand-in TensorRT-LLM base, Offline and Server
+    runs through its servers, verify and report; with --nodes, the rack through Slurm. Labelled a rehearsal
+    everywhere; never a reproduction (exit 0 when every run is VALID and nothing is left behind)."""
     from repro.core.errors import InputError
     from repro.core.workspace import Workspace
     from repro.rehearse import rehearsal

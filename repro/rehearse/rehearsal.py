@@ -149,18 +149,14 @@ class RehearsalResult:
 
     @property
     def ok(self) -> bool:
-        doctor_ok = self.doctor is None or self.doctor["gpus_as_recipe"]
-        doctor_ok = doctor_ok and (self.setup is None or self.setup["gate_as_hub"])
-        doctor_ok = doctor_ok and (self.build is None or self.build["ok"])
-        doctor_ok = doctor_ok and all(v["as_rehearsal"] for v in self.verify)
-        doctor_ok = doctor_ok and all(r["written"] for r in self.report)
+        steps_ok = self.doctor is None or self.doctor["gpus_as_recipe"]
+        steps_ok = steps_ok and (self.setup is None or self.setup["gate_as_hub"])
+        steps_ok = steps_ok and (self.build is None or self.build["ok"])
+        steps_ok = steps_ok and all(v["as_rehearsal"] for v in self.verify)
+        steps_ok = steps_ok and all(r["written"] for r in self.report)
         rack_ok = self.rack is None or (self.rack["counted"] == self.nodes and not self.rack["left_jobs"])
         return (
-            bool(self.runs)
-            and all(r["valid"] for r in self.runs)
-            and not self.left_containers
-            and rack_ok
-            and doctor_ok
+            bool(self.runs) and all(r["valid"] for r in self.runs) and not self.left_containers and rack_ok and steps_ok
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -636,7 +632,7 @@ def verify_run(recipe: Recipe, ws: Workspace, run_dir: str) -> dict[str, Any]:
 
 def verify_rack(recipe: Recipe, rack_dir: str) -> dict[str, Any]:
     """`repro aggregate RACK_DIR --recipe`, the rack's verify, in its own process: every node's verdict NOT A
-    REPRODUCTION (its first reason the rehearsal label), all of them summed."""
+    REPRODUCTION under the rehearsal label, all of them summed."""
     import shlex
 
     doc, code, err = repro_json(["aggregate", rack_dir, "--recipe", recipe.name])
@@ -647,15 +643,14 @@ def verify_rack(recipe: Recipe, rack_dir: str) -> dict[str, Any]:
         "command": shlex.join(["repro", "aggregate", rack_dir, "--recipe", recipe.name]),
         "scenario": doc.get("scenario"),
         "verdict": {vm["vm"]: vm["verdict"] for vm in vms} or "ERROR",
-        "label": LABEL if vms and all(LABEL in (vm["reasons"] or [""])[0] for vm in vms) else None,
+        "label": LABEL if vms and all(vm["label"] == LABEL for vm in vms) else None,
         "reproduction": False if vms else None,
         "exit_code": code,
         "reasons": [r for vm in vms for r in vm["reasons"][:1]] or [err],
         "total_tokens_per_s": (doc.get("stats") or {}).get("total"),
         "next_command": doc.get("next_command"),
         "as_rehearsal": bool(vms)
-        and all(vm["verdict"] == "NOT A REPRODUCTION" and vm["counted"] for vm in vms)
-        and all(LABEL in vm["reasons"][0] for vm in vms)
+        and all(vm["verdict"] == "NOT A REPRODUCTION" and vm["label"] == LABEL and vm["counted"] for vm in vms)
         and not doc.get("all_pass")
         and code == 1,
     }
@@ -793,25 +788,25 @@ def rack_node(recipe_name: str, root: Path, *, image: str, rack: str, time_scale
     index = int(os.environ.get("SLURM_ARRAY_TASK_ID", "0"))
     node = vm_name(index)
     rack_dir = Path(rack)
-    rack = rack_dir.name
+    tag = rack_dir.name
     shared = Workspace.open(Path(load_manifest(rack_dir)["workspace"]))
     client = docker.from_env(timeout=300)
     scaling = Scaling.for_recipe(recipe, time_scale)
     ws = Workspace.open(root).ensure()
     result = RehearsalResult(recipe.name, ws.root, scaling, image, node_of=str(rack_dir))
-    r = Rehearsal(recipe, ws, scaling, client, result, lambda _msg: None, tag=rack)
+    r = Rehearsal(recipe, ws, scaling, client, result, lambda _msg: None, tag=tag)
     result.steps = [f"read {name} from {shared.root}" for name in link_shared_inputs(shared, ws)]
     assert recipe.trtllm is not None
     r.servers = ServerOptions(
         image=image,
         gpus=False,
-        name_prefix=f"repro-rehearse-{rack}-{node}",
-        labels={"org.repro.rehearsal": rack, "org.repro.rack-node": node},
+        name_prefix=f"repro-rehearse-{tag}-{node}",
+        labels={"org.repro.rehearsal": tag, "org.repro.rack-node": node},
         base_port=recipe.trtllm.base_port + 100 * index,
     )
     r.servers.env = standin_env(scaling, len(plan_servers(recipe, ws, r.servers)))
     r.run("Offline")
     result.steps.append("run offline")
-    mine = managed_containers(f"org.repro.rehearsal={rack}", client=client)
+    mine = managed_containers(f"org.repro.rehearsal={tag}", client=client)
     result.left_containers = [c.name for c in mine if c.labels.get("org.repro.rack-node") == node]
     return result

@@ -60,6 +60,7 @@ class VMRow:
             "problem": self.problem,
             "status": self.status,
             "verdict": v.status if v else None,
+            "label": v.run.label if v else None,
             "tokens_per_s": v.run.tokens_per_s if v else None,
             "tokens_per_s_per_gpu": round(v.per_gpu, 1) if v and v.per_gpu is not None else None,
             "deviation_pct": round(v.deviation_pct, 2) if v and v.deviation_pct is not None else None,
