@@ -39,3 +39,29 @@ def base_image(client, tmp_path_factory) -> str:
         ImageSpec(ctx / "Dockerfile", f"repro-testbase:{rootfs_key()}", {}, with_repro_source=False), client=client
     )
     return ref.tag
+
+
+SERVE_RECIPE = "nd-h100-v5"
+
+
+@pytest.fixture(scope="session")
+def serve_image(client, base_image) -> str:
+    """FROM scratch + host Python, + the stand-in as /usr/local/bin/trtllm-serve, + the recipe's own Dockerfile
+    (its entrypoint runs `exec -- trtllm-serve ...`): the command line a GPU VM runs (test_servers, test_enroot)."""
+    import hashlib
+
+    from repro.core.recipes import get_recipe
+    from repro.engine.container import ImageSpec, build_image, image_spec_for
+    from repro.rehearse.rehearsal import STANDIN
+
+    digest = hashlib.sha256(STANDIN.read_bytes() + base_image.encode()).hexdigest()[:12]
+    standin = build_image(
+        ImageSpec(
+            STANDIN.with_name("Dockerfile"),
+            f"repro-standin:{digest}",
+            {"BASE_IMAGE": base_image},
+            with_repro_source=False,
+        ),
+        client=client,
+    ).tag
+    return build_image(image_spec_for(get_recipe(SERVE_RECIPE), base_image=standin, install="none"), client=client).tag

@@ -22,9 +22,44 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def free_port_range(n: int) -> int:
+    """The first of n consecutive free ports (the servers of a test take base_port + rank)."""
+    rng = np.random.default_rng()
+    for _ in range(50):
+        base = int(rng.integers(20000, 60000))
+        ok = True
+        for p in range(base, base + n):
+            with socket.socket() as s:
+                try:
+                    s.bind(("0.0.0.0", p))
+                except OSError:
+                    ok = False
+        if ok:
+            return base
+    raise RuntimeError("no free port range")
+
+
 def prompts(n: int, seed: int = 3) -> list[list[int]]:
     rng = np.random.default_rng(seed)
     return [rng.integers(3, VOCAB, size=int(rng.integers(4, 30))).tolist() for _ in range(n)]
+
+
+def standin_workspace(recipe_name: str):
+    """A workspace as `repro setup` and `build-engine` leave it: dataset, model tokenizer, checkpoint + tokenizer."""
+    from helpers import write_prepared
+
+    from repro.core.recipes import get_recipe
+    from repro.core.workspace import Workspace
+    from repro.engine.quantize import paths_for
+
+    ws = Workspace.open().ensure()
+    recipe = get_recipe(recipe_name)
+    write_prepared(
+        ws.preprocessed / recipe.dataset.name, name="x", prompts=prompts(16), out_len=10, outputs="r{i}", source=""
+    )
+    write_tokenizer(ws.models / recipe.model.repo_id.split("/")[-1])
+    write_tokenizer(ws.root / paths_for(recipe).checkpoint_dir.relative_to("/workspace"))
+    return ws
 
 
 class LocalStandin:

@@ -23,74 +23,32 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import REPO
-from helpers import write_prepared
-from standin_util import STANDIN, prompts, write_tokenizer
+from container_base import SERVE_RECIPE
+from standin_util import STANDIN, free_port_range, standin_workspace
 
 from repro.core.errors import InputError, StepFailed
 from repro.core.recipes import get_recipe
 from repro.core.workspace import Workspace
-from repro.engine.container import ImageSpec, build_image, image_spec_for, managed_containers
-from repro.engine.quantize import paths_for
+from repro.engine.container import managed_containers
 from repro.run.backends.http_client import BackendError
 from repro.run.harness import run_benchmark
 from repro.run.options import RunOptions
 from repro.run.servers import ServerDied, ServerOptions
 
 pytestmark = pytest.mark.docker
-RECIPE = "nd-h100-v5"
-
-
-@pytest.fixture(scope="module")
-def serve_image(client, base_image) -> str:
-    """FROM scratch + host Python, + the stand-in as /usr/local/bin/trtllm-serve, + the recipe's own Dockerfile."""
-    import hashlib
-
-    base = base_image
-
-    digest = hashlib.sha256(STANDIN.read_bytes() + base.encode()).hexdigest()[:12]
-    standin = build_image(
-        ImageSpec(
-            STANDIN.with_name("Dockerfile"), f"repro-standin:{digest}", {"BASE_IMAGE": base}, with_repro_source=False
-        ),
-        client=client,
-    ).tag
-    return build_image(image_spec_for(get_recipe(RECIPE), base_image=standin, install="none"), client=client).tag
-
-
-def _free_base_port(n: int) -> int:
-    rng = np.random.default_rng()
-    for _ in range(50):
-        base = int(rng.integers(20000, 60000))
-        ok = True
-        for p in range(base, base + n):
-            with socket.socket() as s:
-                try:
-                    s.bind(("0.0.0.0", p))
-                except OSError:
-                    ok = False
-        if ok:
-            return base
-    raise RuntimeError("no free port range")
+RECIPE = SERVE_RECIPE
 
 
 @pytest.fixture
 def ws() -> Workspace:
-    """A workspace as `repro setup` and `build-engine` leave it: dataset, model tokenizer, checkpoint + tokenizer."""
-    ws = Workspace.open().ensure()
-    recipe = get_recipe(RECIPE)
-    ps = prompts(16)
-    write_prepared(ws.preprocessed / recipe.dataset.name, name="x", prompts=ps, out_len=10, outputs="r{i}", source="")
-    write_tokenizer(ws.models / recipe.model.repo_id.split("/")[-1])
-    ckpt = ws.root / paths_for(recipe).checkpoint_dir.relative_to("/workspace")
-    write_tokenizer(ckpt)
-    return ws
+    return standin_workspace(RECIPE)
 
 
 def _options(serve_image: str, tag: str, **kw) -> ServerOptions:
     base = dict(
         image=serve_image,
         gpus=False,
-        base_port=_free_base_port(4),
+        base_port=free_port_range(4),
         name_prefix=f"repro-test-{tag}",
         ready_timeout_s=60,
         labels={"org.repro.test": tag},

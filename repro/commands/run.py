@@ -252,7 +252,7 @@ def _server_lines(d: dict[str, Any]) -> list[Text]:
     for s in d.get("servers") or []:
         gpus = ",".join(s["gpus"]) if s["gpus"] else "none"
         out.append(Text(f"server {s['rank']}: container {s['container']}  GPUs {gpus}  {s['url']}", style="bold"))
-        out.append(Text(f"  {s['docker_cli']}", style="dim"))
+        out.append(Text(f"  {s.get('docker_cli') or s.get('enroot_cli')}", style="dim"))
     r = d.get("readiness")
     if r:
         out.append(

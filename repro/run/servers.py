@@ -5,6 +5,9 @@ as `repro build-engine`, each with its own GPUs (NVIDIA's `launch_server.py` set
 here Docker's device requests give each container only its GPUs) and a log per server in the run folder.
 `stop()` removes every container it started on success, failure, Ctrl-C and SIGTERM, unless asked to keep
 them; a later run reuses kept containers whose command, image and GPUs are unchanged.
+
+The runtime is Docker, or enroot when the image is an enroot squashfs file (repro/run/enroot.py:
+is_enroot_image, the one rule; a Slurm rack with --image-source enroot hands each node such a file).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from repro.core.errors import InputError, ReproError, StepFailed
 from repro.core.recipes import Recipe
 from repro.core.workspace import Workspace
 from repro.engine.container import LABEL, Mount, docker_cli_options, remove_container
+from repro.run import enroot
 
 SERVER_LABEL = "org.repro.server"
 HASH_LABEL = "org.repro.server-spec"
@@ -94,8 +98,18 @@ class ServerPlan:
         argv += docker_cli_options(self.shm_size, self.mounts, self.env)
         return shlex.join(argv + [self.image, *self.argv])
 
+    @property
+    def enroot_container(self) -> str:
+        """The node's one enroot container for this image (every rank starts in it: one unpacked rootfs per node,
+        not one per server); the image's path is in the name, so a new image never starts in an old rootfs."""
+        digest = hashlib.sha256(self.image.encode()).hexdigest()[:8]
+        return f"{self.name.rsplit('-', 1)[0]}-{digest}"
+
+    def enroot_argv(self) -> list[str]:
+        return enroot.start_argv(self.enroot_container, self.argv, self.mounts, self.env, self.gpus)
+
     def to_json(self) -> dict[str, Any]:
-        return {
+        out = {
             "rank": self.rank,
             "container": self.name,
             "image": self.image,
@@ -104,8 +118,11 @@ class ServerPlan:
             "url": self.url,
             "command": self.argv,
             "log": str(self.log_path) if self.log_path else None,
-            "docker_cli": self.docker_cli(),
         }
+        if enroot.is_enroot_image(self.image):
+            cli = shlex.join(self.enroot_argv())
+            return {**out, "runtime": "enroot", "enroot_container": self.enroot_container, "enroot_cli": cli}
+        return {**out, "docker_cli": self.docker_cli()}
 
 
 def _with_port(argv: list[str], port: int, host: str = "127.0.0.1") -> list[str]:
@@ -202,6 +219,7 @@ class ServerFleet:
         self.reused: list[str] = []
         self.followers: dict[int, _LogFollower] = {}
         self.removed: list[str] = []
+        self.enroot = bool(plans) and enroot.is_enroot_image(plans[0].image)
 
     @property
     def client(self) -> Any:
@@ -230,6 +248,8 @@ class ServerFleet:
         self.stop()
 
     def _existing(self, plan: ServerPlan) -> Any:
+        if self.enroot:
+            return enroot.LIVE.get(plan.name)
         import docker.errors
 
         try:
@@ -238,6 +258,9 @@ class ServerFleet:
             return None
 
     def start(self, log_dir: Path | None = None) -> None:
+        if self.enroot:
+            self._start_enroot(log_dir)
+            return
         import docker.errors
         from docker.types import Ulimit
 
@@ -307,6 +330,41 @@ class ServerFleet:
             self.containers[plan.rank] = container
             self._follow(plan, container)
 
+    def _start_enroot(self, log_dir: Path | None) -> None:
+        """Each server as `enroot start` in the node's container, created once from the squashfs image; the node's
+        limits (memlock, stack) are the ones Slurm gives the job, and /dev/shm is the host's."""
+        image = Path(self.plans[0].image)
+        if not image.is_file():
+            raise InputError(
+                f"The server image {image} (an enroot squashfs file) is not on this node.",
+                f"`enroot import --output {image} dockerd://IMAGE` where the image is built, onto shared storage",
+            )
+        for plan in self.plans:
+            if log_dir is not None:
+                log_dir.mkdir(parents=True, exist_ok=True)
+                plan.log_path = log_dir / f"trtllm_serve_{plan.rank}.log"
+            old = enroot.LIVE.get(plan.name)
+            if old is not None and old.status == "running" and old.spec_hash == plan.spec_hash():
+                self.containers[plan.rank] = old
+                self.reused.append(plan.name)
+                self._follow(plan, old)
+                continue
+            if old is not None:
+                enroot.LIVE.pop(plan.name).stop()
+            if _port_busy(plan.port):
+                raise InputError(
+                    f"Port {plan.port} (server {plan.rank}) is already in use by another program.",
+                    f"stop it, or use it as it is: `repro run offline --endpoint http://127.0.0.1:{plan.port}`",
+                )
+            if plan.enroot_container not in enroot.CREATED:
+                enroot.remove(plan.enroot_container)  # left by a run that was killed: its rootfs may be stale
+                enroot.create(image, plan.enroot_container)
+                enroot.CREATED.add(plan.enroot_container)
+            server = enroot.EnrootServer(plan.name, plan.enroot_container, plan.enroot_argv(), plan.spec_hash())
+            enroot.LIVE[plan.name] = server
+            self.containers[plan.rank] = server
+            self._follow(plan, server)
+
     def _follow(self, plan: ServerPlan, container: Any) -> None:
         follower = _LogFollower(container, plan.log_path)
         follower.start()
@@ -335,18 +393,22 @@ class ServerFleet:
             c = self.containers.get(plan.rank)
             if c is None:
                 continue
-            try:
-                c.reload()
-                status = c.status
-                code = c.attrs.get("State", {}).get("ExitCode")
-            except docker.errors.NotFound:
-                status, code = "removed", None
+            if self.enroot:
+                status, code = c.status, c.exit_code
+            else:
+                try:
+                    c.reload()
+                    status = c.status
+                    code = c.attrs.get("State", {}).get("ExitCode")
+                except docker.errors.NotFound:
+                    status, code = "removed", None
             if status in ("exited", "dead", "removed"):
                 follower = self.followers.get(plan.rank)
                 if follower is not None:
                     follower.join(timeout=2)
                 last = " | ".join(self.tail(plan.rank)[-5:]) or "(no output)"
-                where = f"see {plan.log_path}" if plan.log_path else f"`docker logs {plan.name}`"
+                shown = "its output above" if self.enroot else f"`docker logs {plan.name}`"
+                where = f"see {plan.log_path}" if plan.log_path else shown
                 raise ServerDied(
                     f"Server {plan.rank} ({plan.name}, port {plan.port}) exited"
                     f"{f' with code {code}' if code is not None else ''}. Last output: {last}",
@@ -357,20 +419,43 @@ class ServerFleet:
         """Remove every container this run started (or reused), unless keep; survives a second Ctrl-C."""
         pending: KeyboardInterrupt | None = None
         if not self.keep:
+            if self.enroot:
+                for c in self.containers.values():
+                    c.terminate()  # all at once: each then waits out one grace, not the sum
             for plan in self.plans:
                 for _ in range(2):
                     try:
                         c = self.containers.pop(plan.rank, None) or self._existing(plan)
                         if c is not None:
-                            remove_container(c)
+                            if self.enroot:
+                                c.stop()
+                                enroot.LIVE.pop(plan.name, None)
+                            else:
+                                remove_container(c)
                             self.removed.append(plan.name)
                         break
                     except KeyboardInterrupt as exc:
                         pending = exc
+            if self.enroot:
+                pending = self._remove_enroot_containers() or pending
         for f in self.followers.values():
             f.join(timeout=2 if not self.keep else 0)
         if pending is not None:
             raise pending
+
+    def _remove_enroot_containers(self) -> KeyboardInterrupt | None:
+        """The node's enroot container goes once no server of this process runs in it (nothing left behind)."""
+        pending = None
+        in_use = {s.container for s in enroot.LIVE.values()}
+        for name in sorted({p.enroot_container for p in self.plans} - in_use):
+            for _ in range(2):
+                try:
+                    enroot.remove(name)
+                    enroot.CREATED.discard(name)
+                    break
+                except KeyboardInterrupt as exc:
+                    pending = exc
+        return pending
 
     def to_json(self) -> dict[str, Any]:
         return {
