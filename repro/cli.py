@@ -187,6 +187,7 @@ _METAVARS = {
     "stall_timeout": "SECONDS",
     "served_model": "NAME",
     "image_registry": "REGISTRY",
+    "image_source": "archive|registry|enroot",
     "workspace": "DIR",
     "gpus": "N",
     "nodes": "N",
@@ -214,7 +215,7 @@ _PANELS: dict[str, tuple[str, ...]] = {
     ),
     "Server": ("endpoint", "served_model", "server_image", "keep_servers", "listen", "ready_timeout", "stall_timeout"),
     "Rack (--launcher slurm)": (
-        "nodes", "launcher", "partition", "container_image", "image_registry", "rerun_failed",
+        "nodes", "launcher", "partition", "container_image", "image_registry", "image_source", "rerun_failed",
     ),
     "Output": ("dry_run", "json", "help"),
 }  # fmt: skip

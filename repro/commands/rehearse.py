@@ -28,6 +28,14 @@ RackNodeOpt = Annotated[
     ),
 ]
 ServerImageOpt = Annotated[str | None, typer.Option("--server-image", hidden=True, help="The rack's server image.")]
+ImageSourceOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--image-source",
+        help="With --nodes: how the image reaches the nodes (archive, registry or enroot), as for `repro run "
+        "--launcher slurm`.",
+    ),
+]
 
 
 def rehearse(
@@ -39,6 +47,7 @@ def rehearse(
     json: JsonOpt = False,
     rack_node: RackNodeOpt = None,
     server_image: ServerImageOpt = None,
+    image_source: ImageSourceOpt = None,
 ) -> None:
     """Rehearse a GPU recipe here: doctor, setup, build-engine on a stand-in TensorRT-LLM base, Offline and Server
     runs through its servers, verify and report; with --nodes, the rack through Slurm. Labelled a rehearsal
@@ -58,9 +67,11 @@ def rehearse(
     else:
         root = rehearsal.rehearsal_root(Workspace.open(workspace), recipe)
         if dry_run:
-            result = rehearsal.plan(recipe, root, time_scale=time_scale, nodes=nodes)
+            result = rehearsal.plan(recipe, root, time_scale=time_scale, nodes=nodes, image_source=image_source)
         else:
             say = None if json else show_err
-            result = rehearsal.rehearse(recipe, root, time_scale=time_scale, nodes=nodes, on_step=say)
+            result = rehearsal.rehearse(
+                recipe, root, time_scale=time_scale, nodes=nodes, on_step=say, image_source=image_source
+            )
     emit(result, json)
     raise typer.Exit(result.exit_code)

@@ -105,6 +105,15 @@ RegistryOpt = Annotated[
         "into the shared rack folder, docker load on each node).",
     ),
 ]
+ImageSourceOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--image-source",
+        help="How the server image reaches each node (with --launcher slurm): archive (docker save/load through the "
+        "rack folder), registry (docker pull), enroot (enroot import into the rack folder, each node runs it with "
+        "enroot). Default: registry if the image is in one, enroot where enroot is and Docker is not, else archive.",
+    ),
+]
 ServerImageOpt = Annotated[
     str | None,
     typer.Option("--server-image", help="Image to start trtllm-serve from (default: the one build-engine built)."),
@@ -459,6 +468,7 @@ def offline(
     partition: PartitionOpt = None,
     container_image: ImageOpt = None,
     image_registry: RegistryOpt = None,
+    image_source: ImageSourceOpt = None,
     server_image: ServerImageOpt = None,
     rerun_failed: RerunOpt = None,
     endpoint: EndpointOpt = None,
@@ -500,6 +510,7 @@ def offline(
                 partition=partition,
                 container_image=container_image,
                 image_registry=image_registry,
+                image_source=image_source,
                 backend=backend,
                 duration_s=duration,
                 samples=samples,

@@ -92,6 +92,8 @@ class RehearsalResult:
     dry_run: bool = False
     label: str = LABEL
     nodes: int = 1
+    image_source: str | None = None
+    """With --nodes: how the image reaches the nodes (--image-source; default as for `repro run --launcher slurm`)."""
     steps: list[str] = field(default_factory=list)
     """The steps run, in order (their names from `default_steps`)."""
     build: dict[str, Any] | None = None
@@ -141,7 +143,10 @@ class RehearsalResult:
 
     @property
     def _nodes_args(self) -> list[str]:
-        return ["--nodes", str(self.nodes)] if self.nodes > 1 else []
+        if self.nodes == 1:
+            return []
+        source = ["--image-source", self.image_source] if self.image_source else []
+        return ["--nodes", str(self.nodes), *source]
 
     @property
     def exit_code(self) -> int:
@@ -286,7 +291,14 @@ def gpu_recipe(name: str) -> Recipe:
     return recipe
 
 
-def plan(recipe_name: str, root: Path, *, time_scale: float = DEFAULT_TIME_SCALE, nodes: int = 1) -> RehearsalResult:
+def plan(
+    recipe_name: str,
+    root: Path,
+    *,
+    time_scale: float = DEFAULT_TIME_SCALE,
+    nodes: int = 1,
+    image_source: str | None = None,
+) -> RehearsalResult:
     """What `rehearse` would do (--dry-run): the scaling, the image tag and the steps, nothing built or written."""
     from repro.engine.container import image_spec_for
 
@@ -295,7 +307,13 @@ def plan(recipe_name: str, root: Path, *, time_scale: float = DEFAULT_TIME_SCALE
     assert recipe.trtllm is not None
     spec = image_spec_for(recipe, base_image=standin_tag(base_tag(), recipe.trtllm.version), install="none")
     result = RehearsalResult(
-        recipe.name, root, Scaling.for_recipe(recipe, time_scale), spec.tag, dry_run=True, nodes=nodes
+        recipe.name,
+        root,
+        Scaling.for_recipe(recipe, time_scale),
+        spec.tag,
+        dry_run=True,
+        nodes=nodes,
+        image_source=image_source,
     )
     result.steps = [name for name, _ in default_steps(nodes)]
     result.device_requests = planned_device_requests(recipe, Workspace.open(root))
@@ -583,6 +601,7 @@ def _rack(r: Rehearsal) -> None:
         r.ws.root,
         nodes,
         container_image=r.result.image,
+        image_source=r.result.image_source,
         rehearsal_time_scale=r.scaling.time,
         poll_s=1.0,
         timeout_s=600,
@@ -732,6 +751,7 @@ def rehearse(
     steps: list[Step] | None = None,
     client: Any = None,
     on_step: Any = None,
+    image_source: str | None = None,
 ) -> RehearsalResult:
     """Run each step (build, setup, runs, or the Slurm rack), then check nothing is left behind."""
     import docker
@@ -745,7 +765,8 @@ def rehearse(
     ws = Workspace.open(root)
     say = on_step or (lambda _msg: None)
     say(f"rehearsal of {recipe.name} in {ws.root}: {scaling.text()}")
-    r = Rehearsal(recipe, ws, scaling, client, RehearsalResult(recipe.name, ws.root, scaling, "", nodes=nodes), say)
+    result = RehearsalResult(recipe.name, ws.root, scaling, "", nodes=nodes, image_source=image_source)
+    r = Rehearsal(recipe, ws, scaling, client, result, say)
     for name, step in steps if steps is not None else default_steps(nodes):
         step(r)
         r.result.steps.append(name)
@@ -781,6 +802,7 @@ def rack_node(recipe_name: str, root: Path, *, image: str, rack: str, time_scale
     import docker
 
     from repro.engine.container import managed_containers
+    from repro.run import enroot
     from repro.run.rack import load_manifest, vm_name
     from repro.run.servers import ServerOptions, plan_servers
 
@@ -809,4 +831,6 @@ def rack_node(recipe_name: str, root: Path, *, image: str, rack: str, time_scale
     result.steps.append("run offline")
     mine = managed_containers(f"org.repro.rehearsal={tag}", client=client)
     result.left_containers = [c.name for c in mine if c.labels.get("org.repro.rack-node") == node]
+    if enroot.is_enroot_image(image):
+        result.left_containers += [c for c in enroot.containers() if c.startswith(r.servers.name_prefix)]
     return result

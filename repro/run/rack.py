@@ -34,6 +34,7 @@ from repro.core.safeio import loads_json, read_text_bounded
 from repro.core.textsafe import sh_quote, terminal_safe
 from repro.core.workspace import Workspace
 from repro.engine.container import validate_image_ref
+from repro.run import enroot
 
 TaskStateName = Literal["pending", "running", "done", "failed", "cancelled", "missing"]
 TERMINAL = ("done", "failed", "cancelled", "missing")
@@ -106,6 +107,7 @@ def _check_path(value: str, what: str) -> str:
 
 
 IMAGE_DIR = "image"
+IMAGE_SOURCES = ("archive", "registry", "enroot")
 
 
 def vm_name(index: int) -> str:
@@ -136,17 +138,27 @@ class RackPlan:
     sim_rate: float | None = None
     repro_bin: str = field(default_factory=_repro_bin)
     recipe_file: str | None = None
-    image_source: str | None = None  # how each node gets the server image: "archive" or "registry"
+    image_source: str | None = None  # how each node gets the server image: one of IMAGE_SOURCES
     push_from: str | None = None  # with --image-registry: the local image pushed as container_image
+    pyxis: bool | None = None  # the submit host's srun knows --container-image (recorded; repro does not use it)
     rehearsal_time_scale: float | None = None
     """`repro rehearse --nodes N`: each task runs a rehearsal node (stand-in servers, LoadGen scaled in time)."""
 
     @property
     def image_archive(self) -> Path | None:
-        """`docker save` output in the shared rack folder, which every node reads (archive mode only)."""
-        if self.image_source != "archive" or not self.container_image:
+        """The image as a file in the shared rack folder, which every node reads: `docker save` output (archive) or
+        `enroot import` output (enroot); None when the nodes pull from a registry."""
+        if self.image_source not in ("archive", "enroot") or not self.container_image:
             return None
-        return self.rack_dir / IMAGE_DIR / (re.sub(r"[^A-Za-z0-9_.-]", "_", self.container_image) + ".tar")
+        suffix = enroot.SQUASHFS_SUFFIX if self.image_source == "enroot" else ".tar"
+        return self.rack_dir / IMAGE_DIR / (re.sub(r"[^A-Za-z0-9_.-]", "_", self.container_image) + suffix)
+
+    @property
+    def server_image(self) -> str | None:
+        """What each node's repro starts its servers from: the squashfs file under enroot, else the image name."""
+        if self.image_source == "enroot" and self.image_archive is not None:
+            return str(self.image_archive)
+        return self.container_image
 
     @property
     def simulated(self) -> bool:
@@ -205,7 +217,7 @@ class RackPlan:
                 "--time-scale",
                 repr(self.rehearsal_time_scale),
                 "--server-image",
-                self.container_image or "",
+                self.server_image or "",
             ]
         args = ["run", "offline", "--recipe", recipe]
         if self.backend:
@@ -216,14 +228,15 @@ class RackPlan:
             args += ["--samples", str(self.samples)]
         if self.simulated and self.sim_rate is not None:
             args += ["--sim-rate", f"{self.sim_rate:g}"]
-        if not self.simulated and self.container_image:
-            args += ["--server-image", self.container_image]
+        if not self.simulated and self.server_image:
+            args += ["--server-image", self.server_image]
         return args
 
     def command(self, image_registry: str | None = None) -> str:
         """The one `repro` command that submits this rack (what a dry run prints to paste)."""
+        source = ["--image-source", "enroot"] if self.image_source == "enroot" else []
         if self.rehearsal:
-            return shlex.join(["repro", "rehearse", "--recipe", self.recipe.name, "--nodes", str(self.nodes)])
+            return shlex.join(["repro", "rehearse", "--recipe", self.recipe.name, "--nodes", str(self.nodes), *source])
         argv = ["repro", "run", "offline", "--launcher", "slurm", "--nodes", str(self.nodes)]
         argv += ["--recipe", self.recipe_file and str(self.rack_dir / self.recipe_file) or self.recipe.name]
         if self.backend:
@@ -240,7 +253,7 @@ class RackPlan:
             argv += ["--container-image", self.push_from, "--image-registry", image_registry or ""]
         elif self.container_image:
             argv += ["--container-image", self.container_image]
-        return shlex.join([*argv, "--workspace", str(self.workspace)])
+        return shlex.join([*argv, *source, "--workspace", str(self.workspace)])
 
     def manifest(self) -> dict[str, Any]:
         return {
@@ -256,6 +269,7 @@ class RackPlan:
             "container_image": self.container_image,
             "image_source": self.image_source,
             "push_from": self.push_from,
+            "pyxis": self.pyxis,
             "rehearsal_time_scale": self.rehearsal_time_scale,
             "duration_s": self.duration_s,
             "samples": self.samples,
@@ -291,6 +305,7 @@ class RackPlan:
             container_image=m.get("container_image"),
             image_source=m.get("image_source"),
             push_from=m.get("push_from"),
+            pyxis=m.get("pyxis"),
             rehearsal_time_scale=m.get("rehearsal_time_scale"),
             duration_s=m.get("duration_s"),
             samples=m.get("samples"),
@@ -483,8 +498,9 @@ class RackManifest(BaseModel):
     nodes: int = Field(ge=1, le=MAX_NODES)
     partition: str | None = None
     container_image: str | None = None
-    image_source: str | None = Field(default=None, pattern=r"^(archive|registry)$")
+    image_source: str | None = Field(default=None, pattern=r"^(archive|registry|enroot)$")
     push_from: str | None = None
+    pyxis: bool | None = None
     rehearsal_time_scale: float | None = Field(default=None, gt=0, le=1, allow_inf_nan=False)
     duration_s: float | None = Field(default=None, gt=0, allow_inf_nan=False)
     samples: int | None = Field(default=None, gt=0)
@@ -674,6 +690,7 @@ class RackResult:
     dry_run: bool = False
     submit_command: list[str] = field(default_factory=list)
     next_command: str | None = None
+    image_commands: list[list[str]] = field(default_factory=list)
 
     @property
     def failed(self) -> list[TaskRow]:
@@ -709,6 +726,8 @@ class RackResult:
                 "submit_command": self.submit_command,
                 "container_image": m.get("container_image"),
                 "image_source": m.get("image_source"),
+                "image_commands": self.image_commands,
+                "pyxis": m.get("pyxis"),
                 "next_command": self.next_command,
             }
             return out
@@ -777,6 +796,7 @@ def plan_rack(
     sim_rate: float | None = None,
     image_registry: str | None = None,
     rehearsal_time_scale: float | None = None,
+    image_source: str | None = None,
 ) -> RackPlan:
     if recipe is None:
         raise InputError(
@@ -822,7 +842,7 @@ def plan_rack(
                 f"`repro setup --recipe {rec.name}`, then submit again",
             )
     elif (plan.backend or rec.backend).startswith("trtllm") and rec.trtllm is not None:
-        _plan_image(plan, ws, container_image, image_registry)
+        _plan_image(plan, ws, container_image, image_registry, image_source)
     return plan
 
 
@@ -832,58 +852,128 @@ def _is_remote(image: str) -> bool:
     return "/" in image and ("." in first or ":" in first or first == "localhost")
 
 
-def _plan_image(plan: RackPlan, ws: Workspace, image: str | None, registry: str | None) -> None:
-    """Each node's repro starts its servers through that node's Docker, so the image must reach every node: pushed to
-    the registry the user names (or already in one), else `docker save` into the shared rack folder and
-    `docker load` on each node. Without --container-image it is the image `repro build-engine` builds."""
+def docker_usable() -> bool:
+    """This host's Docker answers (compute nodes of enroot clusters often have no daemon)."""
+    if shutil.which("docker") is None:
+        return False
+    try:
+        return _run(["docker", "info", "--format", "{{.ServerVersion}}"], timeout=20).returncode == 0
+    except SlurmError:
+        return False
+
+
+def pyxis_present() -> bool:
+    """pyxis adds --container-image to srun; recorded in the plan, never needed (repro runs on each node's host)."""
+    if shutil.which("srun") is None:
+        return False
+    try:
+        return "--container-image" in _run(["srun", "--help"], timeout=20).stdout
+    except SlurmError:
+        return False
+
+
+def resolve_image_source(source: str | None, image: str, registry: str | None) -> str:
+    """The one decision of how the server image reaches the nodes: what the user names (--image-source), else a
+    registry when one is named or the image is in one, else enroot on a host with enroot and no usable Docker, else
+    `docker save` into the rack folder."""
+    if source is not None and source not in IMAGE_SOURCES:
+        raise InputError(
+            f"--image-source {ascii(source)}: use {', '.join(IMAGE_SOURCES)}.",
+            "`repro run offline --launcher slurm --image-source enroot ...`",
+        )
+    if source == "enroot" and registry:
+        raise InputError(
+            "--image-source enroot and --image-registry name two routes for the image; pick one.",
+            "drop --image-registry: enroot imports the image into the shared rack folder",
+        )
+    if source == "registry" and not registry and not _is_remote(image):
+        raise InputError(
+            f"--image-source registry: {image} is not in a registry.",
+            f"add --image-registry REGISTRY (repro pushes {image} there)",
+        )
+    if source is not None:
+        return source
+    if registry or _is_remote(image):
+        return "registry"
+    if enroot.enroot_on_path() and not docker_usable():
+        return "enroot"
+    return "archive"
+
+
+def _plan_image(
+    plan: RackPlan, ws: Workspace, image: str | None, registry: str | None, source: str | None = None
+) -> None:
+    """Each node's repro starts its servers through that node's Docker or enroot, so the image must reach every
+    node: pushed to the registry the user names (or already in one), `docker save` into the shared rack folder and
+    `docker load` on each node, or `enroot import` into it once (each node's repro creates its enroot container from
+    that file). Without --container-image it is the image `repro build-engine` builds."""
     from repro.engine.plan import plan_build
 
     local = image or plan_build(plan.recipe, ws).image.tag
+    plan.image_source = resolve_image_source(source, local, registry)
     if registry:
         registry = registry.strip().rstrip("/")
         validate_image_ref(registry)
         plan.push_from, plan.container_image = local, f"{registry}/{local.rsplit('/', 1)[-1]}"
-        plan.image_source = "registry"
     else:
         plan.container_image = local
-        plan.image_source = "registry" if _is_remote(local) else "archive"
+    if plan.image_source == "enroot":
+        plan.pyxis = pyxis_present()
+        if not _is_remote(local) and not docker_usable():
+            raise InputError(
+                f"enroot imports {local} from this host's Docker (dockerd://), and no Docker answers here.",
+                "start Docker here, or pass an image in a registry: --container-image REGISTRY/IMAGE:TAG",
+            )
     plan.validate()
 
 
-def distribute_image(plan: RackPlan, run: Callable[[list[str]], None] | None = None) -> list[list[str]]:
-    """Put the server image where the nodes fetch it; returns the docker commands run (argv lists, no shell)."""
-    cmds: list[list[str]] = []
+def image_commands(plan: RackPlan) -> list[list[str]]:
+    """The commands that put the server image where the nodes fetch it (argv lists, no shell); none once the
+    rack folder holds it. What a dry run prints and distribute_image runs."""
     if plan.simulated or not plan.container_image:
-        return cmds
+        return []
     archive = plan.image_archive
     if plan.push_from:
-        cmds = [["docker", "tag", plan.push_from, plan.container_image], ["docker", "push", plan.container_image]]
-    elif archive is not None and not archive.exists():
-        partial = archive.with_name(archive.name + ".partial")
-        cmds = [["docker", "save", "-o", str(partial), plan.container_image]]
+        return [["docker", "tag", plan.push_from, plan.container_image], ["docker", "push", plan.container_image]]
+    if archive is None or archive.exists():
+        return []
+    partial = archive.with_name(archive.name + ".partial")
+    if plan.image_source == "enroot":
+        return [enroot.import_argv(plan.container_image, partial, in_registry=_is_remote(plan.container_image))]
+    return [["docker", "save", "-o", str(partial), plan.container_image]]
+
+
+def distribute_image(plan: RackPlan, run: Callable[[list[str]], None] | None = None) -> list[list[str]]:
+    """Put the server image where the nodes fetch it; returns the commands run. The file lands under a .partial
+    name and is renamed when whole, so a node never reads half an image."""
+    cmds = image_commands(plan)
+    archive = plan.image_archive
     for cmd in cmds:
-        (run or (lambda c: _docker(c, plan.recipe.name)))(cmd)
+        if archive is not None:
+            archive.parent.mkdir(parents=True, exist_ok=True)
+            archive.with_name(archive.name + ".partial").unlink(missing_ok=True)  # enroot refuses an existing file
+        (run or (lambda c: _image_tool(c, plan.recipe.name)))(cmd)
     if archive is not None and not archive.exists():
         archive.with_name(archive.name + ".partial").replace(archive)
     return cmds
 
 
-def _docker(cmd: list[str], recipe: str) -> None:
-    if cmd[:2] == ["docker", "save"]:
-        Path(cmd[3]).parent.mkdir(parents=True, exist_ok=True)
+def _image_tool(cmd: list[str], recipe: str) -> None:
     try:
         done = subprocess.run(cmd, capture_output=True, text=True, check=False)
     except FileNotFoundError:
+        install = "sudo apt-get install -y docker.io"
+        if cmd[0] == "enroot":
+            install = "install enroot (github.com/NVIDIA/enroot, doc/installation.md), or --image-source archive"
         raise StepFailed(
-            "`docker` not found on this machine: the rack ships the server image with it.",
-            "sudo apt-get install -y docker.io",
+            f"`{cmd[0]}` not found on this machine: the rack ships the server image with it.", install
         ) from None
     if done.returncode != 0:
         last = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]
-        raise StepFailed(
-            f"`{shlex.join(cmd)}` failed for the rack's server image: {terminal_safe(last[0][:300])}",
-            f"repro build-engine --recipe {recipe}" if cmd[1] == "save" else "docker login",
-        )
+        nxt = "docker login"
+        if cmd[1] in ("save", "import"):
+            nxt = f"repro build-engine --recipe {recipe}"
+        raise StepFailed(f"`{shlex.join(cmd)}` failed for the rack's server image: {terminal_safe(last[0][:300])}", nxt)
 
 
 def submit(plan: RackPlan, indices: list[int] | None = None) -> str:
@@ -972,6 +1062,7 @@ def launch_offline(
     sim_rate: float | None = None,
     image_registry: str | None = None,
     rehearsal_time_scale: float | None = None,
+    image_source: str | None = None,
     poll_s: float = 2.0,
     timeout_s: float | None = None,
 ) -> RackResult:
@@ -992,6 +1083,7 @@ def launch_offline(
         sim_rate=sim_rate,
         image_registry=image_registry,
         rehearsal_time_scale=rehearsal_time_scale,
+        image_source=image_source,
     )
     if dry_run:
         return RackResult(
@@ -1001,6 +1093,7 @@ def launch_offline(
             dry_run=True,
             submit_command=sbatch_argv(plan.rack_dir / SCRIPT, plan.rack_dir),
             next_command=plan.command(image_registry),
+            image_commands=image_commands(plan),
         )
     job_id = submit(plan)
     ui.note(f"submitted Slurm job {job_id} ({nodes} tasks); results go to {plan.rack_dir}")

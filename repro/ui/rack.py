@@ -59,6 +59,12 @@ def rack_result(result: RackResult) -> Group:
                 "(the folder must be on storage every node sees)."
             ),
             *([Text(_image_route(m, result.rack_dir))] if m.get("container_image") else []),
+            *(
+                [Text("Before submitting, repro runs (a .partial file is renamed once whole):")]
+                if result.image_commands
+                else []
+            ),
+            *[Text("  " + shlex.join(c)) for c in result.image_commands],
         )
     parts: list[Any] = [task_table(result.rows, m, result.rack_dir)]
     if result.report is not None:
@@ -102,6 +108,13 @@ class ConsoleRack:
 
 def _image_route(m: dict[str, Any], rack_dir: Path) -> str:
     image = m["container_image"]
+    if m.get("image_source") == "enroot":
+        pyxis = " pyxis is on this cluster; repro does not need it." if m.get("pyxis") else ""
+        return (
+            f"Each node runs repro on its host, which starts its trtllm-serve servers with enroot: repro imports "
+            f"{image} once into {rack_dir}/image/ as an enroot squashfs file; each node creates its enroot container "
+            f"from it (enroot create), starts each server in it (enroot start) and removes it after.{pyxis}"
+        )
     if m.get("image_source") == "archive":
         return (
             f"Each node runs repro on its host, which starts its trtllm-serve containers from {image}: repro saves the "

@@ -58,8 +58,15 @@ case ",${REPRO_FAIL_TASKS:-}," in
 esac
 
 # repro runs on this node's host and starts the node's trtllm-serve containers through the node's Docker; the image
-# comes from the shared rack folder (docker save/load) or a registry, once per node.
-if [ -n "$IMAGE" ] && ! docker image inspect "$IMAGE" >/dev/null 2>&1; then
+# comes from the shared rack folder (docker save/load) or a registry, once per node. With enroot, repro creates the
+# node's container from the squashfs file in the rack folder itself; here it is only checked.
+if [ "$IMAGE_SOURCE" = enroot ]; then
+  if ! command -v enroot >/dev/null 2>&1 || [ ! -r "$IMAGE_ARCHIVE" ]; then
+    state failed 1 "no enroot, or cannot read the server image $IMAGE_ARCHIVE, on $(hostname -s)"
+    finish
+    exit 1
+  fi
+elif [ -n "$IMAGE" ] && ! docker image inspect "$IMAGE" >/dev/null 2>&1; then
   case "$IMAGE_SOURCE" in
     archive) fetch=(docker load -i "$IMAGE_ARCHIVE") ;;
     *) fetch=(docker pull "$IMAGE") ;;
