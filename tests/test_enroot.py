@@ -33,16 +33,23 @@ from repro.run.harness import run_benchmark
 from repro.run.options import RunOptions
 from repro.run.servers import ServerDied, ServerOptions
 
-pytestmark = [pytest.mark.enroot, pytest.mark.docker]
+REQUIRED = os.environ.get("REPRO_REQUIRE_ENROOT") == "1"
+# Skipped before any fixture runs, so a machine without enroot builds no image for nothing.
+pytestmark = [
+    pytest.mark.enroot,
+    pytest.mark.docker,
+    pytest.mark.skipif(
+        shutil.which("enroot") is None and not REQUIRED,
+        reason="no enroot on PATH (build it from github.com/NVIDIA/enroot; see docs/BENCHMARKS.md)",
+    ),
+]
 
 
 @pytest.fixture(scope="module")
 def sqsh(serve_image: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The serve image as the rack's submit host writes it: `enroot import --output X.sqsh dockerd://IMAGE`."""
     if shutil.which("enroot") is None:
-        if os.environ.get("REPRO_REQUIRE_ENROOT") == "1":
-            pytest.fail("REPRO_REQUIRE_ENROOT=1 but `enroot` is not on PATH")
-        pytest.skip("no enroot on PATH (build it from github.com/NVIDIA/enroot; see docs/BENCHMARKS.md)")
+        pytest.fail("REPRO_REQUIRE_ENROOT=1 but `enroot` is not on PATH")
     dest = tmp_path_factory.mktemp("enroot") / "serve.sqsh"
     done = subprocess.run(enroot.import_argv(serve_image, dest, in_registry=False), capture_output=True, text=True)
     assert done.returncode == 0 and dest.is_file(), done.stderr[-2000:]
@@ -152,3 +159,34 @@ def test_sigterm_stops_and_removes_every_enroot_server(sqsh: Path, ws: Workspace
     out, _ = proc.communicate(timeout=60)
     assert proc.returncode == 130 and "INTERRUPTED" in out, out
     assert _left(tag) == {"containers": [], "processes": []} and _ports_free(opts.base_port)
+
+
+def test_the_rack_imports_the_image_once_into_its_folder(serve_image: str, sqsh: Path, ws: Workspace) -> None:
+    """The submit host's side of --image-source enroot: the real `enroot import`, under a .partial name renamed
+    when whole; a second submission (a re-run of failed VMs) imports nothing."""
+    from repro.run.rack import distribute_image, plan_rack
+
+    plan = plan_rack("nd-gb300-v6", ws, 2, container_image=serve_image, image_source="enroot")
+    ran = distribute_image(plan)
+    assert ran == [enroot.import_argv(serve_image, Path(f"{plan.server_image}.partial"), in_registry=False)]
+    assert plan.server_image is not None and Path(plan.server_image).stat().st_size > 1 << 20
+    assert sorted(p.name for p in Path(plan.server_image).parent.iterdir()) == [Path(plan.server_image).name]
+    assert distribute_image(plan) == []
+
+
+@pytest.mark.slow
+def test_rack_rehearsal_runs_each_node_with_enroot_through_slurm(client, slurm: None, tmp_path: Path) -> None:
+    """`repro rehearse --nodes 2 --image-source enroot`: the real Slurm runs each node's repro on the host, which
+    starts its four servers with enroot from the rack folder's squashfs; both VALID and summed; nothing left."""
+    from repro.rehearse.rehearsal import rehearse
+
+    result = rehearse("nd-gb300-v6", tmp_path / "rack", nodes=2, client=client, image_source="enroot")
+    assert result.rack is not None and result.rack["image_source"] == "enroot"
+    assert result.rack["tasks"] == {"vm-00": "done", "vm-01": "done"} and result.rack["counted"] == 2
+    for run in result.runs:
+        assert run["validity"] == "VALID" and run["label"] == "rehearsal"
+        servers = json.loads((Path(run["run_dir"]) / "run.json").read_text())["servers"]
+        assert [s["runtime"] for s in servers["servers"]] == ["enroot"] * 4 and len(servers["removed"]) == 4
+        assert all(s["image"].endswith(".sqsh") and f"-{run['node']}-" in s["container"] for s in servers["servers"])
+    assert result.ok and result.left_containers == [] and result.rack["left_jobs"] == []
+    assert [c for c in enroot.containers() if c.startswith("repro-rehearse-")] == []

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -296,3 +297,74 @@ def test_a_rack_without_servers_ships_no_image(ws: Workspace) -> None:
     plan = plan_rack("demo", ws, 2)
     assert plan.container_image is None and plan.image_source is None
     assert "--server-image" not in render_script(plan)
+
+
+def test_enroot_rack_imports_once_and_hands_each_node_the_squashfs(ws: Workspace) -> None:
+    """Issue #23's third route: the dry run prints the exact `enroot import`; each node gets --server-image X.sqsh
+    (its repro runs the servers with enroot) and the script checks enroot and the file instead of docker load."""
+    from repro.engine.plan import plan_build
+
+    built = plan_build(get_recipe(RECIPE), ws).image.tag
+    base = ["run", "offline", "--launcher", "slurm", "--nodes", "2", "--recipe", RECIPE, "--image-source", "enroot"]
+    res = cli(*base, "--dry-run", "--json")
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    rack = Path(doc["rack_dir"])
+    sqsh = rack / "image" / f"{built.replace(':', '_')}.sqsh"
+    assert doc["image_source"] == "enroot" and doc["container_image"] == built
+    assert doc["image_commands"] == [["enroot", "import", "--output", f"{sqsh}.partial", f"dockerd://{built}"]]
+    assert f"--server-image {sqsh}" in doc["script"] and "IMAGE_SOURCE=enroot" in doc["script"]
+    assert "--image-source enroot" in doc["next_command"] and isinstance(doc["pyxis"], bool)
+    lint = subprocess.run(["shellcheck", "-"], input=doc["script"], text=True, capture_output=True)
+    assert lint.returncode == 0, lint.stdout
+    rich = cli(*base, "--dry-run")
+    assert "enroot create" in rich.output and "enroot start" in rich.output
+    assert re.search(
+        rf"\n  enroot import --output \S+/image/{re.escape(sqsh.name)}\.partial dockerd://{built}\n", rich.output
+    )
+    assert not (ws.root / "racks").exists()
+
+    remote = plan_rack(RECIPE, ws, 2, container_image="nvcr.io/nvidia/tritonserver:25.01", image_source="enroot")
+    from repro.run.rack import image_commands
+
+    assert image_commands(remote)[0][-1] == "docker://nvcr.io#nvidia/tritonserver:25.01"
+    with pytest.raises(InputError, match="pick one"):
+        plan_rack(RECIPE, ws, 2, image_source="enroot", image_registry="myacr.azurecr.io/team")
+    with pytest.raises(InputError, match="not in a registry"):
+        plan_rack(RECIPE, ws, 2, image_source="registry")
+    bad = cli(*base[:-1], "podman", "--dry-run")
+    assert bad.exit_code == 2 and "archive, registry, enroot" in bad.output
+
+
+def test_rack_json_with_an_enroot_image_reads_back(ws: Workspace) -> None:
+    plan = plan_rack(RECIPE, ws, 2, image_source="enroot")
+    plan.rack_dir.mkdir(parents=True)
+    (plan.rack_dir / RACK_JSON).write_text(json.dumps(plan.manifest()))
+    m = load_manifest(plan.rack_dir)
+    from repro.run.rack import RackPlan
+
+    again = RackPlan.from_manifest(plan.rack_dir, m)
+    assert again.image_source == "enroot" and again.server_image == plan.server_image
+    assert again.server_image is not None and again.server_image.endswith(".sqsh")
+
+
+def test_image_source_default_follows_what_the_submit_host_has(
+    ws: Workspace, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """enroot on PATH and no Docker: enroot (a local image then cannot be read: one clear error); neither: archive."""
+    from repro.run.rack import resolve_image_source
+
+    bare = tmp_path / "bin"
+    bare.mkdir()
+    monkeypatch.setenv("PATH", str(bare))
+    assert resolve_image_source(None, "repro-trtllm:x", None) == "archive"
+    assert resolve_image_source(None, "registry.example/repro:x", None) == "registry"
+    real = shutil.which("enroot", path="/usr/local/bin:/usr/bin")
+    if real is None:
+        pytest.skip("no enroot here to put on PATH")
+    (bare / "enroot").symlink_to(real)
+    assert resolve_image_source(None, "repro-trtllm:x", None) == "enroot"
+    with pytest.raises(InputError, match="no Docker answers here") as err:
+        plan_rack(RECIPE, ws, 2)
+    assert "--container-image REGISTRY/IMAGE:TAG" in err.value.next_command
+    assert plan_rack(RECIPE, ws, 2, container_image="nvcr.io/nvidia/x:1", image_source="enroot").pyxis is False
