@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import shlex
 import socket
 import threading
@@ -101,9 +102,11 @@ class ServerPlan:
     @property
     def enroot_container(self) -> str:
         """The node's one enroot container for this image (every rank starts in it: one unpacked rootfs per node,
-        not one per server); the image's path is in the name, so a new image never starts in an old rootfs."""
+        not one per server). The host is in the name, because enroot's default data path is under $HOME, which the
+        nodes of a cluster often share; the image's path too, so a new image never starts in an old rootfs."""
         digest = hashlib.sha256(self.image.encode()).hexdigest()[:8]
-        return f"{self.name.rsplit('-', 1)[0]}-{digest}"
+        host = re.sub(r"[^A-Za-z0-9_.-]", "_", socket.gethostname().split(".")[0])[:32] or "host"
+        return f"{self.name.rsplit('-', 1)[0]}-{host}-{digest}"
 
     def enroot_argv(self) -> list[str]:
         return enroot.start_argv(self.enroot_container, self.argv, self.mounts, self.env, self.gpus)
