@@ -225,7 +225,7 @@ def run_build(
             details={"recipe": recipe.name, "backend": recipe.backend},
         )
     if recipe.reference_only:
-        alt = by_gpu_name(recipe.system.gpu_name)
+        alt = by_gpu_name(recipe.system.gpu_name, recipe.system.gpus_per_vm)
         raise RecipeError(
             f"Recipe '{recipe.name}' is reference-only (a published system repro compares against, not one it runs).",
             f"`repro build-engine --recipe {alt.name}`" if alt else "`repro recipes list`",
