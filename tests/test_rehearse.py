@@ -316,6 +316,10 @@ def test_rack_rehearsal_runs_each_node_through_slurm(client, slurm: None, tmp_pa
     assert rack["total_tokens_per_s"] == pytest.approx(sum(r["tokens_per_s"] for r in result.runs), abs=0.05)
     assert rack["image_source"] == "archive" and next((Path(rack["rack_dir"]) / "image").glob("*.tar")).stat().st_size
     assert json.loads((Path(rack["rack_dir"]) / "rack.json").read_text())["label"] == "rehearsal"
+    for run in result.runs:  # each node's repro wrote its own run into its folder (--into), not a copy of "the newest"
+        info = json.loads((Path(run["run_dir"]) / "run.json").read_text())
+        assert info["run_dir"] == str(Path(rack["rack_dir"]) / run["node"]) == str(Path(run["run_dir"]).parents[1])
+    assert not Path(rack["rack_dir"] + ".work").exists()  # the nodes' homes went, and their folder with them
     (verified,) = result.verify
     assert verified["command"] == f"repro aggregate {rack['rack_dir']} --recipe nd-gb300-v6"
     assert verified["verdict"] == {"vm-00": "NOT A REPRODUCTION", "vm-01": "NOT A REPRODUCTION"}

@@ -286,6 +286,7 @@ def test_a_rack_whose_vms_are_all_invalid_exits_non_zero(slurm: None, ws: Worksp
     """Before: a simulated rack INVALID on every VM summed 0 VMs and exited 0."""
     result = launch_offline(RECIPE, None, 2, backend="sim", duration_s=3, sim_rate=1e9, poll_s=0.5, timeout_s=150)
     assert [r.state for r in result.rows] == ["done", "done"]
+    assert not result.rack_dir.with_name(result.rack_dir.name + ".work").exists()  # the VMs' homes went, and it
     assert result.report is not None and not result.report.counted
     with pytest.raises(StepFailed, match="2 of 2 VMs ran but are not in the total") as err:
         check(result)
@@ -368,3 +369,30 @@ def test_image_source_default_follows_what_the_submit_host_has(
         plan_rack(RECIPE, ws, 2)
     assert "--container-image REGISTRY/IMAGE:TAG" in err.value.next_command
     assert plan_rack(RECIPE, ws, 2, container_image="nvcr.io/nvidia/x:1", image_source="enroot").pyxis is False
+
+
+def test_nodes_sharing_one_workspace_each_keep_their_own_run(
+    slurm: None, ws: Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Real nodes share $WORKSPACE. Before: both made runs/<recipe>/Offline/<stamp> in the same second (one crashed
+    with FileExistsError) and each copied "the newest run folder", which could be the other node's."""
+    from repro.run.rack import RackPlan, work_dir_of
+
+    monkeypatch.setattr(RackPlan, "per_vm_home", property(lambda self: False))  # the real nodes' setting
+    plan = plan_rack(RECIPE, ws, 2, **SIM)
+    assert "PER_VM=0" in render_script(plan)
+    submit(plan)
+    rows = follow(plan.rack_dir, poll_s=0.5, timeout_s=120)
+    assert [r.state for r in rows] == ["done", "done"], [r.to_json() for r in rows]
+    runs = {}
+    for r in rows:
+        folder = plan.rack_dir / r.vm
+        info = json.loads((folder / "performance" / "run_1" / "run.json").read_text())
+        assert info["run_dir"] == str(folder) and info["status"] == "complete"
+        assert info["command"][info["command"].index("--into") + 1] == str(folder)
+        assert info["command"][info["command"].index("--workspace") + 1] == str(ws.root)
+        runs[r.vm] = (folder / "performance" / "run_1" / "mlperf_log_detail.txt").read_bytes()
+    assert runs["vm-00"] != runs["vm-01"]
+    assert not (ws.runs / RECIPE).exists()  # nothing in the shared runs/ for another node to pick up
+    collect(plan.rack_dir, rows)
+    assert not work_dir_of(plan.rack_dir).exists()

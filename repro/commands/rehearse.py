@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -27,6 +28,12 @@ RackNodeOpt = Annotated[
         "--rack-node", hidden=True, help="Run as one node of the rehearsal rack in folder DIR (a Slurm task)."
     ),
 ]
+RackIntoOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--into", hidden=True, help="With --rack-node: the folder this node's run goes into (RACK_DIR/vm-NN)."
+    ),
+]
 ServerImageOpt = Annotated[str | None, typer.Option("--server-image", hidden=True, help="The rack's server image.")]
 ImageSourceOpt = Annotated[
     str | None,
@@ -48,6 +55,7 @@ def rehearse(
     rack_node: RackNodeOpt = None,
     server_image: ServerImageOpt = None,
     image_source: ImageSourceOpt = None,
+    into: RackIntoOpt = None,
 ) -> None:
     """Rehearse a GPU recipe here: doctor, setup, build-engine on a stand-in TensorRT-LLM base, Offline and Server
     runs through its servers, verify and report; with --nodes, the rack through Slurm. Labelled a rehearsal
@@ -60,10 +68,14 @@ def rehearse(
     if not 0 < time_scale <= 1:
         raise InputError(f"--time-scale must be in (0, 1] (got {time_scale:g}).", "repro rehearse --time-scale 0.0025")
     if rack_node is not None:
-        if not server_image:
-            raise InputError("--rack-node needs --server-image (the rack passes both).", "repro rehearse --nodes 2")
+        if not server_image or not into:
+            raise InputError(
+                "--rack-node needs --server-image and --into (the rack passes them).", "repro rehearse --nodes 2"
+            )
         ws = Workspace.open(workspace)
-        result = rehearsal.rack_node(recipe, ws.root, image=server_image, rack=rack_node, time_scale=time_scale)
+        result = rehearsal.rack_node(
+            recipe, ws.root, image=server_image, rack=rack_node, time_scale=time_scale, into=Path(into)
+        )
     else:
         root = rehearsal.rehearsal_root(Workspace.open(workspace), recipe)
         if dry_run:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
@@ -25,3 +26,28 @@ def stamped_path(base: Path, taken: Callable[[Path], bool] | None = None) -> Pat
     while is_taken(path):
         path, n = base / f"{first}-{n}", n + 1
     return path
+
+
+def new_stamped_dir(base: Path) -> Path:
+    """Create and return a new `base/<stamp>` folder (then `-2`, `-3`, …). The mkdir itself is the claim, so two
+    processes starting in the same second (rack nodes on one shared workspace, two shells) never share a folder."""
+    base.mkdir(parents=True, exist_ok=True)
+    first, n = stamp(), 1
+    while True:
+        path = base / (first if n == 1 else f"{first}-{n}")
+        try:
+            path.mkdir()
+        except FileExistsError:
+            n += 1
+            continue
+        return path
+
+
+_STAMPED = re.compile(r"(\d{8}-\d{6})(?:-(\d+))?")
+
+
+def stamp_order(path: Path) -> tuple[int, str, int]:
+    """Sort key: the order stamped folders were made in (`…-9` before `…-10`, which a plain sort inverts); a folder
+    not named by stamp() sorts before all of them, never as the newest run."""
+    m = _STAMPED.fullmatch(path.name)
+    return (1, m[1], int(m[2] or 1)) if m else (0, path.name, 0)

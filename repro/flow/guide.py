@@ -46,9 +46,10 @@ def _run(recipe: Recipe, ws: Workspace, dry_run: bool, bar: Callable[[str], Any]
 
 
 def latest_run_dir(recipe: Recipe, ws: Workspace) -> Path | None:
-    base = ws.runs / recipe.name / "Offline"
-    runs = sorted(p for p in base.glob("*") if p.is_dir()) if base.is_dir() else []
-    return runs[-1] if runs else None
+    from repro.run.layout import run_dirs
+
+    runs = run_dirs(ws, recipe.name, "Offline")
+    return runs[0] if runs else None
 
 
 def _verify(recipe: Recipe, ws: Workspace, dry_run: bool) -> StepOutcome:

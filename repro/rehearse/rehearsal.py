@@ -344,7 +344,7 @@ class Rehearsal:
     servers: Any = None
     """The ServerOptions every run starts its servers with (stand-in speed, rehearsal names and labels)."""
 
-    def run(self, scenario: str) -> None:
+    def run(self, scenario: str, into: Path | None = None) -> None:
         """One LoadGen run through the recipe's servers, then verify; its row goes into result.runs."""
         from repro.results.verify import verify_dir
         from repro.run.harness import run_benchmark
@@ -360,6 +360,7 @@ class Rehearsal:
                 servers=self.servers,
                 settings_override=self.scaling.settings(self.recipe, scenario),
                 rehearsal=True,
+                into=into,
             )
         )
         verdict = verify_dir(Path(out.details["run_dir"]), recipe=self.recipe)
@@ -794,9 +795,10 @@ def link_shared_inputs(shared: Workspace, home: Workspace) -> list[str]:
     return linked
 
 
-def rack_node(recipe_name: str, root: Path, *, image: str, rack: str, time_scale: float) -> RehearsalResult:
-    """One node of a rehearsal rack (a Slurm task on its host): its own home and servers, one Offline run, reading
-    the model, dataset and checkpoint the rack's setup and build-engine left in the shared workspace.
+def rack_node(recipe_name: str, root: Path, *, image: str, rack: str, time_scale: float, into: Path) -> RehearsalResult:
+    """One node of a rehearsal rack (a Slurm task on its host): its own home and servers, one Offline run into the
+    node's folder of the rack (`into`, as a real node's `repro run --into`), reading the model, dataset and
+    checkpoint the rack's setup and build-engine left in the shared workspace.
 
     The nodes of a rehearsal share this machine, so each takes its own port range (the real nodes are hosts)."""
     import docker
@@ -827,7 +829,7 @@ def rack_node(recipe_name: str, root: Path, *, image: str, rack: str, time_scale
         base_port=recipe.trtllm.base_port + 100 * index,
     )
     r.servers.env = standin_env(scaling, len(plan_servers(recipe, ws, r.servers)))
-    r.run("Offline")
+    r.run("Offline", into=into)
     result.steps.append("run offline")
     mine = managed_containers(f"org.repro.rehearsal={tag}", client=client)
     result.left_containers = [c.name for c in mine if c.labels.get("org.repro.rack-node") == node]

@@ -5,8 +5,9 @@ performance run, its accuracy run and its TEST06 together:
     RUN_DIR/accuracy/           the AccuracyOnly run: mlperf_log_accuracy.json, accuracy.txt, run.json
     RUN_DIR/TEST06/             verify_accuracy.txt; accuracy/ holds the test run's LoadGen logs and audit.config
 
-RUN_DIR is `runs/<recipe>/<scenario>/<stamp>/`. Which folder a run writes into (a new one, or the latest
-performance run it pairs with) is decided here too.
+RUN_DIR is `runs/<recipe>/<scenario>/<stamp>/` (`<stamp>-2`, `-3`, … for runs started in the same second on one
+workspace), or the folder `--into` names (a rack node's `RACK_DIR/vm-NN/`). Which folder a run writes into (a new
+one, or the latest performance run it pairs with) is decided here too.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from __future__ import annotations
 import contextlib
 from pathlib import Path
 
-from repro.core.clock import stamped_path
+from repro.core.clock import new_stamped_dir, stamp_order, stamped_path
 from repro.core.errors import InputError
 from repro.core.recipes import Recipe
 from repro.core.record import RUN_JSON, RunRecord
@@ -24,10 +25,15 @@ AUDIT_CONFIG = "audit.config"
 
 
 def new_run_dir(ws: Workspace, recipe: str, scenario: str, *, create: bool = True) -> Path:
-    path = stamped_path(ws.runs / recipe / scenario)
-    if create:
-        path.mkdir(parents=True)
-    return path
+    """A new run folder, created atomically (without create: the name a dry run shows, nothing made)."""
+    base = ws.runs / recipe / scenario
+    return new_stamped_dir(base) if create else stamped_path(base)
+
+
+def run_dirs(ws: Workspace, recipe: str, scenario: str) -> list[Path]:
+    """The run folders of a recipe and scenario, newest first."""
+    base = ws.runs / recipe / scenario
+    return sorted((p for p in base.iterdir() if p.is_dir()), key=stamp_order, reverse=True) if base.is_dir() else []
 
 
 RUN_KINDS = ("performance", "accuracy", "TEST06")
@@ -100,9 +106,8 @@ def choose_run_dir(
                 raise InputError(f"--into {run_dir}: a {info.scenario} run, not {scenario}.", hint)
         return run_dir, str(kind_dir(run_dir, "performance")) if info else None
     if kind != "performance":
-        base = ws.runs / recipe.name / scenario
         newest = None
-        for cand in sorted(base.iterdir(), reverse=True) if base.is_dir() else []:
+        for cand in run_dirs(ws, recipe.name, scenario):
             info = performance_record(cand)
             if info is not None and info.status == "complete" and _belongs(info, recipe, backend) is None:
                 newest = cand

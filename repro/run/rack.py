@@ -1,14 +1,16 @@
 """Rack scale through Slurm: one job-array task per VM, each running the same single-VM `repro run offline`.
 
 The published 1.1M tokens/s is 18 independent single-VM runs summed, so a rack run is exactly that: an
-sbatch job array (one exclusive node per task), each task's run folder collected into one rack folder
-`$REPRO_HOME/racks/<recipe>/<timestamp>/vm-NN/`, then `repro.aggregate.aggregate` over it. Each task
+sbatch job array (one exclusive node per task), each task's repro writing its run straight into its own folder of
+one rack folder, `$REPRO_HOME/racks/<recipe>/<timestamp>/vm-NN/` (`repro run --into`: the nodes share the workspace,
+so a node never picks up another node's run), then `repro.aggregate.aggregate` over it. Each task
 writes its own `task.json` (state, exit code, host), so the rack folder says what happened even after
 Slurm has forgotten the job; failed, cancelled or lost VMs are listed and never summed.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shlex
@@ -110,6 +112,12 @@ IMAGE_DIR = "image"
 IMAGE_SOURCES = ("archive", "registry", "enroot")
 
 
+def work_dir_of(rack_dir: Path) -> Path:
+    """The per-VM homes of simulated and rehearsal VMs and the retired attempts of --rerun-failed: outside the rack
+    folder, so nothing in it is mistaken for a VM's result; removed by collect() once empty."""
+    return rack_dir.with_name(rack_dir.name + ".work")
+
+
 def vm_name(index: int) -> str:
     return f"vm-{index:02d}"
 
@@ -184,8 +192,7 @@ class RackPlan:
 
     @property
     def work_dir(self) -> Path:
-        """Outside the rack folder, so nothing in it is mistaken for a VM's result."""
-        return self.rack_dir.with_name(self.rack_dir.name + ".work")
+        return work_dir_of(self.rack_dir)
 
     def validate(self) -> None:
         """Every value that reaches the script or sbatch's argv, checked against its grammar (issue #16)."""
@@ -336,7 +343,6 @@ def render_script(plan: RackPlan) -> str:
         "RACK_DIR": sh_quote(str(plan.rack_dir)),
         "WORK_DIR": sh_quote(str(plan.work_dir)),
         "WORKSPACE": sh_quote(str(plan.workspace)),
-        "RECIPE": sh_quote(plan.recipe.name),
         "IMAGE": sh_quote(plan.container_image or ""),
         "IMAGE_SOURCE": sh_quote(plan.image_source or ""),
         "IMAGE_ARCHIVE": sh_quote(str(plan.image_archive or "")),
@@ -776,11 +782,26 @@ def collect(rack_dir: Path, rows: list[TaskRow] | None = None) -> RackResult:
     atomic_write_json(rack_dir / RACK_JSON, m)
     if result.report is not None:
         atomic_write_text(rack_dir / "rack-report.md", result.report.to_markdown())
+    with contextlib.suppress(OSError):  # kept while it holds something: a VM's leftover home, a retired attempt
+        work_dir_of(rack_dir).rmdir()
     return result
 
 
 def _new_rack_dir(ws: Workspace, recipe: Recipe) -> Path:
-    return stamped_path(ws.root / "racks" / recipe.name, lambda p: p.exists() or p.with_name(p.name + ".work").exists())
+    return stamped_path(ws.root / "racks" / recipe.name, lambda p: p.exists() or work_dir_of(p).exists())
+
+
+def _claim_rack_dir(plan: RackPlan, ws: Workspace) -> None:
+    """Create the planned rack folder; if another submission took the name meanwhile (same second), the next free
+    one. The mkdir is the claim, so two racks never share a folder."""
+    while True:
+        plan.rack_dir.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            plan.rack_dir.mkdir()
+        except FileExistsError:
+            plan.rack_dir = _new_rack_dir(ws, plan.recipe)
+            continue
+        return
 
 
 def plan_rack(
@@ -1001,7 +1022,7 @@ def _retire(rack_dir: Path, row: TaskRow) -> None:
     src = rack_dir / row.vm
     if not src.exists():
         return
-    dest = rack_dir.with_name(rack_dir.name + ".work") / "attempts" / f"{row.vm}-{row.job_id}"
+    dest = work_dir_of(rack_dir) / "attempts" / f"{row.vm}-{row.job_id}"
     dest.parent.mkdir(parents=True, exist_ok=True)
     if dest.exists():
         shutil.rmtree(dest)
@@ -1095,6 +1116,7 @@ def launch_offline(
             next_command=plan.command(image_registry),
             image_commands=image_commands(plan),
         )
+    _claim_rack_dir(plan, ws)
     job_id = submit(plan)
     ui.note(f"submitted Slurm job {job_id} ({nodes} tasks); results go to {plan.rack_dir}")
     return _finish(plan.rack_dir, poll_s, ui, timeout_s)

@@ -6,7 +6,8 @@
 #SBATCH --array=@ARRAY@
 @PARTITION_LINE@
 # @COMMENT@
-# Each task writes RACK_DIR/vm-NN/ (performance/run_1/ logs and run.json, task.json); `repro aggregate RACK_DIR` sums them.
+# Each task's repro writes its run straight into RACK_DIR/vm-NN/ (--into: performance/run_1/ logs and run.json), beside
+# its task.json; `repro aggregate RACK_DIR` sums them. Nodes share WORKSPACE (inputs, ledger), never a run folder.
 # REPRO_FAIL_TASKS=1,3 makes those array tasks fail on purpose (to rehearse --rerun-failed).
 # Submitted by repro as: sbatch --parsable --export=... --output=RACK_DIR/slurm/%A_%a.out rack.sbatch
 # Every value below was quoted by repro (repro/run/rack.py: render_script); this file is a template in the package.
@@ -14,7 +15,6 @@ set -uo pipefail
 RACK_DIR=@RACK_DIR@
 WORK_DIR=@WORK_DIR@
 WORKSPACE=@WORKSPACE@
-RECIPE=@RECIPE@
 IMAGE=@IMAGE@
 IMAGE_SOURCE=@IMAGE_SOURCE@
 IMAGE_ARCHIVE=@IMAGE_ARCHIVE@
@@ -30,10 +30,9 @@ OUT="$RACK_DIR/$VM"
 # Simulated VMs and rehearsal nodes share this machine: each works in its own home, removed when it ends.
 if [ "$PER_VM" = 1 ]; then TASK_HOME="$WORK_DIR/$VM"; else TASK_HOME="$WORKSPACE"; fi
 STARTED=$(date -u +%FT%TZ)
-ARGS=(@ARGS@ --workspace "$TASK_HOME")
+ARGS=(@ARGS@ --workspace "$TASK_HOME" --into "$OUT")
 mkdir -p "$OUT" "$TASK_HOME"
-touch "$OUT/.started"
-if [ "$SIMULATED" = 1 ]; then ln -sfn "$WORKSPACE/preprocessed" "$TASK_HOME/preprocessed"; fi
+if [ "$SIMULATED" = 1 ] && [ "$PER_VM" = 1 ]; then ln -sfn "$WORKSPACE/preprocessed" "$TASK_HOME/preprocessed"; fi
 
 # shellcheck disable=SC1003  # the set is a double quote and a backslash, not an escaped quote
 clean() { printf '%s' "$1" | tr -d '"\\' | tr '\n\t\r' '   ' | cut -c1-300; }
@@ -43,15 +42,8 @@ state() {  # state NAME EXIT_CODE REASON
     "$VM" "$IDX" "$JOB" "$(hostname -s)" "$1" "$2" "$(clean "$3")" "$STARTED" "$(date -u +%FT%TZ)" "$LABEL" >"$tmp" \
     && mv -f "$tmp" "$OUT/task.json"
 }
-collect() {  # copy this task's newest run folder into OUT (a glob, not find | sort: paths may hold newlines)
-  local newest="" d
-  for d in "$TASK_HOME/runs/$RECIPE"/*/*/; do
-    if [ -d "$d" ] && [ "$d" -nt "$OUT/.started" ]; then newest=$d; fi
-  done
-  [ -n "$newest" ] || return 1
-  cp -a "$newest". "$OUT"/
-}
-finish() { if [ "$PER_VM" = 1 ]; then rm -rf "$TASK_HOME"; fi; rm -f "$OUT/.started"; }
+ran() { [ -f "$OUT/performance/run_1/run.json" ]; }  # this task's own run: repro wrote it --into OUT
+finish() { if [ "$PER_VM" = 1 ]; then rm -rf "$TASK_HOME"; fi; }
 
 case ",${REPRO_FAIL_TASKS:-}," in
   *",$IDX,"*) state failed 1 "failed on purpose (REPRO_FAIL_TASKS=${REPRO_FAIL_TASKS})"; finish; exit 1 ;;
@@ -85,7 +77,6 @@ on_term() {
   trap - TERM INT
   if [ -n "$child" ]; then kill -TERM "$child" 2>/dev/null; fi
   for _ in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20; do { [ -n "$child" ] && kill -0 "$child" 2>/dev/null; } || break; sleep 0.5; done
-  collect || true
   finish
   state cancelled 143 "cancelled by Slurm (scancel, time limit or preemption); partial run kept if any"
   exit 143
@@ -102,15 +93,14 @@ wait "$child"
 rc=$?
 child=""
 if [ "$rc" -ne 0 ]; then
-  collect || true
   finish
   state failed "$rc" "repro exited $rc: $(grep -v '^[[:space:]]*$' "$OUT/repro.log" | tail -1)"
-elif collect; then
+elif ran; then
   finish
   state "done" 0 ""
 else
   finish
   rc=1
-  state failed 1 "repro exited 0 but wrote no run folder under $TASK_HOME/runs/$RECIPE"
+  state failed 1 "repro exited 0 but wrote no run into $OUT (performance/run_1/run.json)"
 fi
 exit "$rc"
