@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -396,3 +397,17 @@ def test_nodes_sharing_one_workspace_each_keep_their_own_run(
     assert not (ws.runs / RECIPE).exists()  # nothing in the shared runs/ for another node to pick up
     collect(plan.rack_dir, rows)
     assert not work_dir_of(plan.rack_dir).exists()
+
+
+def test_two_racks_planned_in_the_same_second_get_their_own_folders(ws: Workspace) -> None:
+    """Planning creates nothing (a dry run), so two submissions can plan one name; the submitting mkdir decides."""
+    from repro.run.rack import _claim_rack_dir
+
+    first, second = plan_rack(RECIPE, ws, 2, **SIM), plan_rack(RECIPE, ws, 2, **SIM)
+    assert not (ws.root / "racks").exists()
+    planned = second.rack_dir
+    _claim_rack_dir(first, ws)
+    _claim_rack_dir(second, ws)
+    assert first.rack_dir.is_dir() and second.rack_dir.is_dir() and first.rack_dir != second.rack_dir
+    assert planned.name in (first.rack_dir.name, second.rack_dir.name)
+    assert f"RACK_DIR={shlex.quote(str(second.rack_dir))}\n" in render_script(second)
