@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -131,6 +133,55 @@ def test_server_latency_limits_reach_loadgen_in_its_units(ws: Workspace) -> None
     assert keys["requested_server_ttft_latency"] == recipe.loadgen.ttft_latency_ms * 1_000_000 == 2_000_000_000
     assert keys["requested_server_tpot_latency"] == recipe.loadgen.tpot_latency_ms * 1_000_000 == 200_000_000
     assert keys["requested_use_token_latencies"] is True or keys["requested_use_token_latencies"] == 1
+
+
+_LONE_LOADGEN = """
+import json, sys
+import mlperf_loadgen as lg
+ts = lg.TestSettings()
+ts.scenario = lg.TestScenario.Server
+assert ts.FromConfig(sys.argv[1], "llama2-70b", "Server") == 0
+print(json.dumps({k: getattr(ts, k) for k in sys.argv[2:]}))
+"""
+# detail log key -> TestSettings attribute; the seeds and token-latency keys come only from LoadGen's mlperf.conf
+_FROM_MLPERF_CONF = {
+    "requested_qsl_rng_seed": "qsl_rng_seed",
+    "requested_sample_index_rng_seed": "sample_index_rng_seed",
+    "requested_schedule_rng_seed": "schedule_rng_seed",
+    "requested_performance_sample_count_override": "performance_sample_count_override",
+    "requested_use_token_latencies": "use_token_latencies",
+    "requested_server_ttft_latency": "ttft_latency",
+    "requested_server_tpot_latency": "tpot_latency",
+    "requested_server_target_qps": "server_target_qps",
+}
+
+
+def test_second_loadgen_run_in_one_process_is_a_lone_run(ws: Workspace) -> None:
+    """Tune probes and the rehearsal run LoadGen several times in one process: each later run's detail log must
+    carry no error_invalid_config ("Multiple conf files are used") and the settings LoadGen's own FromConfig gives
+    in a fresh process, mlperf.conf's seeds included."""
+    _prepare(ws, n=16)
+    logs = []
+    for _ in range(2):
+        out = run_benchmark(
+            RunOptions.build(RECIPE, ws, scenario="Server", backend="sim", samples=16, detect=False, sim_rate=2_000_000)
+        )
+        logs.append(Path(out.details["log_dir"]))
+    assert logs[0] != logs[1]
+    for log in logs:
+        assert "error_invalid_config" not in (log / "mlperf_log_detail.txt").read_text()
+    lone = subprocess.run(
+        [sys.executable, "-c", _LONE_LOADGEN, str(logs[1] / "user.conf"), *_FROM_MLPERF_CONF.values()],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    expected = json.loads(lone.stdout)
+    assert expected["qsl_rng_seed"] != 0 and expected["use_token_latencies"] is True
+    for log in logs:
+        keys = _detail_keys(log)
+        assert {k: keys[k] for k in _FROM_MLPERF_CONF} == {k: expected[a] for k, a in _FROM_MLPERF_CONF.items()}
 
 
 def test_backend_dying_mid_run_keeps_partial_logs(ws: Workspace) -> None:

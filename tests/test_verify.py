@@ -150,3 +150,22 @@ def test_short_min_duration_is_not_a_reproduction(fixtures: Path, tmp_path: Path
     s.write_text(s.read_text().replace("min_duration (ms): 2400000", "min_duration (ms): 60000"))
     v = verify_dir(run_dir, recipe="nd-gb200-v6")
     assert v.status == "FAIL" and any("below MLPerf's 600 s" in r for r in v.reasons)
+
+
+def test_multiple_conf_files_error_still_fails(fixtures: Path, tmp_path: Path) -> None:
+    """repro's own runs no longer log LoadGen's "Multiple conf files" error (tests/test_harness.py), so a run that
+    has it loaded a second conf from elsewhere: its settings skipped mlperf.conf, and it must FAIL."""
+    run_dir = tmp_path / "run"
+    shutil.copytree(fixtures / GB200 / "llama2-70b-99/Offline/performance/run_1", run_dir)
+    s = run_dir / "mlperf_log_summary.txt"
+    s.write_text(s.read_text().replace("No errors encountered during test.", "1 ERROR encountered. See detailed log."))
+    # the line LoadGen 6.0.17 wrote for a second FromConfig call in one process
+    (run_dir / "mlperf_log_detail.txt").write_text(
+        ':::MLLOG {"key": "error_invalid_config", "value": "Multiple conf files are used. This is not valid for '
+        'official submission.", "time_ms": 18446744073708.634025, "namespace": "mlperf::logging", "event_type": '
+        '"POINT_IN_TIME", "metadata": {"is_error": true, "is_warning": false, "file": "test_settings_internal.cc", '
+        '"line_no": 562, "pid": 19135, "tid": 19135}}\n'
+    )
+    v = verify_dir(run_dir, recipe="nd-gb200-v6")
+    errors = next(c for c in v.checks if c.name == "LoadGen errors")
+    assert v.status == "FAIL" and v.exit_code == 1 and not errors.ok and "Multiple conf files" in errors.detail
