@@ -146,6 +146,21 @@ def test_cli_bad_inputs(tmp_path: Path) -> None:
     assert res.exit_code == 2 and "is a folder" in res.output
 
 
+@pytest.mark.parametrize("command", ["report", "verify", "explain", "aggregate"])
+def test_missing_folder_is_named_not_a_recipe_question(fixtures: Path, tmp_path: Path, command: str) -> None:
+    """A mistyped result folder gets the same answer from every command that reads one: it is not there (a
+    report used to ask for --recipe); in a rack, beside a real VM folder, too."""
+    missing = tmp_path / "nonexistent"
+    for args in ([str(missing)], [str(fixtures / "azure-nd-gb300-v6-rack"), str(missing)]):
+        if command in ("verify", "explain") and len(args) > 1:
+            continue
+        res = runner.invoke(app, [command, *args])
+        assert res.exit_code == 2 and "Traceback" not in res.output, res.output
+        error, _, next_line = " ".join(res.output.split()).partition(" Next: ")
+        want = f"error: {missing}: no such file or folder. Check the path; repro status names the latest run folder."
+        assert error == want and next_line == "repro status", res.output
+
+
 def test_bad_power_csv_names_the_file(fixtures: Path, tmp_path: Path) -> None:
     run = _sim_run(fixtures, tmp_path / "sim", watts=None)
     (run / "power.csv").write_text("time_s,gpu_index,watts\n0,0,abc\n")

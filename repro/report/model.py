@@ -20,7 +20,7 @@ from repro.report.explain import Explanation, explain
 from repro.report.roofline import Roofline, roofline
 from repro.report.tables import ALWAYS, Chart, Column, Paragraph, Section, Table, footnote_ref, natural_key
 from repro.results.aggregate import RackReport, VMRow, aggregate, published_outside_band
-from repro.results.verify import Verdict
+from repro.results.verify import NoRecipeFor, Verdict
 from repro.run.power import PowerSummary, read_power
 
 PROFILES = (("Q&A", 650), ("RAG", 2500), ("summarisation", 2500), ("agentic", 10000))
@@ -594,7 +594,7 @@ def build_report(dirs: list[Path], recipe: str | Recipe | None = None, gpus: int
     """Read the run folders (per VM, or one folder of VMs) and compute every table of the report."""
     try:
         rack = _aggregate_any([Path(d) for d in dirs], recipe, gpus)
-    except InputError as exc:
+    except NoRecipeFor as exc:
         raise InputError(f"{exc.message} Name the recipe with --recipe NAME.", "repro recipes list") from None
     chosen = rack.recipe
     if chosen is None:

@@ -23,7 +23,7 @@ from repro.core.safeio import sha256_regular
 from repro.core.textsafe import md_cell
 from repro.results.hardware import count_gpus
 from repro.results.index_match import IndexMatch, match_run
-from repro.results.logs import LoadGenRun, parse_run, run_folders
+from repro.results.logs import LoadGenRun, parse_run, require_paths, run_folders
 from repro.results.verify import NoRecipeFor, Verdict, evaluate, record_count, resolve_recipe
 
 ERROR_EXIT = 2
@@ -354,6 +354,7 @@ def aggregate(
         raise InputError("no result folders given.", "`repro aggregate DIR...` with one folder per VM")
     chosen: Recipe | None = get_recipe(recipe) if isinstance(recipe, str) else recipe
     paths = [Path(d) for d in dirs]
+    require_paths(paths)
     runs, errors, notes = _collect(paths, scenario)
     named = _names_per_argument(paths, runs, errors)
     rows: list[VMRow] = [VMRow(named[id(folder)], folder, problem=problem) for _, folder, problem in errors]

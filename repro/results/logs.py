@@ -764,13 +764,21 @@ def _in_compliance_test(rel: Path) -> bool:
     return any(_COMPLIANCE_TEST.match(part) for part in rel.parts)
 
 
+def require_paths(paths: list[Path]) -> None:
+    """The one answer to a result path that is not there, for verify, explain, report and aggregate alike: a typo
+    is bad input, never a VM folder to skip or a recipe to name."""
+    missing = [str(p) for p in paths if not Path(p).exists()]
+    if missing:
+        raise InputError(
+            f"{', '.join(missing)}: no such file or folder.",
+            "check the path; `repro status` names the latest run folder",
+        )
+
+
 def run_folders(root: Path) -> list[Path]:
     """Every folder holding LoadGen logs below root (root included), in path order."""
     root = Path(root)
-    if not root.exists():
-        raise InputError(
-            f"{root}: no such file or folder.", "check the path; `repro status` names the latest run folder"
-        )
+    require_paths([root])
     if root.is_file():
         root = root.parent
     folders = sorted(
