@@ -198,3 +198,43 @@ def test_rack_rows_name_what_the_machine_did_on_the_straggler(tmp_path: Path) ->
     row = next(r for r in e.rack if r.name == "ND_GB300_v6_16")
     assert any("SW power cap" in d for d in row.differs)
     assert e.causes[0].title == "GPU throttling during the run"
+
+
+def test_report_measures_prompts_in_the_workspace_the_run_was_made_in(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`repro report RUN` started from elsewhere (another REPRO_HOME, another folder) reads the run's own dataset;
+    an older run.json without dataset_path falls back to the workspace whose runs/ holds it; a copy outside any
+    workspace, or a dataset since removed, is said to be unmeasured, with why."""
+    from helpers import write_prepared
+
+    from repro.core.recipes import get_recipe
+    from repro.core.workspace import Workspace
+    from repro.report.model import build_report
+    from repro.run.harness import run_benchmark
+    from repro.run.options import RunOptions
+
+    made = Workspace.open(tmp_path / "made-here").ensure()
+    data = write_prepared(made.preprocessed / get_recipe("nd-h100-v5").dataset.name, 48, name="mlperf-openorca")
+    out = run_benchmark(RunOptions.build("nd-h100-v5", made, backend="sim", samples=48, detect=False))
+    run = Path(out.details["log_dir"])
+    monkeypatch.setenv("REPRO_HOME", str(tmp_path / "elsewhere"))
+    monkeypatch.chdir(tmp_path)
+
+    def source(folder: Path) -> str:
+        explanation = build_report([folder]).explanation
+        assert explanation is not None
+        return explanation.tokens.input_source
+
+    assert source(run) == f"measured: mean of 48 prompts in {data}"
+    doc = json.loads((run / "run.json").read_text())
+    assert doc["dataset_path"] == str(data)
+    del doc["dataset_path"]
+    (run / "run.json").write_text(json.dumps(doc))
+    assert source(run) == f"measured: mean of 48 prompts in {data}"
+    copy = shutil.copytree(run, tmp_path / "copied" / "run_1")
+    assert source(copy) == (
+        f"not measured: {copy} names no dataset (run.json dataset_path) and is in no repro workspace's runs/ folder"
+    )
+    shutil.rmtree(data)
+    assert source(run) == f"not measured: the run's dataset is gone: no prepared dataset at {data}"

@@ -1,8 +1,7 @@
 """`repro explain` on real LoadGen runs of the sim backend with one planted cause each (issue 27).
 
 Every run here is a real mlperf_loadgen run (labelled simulated), each in its own `repro run offline` process as a
-user runs them (LoadGen reads mlperf.conf once per process: a second run in one process gets other seeds, which
-explain rightly reports). The cause is planted in what the run does, never in its files, and explain must name it
+user runs them. The cause is planted in what the run does, never in its files, and explain must name it
 first. A run with nothing planted must name nothing.
 """
 

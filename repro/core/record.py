@@ -83,6 +83,9 @@ class RunRecord(BaseModel):
     loadgen_version: str | None = None
     command: list[str] = Field(default_factory=list)
     model_path: str | None = None
+    dataset_path: str | None = None
+    """The prepared dataset folder the run read: `repro explain` measures prompt lengths there, not in whatever
+    workspace it is started from."""
     dataset_sha256: str | None = None
     started: str | None = None
     finished: str | None = None

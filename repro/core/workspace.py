@@ -59,3 +59,12 @@ class Workspace:
         for p in (self.root, self.models, self.data, self.preprocessed, self.engines, self.runs):
             p.mkdir(parents=True, exist_ok=True)
         return self
+
+
+def workspace_of(path: Path) -> Workspace | None:
+    """The workspace whose runs/ folder holds `path` (a run folder), for runs that predate run.json's
+    dataset_path; None when it is under none."""
+    for parent in Path(path).resolve().parents:
+        if parent.name == "runs" and (parent.parent / "preprocessed").is_dir():
+            return Workspace(parent.parent)
+    return None

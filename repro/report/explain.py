@@ -669,24 +669,36 @@ def _token_stats(
     return stats
 
 
-def dataset_input_tokens(recipe: Recipe | None, ws: Any = None) -> tuple[float | None, str]:
-    """Mean prompt length of the dataset `repro setup` prepared (the demo's own set for the demo); nothing is built."""
+def dataset_input_tokens(recipe: Recipe | None, run: LoadGenRun) -> tuple[float | None, str]:
+    """Mean prompt length of the prepared dataset the run read (nothing is built): the folder its run.json names,
+    else the recipe's dataset in the workspace whose runs/ holds it; never the workspace explain is started from."""
     if recipe is None:
         return None, "not measured: no recipe"
-    from repro.core.workspace import Workspace
+    from repro.core.workspace import workspace_of
     from repro.setup.dataset import load_prepared
 
-    ws = ws or Workspace.open()
-    name = recipe.dataset.name
-    if recipe.demo:
-        from repro.setup.demo import DATASET_NAME
+    record = run.run_info
+    home = workspace_of(run.folder)
+    if record is not None and record.dataset_path:
+        folder = Path(record.dataset_path)
+    elif home is not None:
+        name = recipe.dataset.name
+        if recipe.demo:
+            from repro.setup.demo import DATASET_NAME
 
-        name = DATASET_NAME
-    folder = ws.preprocessed / name
+            name = DATASET_NAME
+        folder = home.preprocessed / name
+    else:
+        return None, (
+            f"not measured: {run.folder} names no dataset (run.json dataset_path) and is in no repro workspace's "
+            "runs/ folder"
+        )
     try:
         data = load_prepared(folder, verify=False)
     except InputError:
-        return None, f"not measured: no prepared dataset at {folder} (repro setup prepares it)"
+        return None, f"not measured: the run's dataset is gone: no prepared dataset at {folder}"
+    if record is not None and record.dataset_sha256 and data.sha256 != record.dataset_sha256:
+        return None, f"not measured: {folder} is no longer the dataset the run read (its checksum differs)"
     lens = data.input_lens
     return float(lens.mean()), f"measured: mean of {len(lens):,} prompts in {folder}"
 
@@ -995,7 +1007,6 @@ def explain(
     recipe: str | Recipe | None = None,
     *,
     input_tokens: tuple[float | None, str] | None = None,
-    ws: Any = None,
 ) -> Explanation:
     """Ranked causes for one run (or, for a folder of VMs, its straggler) against a reference."""
     result_dir = Path(result_dir)
@@ -1040,7 +1051,7 @@ def explain(
             f"no effective LoadGen settings for {ref.name}: settings not compared "
             f"(point --against at its result folder to compare them)"
         )
-    inp, inp_src = input_tokens if input_tokens is not None else dataset_input_tokens(chosen, ws)
+    inp, inp_src = input_tokens if input_tokens is not None else dataset_input_tokens(chosen, run)
     tokens = _token_stats(run, mine, chosen, inp, inp_src)
     causes = _causes(mine, ref, deviation, diffs, tokens, per, mlperf_data=not (chosen and chosen.demo))
     roof = None

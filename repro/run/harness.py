@@ -171,6 +171,7 @@ def _open_run(plan: RunPlan) -> ActiveRun:
         loadgen_version=facts["loadgen_version"],
         command=list(o.argv if o.argv is not None else sys.argv),
         model_path=str(model_dir) if plan.backend.name != "sim" else None,
+        dataset_path=str(data_dir),
         started=now_iso(),
         settings=settings,
         provenance=facts,
