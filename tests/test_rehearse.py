@@ -108,6 +108,30 @@ def test_rack_node_reads_the_shared_workspaces_files(tmp_path: Path) -> None:
     assert not (home.root / "runs").exists() and not (home.root / "ledger.json").exists()
 
 
+def test_a_node_run_records_the_shared_inputs_not_its_passing_home(tmp_path: Path) -> None:
+    """A node's home (removed when its Slurm task ends) holds links to the shared workspace's dataset and model;
+    run.json names the shared files, so `repro explain` and `repro report` still find them afterwards."""
+    import shutil
+
+    from helpers import write_prepared
+
+    from repro.rehearse.rehearsal import link_shared_inputs
+    from repro.report.explain import explain
+    from repro.run.harness import run_benchmark
+    from repro.run.options import RunOptions
+
+    shared, home = Workspace.open(tmp_path / "shared").ensure(), Workspace.open(tmp_path / "home").ensure()
+    data = write_prepared(shared.preprocessed / get_recipe("nd-h100-v5").dataset.name, 32, name="mlperf-openorca")
+    link_shared_inputs(shared, home)
+    out = run_benchmark(
+        RunOptions.build("nd-h100-v5", home, backend="sim", samples=32, detect=False, inputs_from=shared)
+    )
+    run = Path(shutil.copytree(out.details["log_dir"], tmp_path / "rack" / "vm-00"))
+    assert json.loads((run / "run.json").read_text())["dataset_path"] == str(data)
+    shutil.rmtree(home.root)
+    assert explain(run).tokens.input_source == f"measured: mean of 32 prompts in {data}"
+
+
 def test_device_requests_are_the_recipes_gpus_per_server(tmp_path: Path) -> None:
     """Recorded though this machine has no NVIDIA runtime: each server asks Docker for its own tp x pp GPUs, and
     together they are the VM's GPUs, each once."""
@@ -268,6 +292,8 @@ def test_rehearsal_runs_offline_and_server_valid_and_leaves_nothing(client, name
         assert run["verdict"] == "NOT A REPRODUCTION" and run["label"] == "rehearsal"
         info = json.loads(next(Path(run["run_dir"]).rglob("run.json")).read_text())
         assert info["label"] == "rehearsal"
+        # tune's probes ran LoadGen in this process first; a lone `repro run` has no such error
+        assert all("error_invalid_config" not in d.read_text() for d in Path(run["run_dir"]).rglob("*_detail.txt"))
         assert info["servers"]["servers"] and all(s["image"] == result.image for s in info["servers"]["servers"])
     # the Server run is at the rate `repro tune server` found against the stand-in servers, and says so
     tuned, server = result.tune, result.runs[1]

@@ -343,6 +343,8 @@ class Rehearsal:
     tag: str = field(default_factory=lambda: uuid.uuid4().hex[:8])
     servers: Any = None
     """The ServerOptions every run starts its servers with (stand-in speed, rehearsal names and labels)."""
+    shared: Workspace | None = None
+    """A rack node's shared workspace, whose inputs `ws` holds links to (RunOptions.inputs_from)."""
 
     def run(self, scenario: str, into: Path | None = None) -> None:
         """One LoadGen run through the recipe's servers, then verify; its row goes into result.runs."""
@@ -361,6 +363,7 @@ class Rehearsal:
                 settings_override=self.scaling.settings(self.recipe, scenario),
                 rehearsal=True,
                 into=into,
+                inputs_from=self.shared,
             )
         )
         verdict = verify_dir(Path(out.details["run_dir"]), recipe=self.recipe)
@@ -818,7 +821,7 @@ def rack_node(recipe_name: str, root: Path, *, image: str, rack: str, time_scale
     scaling = Scaling.for_recipe(recipe, time_scale)
     ws = Workspace.open(root).ensure()
     result = RehearsalResult(recipe.name, ws.root, scaling, image, node_of=str(rack_dir))
-    r = Rehearsal(recipe, ws, scaling, client, result, lambda _msg: None, tag=tag)
+    r = Rehearsal(recipe, ws, scaling, client, result, lambda _msg: None, tag=tag, shared=shared)
     result.steps = [f"read {name} from {shared.root}" for name in link_shared_inputs(shared, ws)]
     assert recipe.trtllm is not None
     r.servers = ServerOptions(

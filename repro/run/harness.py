@@ -170,8 +170,8 @@ def _open_run(plan: RunPlan) -> ActiveRun:
         container_digest=facts["container_digest"],
         loadgen_version=facts["loadgen_version"],
         command=list(o.argv if o.argv is not None else sys.argv),
-        model_path=str(model_dir) if plan.backend.name != "sim" else None,
-        dataset_path=str(data_dir),
+        model_path=_recorded(model_dir, o) if plan.backend.name != "sim" else None,
+        dataset_path=_recorded(data_dir, o),
         started=now_iso(),
         settings=settings,
         provenance=facts,
@@ -195,6 +195,14 @@ def _open_run(plan: RunPlan) -> ActiveRun:
     inputs += "|600s" if o.official_min_duration else ""
     ledger.start(plan.step, sha256_text(inputs)[:16], recipe=recipe.name, run_dir=str(run_dir), label=plan.label)
     return ActiveRun(plan, ledger, record, run_dir, log_dir, settings, data_dir, model_dir)
+
+
+def _recorded(path: Path, o: RunOptions) -> str:
+    """An input's path as run.json keeps it: in `inputs_from` when the run's workspace only links to it."""
+    home, shared = o.workspace.root, o.inputs_from
+    if shared is not None and path.is_relative_to(home):
+        return str(shared.root / path.relative_to(home))
+    return str(path)
 
 
 def _drive(run: ActiveRun, hooks: RunHooks) -> None:

@@ -54,6 +54,9 @@ class RunOptions:
     stop_if_below_band: bool = False
     """End the run once its projected tokens/s cannot reach the published band."""
     model_dir: Path | None = None
+    inputs_from: Workspace | None = None
+    """The workspace whose model and dataset `workspace` holds links to (a rehearsal node's home, removed when its
+    task ends): run.json names the files there, which outlive the home."""
     argv: tuple[str, ...] | None = None
     """The command line recorded in run.json (None: this process's)."""
     detect: bool = True
