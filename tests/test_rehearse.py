@@ -331,6 +331,8 @@ def test_rack_rehearsal_runs_each_node_through_slurm(client, slurm: None, tmp_pa
         assert run["validity"] == "VALID" and run["verdict"] == "NOT A REPRODUCTION" and run["label"] == "rehearsal"
         info = json.loads((Path(run["run_dir"]) / "run.json").read_text())
         assert info["label"] == "rehearsal" and info["dataset_sha256"] == setup_sha
+        # the shared workspace's files, not the node's home (gone when its task ends)
+        assert info["dataset_path"] == result.setup["prepared_dir"] and info["model_path"] == result.setup["model_dir"]
         names = [s["container"] for s in info["servers"]["servers"]]
         assert (
             names
