@@ -298,7 +298,8 @@ def _loadgen_settings(lg: Any, run: ActiveRun) -> tuple[Any, Any]:
     model, scenario = model_key(o.scenario), loadgen_scenario(o.scenario)
     if ts.FromConfig("", model, scenario, 0) or ts.FromConfig(str(run.log_dir / "user.conf"), model, scenario, 2):
         raise InputError(
-            f"{run.log_dir / 'user.conf'}: LoadGen rejected the generated settings.", "`repro run offline --debug`"
+            f"{run.log_dir / 'user.conf'}: LoadGen rejected the generated settings.",
+            f"`repro run {o.scenario.lower()} --debug`",
         )
     out = lg.LogOutputSettings()
     out.outdir = str(run.log_dir)
