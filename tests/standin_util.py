@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
 import sys
+import textwrap
 import time
 from pathlib import Path
 
@@ -120,3 +122,29 @@ class LocalStandin:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def start_interruptible_run(tmp_path: Path, recipe: str, ws_root: Path, opts: object) -> subprocess.Popen[str]:
+    """A server run (8 samples) in its own process with SIGTERM handled as repro's commands handle it (scancel,
+    `docker stop`): stopped, it prints INTERRUPTED and exits 130. `opts` is the run's ServerOptions."""
+    script = tmp_path / "run.py"
+    script.write_text(
+        textwrap.dedent(f"""
+        import json, sys
+        sys.path.insert(0, {str(Path(__file__).resolve().parents[1])!r})
+        from repro.core.errors import Interrupted, sigterm_as_interrupt
+        from repro.core.workspace import Workspace
+        from repro.run.harness import run_benchmark
+        from repro.run.options import RunOptions
+        from repro.run.servers import ServerOptions
+        sigterm_as_interrupt()
+        opts = ServerOptions(**json.loads({json.dumps(vars(opts))!r}))
+        try:
+            ws = Workspace.open({str(ws_root)!r})
+            run_benchmark(RunOptions.build({recipe!r}, ws, samples=8, detect=False, servers=opts))
+        except Interrupted as exc:
+            print("INTERRUPTED", exc.message, flush=True)
+            sys.exit(130)
+    """)
+    )
+    return subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)

@@ -15,16 +15,13 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
-import textwrap
 import time
 import uuid
 from pathlib import Path
 
 import pytest
-from conftest import REPO
 from container_base import SERVE_RECIPE as RECIPE
-from standin_util import free_port_range, standin_workspace
+from standin_util import free_port_range, standin_workspace, start_interruptible_run
 
 from repro.core.errors import InputError
 from repro.core.workspace import Workspace
@@ -128,27 +125,7 @@ def test_sigterm_stops_and_removes_every_enroot_server(sqsh: Path, ws: Workspace
     """scancel sends SIGTERM: the run stops as for Ctrl-C; no enroot container, process or bound port is left."""
     tag = uuid.uuid4().hex[:8]
     opts = _options(sqsh, tag, env={"STANDIN_HANG": "load"}, ready_timeout_s=300)
-    script = tmp_path / "run.py"
-    script.write_text(
-        textwrap.dedent(f"""
-        import json, sys
-        sys.path.insert(0, {str(REPO)!r})
-        from repro.core.errors import Interrupted, sigterm_as_interrupt
-        from repro.core.workspace import Workspace
-        from repro.run.harness import run_benchmark
-        from repro.run.options import RunOptions
-        from repro.run.servers import ServerOptions
-        sigterm_as_interrupt()
-        opts = ServerOptions(**json.loads({json.dumps(opts.__dict__)!r}))
-        try:
-            run_benchmark(RunOptions.build({RECIPE!r}, Workspace.open({str(ws.root)!r}), samples=8, detect=False,
-                                           servers=opts))
-        except Interrupted as exc:
-            print("INTERRUPTED", exc.message, flush=True)
-            sys.exit(130)
-    """)
-    )
-    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = start_interruptible_run(tmp_path, RECIPE, ws.root, opts)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and len(_left(tag)["processes"]) < 4 and proc.poll() is None:
         time.sleep(0.3)

@@ -10,21 +10,16 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
 import signal
 import socket
-import subprocess
-import sys
-import textwrap
 import time
 import uuid
 from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import REPO
 from container_base import SERVE_RECIPE
-from standin_util import STANDIN, free_port_range, standin_workspace
+from standin_util import STANDIN, free_port_range, standin_workspace, start_interruptible_run
 
 from repro.core.errors import InputError, StepFailed
 from repro.core.recipes import get_recipe
@@ -195,30 +190,7 @@ def test_sigterm_removes_every_server_container(client, serve_image, ws: Workspa
     """`docker stop`/scancel send SIGTERM: the run stops as for Ctrl-C and no server container is left."""
     tag = uuid.uuid4().hex[:8]
     opts = _options(serve_image, tag, env={"STANDIN_HANG": "load"}, ready_timeout_s=300)
-    script = tmp_path / "run.py"
-    script.write_text(
-        textwrap.dedent(f"""
-        import json, sys
-        sys.path.insert(0, {str(REPO)!r})
-        from repro.core.errors import sigterm_as_interrupt
-        from repro.core.errors import Interrupted
-        from repro.core.workspace import Workspace
-        from repro.run.harness import run_benchmark
-        from repro.run.options import RunOptions
-        from repro.run.servers import ServerOptions
-        sigterm_as_interrupt()
-        opts = ServerOptions(**json.loads({json.dumps(opts.__dict__)!r}))
-        try:
-            ws = Workspace.open({str(ws.root)!r})
-            run_benchmark(RunOptions.build({RECIPE!r}, ws, samples=8, detect=False, servers=opts))
-        except Interrupted as exc:
-            print("INTERRUPTED", exc.message, flush=True)
-            sys.exit(130)
-    """)
-    )
-    proc = subprocess.Popen(
-        [sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env={**os.environ}
-    )
+    proc = start_interruptible_run(tmp_path, RECIPE, ws.root, opts)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and len([c for c in _left(client, tag) if c.status == "running"]) < 4:
         time.sleep(0.5)
