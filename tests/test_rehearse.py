@@ -293,7 +293,6 @@ def test_rehearsal_runs_offline_and_server_valid_and_leaves_nothing(client, name
         info = json.loads(next(Path(run["run_dir"]).rglob("run.json")).read_text())
         assert info["label"] == "rehearsal"
         # tune's probes ran LoadGen in this process first; a lone `repro run` has no such error
-        assert all("error_invalid_config" not in d.read_text() for d in Path(run["run_dir"]).rglob("*_detail.txt"))
         assert info["servers"]["servers"] and all(s["image"] == result.image for s in info["servers"]["servers"])
     # the Server run is at the rate `repro tune server` found against the stand-in servers, and says so
     tuned, server = result.tune, result.runs[1]

@@ -153,8 +153,8 @@ def test_short_min_duration_is_not_a_reproduction(fixtures: Path, tmp_path: Path
 
 
 def test_multiple_conf_files_error_still_fails(fixtures: Path, tmp_path: Path) -> None:
-    """repro's own runs no longer log LoadGen's "Multiple conf files" error (tests/test_harness.py), so a run that
-    has it loaded a second conf from elsewhere: its settings skipped mlperf.conf, and it must FAIL."""
+    """A run that logs LoadGen's "Multiple conf files" error skipped mlperf.conf (a second LoadGen run in one process:
+    tests/test_harness.py), so its settings are not MLPerf's, and it must FAIL."""
     run_dir = tmp_path / "run"
     shutil.copytree(fixtures / GB200 / "llama2-70b-99/Offline/performance/run_1", run_dir)
     s = run_dir / "mlperf_log_summary.txt"

@@ -287,16 +287,15 @@ def _backend_context(run: ActiveRun, dataset: PreparedDataset, sim_rate: float |
 def _loadgen_settings(lg: Any, run: ActiveRun) -> tuple[Any, Any]:
     """LoadGen's TestSettings (mlperf.conf, then the run's user.conf) and LogSettings (logs into the run's folder).
 
-    Not FromConfig(path, model, scenario): in LoadGen 6.0.17 (loadgen/test_settings_internal.cc) its conf_type 1
-    counts calls in a process-wide static, and only the first call loads mlperf.conf; later ones (tune probes, the
-    rehearsal, `--target-qps auto`) skip it (seeds 0, no token latencies) and log error_invalid_config "Multiple
-    conf files are used". conf_type 0 then 2 is what that first call does, uncounted: every run is a lone run."""
+    LoadGen 6.0.17 loads mlperf.conf only on the first FromConfig of a process: a later run in the same process (tune
+    probes, the rehearsal's Server run after its tune) logs error_invalid_config "Multiple conf files are used" and
+    runs without mlperf.conf. Loading mlperf.conf (conf_type 0) and user.conf (2) separately avoids that but crashed
+    LoadGen on an Interactive run (tests/test_harness.py keeps the limit as a strict xfail)."""
     o = run.plan.options
     ts = lg.TestSettings()
     ts.scenario = getattr(lg.TestScenario, loadgen_scenario(o.scenario))
     ts.mode = lg.TestMode.AccuracyOnly if o.accuracy else lg.TestMode.PerformanceOnly
-    model, scenario = model_key(o.scenario), loadgen_scenario(o.scenario)
-    if ts.FromConfig("", model, scenario, 0) or ts.FromConfig(str(run.log_dir / "user.conf"), model, scenario, 2):
+    if ts.FromConfig(str(run.log_dir / "user.conf"), model_key(o.scenario), loadgen_scenario(o.scenario)) != 0:
         raise InputError(
             f"{run.log_dir / 'user.conf'}: LoadGen rejected the generated settings.",
             f"`repro run {o.scenario.lower()} --debug`",
