@@ -2,4 +2,5 @@
 
 from repro.cli import main
 
-main()
+if __name__ == "__main__":  # not when a spawned child (the --target-qps auto probe) imports it
+    main()

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from helpers import cli_process
 from standin_util import LocalStandin, prompts, write_tokenizer
 from typer.testing import CliRunner
 
@@ -323,14 +324,18 @@ def test_offline_target_qps_auto_sizes_the_run_from_the_probe(tmp_path: Path) ->
     LoadGen's expected QPS is 1.2x that (user.conf and run.json agree), so the demo's 2 s min_duration is met with
     1.1 x 1.2 x 2 s = 2.6 s of work, not overshot, and the query count is LoadGen's 1.1 x qps x min_duration."""
     ws = tmp_path / "ws"
-    res = runner.invoke(
-        app,
-        ["run", "offline", "--recipe", "demo", "--backend", "sim", "--sim-rate", "2000", "--target-qps", "auto"]
-        + ["-w", str(ws), "--json"],
+    res = cli_process(
+        *["run", "offline", "--recipe", "demo", "--backend", "sim", "--sim-rate", "2000", "--target-qps", "auto"],
+        *["-w", str(ws), "--json"],
     )
-    assert res.exit_code == 0, res.output
+    assert res.returncode == 0, res.stderr[-3000:]
     doc = json.loads(res.stdout)
     log_dir = Path(doc["details"]["log_dir"])
+    # the probe ran in its own process, so the run is this one's first LoadGen run: mlperf.conf's seeds, no
+    # "Multiple conf files are used" (which verify FAILs)
+    detail = (log_dir / "mlperf_log_detail.txt").read_text()
+    assert "error_invalid_config" not in detail and '"key": "effective_qsl_rng_seed", "value": 0,' not in detail
+    assert '"key": "effective_qsl_rng_seed"' in detail
     source = json.loads((log_dir / "run.json").read_text())["target_qps_source"]
     assert source["from"] == "--target-qps auto" and source["headroom"] == 1.2
     qps = source["target_qps"]

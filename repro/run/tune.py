@@ -666,6 +666,25 @@ def _release_servers(
 
 
 # ------------------------------------------------------------------ Offline: --target-qps auto
+def _probe_details(options: Any) -> dict[str, Any]:
+    from repro.run.harness import execute
+    from repro.run.options import RunHooks
+    from repro.run.plan import plan_run
+
+    return dict(execute(plan_run(options), RunHooks(progress=False)).details)
+
+
+def _probe_in_own_process(options: Any) -> dict[str, Any]:
+    """The probe in a fresh process: LoadGen 6.0.17 loads mlperf.conf only on a process's first FromConfig, so the
+    run after an in-process probe would lose MLPerf's seeds and log "Multiple conf files are used", which verify
+    FAILs. The run that follows is then this process's first and only LoadGen run."""
+    import concurrent.futures
+    import multiprocessing
+
+    with concurrent.futures.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        return pool.submit(_probe_details, options).result()
+
+
 def offline_auto_qps(
     recipe: Recipe,
     ws: Workspace,
@@ -684,9 +703,7 @@ def offline_auto_qps(
     The probe runs as the run will (the sim at the run's --sim-rate: unpaced, it measured a rate the paced run then
     took an hour to issue); `min_duration_s` is the run's --duration, if any."""
     from repro.core.clock import stamped_path
-    from repro.run.harness import execute
-    from repro.run.options import RunHooks, RunOptions
-    from repro.run.plan import plan_run
+    from repro.run.options import RunOptions
     from repro.run.servers import ServerOptions
 
     folder = stamped_path(ws.tuned / recipe.name / "offline-probe")
@@ -707,11 +724,11 @@ def offline_auto_qps(
         into=folder,
         detect=detect,
     )
-    out = execute(plan_run(options), RunHooks(progress=False))
-    measured = out.details.get("samples_per_s")
+    details = _probe_in_own_process(options)
+    measured = details.get("samples_per_s")
     if not isinstance(measured, (int, float)) or measured <= 0:
         raise StepFailed(
-            f"The Offline probe measured no samples/s (logs in {out.details.get('log_dir')}).",
+            f"The Offline probe measured no samples/s (logs in {details.get('log_dir')}).",
             f"`repro run offline --recipe {recipe.name} --samples 64`",
         )
     qps = float(f"{measured * OFFLINE_HEADROOM:.4g}")
@@ -722,6 +739,6 @@ def offline_auto_qps(
         "probe_samples": n,
         "probe_samples_per_s": round(float(measured), 3),
         "headroom": OFFLINE_HEADROOM,
-        "probe_log_dir": out.details.get("log_dir"),
+        "probe_log_dir": details.get("log_dir"),
         "expected_run_s": round(1.1 * qps * min_s / measured, 1),
     }
