@@ -406,8 +406,8 @@ def test_two_racks_planned_in_the_same_second_get_their_own_folders(ws: Workspac
     first, second = plan_rack(RECIPE, ws, 2, **SIM), plan_rack(RECIPE, ws, 2, **SIM)
     assert not (ws.root / "racks").exists()
     planned = second.rack_dir
-    _claim_rack_dir(first, ws)
-    _claim_rack_dir(second, ws)
+    _claim_rack_dir(first)
+    _claim_rack_dir(second)
     assert first.rack_dir.is_dir() and second.rack_dir.is_dir() and first.rack_dir != second.rack_dir
     assert planned.name in (first.rack_dir.name, second.rack_dir.name)
     assert f"RACK_DIR={shlex.quote(str(second.rack_dir))}\n" in render_script(second)

@@ -28,19 +28,22 @@ def stamped_path(base: Path, taken: Callable[[Path], bool] | None = None) -> Pat
     return path
 
 
-def new_stamped_dir(base: Path) -> Path:
-    """Create and return a new `base/<stamp>` folder (then `-2`, `-3`, …). The mkdir itself is the claim, so two
-    processes starting in the same second (rack nodes on one shared workspace, two shells) never share a folder."""
+def new_stamped_dir(base: Path, also_taken: Callable[[Path], bool] | None = None) -> Path:
+    """Create and return a new `base/<stamp>` folder (then `-2`, `-3`, …), skipping names `also_taken` reserves. The
+    mkdir itself is the claim, so two processes starting in the same second (rack nodes on one shared workspace,
+    two shells) never share a folder."""
     base.mkdir(parents=True, exist_ok=True)
-    first, n = stamp(), 1
-    while True:
-        path = base / (first if n == 1 else f"{first}-{n}")
+
+    def taken(path: Path) -> bool:
+        if also_taken is not None and also_taken(path):
+            return True
         try:
             path.mkdir()
         except FileExistsError:
-            n += 1
-            continue
-        return path
+            return True
+        return False
+
+    return stamped_path(base, taken)
 
 
 _STAMPED = re.compile(r"(\d{8}-\d{6})(?:-(\d+))?")

@@ -28,7 +28,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from repro import __version__
-from repro.core.clock import now_iso, stamped_path
+from repro.core.clock import new_stamped_dir, now_iso, stamped_path
 from repro.core.errors import InputError, Interrupted, ReproError, StepFailed
 from repro.core.fsutil import atomic_write_json, atomic_write_text
 from repro.core.recipes import Recipe, get_recipe, is_registry_recipe, load_recipe_file, registry_recipe
@@ -791,17 +791,14 @@ def _new_rack_dir(ws: Workspace, recipe: Recipe) -> Path:
     return stamped_path(ws.root / "racks" / recipe.name, lambda p: p.exists() or work_dir_of(p).exists())
 
 
-def _claim_rack_dir(plan: RackPlan, ws: Workspace) -> None:
+def _claim_rack_dir(plan: RackPlan) -> None:
     """Create the planned rack folder; if another submission took the name meanwhile (same second), the next free
     one. The mkdir is the claim, so two racks never share a folder."""
-    while True:
-        plan.rack_dir.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            plan.rack_dir.mkdir()
-        except FileExistsError:
-            plan.rack_dir = _new_rack_dir(ws, plan.recipe)
-            continue
-        return
+    plan.rack_dir.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        plan.rack_dir.mkdir()
+    except FileExistsError:
+        plan.rack_dir = new_stamped_dir(plan.rack_dir.parent, lambda p: work_dir_of(p).exists())
 
 
 def plan_rack(
@@ -1116,7 +1113,7 @@ def launch_offline(
             next_command=plan.command(image_registry),
             image_commands=image_commands(plan),
         )
-    _claim_rack_dir(plan, ws)
+    _claim_rack_dir(plan)
     job_id = submit(plan)
     ui.note(f"submitted Slurm job {job_id} ({nodes} tasks); results go to {plan.rack_dir}")
     return _finish(plan.rack_dir, poll_s, ui, timeout_s)

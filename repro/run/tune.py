@@ -478,7 +478,7 @@ def tune(
 
     `run_settings`: the full run's min_duration/min_query_count when it is not the recipe's (a rehearsal scales
     them), so early stopping is judged for the run that follows; `rehearsal` labels the probes so."""
-    from repro.core.clock import stamped_path
+    from repro.core.clock import new_stamped_dir
     from repro.run.harness import execute
     from repro.run.options import RunHooks, RunOptions
     from repro.run.plan import plan_run
@@ -533,8 +533,7 @@ def tune(
     )
     if dry_run:
         return result
-    folder = stamped_path(ws.tuned / recipe.name / f"{scenario.lower()}-search")
-    folder.mkdir(parents=True)
+    folder = new_stamped_dir(ws.tuned / recipe.name / f"{scenario.lower()}-search")
     result.folder = str(folder)
     say = show or (lambda _line: None)
     say(
@@ -702,12 +701,11 @@ def offline_auto_qps(
 
     The probe runs as the run will (the sim at the run's --sim-rate: unpaced, it measured a rate the paced run then
     took an hour to issue); `min_duration_s` is the run's --duration, if any."""
-    from repro.core.clock import stamped_path
+    from repro.core.clock import new_stamped_dir
     from repro.run.options import RunOptions
     from repro.run.servers import ServerOptions
 
-    folder = stamped_path(ws.tuned / recipe.name / "offline-probe")
-    folder.mkdir(parents=True)
+    folder = new_stamped_dir(ws.tuned / recipe.name / "offline-probe")
     keep = dataclasses.replace(servers or ServerOptions(), keep=True)
     n = min(samples, recipe.dataset.samples or samples)
     options = RunOptions.build(
