@@ -244,3 +244,53 @@ def test_corrupt_or_newer_ledger_is_fail_and_left_in_place(tmp_path):
     ws.ledger_path.write_text(json.dumps({"schema_version": 99, "steps": {}}))
     rows = _rows(run_doctor("demo", ws))
     assert rows["workspace"][0] == "FAIL" and "newer repro" in rows["workspace"][1]
+
+
+# ------------------------------------------------------------------ feasibility: servers x tp, weights + KV cache
+def _standin_doctor(recipe: str, gpus: dict, tmp_path: Path) -> dict:
+    """`repro doctor` in its own process over the rehearsal's stand-in NVML (repro/rehearse/standin/nvml)."""
+    from helpers import cli_process
+
+    from repro.rehearse.rehearsal import doctor_env, standin_gpus
+
+    env = doctor_env(get_recipe(recipe))
+    env["STANDIN_GPUS"] = json.dumps({**standin_gpus(get_recipe(recipe)), **gpus})
+    proc = cli_process("doctor", "--recipe", recipe, "-w", str(tmp_path / "ws"), "--json", env=env)
+    doc = json.loads(proc.stdout)
+    assert proc.returncode == (1 if doc["status"] == "FAIL" else 0)
+    return doc
+
+
+def test_one_h100_for_the_tp2_x4_recipe_fails_with_the_server_arithmetic(tmp_path):
+    """What a real 1 x H100 box got as a WARN: the recipe's 4 servers of tp_size 2 cannot start even one."""
+    doc = _standin_doctor("nd-h100-v5", {"name": "NVIDIA H100 80GB HBM3", "count": 1, "memory_mib": 81559}, tmp_path)
+    rows = {c["name"]: c for c in doc["checks"]}
+    count = rows["GPU count"]
+    assert doc["status"] == "FAIL" and count["status"] == "FAIL"
+    assert count["detail"].startswith("1 GPU: each of the recipe's 4 servers needs tp_size 2 x pp_size 1 = 2 GPUs")
+    assert "8 in all; not even one server fits" in count["detail"] and "1 GPUs" not in json.dumps(doc)
+    assert "at least 2 of these GPUs" in count["fix"]
+    mem = rows["GPU memory"]
+    assert "weights 34.5 GB of 85.5 GB" in mem["detail"] and mem["data"]["weights_gb"] == 34.5
+
+
+def test_two_of_four_servers_fit_is_a_warn_naming_the_per_gpu_comparison(tmp_path):
+    doc = _standin_doctor("nd-h100-v5", {"count": 5}, tmp_path)
+    count = next(c for c in doc["checks"] if c["name"] == "GPU count")
+    assert count["status"] == "WARN" and "2 of 4 fit, on 4 GPUs" in count["detail"]
+    assert "the per-GPU figure is what will be compared" in count["detail"] and "--gpus 4" in count["fix"]
+
+
+def test_gpu_memory_sizes_the_kv_cache_from_the_models_config(tmp_path):
+    """With the model's config.json in the workspace (Llama-2-70B's: 80 layers, 8 KV heads, head dim 128), the
+    KV cache per token is 2 x 80 x 8 x 128 x 1 byte (FP8) / tp 2 = 81,920 bytes per GPU, shown with the pool."""
+    ws = Workspace(tmp_path / "ws")
+    cfg = ws.models / "Llama-2-70b-chat-hf" / "config.json"
+    cfg.parent.mkdir(parents=True)
+    cfg.write_text(
+        json.dumps({"num_hidden_layers": 80, "num_attention_heads": 64, "num_key_value_heads": 8, "hidden_size": 8192})
+    )
+    rows = _rows(run_doctor("nd-h100-v5", ws, info=_hopper()))
+    level, detail, _fix = rows["GPU memory"]
+    assert level == "PASS", detail
+    assert "KV cache 81.9 kB per token" in detail and "the batch of 896 at full length needs 150 GB" in detail

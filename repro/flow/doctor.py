@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from repro.core.errors import ReproError
+from repro.core.feasibility import plural, recipe_memory_fit, server_fit
 from repro.core.recipes import Recipe, by_gpu_name, gpu_is_recipes
 from repro.core.systems import SystemInfo, detect_system, resolve_recipe
 from repro.core.workspace import Workspace
@@ -29,9 +30,13 @@ class Check:
     level: Level
     detail: str
     fix: str | None = None
+    data: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "status": self.level, "detail": self.detail, "fix": self.fix}
+        doc: dict[str, Any] = {"name": self.name, "status": self.level, "detail": self.detail, "fix": self.fix}
+        if self.data is not None:
+            doc["data"] = self.data
+        return doc
 
 
 @dataclass
@@ -119,18 +124,7 @@ def check_gpus(recipe: Recipe | None, info: SystemInfo) -> list[Check]:
         checks.append(
             Check("GPU model", "FAIL", f"{name}, but recipe {recipe.name} needs {recipe.system.gpu_name}", fix)
         )
-    want = recipe.system.gpus_per_vm
-    if len(info.gpus) == want:
-        checks.append(Check("GPU count", "PASS", f"{len(info.gpus)} GPUs, as published"))
-    else:
-        checks.append(
-            Check(
-                "GPU count",
-                "WARN",
-                f"{len(info.gpus)} GPUs, the published run used {want}; only tokens/s per GPU is comparable",
-                f"pass `--gpus {len(info.gpus)}` to `repro verify`",
-            )
-        )
+    checks.append(check_gpu_count(recipe, len(info.gpus)))
     arch = info.gpus[0].arch
     if recipe.precision in ("nvfp4", "fp4") and not info.gpus[0].blackwell:
         fp8 = by_gpu_name(name, len(info.gpus))
@@ -156,6 +150,66 @@ def check_gpus(recipe: Recipe | None, info: SystemInfo) -> list[Check]:
     else:
         checks.append(Check("GPU architecture", "PASS", f"{arch}"))
     return checks
+
+
+def check_gpu_count(recipe: Recipe, gpus: int) -> Check:
+    """GPUs present against the recipe's servers x tp_size x pp_size: FAIL when not even one server fits."""
+    want = recipe.system.gpus_per_vm
+    have = plural(gpus, "GPU")
+    if recipe.trtllm is None:
+        if gpus == want:
+            return Check("GPU count", "PASS", f"{have}, as published")
+        return Check(
+            "GPU count",
+            "WARN",
+            f"{have}, the published run used {want}; the per-GPU figure is what will be compared",
+            f"pass `--gpus {gpus}` to `repro verify`",
+        )
+    t = recipe.trtllm
+    fit = server_fit(gpus, t.tp_size, t.pp_size, t.servers_per_vm)
+    who = "the recipe's one server" if t.servers_per_vm == 1 else f"each of the recipe's {t.servers_per_vm} servers"
+    each = f"{who} needs tp_size {t.tp_size} x pp_size {t.pp_size}"
+    arithmetic = f"{have}: {each} = {plural(fit.per_server, 'GPU')}, {fit.needed} in all"
+    if fit.fit == 0:
+        return Check(
+            "GPU count",
+            "FAIL",
+            f"{arithmetic}; not even one server fits",
+            f"run on a VM with at least {fit.per_server} of these GPUs ({want} as published; `repro recipes list`)",
+        )
+    if fit.fit < t.servers_per_vm or gpus != want:
+        return Check(
+            "GPU count",
+            "WARN",
+            f"{arithmetic}; {fit.fit} of {t.servers_per_vm} fit, on {plural(fit.fit * fit.per_server, 'GPU')}; "
+            f"the published run used {want}, so the per-GPU figure is what will be compared",
+            f"pass `--gpus {fit.fit * fit.per_server}` to `repro verify`",
+        )
+    return Check("GPU count", "PASS", f"{arithmetic}, as published")
+
+
+def check_gpu_memory(recipe: Recipe | None, info: SystemInfo, ws: Workspace | None = None) -> Check:
+    """Weights + KV cache per GPU for the recipe's precision and parallelism, with the numbers shown."""
+    if not _needs_gpu(recipe):
+        return Check("GPU memory", "SKIP", _not_needed(recipe))
+    assert recipe is not None
+    if info.gpus:
+        gpu_gb, where = info.gpus[0].memory_mib * (1 << 20) / GB, f"{info.gpus[0].name} (NVML)"
+    elif isinstance(recipe.system.gpu_memory_gb, (int, float)):
+        gpu_gb, where = float(recipe.system.gpu_memory_gb), f"the recipe's {recipe.system.gpu_name} (no GPU found)"
+    else:
+        return Check("GPU memory", "SKIP", "no GPU found and the recipe states no GPU memory")
+    model_dir = ws.models / recipe.model.repo_id.split("/")[-1] if ws is not None else None
+    fit = recipe_memory_fit(recipe, gpu_gb, model_dir)
+    if fit is None:
+        return Check("GPU memory", "SKIP", "this recipe starts no TensorRT-LLM servers")
+    level: Level = fit.level  # type: ignore[assignment]
+    fix = None
+    if level == "FAIL":
+        fix = "a GPU with more memory or a recipe with a larger tp_size or smaller precision (`repro recipes list`)"
+    elif level == "WARN" and fit.pool_tokens is not None:
+        fix = "expect batches limited by KV cache; the published system had the same limit per GPU"
+    return Check("GPU memory", level, f"{where}, {fit.detail()}", fix, data=fit.to_json())
 
 
 def _min_cuda(recipe: Recipe) -> tuple[int, int]:
@@ -560,6 +614,7 @@ def run_doctor(
     steps: list[Callable[[], Check | list[Check]]] = [
         lambda: check_recipe(recipe, reason),
         lambda: check_gpus(recipe, info),
+        lambda: check_gpu_memory(recipe, info, ws),
         lambda: check_driver(recipe, info),
         lambda: check_docker(recipe),
         lambda: check_server_ports(recipe),

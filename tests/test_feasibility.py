@@ -1,0 +1,83 @@
+"""The feasibility arithmetic doctor shows (repro/core/feasibility.py), on every benchmark's model shape.
+
+Shapes are the models' own config.json values (meta-llama/Llama-2-70b-chat-hf: 80 layers, 64 heads, 8 KV heads,
+hidden 8192; meta-llama/Llama-3.1-405B-Instruct: 126 layers, 128 heads, 8 KV heads, hidden 16384)."""
+
+from __future__ import annotations
+
+import pytest
+
+from repro.core.feasibility import GB, RESERVE_GB, ModelShape, kv_bytes_per_token, memory_fit, server_fit
+
+L70 = ModelShape(68.98e9, 80, 8, 128, "Llama-2-70B config.json")
+L405 = ModelShape(405.85e9, 126, 8, 128, "Llama-3.1-405B config.json")
+
+
+def test_server_fit_counts_whole_servers():
+    assert server_fit(1, 2, 1, 4).fit == 0
+    assert server_fit(5, 2, 1, 4).fit == 2
+    assert server_fit(8, 2, 1, 4).fit == 4 and server_fit(8, 2, 1, 4).needed == 8
+    assert server_fit(16, 2, 1, 4).fit == 4  # more GPUs than the recipe's servers use
+    assert server_fit(8, 4, 2, 1).fit == 1
+
+
+def test_kv_cache_per_token_is_two_x_layers_x_kv_heads_x_head_dim_x_bytes_split_over_tp():
+    assert kv_bytes_per_token(L70, 1.0, 1) == 2 * 80 * 8 * 128 == 163_840
+    assert kv_bytes_per_token(L70, 2.0, 2) == 163_840
+    assert kv_bytes_per_token(L405, 1.0, 16) == 2 * 126 * 1 * 128  # fewer KV heads than ranks: one head each
+    assert kv_bytes_per_token(ModelShape(1e9), 1.0, 1) is None
+
+
+def test_70b_fp8_on_one_h100_does_not_fit_and_on_two_it_does():
+    """70B FP8 on one 80 GB H100: 69 GB of weights leave 8 GB for everything else, under one full-length sequence
+    of KV at 2048 tokens? No: 6.5 GB x 0.9 holds 35,000 tokens; a full batch of 896 cannot run (WARN)."""
+    one = memory_fit(
+        L70, gpu_gb=80.0, weight_bytes=1, kv_bytes=1, tp=1, pp=1, batch=896, max_seq_len=2048, typical_tokens=265
+    )
+    assert one.weights_gb == pytest.approx(68.98)
+    assert one.pool_gb == pytest.approx((80 - 68.98 - RESERVE_GB) * 0.9)
+    assert one.pool_tokens == int(one.pool_gb * GB / 163_840)
+    assert one.level == "WARN" and "265" in one.detail()
+    two = memory_fit(
+        L70, gpu_gb=80.0, weight_bytes=1, kv_bytes=1, tp=2, pp=1, batch=896, max_seq_len=2048, typical_tokens=265
+    )
+    assert two.level == "PASS" and two.weights_gb == pytest.approx(34.49)
+    assert two.full_batch_kv_gb == pytest.approx(896 * 2048 * 81_920 / GB)
+
+
+def test_70b_fp16_on_one_h100_fails_on_the_weights():
+    fit = memory_fit(L70, gpu_gb=80.0, weight_bytes=2, kv_bytes=2, tp=1, pp=1, batch=64, max_seq_len=2048)
+    assert fit.level == "FAIL" and "the weights alone do not fit" in fit.detail()
+
+
+@pytest.mark.parametrize(
+    "gpu_gb,tp,weight,level",
+    [
+        (80.0, 8, 1.0, "PASS"),  # 8 x H100 FP8: 50.7 GB of weights per GPU, 23.6 GB of KV pool
+        (141.0, 8, 1.0, "PASS"),  # 8 x H200 FP8
+        (186.0, 4, 0.5625, "PASS"),  # 4 x GB200 NVFP4 (Azure's v5.1 405B ran 4 GPUs a node)
+        (80.0, 4, 1.0, "FAIL"),  # 4 x H100 FP8: 101 GB of weights per GPU
+    ],
+)
+def test_405b_on_every_system(gpu_gb: float, tp: int, weight: float, level: str):
+    """batch 512 and an output of 684 tokens are illustrative limits, not a recipe's (no 405B recipe ships)."""
+    fit = memory_fit(
+        L405,
+        gpu_gb=gpu_gb,
+        weight_bytes=weight,
+        kv_bytes=1,
+        tp=tp,
+        pp=1,
+        batch=512,
+        max_seq_len=20_000,
+        typical_tokens=684,
+    )
+    assert fit.level == level, fit.detail()
+    assert fit.weights_gb == pytest.approx(405.85 * weight / tp, rel=1e-3)
+
+
+def test_no_model_shape_says_the_kv_cache_was_not_sized():
+    fit = memory_fit(
+        ModelShape(68.98e9), gpu_gb=80.0, weight_bytes=1, kv_bytes=1, tp=2, pp=1, batch=896, max_seq_len=2048
+    )
+    assert fit.level == "PASS" and "KV cache not sized" in fit.detail() and fit.pool_tokens is None
