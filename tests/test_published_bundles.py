@@ -59,7 +59,9 @@ def test_failed_accuracy_fails_without_a_recipe(fixtures: Path, tmp_path: Path) 
 
 def test_open_result_is_judged_by_its_own_accuracy_and_named(fixtures: Path, tmp_path: Path) -> None:
     code, doc = _verify(str(fixtures / OPEN_H200))
-    assert code == 0 and doc["status"] == "PASS" and doc["division"] == "open"
+    assert code == 0 and doc["status"] == "PASS (open division)" and doc["division"] == "open"
+    assert doc["reproduction"] is False and doc["accuracy_closed_target"] == "missed"
+    assert doc["accuracy_verdict"] != "PASS" and "closed-division target missed" in doc["accuracy_verdict"]
     checks = {c["name"]: c for c in doc["checks"]}
     assert (
         checks["accuracy rouge1"]["ok"] is None
@@ -72,7 +74,7 @@ def test_open_result_is_judged_by_its_own_accuracy_and_named(fixtures: Path, tmp
     worse = copy_bundle(fixtures, OPEN_H200, tmp_path / "b")
     edit(worse / "accuracy/accuracy.txt", "'rouge1': 42.9783", "'rouge1': 40.0")
     code, doc = _verify(str(worse))
-    assert code == 1 and doc["status"] == "FAIL"
+    assert code == 1 and doc["status"] == "FAIL (open division)"
     assert any(
         r.startswith("accuracy rouge1 (open): 40.0000 < 42.5485 (99% of its published 42.9783") for r in doc["reasons"]
     )

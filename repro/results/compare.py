@@ -12,7 +12,7 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from repro.core.errors import InputError
 from repro.core.published import Accelerator, PublishedIndex, PublishedResult, load_index
@@ -20,6 +20,9 @@ from repro.results.hardware import count_accelerators, run_accelerator
 from repro.results.index_match import IndexMatch, effective_scenario, match_run
 from repro.results.logs import LoadGenRun, benchmark_target, find_runs
 from repro.results.pick import pick_run
+
+if TYPE_CHECKING:
+    from repro.results.verify import Evidence
 
 BAND_PCT = 5.0
 # MLPerf llama2-70b Interactive: TTFT 450 ms / TPOT 40 ms (Server: 2,000 / 200); the log prints "Scenario : Server".
@@ -162,6 +165,8 @@ class Comparison:
     facts: RunFacts
     band_pct: float
     entries: list[RowComparison]
+    evidence: Evidence
+    """The run's own checks, from the same function plain verify uses (verify.evidence_checks)."""
     match: IndexMatch | None = None
     reasons: list[str] = field(default_factory=list)
 
@@ -184,7 +189,15 @@ class Comparison:
         if self.facts.label:
             return "NOT A REPRODUCTION"
         ok = self.facts.valid and all(e.in_band for e in self.compared) and len(self.compared) == len(self.entries)
-        return "PASS" if ok else "FAIL"
+        if not ok or self.evidence.failed:
+            return "FAIL"
+        return "NOT A REPRODUCTION" if self.evidence.missing or self.evidence.gaps else "PASS"
+
+    def state(self, prefix: str) -> str:
+        """PASS, FAIL, 'cannot be re-checked' or 'not shown' for one family of checks (accuracy, TEST06)."""
+        from repro.results.verify import check_state
+
+        return check_state(self.evidence.checks, prefix)
 
     @property
     def exit_code(self) -> int:
@@ -204,13 +217,22 @@ class Comparison:
             "rank": None if rank is None else {"position": rank[0], "of": rank[1]},
             "match": self.match.to_json() if self.match else None,
             "against": [e.to_json() for e in self.entries],
+            "checks": [{"name": c.name, "ok": c.ok, "detail": c.detail} for c in self.evidence.checks],
+            "accuracy_verdict": self.state("accuracy"),
+            "test06": self.state("TEST06"),
+            "min_duration": self.state("min duration"),
         }
 
 
 def compare(
-    facts: RunFacts, rows: list[PublishedResult], band_pct: float = BAND_PCT, match: IndexMatch | None = None
+    facts: RunFacts,
+    rows: list[PublishedResult],
+    evidence: Evidence,
+    band_pct: float = BAND_PCT,
+    match: IndexMatch | None = None,
 ) -> Comparison:
-    """Band check of the run's tokens/s per accelerator against each row; refuse other accelerators and scenarios."""
+    """Band check of the run's tokens/s per accelerator against each row; refuse other accelerators and scenarios.
+    `evidence` is the run's own checks (verify.evidence_checks): a comparison without them cannot be built."""
     mine = Accelerator.parse(facts.accelerator) if facts.accelerator else None
     entries: list[RowComparison] = []
     for row in rows:
@@ -237,6 +259,9 @@ def compare(
         reasons.append(f"{facts.label} run: it rehearses the flow and is never a reproduction")
     if not facts.valid:
         reasons.append("LoadGen marked the run INVALID")
+    from repro.results.verify import failure_reasons
+
+    reasons += [r for r in failure_reasons(evidence.failed, evidence) if r not in reasons]
     for e in entries:
         if e.refused:
             reasons.append(f"refused: {e.refused}")
@@ -247,7 +272,7 @@ def compare(
                 f"({e.row.per_accelerator:,.1f} per accelerator), "
                 f"outside ±{band_pct:g}%"
             )
-    return Comparison(facts, band_pct, entries, match, reasons)
+    return Comparison(facts, band_pct, entries, evidence, match, reasons)
 
 
 def pick_row(rows: list[PublishedResult], facts: RunFacts, ref: str) -> PublishedResult:
@@ -283,7 +308,10 @@ def verify_against(
     index: PublishedIndex | None = None,
     scenario: str | None = None,
 ) -> Comparison:
-    """`repro verify RUN --against REF...`: the run's tokens/s per accelerator against each named published result."""
+    """`repro verify RUN --against REF...`: the run's tokens/s per accelerator against each named published result,
+    with every check plain verify runs (validity, duration, scenario rules, accuracy, TEST06, consistency)."""
+    from repro.results.verify import division_of, evidence_checks
+
     idx = index or load_index()
     run = pick_perf_run(Path(path), scenario)
     match = match_run(run, idx)
@@ -293,4 +321,7 @@ def verify_against(
         row = pick_row(idx.resolve(ref), facts, ref)
         if row.key not in {r.key for r in rows}:
             rows.append(row)
-    return compare(facts, rows, band_pct, match)
+    # the record the run is (its own target and, when open, its own accuracy), else the first one named
+    own = match.row if match is not None else rows[0] if rows else None
+    evidence = evidence_checks(run, None, own, division_of(run))
+    return compare(facts, rows, evidence, band_pct, match)

@@ -40,6 +40,8 @@ class Check:
     detail: str
     fails: bool = False
     """True when ok is False and that alone makes the verdict FAIL."""
+    closed: bool | None = None
+    """An open-division run's closed-division accuracy rule, shown for information: did it hold?"""
 
 
 @dataclass
@@ -82,23 +84,40 @@ class Verdict:
         return f"{r.submitter} {r.system_folder} ({r.round} {r.division}, published record {r.ref})"
 
     def _state(self, prefix: str) -> str:
-        found = [c for c in self.checks if c.name == prefix or c.name.startswith(prefix + " ")]
-        if any(c.ok is False for c in found):
-            return "FAIL"
-        if any(c.ok for c in found):
-            return "PASS"
-        return "cannot be re-checked" if any("cannot be re-checked" in c.detail for c in found) else "not shown"
+        return check_state(self.checks, prefix)
 
     @property
     def scenario(self) -> str:
         return self.run.benchmark_scenario or self.run.scenario
 
+    @property
+    def headline(self) -> str:
+        """The verdict as the text prints it: an open-division result says so in the same words."""
+        return self.status + (f" ({self.division} division)" if self.division != "closed" else "")
+
+    @property
+    def closed_accuracy(self) -> str:
+        """met, missed or 'not shown': MLPerf's closed-division accuracy targets, whatever the division."""
+        if self.division == "closed":
+            state = self._state("accuracy")
+            return {"PASS": "met", "FAIL": "missed"}.get(state, "not shown")
+        found = [c.closed for c in self.checks if c.closed is not None]
+        return "not shown" if not found else "met" if all(found) else "missed"
+
+    @property
+    def accuracy_verdict(self) -> str:
+        """PASS/FAIL on the closed targets; in the open division never a bare PASS: what it was judged by."""
+        state = self._state("accuracy")
+        if self.division == "closed" or state != "PASS":
+            return state
+        return f"PASS against its own published accuracy; closed-division target {self.closed_accuracy}"
+
     def to_json(self) -> dict[str, Any]:
         pub = self.published
         hw = self.hardware
         return {
-            "status": self.status,
-            "reproduction": self.status == "PASS",
+            "status": self.headline,
+            "reproduction": self.status == "PASS" and self.division == "closed",
             "label": self.run.label,
             "reasons": self.reasons,
             "notes": self.notes,
@@ -144,7 +163,8 @@ class Verdict:
             "evidence_gaps": self.run.evidence_gaps,
             "accuracy": self.run.accuracy,
             "accuracy_target": self.accuracy_target[0],
-            "accuracy_verdict": self._state("accuracy"),
+            "accuracy_verdict": self.accuracy_verdict,
+            "accuracy_closed_target": self.closed_accuracy,
             "test06": self._state("TEST06"),
             "min_duration": self._state("min duration"),
             "loadgen_version": self.run.loadgen_version,
@@ -153,6 +173,16 @@ class Verdict:
     @property
     def accuracy_target(self) -> tuple[str, str]:
         return accuracy_target_of(self.run, self.recipe, self.record.row if self.record else None)
+
+
+def check_state(checks: list[Check], prefix: str) -> str:
+    """One family of checks (accuracy, TEST06, min duration) in a word: FAIL, PASS, or why neither."""
+    found = [c for c in checks if c.name == prefix or c.name.startswith(prefix + " ")]
+    if any(c.ok is False for c in found):
+        return "FAIL"
+    if any(c.ok for c in found):
+        return "PASS"
+    return "cannot be re-checked" if any("cannot be re-checked" in c.detail for c in found) else "not shown"
 
 
 def accuracy_target_of(run: LoadGenRun, recipe: Recipe | None, row: PublishedResult | None = None) -> tuple[str, str]:
@@ -432,7 +462,9 @@ def _accuracy(run: LoadGenRun, target: str, source: str, division: str, own: Pub
             continue
         ok = acc[key] >= floor
         detail = f"{acc[key]:.4f} {'≥' if ok else '<'} {floor:.4f} ({where})"
-        checks.append(Check(f"accuracy {key}", None if is_open else ok, detail, fails=not ok and not is_open))
+        checks.append(
+            Check(f"accuracy {key}", None if is_open else ok, detail, not ok and not is_open, ok if is_open else None)
+        )
     tps = acc.get("tokens_per_sample")
     if tps is None:
         checks.append(Check("accuracy tokens_per_sample", False, f"missing from {run.accuracy_path}", fails=True))
@@ -446,6 +478,7 @@ def _accuracy(run: LoadGenRun, target: str, source: str, division: str, own: Pub
                 f"{t.tokens_per_sample_min:.3f}–{t.tokens_per_sample_max:.3f} (90–110% of "
                 f"{rules.REFERENCE_TOKENS_PER_SAMPLE})" + ("; open division: for information" if is_open else ""),
                 fails=not ok and not is_open,
+                closed=ok if is_open else None,
             )
         )
     if is_open:
@@ -573,6 +606,68 @@ def division_of(run: LoadGenRun) -> str:
     return "open" if _path_identity(run.folder).get("division") == "open" else "closed"
 
 
+@dataclass
+class Evidence:
+    """Every check of a run's own evidence, built by one function (evidence_checks) for every path that prints a
+    verdict: plain verify, --against, aggregate and report. Only the reference it is compared with differs."""
+
+    before_band: list[Check]
+    after_band: list[Check]
+    missing: list[str]
+    """What the logs lack to show the run was long enough."""
+    gaps: list[str]
+    """Text where a number belongs, or evidence that was not kept."""
+
+    @property
+    def checks(self) -> list[Check]:
+        return self.before_band + self.after_band
+
+    def with_band(self, head: list[Check], band: list[Check]) -> list[Check]:
+        """The checks in the order a verdict prints them: accelerator, the run's rules, the band, the rest."""
+        return head + self.before_band + band + self.after_band
+
+    @property
+    def failed(self) -> list[Check]:
+        return [c for c in self.checks if c.fails and c.ok is False]
+
+
+def evidence_checks(run: LoadGenRun, recipe: Recipe | None, row: PublishedResult | None, division: str) -> Evidence:
+    """The one place the run's checks are built: validity, duration, the scenario's rules, the token count,
+    accuracy, TEST06 and the folder's agreement with itself. `row` is the published record the run is compared
+    with or recognised as (its accuracy target when the path names none; an open result's own accuracy)."""
+    scenario = run.benchmark_scenario or run.scenario
+    target, target_source = accuracy_target_of(run, recipe, row)
+    duration_checks, missing = _duration(run, recipe)
+    consistency_checks, gaps = _consistency(run, recipe, row, division)
+    own = row if row and row.division == "open" else None
+    return Evidence(
+        _validity(run) + duration_checks + _scenario_rules(run, scenario),
+        _token_count(run)
+        + _accuracy(run, target, target_source, division, own)
+        + test06_checks(run)
+        + consistency_checks,
+        missing,
+        gaps,
+    )
+
+
+def failure_reasons(failed: list[Check], evidence: Evidence) -> list[str]:
+    """The reasons a verdict lists: each failed check, then missing evidence."""
+    reasons = _dedupe(
+        [
+            c.detail
+            if c.name in ("LoadGen validity", "inside band", "MLPerf min duration", "tokens/s")
+            else f"{c.name}: {c.detail}"
+            for c in failed
+        ]
+    )
+    if evidence.missing:
+        reasons.append("no evidence the run was long enough: the logs lack " + " and ".join(evidence.missing))
+    if evidence.gaps:
+        reasons.append("missing evidence (text where a number belongs): " + "; ".join(evidence.gaps[:3]))
+    return reasons
+
+
 # --- the verdict -------------------------------------------------------------------------------------------------
 
 
@@ -609,36 +704,14 @@ def evaluate(run: LoadGenRun, recipe: Recipe | None, count: GpuCount, record: In
     if not run.accuracy_target and run.accuracy:
         notes.append(f"accuracy target {target}% from {target_source}: the run's path names no llama2-70b-99 or -99.9")
 
-    duration_checks, missing = _duration(run, recipe)
-    consistency_checks, gaps = _consistency(run, recipe, row, division)
+    evidence = evidence_checks(run, recipe, row, division)
     throughput_checks, band, deviation = _throughput(run, per_gpu, published)
     if band is not None and per_gpu > band[1] and (software := _software_note(recipe)):
         notes.append(software)
-    checks = (
-        _hardware(hw)
-        + _validity(run)
-        + duration_checks
-        + _scenario_rules(run, scenario)
-        + throughput_checks
-        + _token_count(run)
-        + _accuracy(run, target, target_source, division, row if row and row.division == "open" else None)
-        + test06_checks(run)
-        + consistency_checks
-    )
+    checks = evidence.with_band(_hardware(hw), throughput_checks)
     failed = [c for c in checks if c.fails and c.ok is False]
-    reasons = _dedupe(
-        [
-            c.detail
-            if c.name in ("LoadGen validity", "inside band", "MLPerf min duration", "tokens/s")
-            else f"{c.name}: {c.detail}"
-            for c in failed
-        ]
-    )
-    if missing:
-        reasons.append("no evidence the run was long enough: the logs lack " + " and ".join(missing))
-    if gaps:
-        reasons.append("missing evidence (text where a number belongs): " + "; ".join(gaps[:3]))
-        missing += gaps
+    reasons = failure_reasons(failed, evidence)
+    missing = evidence.missing + evidence.gaps
     other_benchmark = (
         recipe is not None and run.accuracy_target is not None and run.accuracy_target != recipe.accuracy.target
     )

@@ -201,11 +201,23 @@ class ComparisonView:
             )
         return t
 
+    def checks(self) -> Table:
+        """The run's own checks, as plain `repro verify` prints them (the same function built them)."""
+        t = Table(title="the run's own evidence", title_justify="left")
+        t.add_column("check", no_wrap=True)
+        t.add_column("result", no_wrap=True)
+        t.add_column("detail")
+        for c in self.comparison.evidence.checks:
+            mark = Text("ok", "green") if c.ok else Text("no", "red") if c.ok is False else Text("n/a", "dim")
+            t.add_row(c.name, mark, c.detail)
+        return t
+
     def __rich__(self) -> Group:
         c, f = self.comparison, self.comparison.facts
         parts: list[Any] = [
             self.table(),
             Text(f"accelerators: {f.accelerators_source}; accelerator: {f.accelerator_source}", style="dim"),
+            self.checks(),
         ]
         if c.match:
             parts.append(Text(f"Recognised: {c.match.note}"))

@@ -46,7 +46,7 @@ def render_verdict(v: Verdict) -> Group:
     for c in v.checks:
         mark = Text("ok", "green") if c.ok else Text("no", "red") if c.ok is False else Text("n/a", "dim")
         table.add_row(c.name, mark, c.detail)
-    division = f" ({v.division} division)" if v.division != "closed" else ""
+    division = v.headline.removeprefix(v.status)
     head = Text.assemble(("Verdict: ", "bold"), (v.status, _STYLE[v.status]), (division, "bold"))
     lines = [Text(f"Compared with: {v.reference}")]
     if v.record is not None and recipe is not None:
