@@ -49,8 +49,12 @@ def _guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
                 kwargs[key] = _state[key]
         try:
             return fn(*args, **kwargs)
-        except (typer.Exit, typer.Abort):
+        except (typer.Exit, typer.Abort, SystemExit):
             raise
+        except BrokenPipeError:
+            from repro.ui.safe import closed_pipe
+
+            closed_pipe()
         except BaseException as exc:  # noqa: BLE001 - the table decides
             explained = explain(exc)
             if explained is None:
@@ -206,6 +210,11 @@ _METAVARS = {
     "launcher": "local|slurm",
     "dataset_source": "fetch|rebuild|both",
     "partition": "PARTITION",
+    "max_minutes": "MINUTES",
+    "margin": "FRACTION",
+    "start_qps": "QPS",
+    "probe_seconds": "SECONDS",
+    "probe_queries": "N",
 }
 
 
@@ -215,6 +224,7 @@ _PANELS: dict[str, tuple[str, ...]] = {
         "recipe", "workspace", "backend", "duration", "official_min_duration", "samples", "accuracy",
         "compliance", "into", "sim_rate", "target_qps", "stop_if_below_band",
     ),
+    "Search": ("max_minutes", "margin", "start_qps", "probe_seconds", "probe_queries"),
     "Server": ("endpoint", "served_model", "server_image", "keep_servers", "listen", "ready_timeout", "stall_timeout"),
     "Rack (--launcher slurm)": (
         "nodes", "launcher", "partition", "container_image", "image_registry", "image_source", "rerun_failed",
@@ -272,6 +282,54 @@ def _json_requested(args: list[str]) -> bool:
     return "--json" in args[: args.index("--")] if "--" in args else "--json" in args
 
 
+# The root's options, as users type them after any command too (`repro run offline --yes`); value: takes a value.
+_GLOBAL_OPTS = {
+    "--yes": False, "-y": False, "--json": False, "--debug": False, "--dry-run": False,
+    "--recipe": True, "-r": True, "--workspace": True, "-w": True,
+}  # fmt: skip
+
+
+def _hoist_globals(cmd: Any, argv: list[str]) -> list[str]:
+    """A root option typed after a command that has no such option of its own moves before the command, so
+    `--yes`, `--debug`, `--json`... work wherever a user puts them (the command's own option wins where it has one)."""
+    group, i, end = cmd, 0, -1
+    while i < len(argv) and argv[i] != "--":
+        tok = argv[i]
+        if tok.startswith("-"):
+            i += 2 if _GLOBAL_OPTS.get(tok) else 1
+            continue
+        sub = getattr(group, "commands", {}).get(tok)
+        if sub is None:
+            break
+        group, end, i = sub, i, i + 1
+    if end < 0 or hasattr(group, "commands"):
+        return argv
+    own: set[str] = set()
+    takes_value: set[str] = set()
+    for p in group.params:
+        names = [*getattr(p, "opts", []), *getattr(p, "secondary_opts", [])]
+        own.update(names)
+        if p.param_type_name == "option" and not getattr(p, "is_flag", False) and not getattr(p, "count", False):
+            takes_value.update(names)
+    head, tail, moved = argv[: end + 1], [], []
+    j = end + 1
+    while j < len(argv):
+        tok = argv[j]
+        if tok == "--":
+            tail += argv[j:]
+            break
+        name = tok.split("=", 1)[0]
+        if name in _GLOBAL_OPTS and name not in own:
+            width = 2 if _GLOBAL_OPTS[name] and "=" not in tok else 1
+            moved += argv[j : j + width]
+            j += width
+            continue
+        width = 2 if name in takes_value and "=" not in tok else 1
+        tail += argv[j : j + width]
+        j += width
+    return [*moved, *head, *tail] if moved else argv
+
+
 def main(args: list[str] | None = None) -> None:
     """The console script: usage errors get the same one-line (and --json) treatment as every other error."""
     argv = list(sys.argv[1:] if args is None else args)
@@ -279,6 +337,7 @@ def main(args: list[str] | None = None) -> None:
         sigterm_as_interrupt()  # every command: kept work marked, exit 143 (130 is Ctrl-C's)
     cmd = typer.main.get_command(app)
     _plain_metavars(cmd)
+    argv = _hoist_globals(cmd, argv)
     try:
         rv = cmd.main(args=argv, prog_name="repro", standalone_mode=False)
     except typer.TyperException as exc:  # Typer's vendored Click: usage errors and bad parameters
@@ -293,10 +352,20 @@ def main(args: list[str] | None = None) -> None:
     except typer.Abort:
         error("Aborted.", "repro status", exit_code=1, as_json=_json_requested(argv))
         sys.exit(1)
+    except BrokenPipeError:
+        from repro.ui.safe import closed_pipe
+
+        closed_pipe()
     except Exception as exc:  # noqa: BLE001 - a bug: one line, its traceback kept in a file
         _bug(exc, as_json=_json_requested(argv))
         sys.exit(BUG_EXIT_CODE)
     code = rv if isinstance(rv, int) else 0
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        from repro.ui.safe import closed_pipe
+
+        closed_pipe()
     if _state.get("abandoned"):
         # A stopped Server run leaves LoadGen's scheduler thread in C++; interpreter shutdown would wait for it or
         # crash in its destructors. Everything is written and marked, so leave now with the signal's exit code.

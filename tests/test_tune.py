@@ -138,7 +138,7 @@ def test_bad_tune_options_are_one_line_errors(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="--margin"):
         tune(get_recipe("demo"), ws, margin=0.9)
     res = runner.invoke(app, ["tune", "server", "--recipe", "demo", "--start-qps", "-1", "-w", str(tmp_path)])
-    assert res.exit_code == 2 and "--start-qps must be positive" in res.output
+    assert res.exit_code == 2 and "'--start-qps': must be a finite number > 0" in res.output
     res = runner.invoke(app, ["run", "server", "--recipe", "demo", "--target-qps", "auto", "-w", str(tmp_path)])
     assert res.exit_code == 2 and "repro tune server" in res.output
 

@@ -175,6 +175,8 @@ StallTimeoutOpt = Annotated[
         "gets three times that).",
     ),
 ]
+MAX_TARGET_QPS = 1_000_000
+"""Far above any rack's rate; LoadGen turns the rate into a sample count, which a larger one overflows."""
 TargetQpsOpt = Annotated[
     str | None,
     typer.Option(
@@ -427,13 +429,21 @@ def _target_qps(
             sim_rate=sim_rate,
             min_duration_s=duration_s,
         )
+    import math
+
     try:
-        return float(value)
+        rate = float(value)
     except ValueError:
+        rate = math.nan
+    if not math.isfinite(rate) or rate <= 0 or rate > MAX_TARGET_QPS:
         raise InputError(
-            f"--target-qps {value!r}: give a number of queries per second, or auto (Offline).",
-            f"repro run {scenario.lower()} --target-qps auto",
-        ) from None
+            f"--target-qps {value!r}: give a finite number of queries per second above 0 and at most "
+            f"{MAX_TARGET_QPS:,}, or auto (Offline).",
+            f"repro run {scenario.lower()} --target-qps auto"
+            if scenario == "Offline"
+            else f"repro tune {scenario.lower()}",
+        )
+    return rate
 
 
 def _rack_ui(json: bool) -> Any:

@@ -9,29 +9,46 @@ from typing import Annotated
 import typer
 
 from repro.commands.run import EndpointOpt, KeepServersOpt, ReadyTimeoutOpt, ServedModelOpt, ServerImageOpt
-from repro.ui.options import DryRunOpt, JsonOpt, RecipeOpt, WorkspaceOpt
+from repro.ui.options import DryRunOpt, JsonOpt, RecipeOpt, WorkspaceOpt, finite_in
 
 MaxMinutesOpt = Annotated[
-    float, typer.Option("--max-minutes", help="Stop searching after this long and keep the best rate found.")
+    float,
+    typer.Option(
+        "--max-minutes",
+        callback=finite_in(0, 7 * 24 * 60),
+        help="Stop searching after this long and keep the best rate found.",
+    ),
 ]
 MarginOpt = Annotated[
     float | None,
     typer.Option(
         "--margin",
-        help="Safety margin below the highest passing rate (default 0.05; the CPU demo 0.2, its Interactive 0.6).",
+        callback=finite_in(0, 0.9, above=False),
+        help="Safety margin below the highest passing rate: 0.05 on a GPU (probe-to-run spread near saturation); "
+        "0.2 for the CPU demo and rehearsals, whose stand-ins share this machine's cores; 0.6 for the demo's "
+        "Interactive, whose capacity is a cliff.",
     ),
 ]
 StartOpt = Annotated[
     float | None,
-    typer.Option("--start-qps", help="First rate to try (default: the recipe's published rate for the scenario)."),
+    typer.Option(
+        "--start-qps",
+        callback=finite_in(0, 1e6),
+        help="First rate to try (default: the recipe's published rate for the scenario).",
+    ),
 ]
 ProbeSecondsOpt = Annotated[
-    float | None, typer.Option("--probe-seconds", help="LoadGen min_duration of each probe (default 60 s).")
+    float | None,
+    typer.Option(
+        "--probe-seconds", callback=finite_in(0, 86400), help="LoadGen min_duration of each probe (default 60 s)."
+    ),
 ]
 ProbeQueriesOpt = Annotated[
     int | None,
     typer.Option(
         "--probe-queries",
+        min=1,
+        max=100_000_000,
         help="LoadGen min_query_count of each probe (default 1,001, or the full run's if fewer).",
     ),
 ]

@@ -56,10 +56,29 @@ def is_command(text: str) -> bool:
     return not any(_WHOLE_PLACEHOLDER.fullmatch(arg) or _PLACEHOLDER_PART.search(arg) for arg in argv[1:])
 
 
+def _quoted_controls(text: str) -> str | None:
+    """A whole command whose argument holds a newline or a control character (a folder named so), requoted as
+    bash's `$'...'` word: joining the hint's whitespace would otherwise turn it into a different path."""
+    if not re.search(r"[\x00-\x1f\x7f]", text.strip()):
+        return None
+    try:
+        argv = shlex.split(text)
+    except ValueError:
+        return None
+    if not argv or argv[0] not in _PROGRAMS or not any(re.search(r"[\x00-\x1f\x7f]", a) for a in argv):
+        return None
+    from repro.core.textsafe import sh_quote
+
+    return " ".join(sh_quote(a) for a in argv)
+
+
 def split_hint(text: str | None) -> Hint:
     """The first pasteable command in the hint, and the hint as prose when it says more than that command."""
     if not text or not text.strip():
         return Hint(None, None)
+    quoted = _quoted_controls(text)
+    if quoted is not None:
+        return Hint(None, quoted)
     text = " ".join(text.split())
     if is_command(text):
         return Hint(None, text)

@@ -29,6 +29,12 @@ def terminal_safe(text: str) -> str:
     return _CONTROL.sub(_visible, text)
 
 
+def one_line(text: object) -> str:
+    """A name or path from data on one terminal line: a newline in a folder name is shown as `\\x0a`, so it
+    can never print a line of its own (`Verdict: PASS`)."""
+    return _ANY_CONTROL.sub(_visible, str(text))
+
+
 def md_cell(text: object) -> str:
     """One Markdown table cell: HTML escaped (renderers pass raw HTML through), pipes and newlines neutralised,
     brackets escaped so `[x](javascript:...)` or `![x](...)` is text, never a link or an image."""

@@ -632,6 +632,8 @@ def build_report(dirs: list[Path], recipe: str | Recipe | None = None, gpus: int
         power = read_power(run.folder)
         if power is None:
             continue
+        if power.note:
+            notes.append(power.note)
         if power.gpus != _verdict(r).gpus:
             notes.append(f"{run.folder / 'power.csv'}: {power.gpus} GPUs sampled but the run used {_verdict(r).gpus}")
         measured.append(

@@ -108,8 +108,10 @@ class RunOptions:
             )
         if self.accuracy and self.scenario != "Offline":
             raise InputError("--accuracy runs in the Offline scenario only.", "`repro run offline --accuracy`")
-        if isinstance(self.target_qps, (int, float)) and self.target_qps <= 0:
-            raise InputError(f"--target-qps must be positive (got {self.target_qps:g}).", f"`{cmd} --target-qps 10`")
+        if isinstance(self.target_qps, (int, float)) and not 0 < self.target_qps < float("inf"):
+            raise InputError(
+                f"--target-qps must be a finite positive number (got {self.target_qps:g}).", f"`{cmd} --target-qps 10`"
+            )
         check_compliance_options(
             self.compliance, self.scenario, accuracy=self.accuracy, duration_s=self.duration_s, samples=self.samples
         )

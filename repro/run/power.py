@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 import io
 import math
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -193,9 +194,21 @@ class PowerSummary:
     energy_j: float
     mean_watts_total: float
     mean_watts_per_gpu: float
+    file_bytes: int | None = None
+    """Set when the file is larger than MAX_POWER_BYTES: only its first MAX_POWER_BYTES were read."""
+
+    @property
+    def note(self) -> str | None:
+        if self.file_bytes is None:
+            return None
+        return (
+            f"{self.path}: {self.file_bytes / 2**20:,.0f} MiB; only its first {MAX_POWER_BYTES // 2**20} MiB "
+            f"({self.window_s:,.0f} s of samples) were read, so the power is that window's mean"
+        )
 
     def to_json(self) -> dict[str, Any]:
         return {
+            "read_first_bytes_of": self.file_bytes,
             "path": str(self.path),
             "gpus": self.gpus,
             "samples": self.samples,
@@ -209,6 +222,9 @@ class PowerSummary:
 # A sampler line is ~30 bytes; a longer one is not ours. More GPUs than this is not one VM.
 MAX_LINE_BYTES = 256
 MAX_GPUS = 1024
+MAX_POWER_BYTES = 16 * 2**20
+"""A day of 1 Hz samples from 8 GPUs is ~20 MiB, 16 MiB read in a few seconds; a larger file is read up to this
+(its first samples' window, said so) instead of for minutes."""
 
 
 @dataclass
@@ -253,8 +269,12 @@ def read_power(run_dir: Path) -> PowerSummary | None:
     if not path.is_file():
         return None
     series: dict[int, _Series] = {}
+    size: int | None = None
     try:
         with open_regular(path) as fh:
+            on_disk = os.fstat(fh.fileno()).st_size
+            size = on_disk if on_disk > MAX_POWER_BYTES else None
+            budget = MAX_POWER_BYTES
             header = fh.readline(MAX_LINE_BYTES + 1)
             if tuple(h.strip() for h in header.decode("ascii", "replace").split(",")) != HEADER:
                 raise InputError(
@@ -262,8 +282,11 @@ def read_power(run_dir: Path) -> PowerSummary | None:
                     "delete the file or re-run the benchmark with NVML present",
                 )
             lineno = 1
-            while raw := fh.readline(MAX_LINE_BYTES + 1):
+            while budget > 0 and (raw := fh.readline(MAX_LINE_BYTES + 1)):
+                budget -= len(raw)
                 lineno += 1
+                if budget <= 0 and not raw.endswith(b"\n"):
+                    break  # the cut fell inside this line
                 row = _parse_row(path, lineno, raw)
                 if row is None:
                     continue
@@ -296,6 +319,7 @@ def read_power(run_dir: Path) -> PowerSummary | None:
         energy_j=energy,
         mean_watts_total=total,
         mean_watts_per_gpu=total / len(series),
+        file_bytes=size,
     )
 
 

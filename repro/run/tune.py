@@ -322,7 +322,7 @@ class TuneResult:
         if self.dry_run:
             return (
                 f"would search {self.scenario} target QPS for {self.recipe} from {self.start_qps:g} "
-                f"({self.start_source}), probes of {self.probe_settings['min_duration_ms'] / 1000:g} s / "
+                f"({self.start_source}), probes of {self.probe_settings['min_duration'] / 1000:g} s / "
                 f"{self.probe_settings['min_query_count']} queries, for at most {self.max_minutes:g} min"
             )
         if self.chosen_qps is None:

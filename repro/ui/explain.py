@@ -3,12 +3,19 @@
 from __future__ import annotations
 
 from rich.console import Group, RenderableType
-from rich.markup import escape
+from rich.markup import escape as _markup_escape
 from rich.table import Table
 from rich.text import Text
 
 from repro.core.fmt import fmt_num
+from repro.core.textsafe import one_line
 from repro.report.explain import Explanation
+
+
+def escape(text: str) -> str:
+    """Names and paths from a result folder on one line each (a newline in a folder name shown as \\x0a)."""
+    return _markup_escape(one_line(text))
+
 
 _EFFECT_STYLE = {"moves": "bold red", "may move": "yellow", "none": "dim"}
 
@@ -17,7 +24,7 @@ def explanation(e: Explanation) -> Group:
     parts: list[RenderableType] = []
     if e.label:
         parts.append(Text(f"[{e.label.upper()}, NOT A REPRODUCTION]", style="bold yellow"))
-    parts.append(Text(e.headline, style="bold"))
+    parts.append(Text(one_line(e.headline), style="bold"))
     figures = Table(title="repro explain", title_justify="left")
     for col in ("", "yours", "reference"):
         figures.add_column(col, justify="left" if not col else "right", no_wrap=not col)
@@ -40,7 +47,7 @@ def explanation(e: Explanation) -> Group:
                 escape(c.title),
                 Text(c.effect, style=_EFFECT_STYLE[c.effect]),
                 escape(c.moves + impact),
-                escape("\n".join(c.evidence)),
+                "\n".join(escape(x) for x in c.evidence),
             )
         parts.append(causes)
     else:
@@ -108,5 +115,5 @@ def explanation(e: Explanation) -> Group:
                 escape("; ".join(r.differs) or "-"),
             )
         parts.append(rack)
-    parts += [Text(f"note: {n}", style="dim") for n in e.notes]
+    parts += [Text(f"note: {one_line(n)}", style="dim") for n in e.notes]
     return Group(*parts)

@@ -11,6 +11,7 @@ from rich.console import ConsoleOptions
 from rich.table import Table as RichTable
 from rich.text import Text
 
+from repro.core.textsafe import one_line
 from repro.report.tables import ALWAYS, Table
 
 _STATUS_STYLE = {"PASS": "green", "FAIL": "bold red", "yes": "green", "no": "red"}
@@ -22,7 +23,10 @@ def _rich_table(t: Table) -> RichTable:
         rt.add_column(c.name, justify="right" if c.numeric else "left", no_wrap=not c.prose, overflow="fold")
     for i, row in enumerate(t.rows):
         own = i < len(t.row_class) and t.row_class[i] == "own"
-        cells = [Text(("* " if own and j == 0 else "") + v, style=_STATUS_STYLE.get(v, "")) for j, v in enumerate(row)]
+        cells = [
+            Text(("* " if own and j == 0 else "") + one_line(v), style=_STATUS_STYLE.get(v, ""))
+            for j, v in enumerate(row)
+        ]
         rt.add_row(*cells, style="bold" if own else None)
     return rt
 
@@ -66,7 +70,7 @@ def fitted(t: Table, options: ConsoleOptions, more: str = "--json") -> list[Any]
         out.append(_rich_table(shown))
         if shown.footnotes and any(c.name in ("source", "summary", "from") for c in shown.columns):
             for n, f in enumerate(shown.footnotes, 1):
-                line = Text(f"  [{n}] {f}", style="dim")
+                line = Text(f"  [{n}] {one_line(f)}", style="dim")
                 line.no_wrap, line.overflow = True, "ignore"
                 out.append(line)
         if not dropped:

@@ -13,6 +13,7 @@ from rich.console import Console, ConsoleOptions, Group
 from rich.text import Text
 
 from repro.core.fmt import fmt_num
+from repro.core.textsafe import one_line
 from repro.report.model import Report
 from repro.report.tables import Chart, Paragraph, Table
 from repro.ui.fit import fitted
@@ -28,6 +29,7 @@ def bar_chart(names: list[str], values: list[float], width: int, title: str, you
     top = max(values) or 1.0
     lines = [Text(title, style="bold")]
     for name, value in zip(names, values, strict=True):
+        name = one_line(name)
         label = name if len(name) <= label_w else name[: label_w - 1] + "…"
         n = round(value / top * bar_w)
         line = Text(f"{label:<{label_w}} ")
@@ -49,7 +51,7 @@ class ReportView:
         yield Text(r.title, style="bold")
         if r.banner:
             yield Text(r.banner, style="bold yellow")
-        yield Text(r.headline)
+        yield Text(one_line(r.headline))
         for section in r.sections():
             yield Text("")
             yield Text(section.heading, style="bold")
@@ -57,7 +59,7 @@ class ReportView:
                 if isinstance(block, Table):
                     yield from fitted(block, options, "--markdown, --html and --json")
                 elif isinstance(block, Paragraph):
-                    text = Text(("  " if section.heading == "Sources" else "") + block.text)
+                    text = Text(("  " if section.heading == "Sources" else "") + one_line(block.text))
                     if section.heading == "Sources":
                         text.no_wrap, text.overflow = True, "ignore"
                         text.stylize("dim")
@@ -68,7 +70,7 @@ class ReportView:
                     yours = "cyan" if inside is None else "green" if inside else "red"
                     yield from bar_chart(names, values, min(width, 100), "tokens/s per GPU" + _lab(r), yours)
         for kind, path in r.outputs.items():
-            yield Text(f"{kind}: {path}")
+            yield Text(f"{kind}: {one_line(path)}")
 
 
 def _lab(r: Report) -> str:

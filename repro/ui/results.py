@@ -9,6 +9,7 @@ from rich.table import Table
 from rich.text import Text
 
 from repro.core.fmt import fmt_num
+from repro.core.textsafe import one_line
 from repro.results.aggregate import RackReport
 from repro.results.verify import Verdict
 from repro.ui.views import published_phrase
@@ -45,14 +46,14 @@ def render_verdict(v: Verdict) -> Group:
         )
     for c in v.checks:
         mark = Text("ok", "green") if c.ok else Text("no", "red") if c.ok is False else Text("n/a", "dim")
-        table.add_row(c.name, mark, c.detail)
+        table.add_row(c.name, mark, one_line(c.detail))
     division = v.headline.removeprefix(v.status)
     head = Text.assemble(("Verdict: ", "bold"), (v.status, _STYLE[v.status]), (division, "bold"))
     lines = [Text(f"Compared with: {v.reference}")]
     if v.record is not None and recipe is not None:
         lines.append(Text(f"Published record: {v.record.note}"))
-    why = [Text(f"  - {r}") for r in v.reasons]
-    notes = [Text(f"  note: {n}", style="dim") for n in v.notes]
+    why = [Text(f"  - {one_line(r)}") for r in v.reasons]
+    notes = [Text(f"  note: {one_line(n)}", style="dim") for n in v.notes]
     return Group(table, *lines, head, *why, *notes)
 
 

@@ -8,6 +8,8 @@ control segments (cursor moves of a Live view) are untouched. URL credentials an
 
 from __future__ import annotations
 
+import os
+import sys
 from collections.abc import Iterable
 
 from rich.console import Console, ConsoleOptions, RenderableType
@@ -29,3 +31,21 @@ class SafeConsole(Console):
                 yield Segment(terminal_safe(redact(seg.text)), seg.style, None)
             else:
                 yield seg
+
+    def on_broken_pipe(self) -> None:
+        """`repro status | head -1`: the reader left; stop quietly (never a bug report) with the pipe's exit code."""
+        closed_pipe()
+
+
+CLOSED_PIPE_EXIT = 141
+"""128 + SIGPIPE: what a shell reports for a command that wrote to a pipe nobody reads any more."""
+
+
+def closed_pipe() -> None:
+    """Send what is left of stdout to /dev/null (so the interpreter's final flush stays quiet) and exit."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+    raise SystemExit(CLOSED_PIPE_EXIT)
