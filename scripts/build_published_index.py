@@ -1,19 +1,25 @@
 #!/usr/bin/env python3
-"""Emit rows of repro/data/published/published-llama2-70b.csv for one MLPerf round, read from a copy of its results
-repository: a checked-out snapshot, or a folder of files saved one by one from a stored-file index.
+"""Emit rows of the published-results index (repro/data/published/published-<benchmark>.csv) for one MLPerf round,
+read from a copy of its results repository: a checked-out snapshot, or a folder of files saved one by one from a
+stored-file index. `--benchmark` picks the model family: llama2-70b (default; published-llama2-70b.csv) or
+llama3.1-405b (published-llama3.1-405b.csv, whose accuracy columns are exact_match and rougeL).
 
 The method is the index's own (see docs in repro/data/published/README.md): one row per
-`<division>/<submitter>/results/<system>/llama2-70b-99[.9]/<Scenario>/performance/run_1/mlperf_log_summary.txt`;
+`<division>/<submitter>/results/<system>/<benchmark folder>/<Scenario>/performance/run_1/mlperf_log_summary.txt`;
 scenario from the folder; tokens/s and samples/s from the summary log (Offline: `Tokens per second`, Server and
 Interactive: the first `Completed tokens per second`); system fields from
 `<division>/<submitter>/systems/<system>.json`;
-accuracy from `<Scenario>/accuracy/accuracy.txt`. Where the round's results table is given (`--table`, a JSON list of
-its entries with `Location`), each row is joined to it on Location for the result ID (when the table has one) and the
-`summary_crosscheck`; a row whose system JSON or accuracy.txt the copy lacks takes those fields from the table entry
-and says so in `source_kind`.
+accuracy from `<Scenario>/accuracy/accuracy.txt`; `min_duration_ms_detail` and `loadgen_version` from
+`performance/run_1/mlperf_log_detail.txt` where the copy has it. Where the round's results table is given (`--table`:
+the round's own `summary_results.json`, or a JSON list of its entries with `Location`), each row is joined to it on
+Location for the result ID (when the table has one) and the `summary_crosscheck`; a folder whose name is not the
+benchmark's is kept when the table lists it under the benchmark; a row whose system JSON or accuracy.txt the copy lacks
+takes those fields from the table entry and says so in `source_kind`.
 
     python scripts/build_published_index.py SNAPSHOT --round v6.1 --repo intel-ai-tce/inference_results_v6.1 \
         --commit SHA --kind stored-file-index --table SNAPSHOT/summary-table-llama2.json >> rows.csv
+    python scripts/build_published_index.py SNAPSHOT --benchmark llama3.1-405b --round v5.1 \
+        --repo mlcommons/inference_results_v5.1 --commit SHA --table SNAPSHOT/summary_results.json >> rows.csv
 """
 
 from __future__ import annotations
@@ -23,7 +29,10 @@ import ast
 import csv
 import json
 import re
+import subprocess
 import sys
+import tarfile
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -67,7 +76,29 @@ COLUMNS = [
     "source_kind",
 ]
 SCENARIOS = {"offline": "Offline", "server": "Server", "interactive": "Interactive"}
-BENCHMARKS = {"llama2-70b-99": "99", "llama2-70b-99.9": "99.9"}
+# Per model family: the benchmark column's value for each benchmark name (results folder names are compared with
+# `_` read as `.`, so Cisco's `llama3_1-405b` is llama3.1-405b) and the accuracy columns that replace rouge1..rougeL.
+FAMILIES: dict[str, dict[str, Any]] = {
+    "llama2-70b": {
+        "benchmarks": {"llama2-70b-99": "99", "llama2-70b-99.9": "99.9"},
+        "metrics": ["rouge1", "rouge2", "rougeL"],
+        "folders": r"llama2-70b",
+    },
+    "llama3.1-405b": {
+        "benchmarks": {"llama3.1-405b": "llama3.1-405b"},
+        "metrics": ["exact_match", "rougeL"],
+        "folders": r"llama3[._]1-405b",
+    },
+}
+BENCHMARKS = FAMILIES["llama2-70b"]["benchmarks"]
+
+
+def columns(family: str) -> list[str]:
+    """The index's columns for one model family: the accuracy columns are the family's metrics."""
+    at = COLUMNS.index("rouge1")
+    return COLUMNS[:at] + FAMILIES[family]["metrics"] + COLUMNS[at + 3 :]
+
+
 SYSTEM_FIELDS = (
     "system_name",
     "accelerator_model_name",
@@ -104,9 +135,24 @@ def parse_summary(text: str) -> dict[str, str]:
     return found
 
 
-def parse_accuracy(text: str) -> dict[str, Any]:
+def parse_detail(text: str) -> dict[str, str]:
+    """loadgen_version and effective_min_duration_ms of mlperf_log_detail.txt (`:::MLLOG {json}` lines)."""
+    found: dict[str, str] = {}
+    for line in text.splitlines():
+        if not line.startswith(":::MLLOG "):
+            continue
+        try:
+            record = json.loads(line[len(":::MLLOG ") :])
+        except ValueError:
+            continue
+        if record.get("key") in ("loadgen_version", "effective_min_duration_ms"):
+            found.setdefault(record["key"], str(record.get("value", "")))
+    return found
+
+
+def parse_accuracy(text: str, metric: str = "rouge1") -> dict[str, Any]:
     """The results dict of accuracy.txt (Python literal; numpy reprs such as np.int64(1) are unwrapped)."""
-    m = re.search(r"\{[^{}]*'rouge1'[^{}]*\}", text)
+    m = re.search(rf"\{{[^{{}}]*'{metric}'[^{{}}]*\}}", text)
     if not m:
         return {}
     literal = re.sub(r"np\.\w+\(([^()]*)\)", r"\1", m.group(0))
@@ -116,7 +162,13 @@ def parse_accuracy(text: str) -> dict[str, Any]:
 def parse_table_accuracy(text: str) -> dict[str, Any]:
     """The results table's `Accuracy` string, e.g. `ROUGE1: 44.5  ROUGE2: 22.1  TOKENS_PER_SAMPLE: 284.1`."""
     pairs = dict(re.findall(rf"(\w+):\s*{NUMBER}", text))
-    names = {"ROUGE1": "rouge1", "ROUGE2": "rouge2", "ROUGEL": "rougeL", "TOKENS_PER_SAMPLE": "tokens_per_sample"}
+    names = {
+        "ROUGE1": "rouge1",
+        "ROUGE2": "rouge2",
+        "ROUGEL": "rougeL",
+        "TOKENS_PER_SAMPLE": "tokens_per_sample",
+        "exact_match": "exact_match",
+    }
     return {names[k]: float(v) for k, v in pairs.items() if k in names}
 
 
@@ -128,29 +180,62 @@ def _crosscheck(tps: float, total: int, nodes: int, entry: dict[str, Any] | None
     if entry is None:
         return "not_in_table"
     problems = []
-    table_tps = float(entry["Result"])
+    table_tps = float(entry["Result"] if "Result" in entry else entry["Performance_Result"])
     if abs(table_tps - tps) > max(0.02, 1e-4 * abs(tps)):
         problems.append(f"tokens/s {tps:g} != table {table_tps:g}")
     if "total_accelerators" in entry and _count(entry["total_accelerators"]) != total:
         problems.append(f"accelerators {total} != table {entry['total_accelerators']}")
     if "number_of_nodes" in entry and _count(entry["number_of_nodes"]) != nodes:
         problems.append(f"nodes {nodes} != table {entry['number_of_nodes']}")
+    if "total_accelerators" not in entry and "a#" in entry and _count(entry["a#"]) != total:
+        per_node = _count(entry["a#"]) == total // nodes and _count(entry.get("Nodes", nodes)) == nodes
+        problems.append(
+            f"table a#={entry['a#']} is per-node (json {total // nodes}/node x {nodes} nodes)"
+            if per_node
+            else f"accelerators {total} != table a#={entry['a#']}"
+        )
+    if "number_of_nodes" not in entry and "Nodes" in entry and _count(entry["Nodes"]) != nodes:
+        problems.append(f"nodes {nodes} != table Nodes={entry['Nodes']}")
     return "; ".join(problems) or "ok"
 
 
+def _location(entry: dict[str, Any]) -> str:
+    """A table entry's result folder as `<...>/<Scenario>/performance/run_1` (v5.1 writes it without the tail, v6.0
+    with `./` before it)."""
+    loc = str(entry["Location"]).removeprefix("./").rstrip("/")
+    return loc if loc.endswith("/performance/run_1") else f"{loc}/performance/run_1"
+
+
+def _benchmark(model: str, family: str, entry: dict[str, Any] | None) -> str | None:
+    """The benchmark column of a results folder: by its name, else by the table's Model for its Location."""
+    names = FAMILIES[family]["benchmarks"]
+    value = names.get(model) or names.get(model.replace("_", "."))
+    if value is None and entry is not None:
+        value = names.get(str(entry.get("Model", "")))
+    return value
+
+
 def build_rows(
-    root: Path, round_: str, repo: str, commit: str, kind: str, table: list[dict[str, Any]] | None
+    root: Path,
+    round_: str,
+    repo: str,
+    commit: str,
+    kind: str,
+    table: list[dict[str, Any]] | None,
+    family: str = "llama2-70b",
 ) -> list[dict[str, str]]:
-    by_location = {e["Location"].removeprefix("./").removesuffix("/"): e for e in table or []}
+    by_location = {_location(e): e for e in table or []}
+    metrics = FAMILIES[family]["metrics"]
     rows = []
     for summary in sorted(root.glob("*/*/results/*/*/*/performance/run_1/mlperf_log_summary.txt")):
         rel = summary.relative_to(root)
         division, submitter, _, system, model, scenario_folder = rel.parts[:6]
         scenario = SCENARIOS.get(scenario_folder.lower())
-        if division not in ("closed", "open") or model not in BENCHMARKS or scenario is None:
-            continue
         result_dir = rel.parent.parent.parent
         entry = by_location.get(f"{result_dir}/performance/run_1")
+        benchmark = _benchmark(model, family, entry)
+        if division not in ("closed", "open") or benchmark is None or scenario is None:
+            continue
         found = parse_summary(summary.read_text(errors="replace"))
         offline = scenario == "Offline"
         tps = found["offline_tokens" if offline else "server_tokens"]
@@ -167,16 +252,18 @@ def build_rows(
             raise SystemExit(f"{rel}: no system JSON and no table entry")
         accuracy_txt = root / result_dir / "accuracy" / "accuracy.txt"
         if accuracy_txt.is_file():
-            acc = parse_accuracy(accuracy_txt.read_text(errors="replace"))
+            acc = parse_accuracy(accuracy_txt.read_text(errors="replace"), metrics[0])
         elif entry is not None:
             acc = parse_table_accuracy(entry.get("Accuracy", ""))
             from_table.append("accuracy")
         else:
             acc = {}
 
+        detail_log = summary.with_name("mlperf_log_detail.txt")
+        detail = parse_detail(detail_log.read_text(errors="replace")) if detail_log.is_file() else {}
         apn, nodes = _count(sysinfo["accelerators_per_node"]), _count(sysinfo["number_of_nodes"])
         total = apn * nodes
-        row = dict.fromkeys(COLUMNS, "")
+        row = dict.fromkeys(columns(family), "")
         row.update(
             round=round_,
             division=division,
@@ -189,7 +276,7 @@ def build_rows(
             total_accelerators=str(total),
             host_processor_model_name=sysinfo.get("host_processor_model_name", ""),
             framework=sysinfo.get("framework", ""),
-            benchmark=BENCHMARKS[model],
+            benchmark=benchmark,
             model_folder=model,
             scenario=scenario,
             scenario_folder=scenario_folder,
@@ -198,13 +285,15 @@ def build_rows(
             tokens_per_second=_num(tps),
             tokens_per_second_per_accelerator=_num(str(float(tps) / total)),
             samples_per_second=_num(sps) if sps else "",
+            min_duration_ms_detail=detail.get("effective_min_duration_ms", ""),
             min_duration_ms_summary=found.get("min_duration", ""),
+            loadgen_version=detail.get("loadgen_version", ""),
             source_repo=repo,
             source_commit=commit,
             source_path=str(rel),
             source_kind=kind + ("+summary-table(" + ",".join(from_table) + ")" if from_table else ""),
         )
-        for key in ("rouge1", "rouge2", "rougeL", "tokens_per_sample", "gen_num"):
+        for key in (*metrics, "tokens_per_sample", "gen_num"):
             if key in acc:
                 row[key] = _num(str(acc[key]))
         if table is None:
@@ -213,16 +302,42 @@ def build_rows(
             row["summary_crosscheck"] = _crosscheck(float(tps), total, nodes, entry)
             if entry is not None:
                 row["result_id"] = entry.get("ID") or ""
-                row["summary_tokens_per_second"] = _num(str(entry["Result"]))
+                row["summary_tokens_per_second"] = _num(str(entry.get("Result", entry.get("Performance_Result"))))
                 row["summary_accelerators"] = str(entry.get("total_accelerators", entry.get("a#", "")))
                 row["summary_nodes"] = str(entry.get("number_of_nodes", entry.get("Nodes", "")))
         rows.append(row)
     return rows
 
 
+def extract(git_dir: Path, family: str, into: Path) -> str:
+    """The files the index reads for one family, taken from a fetched repository's HEAD (`git archive`, read-only)
+    into `into`; returns HEAD's commit hash."""
+
+    def git(*args: str) -> bytes:
+        return subprocess.run(["git", "--git-dir", str(git_dir), *args], check=True, capture_output=True).stdout
+
+    commit = git("rev-parse", "HEAD").decode().strip()
+    folders = FAMILIES[family]["folders"]
+    wanted = re.compile(
+        rf"^(summary_results\.json|(closed|open)/[^/]+/systems/[^/]+\.json|"
+        rf"(closed|open)/[^/]+/results/[^/]+/[^/]*{folders}[^/]*/[^/]+/"
+        r"(performance/run_1/mlperf_log_(summary|detail)\.txt|accuracy/accuracy\.txt))$",
+        re.I,
+    )
+    paths = [p for p in git("ls-tree", "-r", "--name-only", "HEAD").decode().splitlines() if wanted.match(p)]
+    with tempfile.TemporaryFile() as tar:
+        tar.write(git("archive", "--format=tar", "HEAD", "--", *paths))
+        tar.seek(0)
+        with tarfile.open(fileobj=tar) as archive:
+            archive.extractall(into, filter="data")
+    return commit
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("root", type=Path, help="the round's results tree (snapshot or saved stored files)")
+    ap.add_argument("--git-dir", action="store_true", help="ROOT is a fetched repository's git directory: read HEAD")
+    ap.add_argument("--benchmark", default="llama2-70b", choices=sorted(FAMILIES), help="model family to index")
     ap.add_argument("--round", required=True, help="e.g. v6.1")
     ap.add_argument("--repo", required=True, help="owner/name the files come from")
     ap.add_argument("--commit", required=True, help="full commit hash the files come from")
@@ -232,9 +347,17 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if not re.fullmatch(r"[0-9a-f]{40}", args.commit):
         ap.error(f"--commit {args.commit!r} is not a full 40-character commit hash")
-    table = json.loads(args.table.read_text()) if args.table else None
-    rows = build_rows(args.root, args.round, args.repo, args.commit, args.kind, table)
-    out = csv.DictWriter(sys.stdout, fieldnames=COLUMNS, lineterminator="\n")
+    with tempfile.TemporaryDirectory() as tmp:
+        root = args.root
+        if args.git_dir:
+            root = Path(tmp)
+            head = extract(args.root, args.benchmark, root)
+            if head != args.commit:
+                ap.error(f"{args.root}: HEAD is {head}, not --commit {args.commit}")
+        table_path = root / args.table if args.git_dir and args.table else args.table
+        table = json.loads(table_path.read_text()) if table_path else None
+        rows = build_rows(root, args.round, args.repo, args.commit, args.kind, table, args.benchmark)
+    out = csv.DictWriter(sys.stdout, fieldnames=columns(args.benchmark), lineterminator="\n")
     if args.header:
         out.writeheader()
     out.writerows(rows)

@@ -36,23 +36,26 @@ GB200 = "azure-nd-gb200-v6-v5.1"
 
 def test_index_loads_with_counts_converted_and_figures_recomputed() -> None:
     idx = load_index()
-    assert len(idx.rows) == 664
-    by_round = {r: sum(1 for x in idx.rows if x.round == r) for r in ("v4.0", "v4.1", "v5.1", "v6.0", "v6.1")}
+    assert len(idx.rows) == 664 + 81 and [f.rows for f in idx.files] == [664, 81]
+    l70 = [r for r in idx.rows if r.benchmark_name.startswith("llama2-70b-")]
+    by_round = {r: sum(1 for x in l70 if x.round == r) for r in ("v4.0", "v4.1", "v5.1", "v6.0", "v6.1")}
     assert by_round == {"v4.0": 2, "v4.1": 160, "v5.1": 237, "v6.0": 179, "v6.1": 86}
     with INDEX_CSV.open(newline="") as fh:
         raw = list(csv.DictReader(fh))
+    assert idx.rows[:664] == tuple(l70)  # the 70B file first, in its own order
     strings = [
         (x, r)
-        for x, r in zip(raw, idx.rows, strict=True)
+        for x, r in zip(raw, l70, strict=True)
         if not x["accelerators_per_node"].isdigit() or x["number_of_nodes"] != str(r.number_of_nodes)
     ]
     assert not strings  # the CSV keeps digits; the JSON strings ("8") were already read as such
     amd87 = next(r for r in idx.rows if r.system_folder.startswith("87xMI355X") and r.scenario == "Offline")
     assert (amd87.total_accelerators, amd87.tokens_per_second) == (88, 1042110.0)  # JSON 8 x 11, not the folder's 87
     assert amd87.per_accelerator == pytest.approx(11842.159, abs=1e-3)
-    for x, r in zip(raw, idx.rows, strict=True):
+    for x, r in zip(raw, l70, strict=True):
         assert r.per_accelerator == pytest.approx(float(x["tokens_per_second_per_accelerator"]), abs=5e-6)
-    assert len({r.key for r in idx.rows}) == 664
+        assert r.metrics == {k: float(x[k]) for k in ("rouge1", "rouge2", "rougeL") if x[k]}
+    assert len({r.key for r in idx.rows}) == 745
     v51 = [s.commit for s in idx.provenance.sources if s.round == "v5.1"]
     assert v51[0] == "965182b03376a00fcae415c54e560e1c83937932"
 
@@ -104,8 +107,15 @@ def test_a_bad_row_is_named(tmp_path: Path, column: str, value: str, message: st
 
 def test_references() -> None:
     idx = load_index()
-    assert [r.scenario for r in idx.resolve("5.1-0008")] == ["Offline", "Server"]
-    assert [r.tokens_per_second for r in idx.resolve("5.1-0008/Server")] == [46016.49]
+    # an ID covers every benchmark its system submitted: Azure's ND GB200 v6 ran Llama-2-70B and Llama-3.1-405B
+    assert [(r.benchmark, r.scenario) for r in idx.resolve("5.1-0008")] == [
+        ("99", "Offline"),
+        ("99", "Server"),
+        ("llama3.1-405b", "Offline"),
+        ("llama3.1-405b", "Server"),
+    ]
+    assert [r.tokens_per_second for r in idx.resolve("5.1-0008/99/Server")] == [46016.49]
+    assert [r.tokens_per_second for r in idx.resolve("5.1-0008/LLAMA3.1-405B/server")] == [584.01]
     assert len(idx.resolve("5.1-0070")) == 6 and len(idx.resolve("5.1-0070/99.9/interactive")) == 1
     one = idx.resolve("4.1/CLOSED/nvidia/dgx-h100_h100-sxm-80gbx8_trt/llama2-70b-99.9/offline")
     assert [r.key for r in one] == ["v4.1/closed/NVIDIA/DGX-H100_H100-SXM-80GBx8_TRT/99.9/Offline"]
@@ -160,10 +170,14 @@ def test_published_filters_and_json() -> None:
     )
     assert res.exit_code == 0, res.output
     doc = json.loads(res.stdout)
-    assert doc["index"]["rows"] == 664 and doc["index"]["sources"][0]["commit"].startswith("3c4a1cf1")
+    assert doc["index"]["rows"] == 745 and doc["index"]["sources"][0]["commit"].startswith("3c4a1cf1")
+    assert [(f["file"], f["rows"]) for f in doc["index"]["index_files"]] == [
+        ("published-llama2-70b.csv", 664),
+        ("published-llama3.1-405b.csv", 81),
+    ]
     assert {r["submitter"] for r in doc["results"]} == {"Cisco"} and doc["count"] == 4
     assert all(r["number_of_nodes"] >= 2 for r in doc["results"])
-    assert cli("published", "--submitter", "azure", "--json").stdout.count('"submitter": "Azure"') == 4
+    assert cli("published", "--submitter", "azure", "--json").stdout.count('"submitter": "Azure"') == 6
     bad = cli("published", "--scenario", "Batch")
     assert bad.exit_code == 2 and "unknown scenario 'Batch'" in bad.output
 
@@ -179,7 +193,9 @@ def test_published_show_golden() -> None:
 
 
 def _perf_runs(fixtures: Path) -> list:  # type: ignore[type-arg]
-    return [r for d in sorted(fixtures.iterdir()) if d.is_dir() for r in find_runs(d) if r.mode == "PerformanceOnly"]
+    """Llama-2-70B bundles; the Llama-3.1-405B ones are judged in test_published_405b.py."""
+    bundles = [d for d in sorted(fixtures.iterdir()) if d.is_dir() and "405b" not in d.name]
+    return [r for d in bundles for r in find_runs(d) if r.mode == "PerformanceOnly"]
 
 
 def _entry_points(run_folder: Path) -> list[Path]:

@@ -6,14 +6,15 @@ from typing import Annotated
 
 import typer
 
-from repro.ui.options import JsonOpt
+from repro.ui.options import BenchmarkOpt, JsonOpt
 
 # repro.core.published.SORTS, spelled out so the help needs no pydantic import (tests/test_cli_imports.py checks it).
 SORTS_HELP = "per-accelerator, tokens, round, submitter"
 
 REF_HELP = (
     "An official result ID (5.1-0008: every benchmark and scenario of that system), optionally narrowed "
-    "(5.1-0008/99/Offline, 5.1-0008/Server); or, for rounds without IDs (v4.0, v4.1, v6.1), a key or its prefix: "
+    "(5.1-0008/99/Offline, 5.1-0008/llama3.1-405b/Server, 5.1-0008/Server); or, for rounds without IDs "
+    "(v4.0, v4.1, v6.1), a key or its prefix: "
     "ROUND/DIVISION/SUBMITTER/SYSTEM/BENCHMARK/SCENARIO, e.g. "
     "v4.1/closed/NVIDIA/DGX-H100_H100-SXM-80GBx8_TRT/99.9/Offline "
     "(SYSTEM is the results folder; case does not matter)."
@@ -31,11 +32,9 @@ def list_published(
     submitter: Annotated[
         str | None, typer.Option("--submitter", help="Submitter folder name, e.g. Azure, NVIDIA (any case).")
     ] = None,
-    round_: Annotated[str | None, typer.Option("--round", help="MLPerf round: v4.0, v4.1, v5.1, v6.0.")] = None,
+    round_: Annotated[str | None, typer.Option("--round", help="MLPerf round: v4.0, v4.1, v5.1, v6.0, v6.1.")] = None,
     scenario: Annotated[str | None, typer.Option("--scenario", help="Offline, Server or Interactive.")] = None,
-    benchmark: Annotated[
-        str | None, typer.Option("--benchmark", help="99 or 99.9 (llama2-70b-99 / llama2-70b-99.9).")
-    ] = None,
+    benchmark: BenchmarkOpt = None,
     division: Annotated[str | None, typer.Option("--division", help="closed or open.")] = None,
     min_nodes: Annotated[
         int | None, typer.Option("--min-nodes", min=1, help="Only systems with at least N nodes.")
@@ -46,7 +45,8 @@ def list_published(
     ] = "per-accelerator",
     json: JsonOpt = False,
 ) -> None:
-    """List every published MLPerf Llama-2-70B result in the shipped index, filtered, best per accelerator first."""
+    """List every published MLPerf Llama-2-70B and Llama-3.1-405B result in the shipped index, filtered, best per
+    accelerator first."""
     if ctx.invoked_subcommand is not None:
         return
     from repro.core.published import Filters, load_index

@@ -1,20 +1,26 @@
-"""The index of every published MLPerf Llama-2-70B result, shipped as package data and validated like the recipes.
+"""The index of every published MLPerf LLM result repro knows, shipped as package data and validated like recipes.
 
-`repro/data/published/published-llama2-70b.csv` is read once; each row becomes a `PublishedResult`. Counts that
-the system JSON wrote as strings become integers, and the per-accelerator figure is recomputed from
-tokens/s / (accelerators per node x nodes) and checked against the CSV, so a bad edit to the data fails loudly.
+`repro/data/published/sources.json` names one CSV per model family (published-llama2-70b.csv,
+published-llama3.1-405b.csv): the benchmark names its `benchmark` column may hold and its accuracy columns (the
+family's own metrics: rouge1/rouge2/rougeL for Llama-2-70B, exact_match/rougeL for Llama-3.1-405B). Each file is read
+once; each row becomes a `PublishedResult` with its benchmark and a metrics mapping. Counts that the system JSON wrote
+as strings become integers, and the per-accelerator figure is recomputed from tokens/s / (accelerators per node x
+nodes) and checked against the CSV, so a bad edit to the data fails loudly.
 
 References (`repro published show REF`, `repro verify --against REF`, a recipe's `published.result_id`):
   * an official result ID, `5.1-0008`: one system of one round, every benchmark and scenario it submitted;
-  * the ID narrowed by benchmark and/or scenario: `5.1-0008/99/Offline`, `5.1-0008/Server`;
+  * the ID narrowed by benchmark and/or scenario: `5.1-0008/99/Offline`, `5.1-0008/llama3.1-405b/Server`;
   * a key for rounds without IDs (v4.0, v4.1, v6.1), or any prefix of it:
     `ROUND/DIVISION/SUBMITTER/SYSTEM/BENCHMARK/SCENARIO`, e.g.
     `v4.1/closed/NVIDIA/DGX-H100_H100-SXM-80GBx8_TRT/99.9/Offline` (SYSTEM is the results folder name).
-Matching is case-insensitive; BENCHMARK is `99`, `99.9` or `llama2-70b-99.9`.
+Matching is case-insensitive; BENCHMARK is the row's `benchmark` value (`99`, `99.9`, `llama3.1-405b`) or its full
+name (`llama2-70b-99.9`); a row whose results folder is not named for its benchmark (open division variants such as
+`llama3_1-405b_pruned`) has that folder name in its key instead.
 """
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import hashlib
 import json
@@ -30,6 +36,7 @@ from repro.core.errors import InputError
 
 DATA_DIR = Path(__file__).resolve().parents[1] / "data" / "published"
 INDEX_CSV = DATA_DIR / "published-llama2-70b.csv"
+INDEX_405B_CSV = DATA_DIR / "published-llama3.1-405b.csv"
 SOURCES_JSON = DATA_DIR / "sources.json"
 SCENARIOS = ("Offline", "Server", "Interactive")
 _ID = re.compile(r"^\d+\.\d+-\d{4}$")
@@ -58,7 +65,8 @@ class PublishedResult(_Row):
     total_accelerators: int = Field(gt=0)
     host_processor_model_name: str = ""
     framework: str = ""
-    benchmark: Literal["99", "99.9"]
+    benchmark: str = Field(min_length=1, description="As the index file writes it: 99, 99.9, llama3.1-405b")
+    benchmark_name: str = Field(min_length=1, description="The MLPerf benchmark, from the index file's declaration")
     model_folder: str
     scenario: Literal["Offline", "Server", "Interactive"]
     scenario_folder: str
@@ -69,9 +77,9 @@ class PublishedResult(_Row):
     samples_per_second: float | None = None
     min_duration_ms_summary: int | None = None
     loadgen_version: str | None = None
-    rouge1: float | None = None
-    rouge2: float | None = None
-    rougeL: float | None = None
+    metrics: dict[str, float] = Field(
+        default_factory=dict, description="accuracy.txt scores under the benchmark's own names (rouge1, exact_match)"
+    )
     tokens_per_sample: float | None = None
     gen_num: int | None = None
     result_id: str | None = None
@@ -85,9 +93,6 @@ class PublishedResult(_Row):
         "samples_per_second",
         "min_duration_ms_summary",
         "loadgen_version",
-        "rouge1",
-        "rouge2",
-        "rougeL",
         "tokens_per_sample",
         "gen_num",
         "result_id",
@@ -127,6 +132,18 @@ class PublishedResult(_Row):
         return self
 
     @property
+    def rouge1(self) -> float | None:
+        return self.metrics.get("rouge1")
+
+    @property
+    def rouge2(self) -> float | None:
+        return self.metrics.get("rouge2")
+
+    @property
+    def rougeL(self) -> float | None:  # noqa: N802 - the metric's own name
+        return self.metrics.get("rougeL")
+
+    @property
     def per_accelerator(self) -> float:
         """Recomputed from the log's tokens/s and the system JSON's counts (the CSV column is only checked)."""
         return self.tokens_per_second / self.total_accelerators
@@ -136,17 +153,23 @@ class PublishedResult(_Row):
         return self.tokens_per_second / self.number_of_nodes
 
     @property
-    def benchmark_name(self) -> str:
-        return f"llama2-70b-{self.benchmark}"
-
-    @property
     def system_key(self) -> str:
         return f"{self.round}/{self.division}/{self.submitter}/{self.system_folder}"
 
     @property
+    def standard_folder(self) -> bool:
+        """The results folder is named for the benchmark (`_` read as `.`: Cisco's llama3_1-405b)."""
+        return self.model_folder.replace("_", ".").lower() == self.benchmark_name.lower()
+
+    @property
+    def bench_part(self) -> str:
+        """The BENCHMARK part of the key: the benchmark, or the folder name of a variant (llama3_1-405b_pruned)."""
+        return self.benchmark if self.standard_folder else self.model_folder
+
+    @property
     def key(self) -> str:
         """Stable key of this row, unique in the index; also a valid reference."""
-        return f"{self.system_key}/{self.benchmark}/{self.scenario}"
+        return f"{self.system_key}/{self.bench_part}/{self.scenario}"
 
     @property
     def ref(self) -> str:
@@ -174,8 +197,17 @@ class PublishedResult(_Row):
         }
 
 
+class IndexFile(_Row):
+    """One CSV of the index: the benchmark values its rows may carry and its accuracy columns."""
+
+    file: str = Field(pattern=r"^[\w.-]+\.csv$")
+    benchmarks: dict[str, str] = Field(min_length=1, description="benchmark column value -> MLPerf benchmark name")
+    metrics: list[str] = Field(min_length=1, description="accuracy columns, the benchmark's own metric names")
+
+
 class IndexSource(_Row):
     round: str
+    file: str
     repository: str
     commit: str = Field(pattern=r"^[0-9a-f]{40}$")
     how: str
@@ -183,7 +215,7 @@ class IndexSource(_Row):
 
 
 class Provenance(_Row):
-    index: str
+    files: list[IndexFile] = Field(min_length=1)
     description: str
     coverage: str
     result_ids: str
@@ -210,11 +242,43 @@ SORTS = ("per-accelerator", "tokens", "round", "submitter")
 
 
 @dataclass(frozen=True)
+class LoadedFile:
+    path: Path
+    sha256: str
+    rows: int
+
+
+@dataclass(frozen=True)
 class PublishedIndex:
     rows: tuple[PublishedResult, ...]
     provenance: Provenance
-    path: Path
-    sha256: str
+    files: tuple[LoadedFile, ...]
+
+    def benchmark_names(self) -> dict[str, str]:
+        """Every benchmark value of the index with its full name (99 -> llama2-70b-99)."""
+        return {k: v for f in self.provenance.files for k, v in f.benchmarks.items()}
+
+    def benchmark_value(self, text: str) -> str:
+        """The `benchmark` value a user's word names (99, llama2-70b-99.9, llama3_1-405b); InputError if none."""
+        want = text.strip().lower().replace("_", ".")
+        for value, name in self.benchmark_names().items():
+            if want in (value.lower(), name.lower()):
+                return value
+        known = ", ".join(f"{v} ({n})" if v != n else v for v, n in self.benchmark_names().items())
+        raise InputError(f"unknown benchmark '{text}'; use one of {known}.", "`repro published --help`")
+
+    def benchmark_filter(self, text: str) -> set[str]:
+        """The benchmark values a --benchmark filter covers: one benchmark, or a model family by its prefix
+        (llama2-70b: 99 and 99.9) or its last part (405b)."""
+        want = text.strip().lower().replace("_", ".")
+        names = self.benchmark_names()
+        hit = {v for v, n in names.items() if n.lower().startswith(want + "-") or n.lower().endswith("-" + want)}
+        try:
+            hit.add(self.benchmark_value(text))
+        except InputError:
+            if not hit:
+                raise
+        return hit
 
     def select(self, f: Filters, sort: str = "per-accelerator") -> list[PublishedResult]:
         """Rows passing every filter, sorted (per-accelerator tokens/s, highest first, unless told otherwise)."""
@@ -229,7 +293,8 @@ class PublishedIndex:
         if f.scenario:
             out = [r for r in out if r.scenario == normalise_scenario(f.scenario)]
         if f.benchmark:
-            out = [r for r in out if r.benchmark == normalise_benchmark(f.benchmark)]
+            benches = self.benchmark_filter(f.benchmark)
+            out = [r for r in out if r.benchmark in benches]
         if f.division:
             out = [r for r in out if r.division == f.division.lower()]
         if f.min_nodes:
@@ -262,7 +327,7 @@ class PublishedIndex:
                 if _is_scenario(part):
                     rows = [r for r in rows if r.scenario == normalise_scenario(part)]
                 else:
-                    rows = [r for r in rows if r.benchmark == normalise_benchmark(part)]
+                    rows = [r for r in rows if r.benchmark == self.benchmark_value(part)]
         else:
             if len(parts) > 6:
                 raise InputError(
@@ -273,7 +338,8 @@ class PublishedIndex:
             if _is_round(parts[0]):
                 parts[0] = normalise_round(parts[0])
             if len(parts) >= 5:
-                parts[4] = normalise_benchmark(parts[4])
+                with contextlib.suppress(InputError):  # a variant's folder (llama3_1-405b_pruned) is its key part
+                    parts[4] = self.benchmark_value(parts[4])
             want = [p.lower() for p in parts]
             rows = [r for r in self.rows if [p.lower() for p in r.key.split("/")][: len(want)] == want]
         if not rows:
@@ -289,8 +355,7 @@ class PublishedIndex:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "file": self.path.name,
-            "sha256": self.sha256,
+            "index_files": [{"file": f.path.name, "sha256": f.sha256, "rows": f.rows} for f in self.files],
             "rows": len(self.rows),
             **self.provenance.model_dump(mode="json"),
         }
@@ -308,13 +373,9 @@ def normalise_scenario(text: str) -> str:
     raise InputError(f"unknown scenario '{text}'; use Offline, Server or Interactive.", "`repro published --help`")
 
 
-def normalise_benchmark(text: str) -> str:
-    value = text.strip().lower().removeprefix("llama2-70b-")
-    if value not in ("99", "99.9"):
-        raise InputError(
-            f"unknown benchmark '{text}'; use 99 or 99.9 (llama2-70b-99 / llama2-70b-99.9).", "`repro published --help`"
-        )
-    return value
+def normalise_benchmark(text: str, index: PublishedIndex | None = None) -> str:
+    """The `benchmark` value a user's word names, in the shipped index unless another is given."""
+    return (index or load_index()).benchmark_value(text)
 
 
 def _is_scenario(text: str) -> bool:
@@ -399,34 +460,75 @@ def _read_csv(path: Path) -> list[dict[str, str]]:
         raise InputError(f"{path}: the published-results index cannot be read ({exc.strerror}).", _REINSTALL) from None
 
 
-def load_index_file(path: Path, sources: Path) -> PublishedIndex:
-    raw = path.read_bytes() if path.is_file() else b""
+def _spec_of(path: Path, records: list[dict[str, str]], provenance: Provenance) -> IndexFile:
+    """The declaration of an index file: by its name, else (a copy under another name) the one its columns fit."""
+    for spec in provenance.files:
+        if spec.file == path.name:
+            return spec
+    header = set(records[0]) if records else set()
+    for spec in provenance.files:
+        if set(spec.metrics) <= header:
+            return spec
+    raise InputError(f"{path}: the index provenance declares no file of that name or with its columns.", _REINSTALL)
+
+
+def _read_rows(path: Path, provenance: Provenance) -> list[PublishedResult]:
+    """One index file's rows; its metric columns become each row's metrics mapping, its benchmark gets its name."""
+    records = _read_csv(path)
+    spec = _spec_of(path, records, provenance)
     rows: list[PublishedResult] = []
-    for n, record in enumerate(_read_csv(path), start=2):
+    for n, record in enumerate(records, start=2):
+        if missing := [m for m in spec.metrics if m not in record]:
+            raise InputError(f"{path}: no '{missing[0]}' column (the index declares {spec.metrics}).", _REINSTALL)
+        bench = record.get("benchmark", "")
+        if bench not in spec.benchmarks:
+            raise InputError(
+                f"{path}: line {n}, field 'benchmark': '{bench}' is not one of {sorted(spec.benchmarks)}.", _REINSTALL
+            )
+        fields: dict[str, Any] = {k: v for k, v in record.items() if k not in spec.metrics}
+        fields["metrics"] = {m: record[m] for m in spec.metrics if record[m] != ""}
+        fields["benchmark_name"] = spec.benchmarks[bench]
         try:
-            rows.append(PublishedResult.model_validate(record))
+            rows.append(PublishedResult.model_validate(fields))
         except ValidationError as exc:
             first = exc.errors()[0]
             field = ".".join(str(p) for p in first["loc"]) or "(row)"
             raise InputError(f"{path}: line {n}, field '{field}': {first['msg']}.", _REINSTALL) from None
-    keys: dict[str, int] = {}
-    for r in rows:
-        keys[r.key] = keys.get(r.key, 0) + 1
-    if dupes := [k for k, c in keys.items() if c > 1]:
-        raise InputError(f"{path}: the key {dupes[0]} names more than one row.", _REINSTALL)
+    return rows
+
+
+def load_index_file(path: Path, sources: Path, more: tuple[Path, ...] = ()) -> PublishedIndex:
+    """The index read from `path` (and `more`), each file read as sources.json declares the file of that name."""
     try:
         provenance = Provenance.model_validate(json.loads(sources.read_text(encoding="utf-8")))
     except (OSError, ValueError, ValidationError) as exc:
         raise InputError(
             f"{sources}: the index provenance is unreadable ({str(exc).splitlines()[0]}).", _REINSTALL
         ) from None
-    return PublishedIndex(tuple(rows), provenance, path, hashlib.sha256(raw).hexdigest())
+    rows: list[PublishedResult] = []
+    loaded = []
+    for one in (path, *more):
+        read = _read_rows(one, provenance)
+        rows += read
+        raw = one.read_bytes() if one.is_file() else b""
+        loaded.append(LoadedFile(one, hashlib.sha256(raw).hexdigest(), len(read)))
+    keys: dict[str, int] = {}
+    for r in rows:
+        keys[r.key] = keys.get(r.key, 0) + 1
+    if dupes := [k for k, c in keys.items() if c > 1]:
+        raise InputError(f"{path}: the key {dupes[0]} names more than one row.", _REINSTALL)
+    return PublishedIndex(tuple(rows), provenance, tuple(loaded))
 
 
 @lru_cache(maxsize=1)
 def load_index() -> PublishedIndex:
-    """The shipped index (cached: it is package data and never changes while repro runs)."""
-    return load_index_file(INDEX_CSV, SOURCES_JSON)
+    """The shipped index, every file sources.json names (cached: package data never changes while repro runs)."""
+    try:
+        files = [f.file for f in Provenance.model_validate_json(SOURCES_JSON.read_bytes()).files]
+    except (OSError, ValueError, ValidationError):
+        files = [INDEX_CSV.name]  # load_index_file names the unreadable provenance
+    paths = [DATA_DIR / f for f in files]
+    return load_index_file(paths[0], SOURCES_JSON, tuple(paths[1:]))
 
 
 def rule_reference(

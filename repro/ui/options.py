@@ -78,3 +78,13 @@ def workspace_flag(workspace: Path | None) -> str | None:
     if workspace is None or str(workspace) == os.environ.get("REPRO_HOME"):
         return None
     return str(workspace)
+
+
+BenchmarkOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--benchmark",
+        help="MLPerf benchmark: llama2-70b-99 (or 99), llama2-70b-99.9 (or 99.9), llama3.1-405b (or 405b); "
+        "llama2-70b covers both 70B accuracy targets.",
+    ),
+]

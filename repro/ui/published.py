@@ -23,12 +23,24 @@ _STYLE = {
 
 
 def provenance_line(index: PublishedIndex) -> Text:
-    srcs = "; ".join(f"{s.round} {s.repository}@{s.commit[:12]}" for s in index.provenance.sources if s.results)
-    return Text(
-        f"Index: {index.path.name} ({len(index.rows)} results, sha256 {index.sha256[:12]}), read from {srcs}. "
-        f"Coverage: {index.provenance.coverage}",
-        style="dim",
+    srcs = "; ".join(
+        sorted({f"{s.round} {s.repository}@{s.commit[:12]}" for s in index.provenance.sources if s.results})
     )
+    files = ", ".join(f"{f.path.name} ({f.rows} results, sha256 {f.sha256[:12]})" for f in index.files)
+    return Text(f"Index: {files}, read from {srcs}. Coverage: {index.provenance.coverage}", style="dim")
+
+
+def tokens_text(value: float) -> str:
+    """Tokens/s as the summary log gives them: 405B's hundreds keep their third decimal (847.233)."""
+    return fmt_num(value, 2 if value >= 1000 else 3)
+
+
+def accuracy_text(r: PublishedResult) -> str:
+    """The row's accuracy scores under the benchmark's own metric names."""
+    if not r.metrics:
+        return "unknown"
+    scores = [f"{k} {v}" for k, v in r.metrics.items()]
+    return ", ".join([*scores, f"tokens/sample {r.tokens_per_sample}", f"gen_num {r.gen_num}"])
 
 
 def _gpus(r: PublishedResult) -> str:
@@ -54,7 +66,7 @@ class PublishedList:
 
     def __rich__(self) -> Group:
         t = Table(
-            title=f"Published Llama-2-70B results: {len(self.rows)} of {len(self.index.rows)} "
+            title=f"Published MLPerf LLM results: {len(self.rows)} of {len(self.index.rows)} "
             f"(filters: {self.filters.describe()}; sorted by {self.sort})",
             title_justify="left",
         )
@@ -66,7 +78,7 @@ class PublishedList:
             "system",
             "accelerator",
             "GPUs",
-            "bench",
+            "benchmark",
             "scenario",
             "tokens/s",
             "per GPU",
@@ -85,9 +97,9 @@ class PublishedList:
                 r.system_folder,
                 r.accelerator_model_name,
                 _gpus(r),
-                r.benchmark,
+                r.benchmark_name if r.standard_folder else r.model_folder,
                 r.scenario,
-                fmt_num(r.tokens_per_second, 2),
+                tokens_text(r.tokens_per_second),
                 fmt_num(r.per_accelerator),
             )
         hint = Text(
@@ -125,19 +137,16 @@ class PublishedShow:
                     "accelerators",
                     f"{r.accelerators_per_node} per node x {r.number_of_nodes} node(s) = {r.total_accelerators}",
                 ),
-                ("benchmark / scenario", f"{r.benchmark_name} {r.scenario} (log says {r.log_scenario})"),
+                (
+                    "benchmark / scenario",
+                    f"{r.benchmark_name} {r.scenario} (log says {r.log_scenario})"
+                    + ("" if r.standard_folder else f"; folder {r.model_folder}"),
+                ),
                 ("validity", r.result_validity),
-                ("tokens/s", fmt_num(r.tokens_per_second, 2)),
+                ("tokens/s", tokens_text(r.tokens_per_second)),
                 ("tokens/s per accelerator", fmt_num(r.per_accelerator, 2)),
                 ("samples/s", fmt_num(r.samples_per_second, 3)),
-                (
-                    "accuracy",
-                    "unknown"
-                    if r.rouge1 is None
-                    else f"rouge1 {r.rouge1}, rouge2 {r.rouge2}, rougeL {r.rougeL}, tokens/sample "
-                    f"{r.tokens_per_sample}, "
-                    f"gen_num {r.gen_num}",
-                ),
+                ("accuracy", accuracy_text(r)),
                 ("LoadGen", r.loadgen_version or "unknown"),
                 ("framework", r.framework),
                 ("summary-table check", r.summary_crosscheck),

@@ -1,0 +1,247 @@
+"""Issue 33: the published index's Llama-3.1-405B results (published-llama3.1-405b.csv) and the 405B bundles of other
+submitters and accelerators (tests/fixtures/published/*405b*, sources in its README)."""
+
+from __future__ import annotations
+
+import csv
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from helpers import cli
+
+from repro.core.errors import InputError
+from repro.core.published import INDEX_405B_CSV, SOURCES_JSON, Filters, load_index, load_index_file
+
+REPO = Path(__file__).resolve().parents[1]
+SCRIPT = REPO / "scripts" / "build_published_index.py"
+# bundle -> (round, division/submitter, results folder, benchmark folder, scenario, tokens/s, accelerators)
+BUNDLES = {
+    "v5.1_Dell_XE9685L_B200_SXM_180GBx8_TRT_llama3.1-405b_Offline": (
+        "v5.1",
+        "closed/Dell",
+        "XE9685L_B200_SXM_180GBx8_TRT",
+        "llama3.1-405b",
+        "Offline",
+        1660.71,
+        8,
+    ),
+    "v5.1_Cisco_C885A_M8_H200_SXM_141GBx16_TRT_llama3_1-405b_Offline": (
+        "v5.1",
+        "closed/Cisco",
+        "C885A_M8_H200_SXM_141GBx16_TRT",
+        "llama3_1-405b",
+        "Offline",
+        1086.01,
+        16,
+    ),
+    "v6.0_NVIDIA_GB300-NVL72_x72_llama3.1-405b_Offline_rack": (
+        "v6.0",
+        "closed/NVIDIA",
+        "GB300-NVL72_GB300-288GB_aarch64x72_TRT",
+        "llama3.1-405b",
+        "Offline",
+        19511.7,
+        72,
+    ),
+    "v6.0_GigaComputing_G894-SD3-AAX7_B300-SXM-270GBx8_TRT_llama3.1-405b_Interactive": (
+        "v6.0",
+        "closed/GigaComputing",
+        "G894-SD3-AAX7_B300-SXM-270GBx8_TRT",
+        "llama3.1-405b",
+        "Interactive",
+        764.66,
+        8,
+    ),
+}
+
+
+def _l405() -> list:  # type: ignore[type-arg]
+    return [r for r in load_index().rows if r.benchmark_name == "llama3.1-405b"]
+
+
+def test_every_405b_result_of_v51_and_v60_is_indexed_with_its_own_metrics() -> None:
+    rows = _l405()
+    counts = Counter((r.round, r.division, r.scenario) for r in rows)
+    assert counts == {
+        ("v5.1", "closed", "Offline"): 23,
+        ("v5.1", "closed", "Server"): 23,
+        ("v5.1", "closed", "Interactive"): 12,
+        ("v5.1", "open", "Offline"): 2,
+        ("v5.1", "open", "Interactive"): 1,
+        ("v6.0", "closed", "Offline"): 7,
+        ("v6.0", "closed", "Server"): 7,
+        ("v6.0", "closed", "Interactive"): 3,
+        ("v6.0", "open", "Offline"): 2,
+        ("v6.0", "open", "Interactive"): 1,
+    }
+    assert {r.result_validity for r in rows} == {"VALID"} and all(r.result_id for r in rows)
+    # every row joined to its round's summary_results.json (the a# of rack and multi-node systems is per node)
+    assert all(r.summary_crosscheck == "ok" or r.summary_crosscheck.startswith("table a#=") for r in rows)
+    assert {frozenset(r.metrics) for r in rows} == {frozenset({"exact_match", "rougeL"})}
+    assert all(r.rouge1 is None and r.gen_num == 8313 and r.tokens_per_sample for r in rows)
+    # the key is unique even where one system has two open variants of the benchmark (folder names in the key)
+    amd = [r for r in rows if r.round == "v5.1" and r.submitter == "AMD"]
+    assert sorted(r.key.split("/")[4] for r in amd) == ["llama3_1-405b_finetuned", "llama3_1-405b_pruned"]
+    assert {r.benchmark for r in amd} == {"llama3.1-405b"}
+
+
+def test_azure_405b_rows_are_the_issue_figures() -> None:
+    idx = load_index()
+    (off,) = idx.resolve("5.1-0008/llama3.1-405b/Offline")
+    (srv,) = idx.resolve("v5.1/closed/Azure/ND_GB200_v6/llama3.1-405b/Server")
+    assert (off.tokens_per_second, off.total_accelerators, round(off.per_accelerator, 2)) == (847.233, 4, 211.81)
+    assert (srv.tokens_per_second, round(srv.per_accelerator, 1)) == (584.01, 146.0)
+    assert off.metrics == {"exact_match": 90.119146, "rougeL": 21.953721} and off.tokens_per_sample == 654.1
+    with pytest.raises(InputError, match="unknown benchmark '70b'"):
+        idx.resolve("5.1-0008/70b")
+
+
+def test_benchmark_filter_words() -> None:
+    idx = load_index()
+    assert len(idx.select(Filters(benchmark="llama3.1-405b"))) == 81
+    assert len(idx.select(Filters(benchmark="LLAMA3_1-405B"))) == 81
+    assert len(idx.select(Filters(benchmark="405b"))) == 81
+    assert len(idx.select(Filters(benchmark="llama2-70b"))) == 664
+    assert {r.benchmark for r in idx.select(Filters(benchmark="llama2-70b-99.9"))} == {"99.9"}
+    with pytest.raises(InputError, match="unknown benchmark 'llama3.1-8b'.*llama3.1-405b"):
+        idx.select(Filters(benchmark="llama3.1-8b"))
+
+
+def test_cli_published_filters_and_shows_405b() -> None:
+    res = cli("published", "--benchmark", "llama3.1-405b", "--round", "v6.0", "--json")
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    assert doc["count"] == 20 and {r["benchmark_name"] for r in doc["results"]} == {"llama3.1-405b"}
+    best = doc["results"][0]  # sorted by tokens/s per accelerator
+    assert (best["result_id"], best["scenario"], round(best["tokens_per_second_per_accelerator"], 1)) == (
+        "6.0-0078",
+        "Offline",
+        271.0,
+    )
+    assert set(best["metrics"]) == {"exact_match", "rougeL"}
+    text = cli("published", "--benchmark", "405b", "--accelerator", "GB300", "--scenario", "Offline").output
+    assert "llama3.1-405b" in text and "19,511.70" in text and "llama2-70b" not in text.split("Index:")[0]
+    show = cli("published", "show", "5.1-0008/llama3.1-405b/Offline")
+    assert show.exit_code == 0 and "847.233" in show.output and "211.81" in show.output
+    assert "exact_match 90.119146, rougeL 21.953721, tokens/sample 654.1" in show.output
+    variant = cli("published", "show", "v5.1/open/AMD/8xMI355X_2xEPYC_9575F/llama3_1-405b_pruned/Offline", "--json")
+    assert variant.exit_code == 0 and json.loads(variant.stdout)["results"][0]["result_id"] == "5.1-0101"
+    bad = cli("published", "--benchmark", "gpt-j")
+    assert bad.exit_code == 2 and "unknown benchmark 'gpt-j'" in bad.output
+
+
+def test_a_405b_row_with_another_benchmark_or_llama2_columns_is_refused(tmp_path: Path) -> None:
+    with INDEX_405B_CSV.open(newline="") as fh:
+        reader = csv.DictReader(fh)
+        rows, fields = list(reader), list(reader.fieldnames or [])
+    rows[3]["benchmark"] = "99"
+    bad = tmp_path / INDEX_405B_CSV.name
+    with bad.open("w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=fields)
+        writer.writeheader()
+        writer.writerows(rows)
+    with pytest.raises(InputError, match=r"line 5, field 'benchmark': '99' is not one of \['llama3.1-405b'\]"):
+        load_index_file(bad, SOURCES_JSON)
+    rows[3]["benchmark"] = "llama3.1-405b"
+    fields[fields.index("exact_match")] = "rouge1"
+    renamed = tmp_path / "copy.csv"
+    with renamed.open("w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=fields, extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(rows)
+    with pytest.raises(InputError, match="copy.csv: .*no file of that name or with its columns"):
+        load_index_file(renamed, SOURCES_JSON)
+
+
+def _build(tree: Path, round_: str, *extra: str) -> list[dict[str, str]]:
+    out = subprocess.run(
+        [
+            sys.executable,
+            str(SCRIPT),
+            str(tree),
+            "--benchmark",
+            "llama3.1-405b",
+            "--round",
+            round_,
+            "--header",
+            "--repo",
+            "test/fixtures",
+            "--commit",
+            "0" * 40,
+            *extra,
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    ).stdout
+    return list(csv.DictReader(out.splitlines()))
+
+
+@pytest.mark.parametrize("bundle", sorted(BUNDLES))
+def test_each_405b_fixture_is_its_indexed_result(fixtures: Path, tmp_path: Path, bundle: str) -> None:
+    """The verbatim bundle, laid out as in its results repository, reads (with the index's own builder) as the row
+    the index holds for it: tokens/s, accelerators from the system JSON, the per-accelerator figure, accuracy."""
+    round_, sub, system, folder, scenario, tokens, gpus = BUNDLES[bundle]
+    src = fixtures / bundle
+    dest = tmp_path / sub / "results" / system / folder / scenario
+    shutil.copytree(src / "performance", dest / "performance")
+    shutil.copytree(src / "accuracy", dest / "accuracy")
+    (tmp_path / sub / "systems").mkdir(parents=True)
+    shutil.copy(src / "systems" / f"{system}.json", tmp_path / sub / "systems" / f"{system}.json")
+    (built,) = _build(tmp_path, round_)
+    (row,) = [r for r in _l405() if r.round == round_ and r.system_folder == system and r.scenario == scenario]
+    assert (float(built["tokens_per_second"]), int(built["total_accelerators"])) == (tokens, gpus)
+    assert row.tokens_per_second == tokens and row.total_accelerators == gpus
+    assert row.per_accelerator == pytest.approx(tokens / gpus, abs=1e-9)
+    assert float(built["tokens_per_second_per_accelerator"]) == pytest.approx(row.per_accelerator, abs=5e-6)
+    assert {k: float(built[k]) for k in row.metrics} == row.metrics
+    assert built["loadgen_version"] == row.loadgen_version and built["model_folder"] == row.model_folder
+    assert (src / "TEST06" / "verify_accuracy.txt").is_file()
+    assert not list(src.rglob("mlperf_log_accuracy.json"))  # the large accuracy logs are left out, as elsewhere
+    assert all(p.stat().st_size < 1_000_000 for p in src.rglob("*") if p.is_file())
+
+
+MIRRORS = Path(os.environ.get("REPRO_RESULTS_MIRRORS", "/work/.mirror"))
+ROUNDS = [
+    ("v5.1", "mlcommons/inference_results_v5.1", "965182b03376a00fcae415c54e560e1c83937932"),
+    ("v6.0", "gbeezybez/inference_results_v6.0", "232fbf90fceb1d55b633030556fb02deddb4517b"),
+]
+
+
+@pytest.mark.slow
+def test_the_build_script_rebuilds_the_shipped_405b_rows_from_the_fetched_repositories() -> None:
+    """scripts/build_published_index.py --git-dir on the fetched results repositories (the commits sources.json
+    names) writes published-llama3.1-405b.csv byte for byte. Needs the repositories fetched under
+    $REPRO_RESULTS_MIRRORS (owner+name/repo), as the search tool's `fetch` lays them out."""
+    out = []
+    for n, (round_, repo, commit) in enumerate(ROUNDS):
+        git_dir = MIRRORS / repo.replace("/", "+") / "repo"
+        if not git_dir.is_dir() or shutil.which("git") is None:
+            pytest.skip(f"{repo} is not fetched under {MIRRORS}")
+        args = [sys.executable, str(SCRIPT), str(git_dir), "--git-dir", "--benchmark", "llama3.1-405b"]
+        args += ["--round", round_, "--repo", repo, "--commit", commit, "--table", "summary_results.json"]
+        out.append(
+            subprocess.run(
+                args + (["--header"] if n == 0 else []), check=True, capture_output=True, text=True, timeout=600
+            ).stdout
+        )
+    assert "".join(out) == INDEX_405B_CSV.read_text()
+
+
+def test_build_script_is_importable_for_its_parsers() -> None:
+    spec = importlib.util.spec_from_file_location("build_published_index", SCRIPT)
+    assert spec and spec.loader
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    acc = mod.parse_accuracy("{'exact_match': 90.1, 'rougeL': np.float64(21.9), 'gen_num': 8313}", "exact_match")
+    assert acc == {"exact_match": 90.1, "rougeL": 21.9, "gen_num": 8313}
+    assert mod.parse_accuracy("{'rouge1': 44.1}", "exact_match") == {}
+    assert mod.columns("llama3.1-405b")[23:27] == ["exact_match", "rougeL", "tokens_per_sample", "gen_num"]
