@@ -176,19 +176,28 @@ def test_entry_exec_returns_the_step_exit_code(entry: Path) -> None:
     assert _run(entry, "exec", "--", "no-such-binary-xyz").returncode == 127
 
 
-def test_entry_prepare_calib_writes_the_text_column(entry: Path, tmp_path: Path) -> None:
-    import pandas as pd
+def test_entry_prepare_calib_never_unpickles(entry: Path, tmp_path: Path) -> None:
+    """`repro setup` writes the calibration parquet from pinned data; the container only checks it is there. A
+    calibration pickle beside it (a hostile one here) is never loaded: its payload never runs."""
+    import os
+    import pickle
+
+    marker = tmp_path / "payload-ran"
+
+    class Payload:
+        def __reduce__(self):
+            return (os.system, (f"touch {marker}",))
 
     pkl = tmp_path / "calib.pkl"
-    pd.DataFrame({"input": ["a b", "c d e"], "tok_input": [[1], [2]]}).to_pickle(pkl)
+    pkl.write_bytes(pickle.dumps(Payload()))
     out = tmp_path / "calib_1k"
     res = _run(entry, "prepare-calib", f"--pkl={pkl}", f"--output_dir={out}")
-    assert res.returncode == 0, res.stdout + res.stderr
-    assert list(pd.read_parquet(out / "data.parquet")["text"]) == ["a b", "c d e"]
-    bad = tmp_path / "bad.pkl"
-    pd.DataFrame({"question": ["x"]}).to_pickle(bad)
-    res = _run(entry, "prepare-calib", f"--pkl={bad}", f"--output_dir={tmp_path / 'o2'}")
-    assert res.returncode == 2 and "no 'input' column" in res.stdout and not (tmp_path / "o2").exists()
+    assert res.returncode == 2 and "repro setup" in res.stdout and "never unpickled" in res.stdout
+    assert not marker.exists() and not out.exists()
+    out.mkdir()
+    (out / "data.parquet").write_bytes(b"PAR1")
+    res = _run(entry, "prepare-calib", f"--pkl={pkl}", f"--output_dir={out}")
+    assert res.returncode == 0 and "already prepared" in res.stdout and not marker.exists()
 
 
 def golden_text(recipe: Any) -> str:

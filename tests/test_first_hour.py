@@ -289,7 +289,8 @@ def test_setup_dry_run_without_network_plans_from_the_recipe():
     sampled = files["dataset sampled"]
     assert sampled["source"].startswith("https://") and sampled["dest"].endswith(".pkl")
     checks = " ".join(d["checks"])
-    assert "b64e66e54b62" in checks and "trust on first use" in checks
+    assert "b64e66e54b62" in checks and "never downloaded or unpickled" in checks and "trust on first use" not in checks
+    assert files["dataset calibration"]["action"] == "derived"
 
 
 def test_recipes_pin_the_published_validation_checksum():

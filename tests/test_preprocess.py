@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import pandas as pd
 import pytest
 from setup_helpers import ORIGINS, build_tokenizer_dir, write_parquet
 
@@ -11,11 +10,13 @@ from repro.core.fsutil import sha256_file
 from repro.setup.preprocess import (
     RESPONSE_INIT_TOKEN,
     build_from_parquet,
+    calibration_frame,
     content_sha256,
     filtered_frame,
     load_tokenizer,
     read_raw,
 )
+from repro.setup.safe_pickle import load_dataframe
 
 
 @pytest.fixture(scope="module")
@@ -38,11 +39,14 @@ def test_rebuild_is_deterministic_and_samples_equally_per_origin(tok, tmp_path):
     a = build_from_parquet(pq, tok, tmp_path / "a", n_samples=8, calib_size=4)
     b = build_from_parquet(pq, tok, tmp_path / "b", n_samples=8, calib_size=4)
     assert {k: sha256_file(v) for k, v in a.items()} == {k: sha256_file(v) for k, v in b.items()}
-    assert content_sha256(a["sampled"]) == content_sha256(b["sampled"])
-    sampled = pd.read_pickle(a["sampled"])
+    assert content_sha256(a["sampled"], sha256_file(a["sampled"])) == content_sha256(
+        b["sampled"], sha256_file(b["sampled"])
+    )
+    sampled = load_dataframe(a["sampled"], sha256_file(a["sampled"]))
     assert sampled["origin"].value_counts().to_dict() == {o: 2 for o in ORIGINS}
-    calib = pd.read_pickle(a["calibration"])
+    calib = load_dataframe(a["calibration"], sha256_file(a["calibration"]))
     assert len(calib) == 4 and set(calib["id"]) <= set(sampled["id"])
+    assert calib.equals(calibration_frame(sampled, 4, a["sampled"]))  # processorca's rule, from the sampled set
 
 
 def test_other_seed_data_changes_the_checksum(tok, tmp_path):
@@ -52,7 +56,9 @@ def test_other_seed_data_changes_the_checksum(tok, tmp_path):
     b = build_from_parquet(
         write_parquet(tmp_path / "b.parquet", raw_rows(seed=8)), tok, tmp_path / "b", n_samples=8, calib_size=4
     )
-    assert content_sha256(a["sampled"]) != content_sha256(b["sampled"])
+    assert content_sha256(a["sampled"], sha256_file(a["sampled"])) != content_sha256(
+        b["sampled"], sha256_file(b["sampled"])
+    )
 
 
 def test_missing_columns_are_named(tok, tmp_path):

@@ -196,10 +196,15 @@ def test_setup_meets_the_gate_as_on_the_hub(tmp_path: Path) -> None:
     assert "no Hugging Face token was sent" in out["attempts"][0]["message"]
     assert "has no access yet" in out["attempts"][1]["message"]
     assert (out["repo_id"], out["revision"]) == (recipe.model.repo_id, recipe.model.revision)
-    assert out["dataset_files"] == sorted(recipe.dataset.files.values())
+    # the recipe pins the sampled set (MLCommons' published SHA-256), so the stand-in's sampled file is pinned and
+    # fetched; the calibration file has no published checksum, so it is derived from the sampled set, not fetched
+    assert out["dataset_files"] == [recipe.dataset.files["sampled"]]
+    assert out["derived_from_sampled"] == ["calibration"]
     assert "model-00001-of-00001.safetensors" in out["model_files"] and "README.md" not in out["model_files"]
-    assert all((ws.data / recipe.dataset.name / f).is_file() for f in recipe.dataset.files.values())
+    assert (ws.data / recipe.dataset.name / recipe.dataset.files["sampled"]).is_file()
+    assert not (ws.data / recipe.dataset.name / recipe.dataset.files["calibration"]).exists()
     assert (Path(out["prepared_dir"]) / "manifest.json").is_file()
+    assert (Path(out["prepared_dir"]) / "mlperf_llama2_openorca_calibration_1k" / "data.parquet").is_file()
     assert {k: os.environ.get(k) for k in ("HF_ENDPOINT", "HF_TOKEN")} == before
     assert TOKEN not in json.dumps(out)
     assert not [p for p in ws.root.rglob("*") if p.is_file() and TOKEN.encode() in p.read_bytes()]

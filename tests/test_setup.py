@@ -15,6 +15,7 @@ from helpers import cli
 from hubserver import HubServer, Repo
 from setup_helpers import MODEL_REPO, N_CALIB, N_SAMPLES, build_tokenizer_dir, model_files, write_parquet, write_recipe
 
+from repro.core.fsutil import sha256_file
 from repro.core.ledger import Ledger
 from repro.setup.download import RAW_FILE, RAW_REPO
 from repro.setup.preprocess import build_from_parquet
@@ -43,7 +44,8 @@ def hub(assets, monkeypatch, tmp_path):
     monkeypatch.setenv("HF_HUB_DISABLE_XET", "1")
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
     server.model = model
-    server.recipe = write_recipe(tmp_path, revision=model.commit, base_url=server.url)
+    pins = {role: sha256_file(p) for role, p in assets["pkls"].items()}
+    server.recipe = write_recipe(tmp_path, revision=model.commit, base_url=server.url, sha256=pins)
     with server:
         yield server
 
@@ -321,3 +323,83 @@ def test_demo_recipe_dry_run_is_labelled_and_downloads_nothing(_isolated_home):
     out = json.loads(res.stdout)
     assert out["status"] == "dry-run" and out["details"]["label"] == "demo" and "no downloads" in out["summary"]
     assert not _isolated_home.exists()
+
+
+# Issue #36 item 1: no downloaded pickle runs code.
+
+
+def _payload_pickle(marker: Path) -> bytes:
+    """A DataFrame pickle whose loading runs `os.system` to create `marker`: what a hostile bucket would serve."""
+    import pandas as pd
+
+    class Payload:
+        def __reduce__(self):
+            return (os.system, (f"touch {marker}",))
+
+    df = pd.DataFrame({"tok_input": [[1], Payload()]})
+    df.columns = pd.Index(["tok_input"], dtype=object)
+    import pickle
+
+    return pickle.dumps(df, protocol=4)
+
+
+def _serve_payload(hub, tmp_path: Path, *, pin_it: bool) -> tuple[Path, Path]:
+    marker = tmp_path / "payload-ran"
+    name = f"open_orca_gpt4_tokenized_llama.sampled_{N_SAMPLES}.pkl"
+    hub.static[name] = _payload_pickle(marker)
+    import hashlib
+
+    import yaml
+
+    data = yaml.safe_load(hub.recipe.read_text())
+    data["dataset"]["sha256"]["sampled"] = hashlib.sha256(hub.static[name]).hexdigest() if pin_it else "unknown"
+    hub.recipe.write_text(yaml.safe_dump(data, sort_keys=False))
+    return marker, hub.recipe
+
+
+def test_unpinned_sampled_set_is_refused_before_anything_is_downloaded(hub, tmp_path, _isolated_home):
+    marker, recipe = _serve_payload(hub, tmp_path, pin_it=False)
+    res = cli("setup", "--recipe", str(recipe))
+    assert res.exit_code == 2, res.output
+    assert "dataset.sha256.sampled is not pinned" in res.stderr and "can run code" in res.stderr
+    assert "--dataset-source rebuild" in res.stderr
+    assert not marker.exists()
+    assert not hub.requests_for(SHARD, "GET") and not [
+        r for r in hub.log if "/static/" in r["path"] and r["method"] == "GET"
+    ]
+
+
+def test_payload_pinned_by_a_hostile_recipe_is_refused_by_the_unpickler(hub, tmp_path, _isolated_home):
+    marker, recipe = _serve_payload(hub, tmp_path, pin_it=True)
+    res = cli("setup", "--recipe", str(recipe))
+    assert res.exit_code == 2, res.output
+    assert "posix.system" in res.stderr and "refused without running it" in res.stderr
+    assert "Traceback" not in res.stderr
+    assert not marker.exists()
+    assert ledger(_isolated_home).get("setup").status == "failed"
+
+
+def test_unpinned_calibration_is_derived_from_the_sampled_set_not_fetched(hub, assets, _isolated_home):
+    """MLCommons publishes no checksum for the calibration pickle: its rows come from the pinned sampled set as
+    processorca.py draws them, and they equal the published calibration file's rows."""
+    import pandas as pd
+    import yaml
+
+    data = yaml.safe_load(hub.recipe.read_text())
+    data["dataset"]["sha256"]["calibration"] = "unknown"
+    hub.recipe.write_text(yaml.safe_dump(data, sort_keys=False))
+    dry = json.loads(cli("setup", "--recipe", str(hub.recipe), "--dry-run", "--json").stdout)
+    row = [r for r in dry["details"]["files"] if r["what"].startswith("dataset calibration")][0]
+    assert row["action"] == "derived" and "processorca" in row["source"]
+    res = cli("setup", "--recipe", str(hub.recipe), "--json")
+    assert res.exit_code == 0, res.output
+    assert not [r for r in hub.log if "calibration" in r["path"]]
+    calib_name = f"open_orca_gpt4_tokenized_llama.calibration_{N_CALIB}.pkl"
+    assert not (_isolated_home / "data" / "mlperf-openorca" / calib_name).exists()
+    parquet = _isolated_home / "preprocessed" / "mlperf-openorca" / "mlperf_llama2_openorca_calibration_1k"
+    from repro.setup.safe_pickle import load_dataframe
+
+    published = load_dataframe(assets["pkls"]["calibration"], sha256_file(assets["pkls"]["calibration"]))
+    assert pd.read_parquet(parquet / "data.parquet")["text"].tolist() == list(published["input"])
+    checks = json.loads(res.stdout)["details"]["checks"]
+    assert any("never downloaded or unpickled" in c for c in checks)

@@ -65,23 +65,18 @@ def cmd_exec(args: argparse.Namespace) -> int:
 
 
 def cmd_prepare_calib(args: argparse.Namespace) -> int:
-    """MLPerf's preprocess_data.py: calibration column `input` renamed `text`, written as one parquet file."""
+    """MLPerf's preprocess_data.py step (calibration `input` as a `text` parquet) is done by `repro setup` on the
+    host, from checksum-pinned data through a DataFrame-only unpickler. Here the parquet is only checked: the
+    container never unpickles a calibration file (a pickle can run code), whatever sits beside it."""
     out = Path(args.output_dir)
-    if (out / "data.parquet").exists():
+    if (out / "data.parquet").is_file():
         _say(f"calibration set already prepared: {out}")
         return 0
-    import pandas as pd
-
-    df = pd.read_pickle(args.pkl)
-    if "input" not in df.columns:
-        _say(f"{args.pkl}: no 'input' column (columns: {', '.join(map(str, df.columns))})")
-        return 2
-    out.mkdir(parents=True, exist_ok=True)
-    tmp = out / ".data.parquet.tmp"
-    df[["input"]].rename(columns={"input": "text"}).to_parquet(tmp, index=False)
-    os.replace(tmp, out / "data.parquet")
-    _say(f"wrote {len(df)} calibration rows to {out / 'data.parquet'}")
-    return 0
+    _say(
+        f"{out / 'data.parquet'} is missing; `repro setup` writes it (the calibration pickle {args.pkl} is never "
+        "unpickled in the container). Run `repro setup`, then build again."
+    )
+    return 2
 
 
 def cmd_hf_quantize(args: argparse.Namespace) -> int:

@@ -90,7 +90,7 @@ class BuildPlan:
     serve: list[q.ServeInstance]
     paths: q.Paths
     host_model_dir: Path
-    host_calib_pkl: Path
+    host_calib_parquet: Path
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -185,7 +185,7 @@ def plan_build(
         q.serve_commands(recipe, p),
         p,
         model,
-        _host(ws, p.calib_pkl),
+        _host(ws, p.calib_dir) / "data.parquet",
     )
 
 
@@ -242,7 +242,7 @@ def run_build(
     check_gpu(recipe, system)
     if gpus is None:
         plan = plan_build(recipe, ws, base_image=base_image, install=install, gpus=True)
-    for path, what in ((plan.host_model_dir, "model"), (plan.host_calib_pkl, "calibration set")):
+    for path, what in ((plan.host_model_dir, "model"), (plan.host_calib_parquet, "calibration set")):
         if not path.exists():
             raise InputError(f"The {what} is missing: {path} does not exist.", f"`repro setup --recipe {recipe.name}`")
     ws.ensure()

@@ -74,7 +74,7 @@ def qformat(recipe: Recipe) -> str:
 
 
 def prepare_calib_command(recipe: Recipe, p: Paths) -> list[str]:
-    """The calibration pickle becomes the parquet folder with a `text` column that both quantizers read."""
+    """Checks the calibration parquet (`text` column) `repro setup` wrote; the container never unpickles."""
     return ["python3", ENTRY, "prepare-calib", f"--pkl={p.calib_pkl}", f"--output_dir={p.calib_dir}"]
 
 

@@ -10,7 +10,6 @@ sizes, sample count and checksums; repo id, revision, file names and allow patte
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 import os
 import struct
@@ -58,13 +57,11 @@ def tiny_model_files(vocab: int, tokenizer_dir: Path) -> dict[str, bytes]:
 
 
 def tiny_dataset(prompts: list[list[int]], out_len: int) -> dict[str, bytes]:
-    """MLPerf's two OpenOrca pickles in their columns (tok_input, tok_input_length, output; calibration: input)."""
+    """MLPerf's two OpenOrca pickles in their columns (tok_input, tok_input_length, output; calibration: input),
+    pickled with object columns as MLPerf's pandas wrote them, so setup's DataFrame-only unpickler reads them."""
     import pandas as pd
 
-    def pkl(df: Any) -> bytes:
-        buf = io.BytesIO()
-        df.to_pickle(buf)
-        return buf.getvalue()
+    from repro.setup.safe_pickle import dataframe_pickle_bytes as pkl
 
     texts = [" ".join(f"w{t}" for t in p) for p in prompts]
     sampled = pd.DataFrame(
@@ -80,11 +77,20 @@ def tiny_dataset(prompts: list[list[int]], out_len: int) -> dict[str, bytes]:
 
 
 def setup_recipe(recipe: Recipe, urls: dict[str, str], data: dict[str, bytes], samples: int) -> Recipe:
-    """The recipe with the stand-in data's facts: mirror URLs, checksums, sample count and sizes."""
+    """The recipe with the stand-in data's facts: mirror URLs, checksums, sample count and sizes.
+
+    A file the real recipe pins (a published SHA-256) is pinned here to the stand-in's own bytes, which this
+    rehearsal made; a file the real recipe leaves unpinned stays unpinned, so setup takes the same path as on a
+    GPU VM (the calibration set is derived from the sampled set, never unpickled)."""
+    from repro.setup.download import pinned_sha256
+
     dataset = recipe.dataset.model_copy(
         update={
             "urls": urls,
-            "sha256": {role: hashlib.sha256(b).hexdigest() for role, b in data.items()},
+            "sha256": {
+                role: hashlib.sha256(b).hexdigest() if pinned_sha256(recipe, role) else "unknown"
+                for role, b in data.items()
+            },
             "samples": samples,
             "calibration_samples": 8,
         }
@@ -152,6 +158,7 @@ def gated_setup(recipe: Recipe, ws: Workspace, prompts: list[list[int]], out_len
             out = run_setup(rec, ws)
         attempts.append({"attempt": "token, license accepted", "http": 200, "refused": False, "message": out.summary})
         downloads = [r["path"] for r in hub.log if "/resolve/" in r["path"] and r["method"] == "GET"]
+        fetched = sorted({Path(r["path"]).name for r in hub.log if "/static/" in r["path"] and r["method"] == "GET"})
     return {
         "label": "stand-in hub",
         "repo_id": recipe.model.repo_id,
@@ -159,7 +166,8 @@ def gated_setup(recipe: Recipe, ws: Workspace, prompts: list[list[int]], out_len
         "attempts": attempts,
         "status": out.status,
         "model_files": sorted(p.rsplit("/", 1)[-1] for p in downloads),
-        "dataset_files": sorted(Path(urlparse(u).path).name for u in urls.values()),
+        "dataset_files": fetched,
+        "derived_from_sampled": sorted(role for role, sha in rec.dataset.sha256.items() if sha == "unknown"),
         "model_dir": out.details.get("model_dir"),
         "prepared_dir": out.details.get("prepared_dir"),
     }

@@ -14,7 +14,6 @@ Ragged arrays plus lengths keep 24,576 prompts in two flat arrays: loading is a 
 from __future__ import annotations
 
 import json
-import pickle
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -187,21 +186,10 @@ def _first(row: dict[str, Any], *names: str) -> Any:
     return None
 
 
-def records_from_pickle(path: Path) -> tuple[list[list[int]], list[int], list[str]]:
-    """(prompts, reference output lengths, reference texts) from MLPerf's OpenOrca pkl.
-
-    Columns used: tok_input, tok_input_length, output."""
-    path = Path(path)
-    try:
-        import pandas as pd
-
-        df = pd.read_pickle(path)
-    except FileNotFoundError:
-        raise InputError(f"{path}: the dataset file is missing.", "`repro setup`") from None
-    except (pickle.UnpicklingError, EOFError, ValueError, AttributeError, ImportError, OSError) as exc:
-        raise InputError(
-            f"{path}: not a readable pickle ({type(exc).__name__}); the download is corrupt.", "`repro setup --force`"
-        ) from None
+def records_from_frame(df: Any, source: Path) -> tuple[list[list[int]], list[int], list[str]]:
+    """(prompts, reference output lengths, reference texts) from MLPerf's OpenOrca frame (already safely loaded,
+    see repro/setup/safe_pickle.py). Columns used: tok_input, tok_input_length, output."""
+    path = Path(source)
     if not hasattr(df, "columns") or "tok_input" not in df.columns:
         raise InputError(
             f"{path}: column 'tok_input' is missing; this is not MLPerf's tokenized OpenOrca set.",
@@ -210,20 +198,28 @@ def records_from_pickle(path: Path) -> tuple[list[list[int]], list[int], list[st
     prompts: list[list[int]] = []
     olens: list[int] = []
     texts: list[str] = []
-    for row in df.to_dict("records"):
-        toks = [int(t) for t in row["tok_input"]]
-        if row.get("tok_input_length") is not None and int(row["tok_input_length"]) != len(toks):
-            raise InputError(
-                f"{path}: tok_input_length disagrees with tok_input for sample {len(prompts)}.", "`repro setup --force`"
-            )
-        out = _first(row, "tok_ref_output", "tok_output")
-        olen = _first(row, "tok_ref_output_length", "tok_output_length")
-        text = str(_first(row, "output", "response") or "")
-        if olen is None:
-            olen = len(out) if out is not None else max(1, round(len(text.split()) * 1.3))
-        prompts.append(toks)
-        olens.append(max(1, int(olen)))
-        texts.append(text)
+    try:
+        rows = df.to_dict("records")
+        for row in rows:
+            toks = [int(t) for t in row["tok_input"]]
+            if row.get("tok_input_length") is not None and int(row["tok_input_length"]) != len(toks):
+                raise InputError(
+                    f"{path}: tok_input_length disagrees with tok_input for sample {len(prompts)}.",
+                    "`repro setup --force`",
+                )
+            out = _first(row, "tok_ref_output", "tok_output")
+            olen = _first(row, "tok_ref_output_length", "tok_output_length")
+            text = str(_first(row, "output", "response") or "")
+            if olen is None:
+                olen = len(out) if out is not None else max(1, round(len(text.split()) * 1.3))
+            prompts.append(toks)
+            olens.append(max(1, int(olen)))
+            texts.append(text)
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise InputError(
+            f"{path}: sample {len(prompts)} is not token ids and lengths ({type(exc).__name__}).",
+            "`repro setup --force`",
+        ) from None
     return prompts, olens, texts
 
 

@@ -35,6 +35,7 @@ RAW_FILE = "1M-GPT4-Augmented.parquet"
 RAW_REVISION = "main"
 CALIB_DIR = "mlperf_llama2_openorca_calibration_1k"
 DatasetSource = Literal["fetch", "rebuild", "both"]
+Pinned = dict[str, tuple[Path, str]]  # role -> (file, the SHA-256 it must have to be unpickled)
 
 
 @dataclass
@@ -135,17 +136,46 @@ def plan_setup(recipe: Recipe, ws: Workspace, token: str | None, source: Dataset
         )
     if source in ("fetch", "both"):
         for role, fname in recipe.dataset.files.items():
+            dest = data_dir(ws, recipe) / fname
+            if pinned_sha256(recipe, role) is None:
+                plan.rows.append(_derived_row(recipe, role, dest))
+                continue
             url = recipe.dataset.urls.get(role)
             if not url:
                 raise InputError(
                     f"recipe {recipe.name}: dataset.urls has no '{role}' entry to fetch {fname} from.",
                     "`repro setup --dataset-source rebuild`, or add the URL to the recipe",
                 )
-            dest = data_dir(ws, recipe) / fname
             plan.rows.append(PlanRow(f"dataset {role}", url, dest, _url_size(url), _local_action(dest, None)))
     plan.rows += _local_rows(recipe, ws, source)
     plan.notes += official_source_notes(recipe, ws, source)
     return plan
+
+
+def pinned_sha256(recipe: Recipe, role: str) -> str | None:
+    """The recipe's published SHA-256 for a dataset file, or None: only a pinned file is ever unpickled."""
+    value = recipe.dataset.sha256.get(role)
+    return None if value in (None, "", "unknown") else str(value)
+
+
+def _derived_row(recipe: Recipe, role: str, dest: Path) -> PlanRow:
+    """An unpinned file is not downloaded: the calibration set is derived from the pinned sampled set (processorca's
+    rule); an unpinned sampled set is refused when setup runs (check_pins)."""
+    what = "derived from the sampled set (processorca.py, seed 12345)" if role == "calibration" else "refused"
+    return PlanRow(f"dataset {role} (no published SHA-256: not downloaded)", what, dest, None, what.split(" ")[0])
+
+
+def check_pins(recipe: Recipe, source: DatasetSource) -> None:
+    """Before anything is downloaded: a fetched sampled set must have a published checksum, since it is unpickled."""
+    if source == "rebuild" or pinned_sha256(recipe, "sampled") is not None:
+        return
+    fname = recipe.dataset.files.get("sampled", "the sampled set")
+    raise InputError(
+        f"recipe {recipe.name}: dataset.sha256.sampled is not pinned, so {fname} would be unpickled unchecked (a "
+        "pickle can run code); nothing was downloaded.",
+        "`repro setup --dataset-source rebuild` (rebuilds it from the raw OpenOrca parquet), or pin the published "
+        "SHA-256 in the recipe",
+    )
 
 
 # The source MLCommons' own llama2-70b README names (R2 downloader, public, no login): the same two pickles, gzipped.
@@ -163,8 +193,9 @@ def official_source_notes(recipe: Recipe, ws: Workspace, source: DatasetSource) 
     return [
         f"The dataset also comes from MLCommons' own source (inference README): run "
         f"`bash <(curl -s {R2_DOWNLOADER}) {uri}`, then `gzip -dk` the two .pkl.gz files into "
-        f"{data_dir(ws, recipe)}; `repro setup` then checks them (the sampled set against the pinned sha256) "
-        "and fetches only what does not match."
+        f"{data_dir(ws, recipe)}; `repro setup` then checks the sampled set against the pinned sha256 and "
+        "fetches it only when it does not match (a calibration file without a published sha256 is never read: "
+        "its rows are derived from the sampled set)."
     ]
 
 
@@ -199,6 +230,9 @@ def recipe_plan(recipe: Recipe, ws: Workspace, source: DatasetSource, why: str) 
     if source in ("fetch", "both"):
         for role, fname in recipe.dataset.files.items():
             dest = data_dir(ws, recipe) / fname
+            if pinned_sha256(recipe, role) is None:
+                plan.rows.append(_derived_row(recipe, role, dest))
+                continue
             plan.rows.append(
                 PlanRow(
                     f"dataset {role}",
@@ -222,17 +256,19 @@ def checksum_policy(recipe: Recipe) -> list[str]:
     """Which files are checked against a published digest, and which only against the one recorded at first download."""
     lines = [f"model files: the size and SHA-256 the hub publishes for {recipe.model.repo_id} at the pinned revision"]
     for role, fname in recipe.dataset.files.items():
-        pinned = recipe.dataset.sha256.get(role)
-        if pinned not in (None, "unknown"):
+        pinned = pinned_sha256(recipe, role)
+        if pinned is not None:
             lines.append(
-                f"dataset {role} ({fname}): SHA-256 pinned in the recipe ({str(pinned)[:12]}…), as MLCommons "
-                "publishes it"
+                f"dataset {role} ({fname}): SHA-256 pinned in the recipe ({pinned[:12]}…), checked before the "
+                "file is unpickled, then read with a DataFrame-only unpickler"
+            )
+        elif role == "calibration":
+            lines.append(
+                f"dataset {role} ({fname}): no published checksum, so it is never downloaded or unpickled; its "
+                "rows are derived from the pinned sampled set as processorca.py draws them (seed 12345)"
             )
         else:
-            lines.append(
-                f"dataset {role} ({fname}): no published checksum; trust on first use (its SHA-256 is "
-                "recorded at the first download and every later run is checked against it)"
-            )
+            lines.append(f"dataset {role} ({fname}): no published checksum: refused unless rebuilt from the parquet")
     return lines
 
 
@@ -274,11 +310,10 @@ def _fetch_model(
     return artifacts, files
 
 
-def _fetch_url(url: str, dest: Path, expected_sha: str | None, known_sha: str | None, progress: Any) -> tuple[str, str]:
-    """Published dataset file: keep if it matches (the recipe's checksum, else the one recorded at first fetch)."""
-    want = expected_sha or known_sha
-    if dest.is_file() and (want is None or sha256_file(dest) == want):
-        return "verified", sha256_file(dest)
+def _fetch_url(url: str, dest: Path, expected_sha: str, progress: Any) -> tuple[str, str]:
+    """Published dataset file: kept when it matches the recipe's pinned checksum, else fetched and checked."""
+    if dest.is_file() and not dest.is_symlink() and sha256_file(dest) == expected_sha:
+        return "verified", expected_sha
     dest.unlink(missing_ok=True)
     for attempt in (1, 2):
         size = _url_size(url)
@@ -291,7 +326,7 @@ def _fetch_url(url: str, dest: Path, expected_sha: str | None, known_sha: str | 
             url, dest, expected_size=size, token=None, progress=progress, label=dest.name, hub_headers=False
         )
         got = sha256_file(hub.incomplete_path(dest))
-        if expected_sha is None or got == expected_sha:
+        if got == expected_sha:
             hub.incomplete_path(dest).replace(dest)
             return ("refetched" if attempt == 2 else "resumed" if resumed else "downloaded"), got
         hub.incomplete_path(dest).unlink(missing_ok=True)
@@ -302,15 +337,16 @@ def _fetch_url(url: str, dest: Path, expected_sha: str | None, known_sha: str | 
 
 
 def _fetch_dataset(
-    recipe: Recipe, ws: Workspace, progress: Any, ledger: Ledger, times: dict[str, str]
+    recipe: Recipe, ws: Workspace, progress: Any, times: dict[str, str]
 ) -> dict[str, tuple[Path, str, str]]:
-    known = {a.path: a.sha256 for rec in [ledger.get(STEP)] if rec for a in rec.outputs}
+    """The pinned dataset files; an unpinned one is not downloaded (see check_pins and _prepare)."""
     out = {}
     for role, fname in recipe.dataset.files.items():
         dest = data_dir(ws, recipe) / fname
-        expected = recipe.dataset.sha256.get(role)
-        expected = None if expected in (None, "unknown") else expected
-        action, sha = _fetch_url(recipe.dataset.urls[role], dest, expected, known.get(str(dest)), progress)
+        expected = pinned_sha256(recipe, role)
+        if expected is None:
+            continue
+        action, sha = _fetch_url(recipe.dataset.urls[role], dest, expected, progress)
         if action != "verified" or str(dest) not in times:
             times[str(dest)] = now_iso()
         out[role] = (dest, sha, action)
@@ -319,7 +355,7 @@ def _fetch_dataset(
 
 def _rebuild_dataset(
     recipe: Recipe, ws: Workspace, token: str | None, progress: Any, out_dir: Path, times: dict[str, str]
-) -> tuple[dict[str, Path], Artifact]:
+) -> tuple[Pinned, Artifact]:
     from repro.setup.preprocess import build_from_parquet
 
     raw = hub.plan_model(RAW_REPO, RAW_REVISION, [RAW_FILE], token, repo_type="dataset")
@@ -340,23 +376,37 @@ def _rebuild_dataset(
         n_samples=recipe.dataset.samples,
         calib_size=recipe.dataset.calibration_samples,
     )
-    for p in built.values():
+    pinned = {}
+    for role, p in built.items():
         times[str(p)] = now_iso()
-    return built, raw_art
+        pinned[role] = (p, sha256_file(p))  # written by this run a moment ago: its own pin
+    return pinned, raw_art
 
 
-def _prepare(recipe: Recipe, ws: Workspace, sampled: Path, calibration: Path | None) -> list[Artifact]:
-    """Prepared arrays for the harness, plus the calibration parquet (`text` column) the quantizer reads."""
-    from repro.setup.dataset import FILES, load_prepared, records_from_pickle, save_prepared
+def _prepare(recipe: Recipe, ws: Workspace, files: Pinned) -> list[Artifact]:
+    """Prepared arrays for the harness, plus the calibration parquet (`text` column) the quantizer reads.
+
+    Every pickle read here is pinned and goes through the restricted unpickler; without a pinned calibration
+    file the calibration rows are drawn from the sampled set as processorca.py draws them."""
+    from repro.setup.dataset import FILES, load_prepared, records_from_frame, save_prepared
+    from repro.setup.preprocess import calibration_frame
+    from repro.setup.safe_pickle import load_dataframe
 
     folder = prepared_dir(ws, recipe)
-    src_sha = sha256_file(sampled)
+    sampled, src_sha = files["sampled"]
+    frames: dict[str, Any] = {}
+
+    def sampled_frame() -> Any:
+        if "sampled" not in frames:
+            frames["sampled"] = load_dataframe(sampled, src_sha, next_step="delete it, then `repro setup`")
+        return frames["sampled"]
+
     try:
         current = load_prepared(folder).manifest.get("source_sha256") == src_sha
     except InputError:
         current = False
     if not current:
-        prompts, olens, texts = records_from_pickle(sampled)
+        prompts, olens, texts = records_from_frame(sampled_frame(), sampled)
         if len(prompts) != recipe.dataset.samples:
             raise InputError(
                 f"{sampled}: {len(prompts)} samples, the recipe expects {recipe.dataset.samples}.",
@@ -364,22 +414,29 @@ def _prepare(recipe: Recipe, ws: Workspace, sampled: Path, calibration: Path | N
             )
         save_prepared(folder, recipe.dataset.name, prompts, olens, texts, source=str(sampled), source_sha256=src_sha)
     arts = [Artifact.of(folder / f, source=str(sampled)) for f in (*FILES, "manifest.json")]
-    if calibration is not None:
-        import io
+    if "calibration" in files:
+        calibration, calib_sha = files["calibration"]
+        df, source = load_dataframe(calibration, calib_sha, next_step="delete it, then `repro setup`"), str(calibration)
+    elif recipe.dataset.calibration_samples:
+        n = recipe.dataset.calibration_samples
+        df = calibration_frame(sampled_frame(), n, sampled)
+        source = f"{sampled} (calibration rows drawn as processorca.py draws them: sample(n={n}, random_state=12345))"
+    else:
+        return arts
+    import io
 
-        import pandas as pd
+    import pandas as pd
 
-        df = pd.read_pickle(calibration)
-        if "input" not in df.columns:
-            raise InputError(
-                f"{calibration}: column 'input' is missing; not MLPerf's calibration set.",
-                "delete it, then `repro setup`",
-            )
-        buf = io.BytesIO()
-        pd.DataFrame({"text": [str(t) for t in df["input"]]}).to_parquet(buf, index=False)
-        target = folder / CALIB_DIR / "data.parquet"
-        atomic_write_bytes(target, buf.getvalue())
-        arts.append(Artifact.of(target, source=str(calibration)))
+    if "input" not in df.columns:
+        raise InputError(
+            f"{source.split(' (')[0]}: column 'input' is missing; not MLPerf's OpenOrca set.",
+            "delete it, then `repro setup`",
+        )
+    buf = io.BytesIO()
+    pd.DataFrame({"text": [str(t) for t in df["input"]]}).to_parquet(buf, index=False)
+    target = folder / CALIB_DIR / "data.parquet"
+    atomic_write_bytes(target, buf.getvalue())
+    arts.append(Artifact.of(target, source=source))
     return arts
 
 
@@ -465,6 +522,10 @@ def run_setup(
             raise
         except ReproError as exc:
             plan = recipe_plan(recipe, ws, source, exc.message.rstrip("."))
+        try:
+            check_pins(recipe, source)
+        except InputError as exc:
+            plan.notes.append(f"{exc.message} Next: {exc.next_command}")
         need, free = check_disk(plan)
         return _dry_run_outcome(plan, need, free)
     plan = plan_setup(recipe, ws, token, source)
@@ -475,6 +536,7 @@ def run_setup(
             f"(recipe {recipe.name} disk_needed_gb={recipe.disk_needed_gb:g}, less what is already there).",
             "free space or use `--workspace` on a larger disk (e.g. the local NVMe), then `repro setup`",
         )
+    check_pins(recipe, source)
     ask = not yes and confirm is not None and sys.stdin.isatty()
     if ask and confirm is not None and not confirm(f"Download {plan.download_bytes / 1e9:,.1f} GB into {ws.root}?"):
         return StepOutcome(step=STEP, status="skipped", summary="cancelled before downloading", details={})
@@ -496,30 +558,30 @@ def run_setup(
             }
             fetched: dict[str, tuple[Path, str, str]] = {}
             if source in ("fetch", "both"):
-                fetched = _fetch_dataset(recipe, ws, bars, ledger, times)
+                fetched = _fetch_dataset(recipe, ws, bars, times)
                 for role, (p, sha, action) in fetched.items():
                     arts.append(
                         Artifact(path=str(p), size=p.stat().st_size, sha256=sha, source=recipe.dataset.urls[role])
                     )
                     files.append({"path": str(p), "size": p.stat().st_size, "action": action, "resumed_bytes": 0})
-            dataset_files = {role: v[0] for role, v in fetched.items()}
+            dataset_files: Pinned = {role: (v[0], v[1]) for role, v in fetched.items()}
             if source in ("rebuild", "both"):
                 out_dir = data_dir(ws, recipe) / "rebuilt" if source == "both" else data_dir(ws, recipe)
                 built, raw_art = _rebuild_dataset(recipe, ws, token, bars, out_dir, times)
                 arts.append(raw_art)
                 arts += [
                     Artifact.of(p, source=f"rebuilt from {RAW_FILE} (processorca.py)", revision=raw_art.revision)
-                    for p in built.values()
+                    for p, _ in built.values()
                 ]
                 files += [
                     {"path": str(p), "size": p.stat().st_size, "action": "rebuilt", "resumed_bytes": 0}
-                    for p in built.values()
+                    for p, _ in built.values()
                 ]
                 if source == "both":
                     details["comparison"] = compare_sources(dataset_files, built)
                 else:
                     dataset_files = built
-        arts += _prepare(recipe, ws, dataset_files["sampled"], dataset_files.get("calibration"))
+        arts += _prepare(recipe, ws, dataset_files)
         details.update(
             prepared_dir=str(prepared_dir(ws, recipe)), files=files, fetched_at=times, checks=checksum_policy(recipe)
         )
@@ -565,17 +627,17 @@ def _record_failure(ledger: Ledger, error: str, *, signal: str | None = None) ->
         ledger.fail(STEP, error, signal=signal)
 
 
-def compare_sources(fetched: dict[str, Path], rebuilt: dict[str, Path]) -> dict[str, Any]:
+def compare_sources(fetched: Pinned, rebuilt: Pinned) -> dict[str, Any]:
     """Same file bytes, and (independently of pandas' pickle format) same prompts, tokens and references."""
     from repro.setup.preprocess import content_sha256
 
     roles = {}
     for role in sorted(set(fetched) & set(rebuilt)):
         roles[role] = {
-            "fetched_sha256": sha256_file(fetched[role]),
-            "rebuilt_sha256": sha256_file(rebuilt[role]),
-            "fetched_content_sha256": content_sha256(fetched[role]),
-            "rebuilt_content_sha256": content_sha256(rebuilt[role]),
+            "fetched_sha256": fetched[role][1],
+            "rebuilt_sha256": rebuilt[role][1],
+            "fetched_content_sha256": content_sha256(*fetched[role]),
+            "rebuilt_content_sha256": content_sha256(*rebuilt[role]),
         }
     return {
         "roles": roles,

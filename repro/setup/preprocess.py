@@ -9,15 +9,14 @@ at least 3 tokens, drop the listed weak system prompts for niv/t0, then sample e
 from __future__ import annotations
 
 import hashlib
-import io
 import json
-import pickle
 from pathlib import Path
 from typing import Any
 
 from repro.core.errors import InputError
 from repro.core.fsutil import atomic_write_bytes
 from repro.setup.dataset import llama2_prompt
+from repro.setup.safe_pickle import dataframe_pickle_bytes, load_dataframe
 
 REQUIRED_COLUMNS = ("id", "system_prompt", "question", "response")
 RESPONSE_INIT_TOKEN = 29871
@@ -139,41 +138,42 @@ def sample(df, n_samples: int, calib_size: int, source: Path):
             )
         parts.append(sub.sample(n=per, random_state=SAMPLE_SEED))
     sampled = pd.concat(parts).reset_index(drop=True)
+    return sampled, calibration_frame(sampled, calib_size, source)
+
+
+def calibration_frame(sampled, calib_size: int, source: Path):
+    """processorca.py's calibration set: `sampled.sample(n=calib_size, random_state=12345)`, index reset. The
+    calibration rows are a subset of the sampled set, so a verified sampled set gives them without a second
+    (unpinned) pickle."""
     if calib_size > len(sampled):
         raise InputError(
             f"{source}: calibration size {calib_size} exceeds the {len(sampled)} samples.",
             "check the recipe's dataset.calibration_samples",
         )
-    calib = sampled.sample(n=calib_size, random_state=CALIB_SEED).reset_index(drop=True)
-    return sampled, calib
-
-
-def _pickle_bytes(df) -> bytes:
-    buf = io.BytesIO()
-    pickle.dump(df, buf, protocol=4)
-    return buf.getvalue()
+    return sampled.sample(n=calib_size, random_state=CALIB_SEED).reset_index(drop=True)
 
 
 def build_from_parquet(
     parquet: Path, tokenizer_dir: Path, out_dir: Path, *, n_samples: int, calib_size: int, io_token_limit: int = 1024
 ) -> dict[str, Path]:
-    """Write the sampled and calibration pickles (whole files or nothing); returns role -> path."""
+    """Write the sampled and calibration pickles (whole files or nothing) in the form the restricted unpickler
+    reads back; returns role -> path."""
     df = read_raw(parquet)
     full = filtered_frame(df, load_tokenizer(tokenizer_dir), io_token_limit)
     sampled, calib = sample(full, n_samples, calib_size, Path(parquet))
     out = {"sampled": Path(out_dir) / sampled_name(n_samples)}
-    atomic_write_bytes(out["sampled"], _pickle_bytes(sampled))
+    atomic_write_bytes(out["sampled"], dataframe_pickle_bytes(sampled))
     if calib_size:
         out["calibration"] = Path(out_dir) / calibration_name(calib_size)
-        atomic_write_bytes(out["calibration"], _pickle_bytes(calib))
+        atomic_write_bytes(out["calibration"], dataframe_pickle_bytes(calib))
     return out
 
 
-def content_sha256(pkl: Path) -> str:
-    """A checksum of what the harness uses (prompt text and tokens, reference output), whatever the pickle/pandas."""
-    import pandas as pd
+def content_sha256(pkl: Path, pinned: str | None) -> str:
+    """A checksum of what the harness uses (prompt text and tokens, reference output), whatever the pickle/pandas.
 
-    df = pd.read_pickle(pkl)
+    The pickle is read only when `pinned` matches it, through the restricted unpickler."""
+    df = load_dataframe(pkl, pinned)
     h = hashlib.sha256()
     for row in df[[c for c in ("input", "tok_input", "output") if c in df.columns]].itertuples(index=False):
         h.update(
