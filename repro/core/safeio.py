@@ -164,3 +164,45 @@ def iter_json_list(fh: BinaryIO, *, max_items: int, max_item_bytes: int, max_byt
         pos += 1
     if next_char() != "":
         raise ValueError("text after the end of the JSON list")
+
+
+def load_npy_bounded(path: Path | str, max_bytes: int) -> Any:
+    """A .npy array from a regular file whose header must agree with the file's size: a 200-byte file whose header
+    asks for a 7 TiB shape is refused before anything is allocated, and so is any array over `max_bytes`. No
+    pickles (object arrays are refused). ValueError says which; NotARegularFile for FIFOs and devices."""
+    import numpy as np
+    from numpy.lib import format as npy
+
+    with open_regular(path) as fh:
+        size = os.fstat(fh.fileno()).st_size
+        try:
+            version = npy.read_magic(fh)
+            read_header = {(1, 0): npy.read_array_header_1_0, (2, 0): npy.read_array_header_2_0}.get(version)
+            if read_header is None:
+                raise ValueError(f"format version {version}")
+            shape, fortran, dtype = read_header(fh, max_header_size=10_000)
+        except (ValueError, EOFError, SyntaxError) as exc:
+            raise ValueError(f"not a .npy array ({exc})") from None
+        if dtype.hasobject:
+            raise ValueError("an object array (a pickle), which is never loaded")
+        count = 1
+        for n in shape:
+            count *= int(n)
+        want = count * dtype.itemsize
+        if want > max_bytes:
+            raise ValueError(f"its header asks for {want:,} bytes, over the {max_bytes:,} a dataset file may hold")
+        if size - fh.tell() != want:
+            raise ValueError(f"its header asks for {want:,} bytes of data but the file holds {size - fh.tell():,}")
+        data = fh.read(want)
+    if len(data) != want:
+        raise ValueError("the file changed while it was read")
+    arr = np.frombuffer(data, dtype=dtype, count=count)
+    return arr.reshape(shape, order="F" if fortran else "C")
+
+
+def read_bytes_bounded(path: Path | str, limit: int, *, what: str = "file") -> bytes:
+    """A regular file's bytes when it fits in `limit`; a ValueError naming the limit when it does not."""
+    data, more = read_head(path, limit)
+    if more:
+        raise ValueError(f"larger than {limit >> 20 or 1} MB, too large for a {what}")
+    return data

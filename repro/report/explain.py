@@ -695,8 +695,10 @@ def dataset_input_tokens(recipe: Recipe | None, run: LoadGenRun) -> tuple[float 
         )
     try:
         data = load_prepared(folder, verify=False)
-    except InputError:
-        return None, f"not measured: the run's dataset is gone: no prepared dataset at {folder}"
+    except InputError as exc:
+        if not (folder / "manifest.json").exists():
+            return None, f"not measured: the run's dataset is gone: no prepared dataset at {folder}"
+        return None, f"not measured: the run's dataset cannot be read: {exc.message}"
     if record is not None and record.dataset_sha256 and data.sha256 != record.dataset_sha256:
         return None, f"not measured: {folder} is no longer the dataset the run read (its checksum differs)"
     lens = data.input_lens

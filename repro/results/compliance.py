@@ -266,15 +266,29 @@ def write_test06(test_dir: Path, result: Test06Result) -> Path:
     return out
 
 
-def parse_verify_text(text: str) -> dict[str, str]:
-    """The statuses a verify_accuracy.txt states; keys first_token/eos/sample_length/complete."""
+def parse_verify_text(text: str, path: Path | None = None) -> dict[str, str]:
+    """The statuses a verify_accuracy.txt states; keys first_token/eos/sample_length/complete. Lines end at a
+    newline only (str.splitlines also breaks at U+001C-U+001E and U+2028, which would let a hidden line count).
+    A check stated twice is a file that contradicts itself: refused, never the last statement kept (#36)."""
     found: dict[str, str] = {}
-    for line in (ln.strip() for ln in text.splitlines()):
-        for key, label in _LINES.items():
+    lines: dict[str, int] = {}
+    for number, line in enumerate((ln.strip() for ln in text.split("\n")), 1):
+        key = None
+        for name, label in _LINES.items():
             if m := re.fullmatch(re.escape(label) + r"\s*:\s*(True|False|Skipped)", line):
-                found[key] = m.group(1)
+                key, value = name, m.group(1)
         if line in (COMPLETE, FAILED):
-            found["complete"] = "True" if line == COMPLETE else "False"
+            key, value = "complete", "True" if line == COMPLETE else "False"
+        if key is None:
+            continue
+        if key in found:
+            what = "its verification line" if key == "complete" else repr(_LINES[key])
+            raise InputError(
+                f"{path or VERIFY_TXT}: states {what} twice (lines {lines[key]} and {number}: {found[key]}, "
+                f"{value}); run_verification.py writes each once, so the file contradicts itself.",
+                "restore the verify_accuracy.txt TEST06 wrote (or re-run TEST06: `repro run offline --compliance`)",
+            )
+        found[key], lines[key] = value, number
     return found
 
 
@@ -350,7 +364,7 @@ def read_test06(folder: Path, scenario: str | None = None) -> Test06Result:
     result: Test06Result | None = None
     unreadable: str | None = None
     try:
-        stated = parse_verify_text(_read_small(txt)) if txt.is_file() else None
+        stated = parse_verify_text(_read_small(txt), txt) if txt.is_file() else None
     except OSError as exc:
         stated, problems = None, [*problems, f"{txt}: cannot be read ({exc.strerror})"]
     if log.is_file():

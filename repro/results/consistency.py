@@ -46,6 +46,32 @@ _SETTING_KEYS = {
 _DETAIL_NUMBERS = (*_SETTING_KEYS.values(), "generated_query_duration")
 _DETAIL_NUMBER_SUFFIXES = ("_ns", "_per_second", "_per_sec", "_count")
 
+# The Test Parameters every LoadGen summary of an LLM run prints (v4.0 on); a summary without a detail log is
+# evidence only when it has them all, since nothing else in the folder cross-checks it.
+SUMMARY_PARAMS = (
+    "samples_per_query",
+    "target_qps",
+    "ttft_latency (ns)",
+    "tpot_latency (ns)",
+    "max_async_queries",
+    "min_duration (ms)",
+    "max_duration (ms)",
+    "min_query_count",
+    "max_query_count",
+    "qsl_rng_seed",
+    "sample_index_rng_seed",
+    "schedule_rng_seed",
+    "accuracy_log_rng_seed",
+    "accuracy_log_probability",
+    "accuracy_log_sampling_target",
+    "print_timestamps",
+    "performance_issue_unique",
+    "performance_issue_same",
+    "performance_issue_same_index",
+    "performance_sample_count",
+)
+SUMMARY_STATS = ("Min latency (ns)", "Max latency (ns)", "Mean latency (ns)")
+
 
 class HashCheck(BaseModel):
     """The accuracy log beside accuracy.txt against its hash= line: ok None when it cannot be re-checked."""
@@ -90,6 +116,8 @@ def contradictions(
         out.append(
             f"{d_name} logs {key} twice with different values: {_show(old)} (line {first}), {_show(new)} (line {line})"
         )
+    for key, first, line in summary.get("repeats", []):
+        out.append(f"{s_name} states {key!r} twice (lines {first} and {line}); LoadGen writes it once")
     params = {_param_key(k): val for k, val in summary.get("params", {}).items()}
     out += _too_short(s_name, d_name, summary, v, params, scenario)  # one file can contradict itself too
     if summary_path is None or detail_path is None:
@@ -181,12 +209,33 @@ def evidence_gaps(
     if summary_path is not None:
         for line, key, text in summary.get("not_numbers", []):
             gaps.append(f"{summary_path.name} line {line}: {key} is {text!r}, not a number")
+        if detail_path is None and summary.get("mode") == "PerformanceOnly":
+            gaps += _summary_only_gaps(summary_path.name, summary)
+    if dropped := detail.get("dropped"):
+        name = detail_path.name if detail_path else "mlperf_log_detail.txt"
+        gaps.append(f"{name}: {dropped:,} entries beyond the keys kept were not read (a real log has ~120 keys)")
     if detail_path is not None:
         for key, value in detail.get("values", {}).items():
             wanted = key in _DETAIL_NUMBERS or (key.startswith("result_") and key.endswith(_DETAIL_NUMBER_SUFFIXES))
             if wanted and _number(value) is None:
                 gaps.append(f"{detail_path.name}: {key} is {_show(value)}, not a number")
     return gaps
+
+
+def _summary_only_gaps(s_name: str, summary: dict[str, Any]) -> list[str]:
+    """A summary with no detail log beside it: nothing cross-checks it, so it is evidence only when it is complete
+    as LoadGen writes it (MLCommons' submission checker requires the detail log too)."""
+    params = {k.lower() for k in summary.get("params", {})}
+    missing = [k for k in SUMMARY_PARAMS if k not in params]
+    latency = summary.get("latency", {})
+    missing += [k for k, stat in zip(SUMMARY_STATS, ("min", "max", "mean"), strict=True) if stat not in latency]
+    if not missing:
+        return []
+    shown = ", ".join(missing[:4]) + (f" and {len(missing) - 4} more" if len(missing) > 4 else "")
+    return [
+        f"{s_name} lacks {shown}, which LoadGen always writes, and there is no mlperf_log_detail.txt to cross-check "
+        "it (MLCommons' submission checker requires one)"
+    ]
 
 
 def accuracy_log_hash(accuracy_txt: Path, hashes: list[str], *, ours: bool) -> HashCheck | None:

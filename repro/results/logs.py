@@ -33,6 +33,8 @@ _MAX_JSON = 4 << 20  # a system JSON or run.json is a few KB; 4 MB of `[{},...]`
 _MAX_LINE = 1 << 20  # the longest published MLLOG line (loaded_qsl_set, 24,576 indices) is ~137 KB
 _MAX_SCORES_LINE = 64 << 10
 _MAX_KEYS = 10_000  # distinct MLLOG keys kept (a real detail log has ~120)
+_MAX_RESULT_KEYS = 10_000  # more kept for the keys a verdict reads (result_*, effective_*, ...): never crowded out
+_VERDICT_KEY_PREFIXES = ("result_", "effective_", "requested_", "early_stopping", "generated_", "loadgen_")
 _MAX_NESTED = 8 << 20  # bytes of lines whose list/dict values are kept (loaded_qsl_set is ~137 KB)
 _MAX_MESSAGES = 1_000  # errors and warnings kept, each cut to 300 characters
 
@@ -172,8 +174,9 @@ def parse_summary(path: Path) -> dict[str, Any]:
     out = _empty_summary()
     section = "head"
     group: str | None = None
-    lines = text.splitlines()
+    lines = text_lines(text)
     skip: set[int] = set()
+    stated: dict[str, int] = {}
     for i, line in enumerate(lines):
         if line.startswith("WARNING:"):
             block = []
@@ -218,6 +221,10 @@ def parse_summary(path: Path) -> dict[str, Any]:
         key, _, value = stripped.partition(":")
         key, value = key.strip(), value.strip()
         low = key.lower()
+        said = f"{section}:{low}"
+        if said in stated and (section == "params" or low in _ONCE):
+            out.setdefault("repeats", []).append((key, stated[said], i + 1))
+        stated.setdefault(said, i + 1)
         number = _num(value)
         numeric = low in _SUMMARY_FIGURES or bool(_LATENCY.match(key)) or (section == "params" and low in _SETTINGS)
         if numeric and number is None:
@@ -240,6 +247,28 @@ def parse_summary(path: Path) -> dict[str, Any]:
             out[_BUCKET[m.group(3).lower()]][_stat_key(m.group(1) or m.group(2))] = number
     return out
 
+
+def text_lines(text: str) -> list[str]:
+    """Lines as LoadGen and the evaluation write them: ended by a newline only. str.splitlines() also breaks at
+    U+001C-U+001E, U+0085 and U+2028, so a second 'Result is' hidden behind one would be read as a line (#36)."""
+    return [line.removesuffix("\r") for line in text.split("\n")]
+
+
+# Lines a LoadGen summary states once: a second one is a contradiction, whichever value it has.
+_ONCE = {
+    "result is",
+    "scenario",
+    "mode",
+    "sut name",
+    "samples per second",
+    "completed samples per second",
+    "tokens per second",
+    "completed tokens per second",
+    "min duration satisfied",
+    "min queries satisfied",
+    "early stopping satisfied",
+    "performance constraints satisfied",
+}
 
 _SUMMARY_FIGURES = {
     "samples per second",
@@ -291,6 +320,12 @@ def _read_head_checked(path: Path, limit: int) -> tuple[bytes, bool]:
     return raw[:limit], len(raw) > limit
 
 
+def _kept_always(key: str) -> bool:
+    """Keys the verdict reads: junk keys before them never push them out (#36: a result_validity INVALID after
+    10,000 junk keys was not seen)."""
+    return key.startswith(_VERDICT_KEY_PREFIXES)
+
+
 def parse_detail(path: Path) -> dict[str, Any]:
     """Last value of each MLLOG key, plus error/warning entries. Malformed lines are counted, not fatal. A key
     logged twice with different values (messages aside) is kept in `repeats`: LoadGen logs each result once.
@@ -317,7 +352,7 @@ def parse_detail(path: Path) -> dict[str, Any]:
             continue
         good += 1
         value = entry.get("value")
-        if key not in values and len(values) >= _MAX_KEYS:
+        if key not in values and len(values) >= _MAX_KEYS + (_MAX_RESULT_KEYS if _kept_always(key) else 0):
             dropped += 1
             continue
         if isinstance(value, (list, dict)):
@@ -347,7 +382,7 @@ def parse_detail(path: Path) -> dict[str, Any]:
         warnings = warnings[:_MAX_MESSAGES] + [f"... {len(warnings) - _MAX_MESSAGES} more"] * (
             len(warnings) > _MAX_MESSAGES
         )
-    return {"values": values, "errors": errors, "warnings": warnings, "repeats": repeats}
+    return {"values": values, "errors": errors, "warnings": warnings, "repeats": repeats, "dropped": dropped}
 
 
 _NUMPY_SCALAR = re.compile(r"(?:np|numpy)\.(?:float|int|uint)(?:16|32|64|128)?_?\(\s*([^()]*?)\s*\)")
@@ -366,12 +401,16 @@ def _score(value: Any) -> float | None:
     return float(value) if math.isfinite(value) else None
 
 
-def _scores_line(line: str) -> dict[str, float] | None:
+_SCORE_KEYS = ("rouge1", "rouge2", "rougeL", "tokens_per_sample", "gen_num", "exact_match")
+
+
+def _scores_line(line: str) -> dict[str, float] | str | None:
     """The dict line evaluate-accuracy.py prints, read item by item (no eval): quoted or bare numbers and numpy
-    reprs (np.int64(27723428)); None when the line is not one such dict."""
+    reprs (np.int64(27723428)); None when the line is not one such dict; the key's name when it is stated twice."""
     if not (line.startswith("{") and line.endswith("}")):
         return None
     inner, pos, scores = line[1:-1], 0, {}
+    seen: set[str] = set()
     while pos < len(inner.rstrip()):
         m = _SCORE_ITEM.match(inner, pos)
         if not m or m.end() == pos:
@@ -379,6 +418,9 @@ def _scores_line(line: str) -> dict[str, float] | None:
         raw = m.group(3).strip()
         if numpy := _NUMPY_SCALAR.fullmatch(raw):
             raw = numpy.group(1)
+        if m.group(2) in seen:
+            return m.group(2)  # a key stated twice: the caller refuses the file
+        seen.add(m.group(2))
         if (value := _score(raw.strip("'\""))) is not None:
             scores[m.group(2)] = value
         pos = m.end()
@@ -391,10 +433,10 @@ def read_accuracy_txt(path: Path) -> tuple[dict[str, float], list[str]]:
     Two scores lines are an input error: which one the run scored is not in the file."""
     text = _read_text(path, _MAX_ACCURACY_TXT, "MLPerf's accuracy.txt is under 1 KB")
     run = path.parent.parent if path.parent.name == "accuracy" else path.parent  # verify the run, not accuracy/
-    lines = [ln.strip() for ln in text.splitlines()]
+    lines = [ln.strip() for ln in text_lines(text)]
     found: list[tuple[int, dict[str, float]]] = []
     for number, line in enumerate(lines, 1):
-        if not (line.startswith("{") and "rouge1" in line):
+        if not (line.startswith("{") and any(key in line for key in _SCORE_KEYS)):
             continue
         if len(line) > _MAX_SCORES_LINE:
             raise InputError(
@@ -402,6 +444,12 @@ def read_accuracy_txt(path: Path) -> tuple[dict[str, float], list[str]]:
                 f"restore the accuracy.txt the evaluation wrote, then `repro verify {run}`",
             )
         if (scores := _scores_line(line)) is not None:
+            if isinstance(scores, str):
+                raise InputError(
+                    f"{path}: line {number} states {scores!r} twice; the evaluation prints each score once, so "
+                    "the file contradicts itself.",
+                    f"restore the accuracy.txt the evaluation wrote, then `repro verify {run}`",
+                )
             found.append((number, scores))
     if not found:
         raise InputError(

@@ -664,7 +664,7 @@ def failure_reasons(failed: list[Check], evidence: Evidence) -> list[str]:
     if evidence.missing:
         reasons.append("no evidence the run was long enough: the logs lack " + " and ".join(evidence.missing))
     if evidence.gaps:
-        reasons.append("missing evidence (text where a number belongs): " + "; ".join(evidence.gaps[:3]))
+        reasons.append("missing evidence: " + "; ".join(evidence.gaps[:3]))
     return reasons
 
 

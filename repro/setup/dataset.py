@@ -23,6 +23,7 @@ import numpy as np
 
 from repro.core.errors import InputError
 from repro.core.fsutil import atomic_write_bytes, atomic_write_json, atomic_write_text, sha256_file
+from repro.core.safeio import sha256_regular
 
 FORMAT = "repro-prepared/1"
 FILES = ("input_ids.npy", "input_lens.npy", "output_lens.npy", "outputs.jsonl")
@@ -117,13 +118,35 @@ def _combined(files: dict[str, str]) -> str:
     return hashlib.sha256("".join(f"{k}={files[k]}\n" for k in sorted(files)).encode()).hexdigest()
 
 
+# Bounds on what a prepared dataset may hold (explain and report open the one a run.json names: hostile input).
+# The largest real one, Llama-3.1-405B's 8,313 long prompts, is ~60 M token ids (240 MB as int32).
+_MAX_NPY = 4 << 30
+_MAX_OUTPUTS = 1 << 30
+_MAX_MANIFEST = 1 << 20
+
+
 def _load_npy(path: Path) -> np.ndarray:
+    """A regular .npy file whose header agrees with its size (a fake header asking 7 TiB is refused unallocated)."""
+    from repro.core.safeio import load_npy_bounded
+
     try:
-        return np.load(path, allow_pickle=False)
+        return np.asarray(load_npy_bounded(path, _MAX_NPY))
     except FileNotFoundError:
         raise InputError(f"{path}: the prepared dataset file is missing.", "`repro setup --force`") from None
     except (ValueError, OSError, EOFError) as exc:
         raise InputError(f"{path}: the prepared dataset file is corrupt ({exc}).", "`repro setup --force`") from None
+
+
+def _read_bounded(path: Path, limit: int, what: str) -> str:
+    """A regular file's text within `limit` bytes: a FIFO, a device or /dev/zero is an error, never a hang."""
+    from repro.core.safeio import read_bytes_bounded
+
+    try:
+        return read_bytes_bounded(path, limit, what=what).decode("utf-8")
+    except FileNotFoundError:
+        raise
+    except (ValueError, OSError) as exc:
+        raise InputError(f"{path}: cannot be read as a {what} ({exc}).", "`repro setup --force`") from None
 
 
 def load_prepared(folder: Path, *, verify: bool = True, expected_sha256: str | None = None) -> PreparedDataset:
@@ -131,7 +154,7 @@ def load_prepared(folder: Path, *, verify: bool = True, expected_sha256: str | N
     folder = Path(folder)
     mpath = folder / "manifest.json"
     try:
-        manifest = json.loads(mpath.read_text(encoding="utf-8"))
+        manifest = json.loads(_read_bounded(mpath, _MAX_MANIFEST, "dataset manifest"))
         if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
             raise ValueError(f"not a {FORMAT} manifest")
     except FileNotFoundError:
@@ -149,7 +172,10 @@ def load_prepared(folder: Path, *, verify: bool = True, expected_sha256: str | N
             path = folder / fname
             if not path.exists():
                 raise InputError(f"{path}: the prepared dataset file is missing.", "`repro setup --force`")
-            got = sha256_file(path)
+            try:
+                got = sha256_regular(path)
+            except OSError as exc:
+                raise InputError(f"{path}: cannot be read ({exc}).", "`repro setup --force`") from None
             if got != want:
                 raise InputError(
                     f"{path}: checksum mismatch (manifest {want[:12]}…, file {got[:12]}…); the file is "
@@ -160,8 +186,8 @@ def load_prepared(folder: Path, *, verify: bool = True, expected_sha256: str | N
     try:
         outputs = [
             json.loads(line)["output"]
-            for line in (folder / "outputs.jsonl").read_text(encoding="utf-8").splitlines()
-            if line
+            for line in _read_bounded(folder / "outputs.jsonl", _MAX_OUTPUTS, "outputs file").split("\n")
+            if line.strip()
         ]
     except FileNotFoundError:
         raise InputError(
