@@ -20,20 +20,20 @@ def _altered(fixtures: Path, tmp: Path, which: str) -> tuple[Path, str, str]:
     if which == "rouge1":
         b = copy_bundle(fixtures, GB200, tmp / "b")
         edit(b / "llama2-70b-99/Offline/accuracy/accuracy.txt", "'rouge1': 44.7494", "'rouge1': 40.1")
-        return b, "5.1-0008", "accuracy"
+        return b, "5.1-0008/99/Offline", "accuracy"
     if which == "tokens_per_sample":
         b = copy_bundle(fixtures, GB200, tmp / "b")
         edit(
             b / "llama2-70b-99/Offline/accuracy/accuracy.txt", "'tokens_per_sample': 273.4", "'tokens_per_sample': 99.0"
         )
-        return b, "5.1-0008", "accuracy"
+        return b, "5.1-0008/99/Offline", "accuracy"
     if which == "int64 token count":
         b = copy_bundle(fixtures, INT64, tmp / "b")
         edit(b / "TEST06/accuracy/mlperf_log_accuracy.json", '"token_count" : 29', '"token_count" : 31')
-        return b, "5.1-0056", "TEST06"
+        return b, "5.1-0056/99/Offline", "TEST06"
     b = copy_bundle(fixtures, CISCO16, tmp / "b")
     edit(b / "TEST06/verify_accuracy.txt", "TEST06 verification complete", "TEST06 verification failed")
-    return b, "5.1-0013", "TEST06"
+    return b, "5.1-0013/99/Offline", "TEST06"
 
 
 @pytest.mark.parametrize("which", ["rouge1", "tokens_per_sample", "int64 token count", "truncated test06 says FAIL"])
