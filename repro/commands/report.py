@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from repro.core.errors import InputError
-from repro.ui.options import DryRunOpt, GpusOpt, JsonOpt, RecipeOpt
+from repro.ui.options import DryRunOpt, GpusOpt, JsonOpt, PricePerHourOpt, RecipeOpt
 
 
 def _target(path: Path | None, kind: str) -> Path | None:
@@ -30,6 +30,7 @@ def report(
     gpus: GpusOpt = None,
     json: JsonOpt = False,
     dry_run: DryRunOpt = False,
+    price_per_hour: PricePerHourOpt = None,
 ) -> None:
     """Compare your runs with every published result, with plots, business and efficiency figures."""
     from repro.core.fsutil import atomic_write_text, check_output
@@ -40,7 +41,7 @@ def report(
     for path, kind in ((html, "html"), (markdown, "markdown")):
         if path is not None:
             check_output(path, result_dirs, kind, "repro report")
-    result = build_report(result_dirs, recipe=recipe, gpus=gpus)
+    result = build_report(result_dirs, recipe=recipe, gpus=gpus, price_per_hour=price_per_hour)
     for path, kind in ((html, "html"), (markdown, "markdown")):
         if path is not None:
             check_output(path, result_dirs, kind, "repro report", read=result.sources)

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
-from repro.ui.options import GpusOpt, JsonOpt, RecipeOpt, ResultDirArg, WorkspaceOpt
+from repro.ui.options import GpusOpt, JsonOpt, PricePerHourOpt, RecipeOpt, ResultDirArg, WorkspaceOpt
 
 AgainstOpt = Annotated[
     list[str] | None,
@@ -47,6 +47,7 @@ def verify(
     json: JsonOpt = False,
     against: AgainstOpt = None,
     workspace: WorkspaceOpt = None,
+    price_per_hour: PricePerHourOpt = None,
 ) -> None:
     """Say per GPU whether a run is inside the published band, and why not (exit 0 PASS, 1 not, 2 unreadable).
 
@@ -76,8 +77,18 @@ def verify(
     else:  # judged against its own published record: a report needs a recipe, the record is what to read next
         assert verdict.record is not None
         then = shlex.join(["repro", "published", "show", verdict.record.row.ref])
-    emit(WithNext(verdict, then), json)
+    emit(WithNext(_priced(verdict, price_per_hour), then), json)
     raise typer.Exit(verdict.exit_code)
+
+
+def _priced(verdict: Any, price_per_hour: float | None) -> Any:
+    """The verdict with the cost of its tokens (report/cost.py) beside it, in the text and in --json."""
+    from repro.report.cost import token_cost
+    from repro.report.explain import dataset_input_tokens
+    from repro.ui.results import PricedVerdict
+
+    inputs = dataset_input_tokens(verdict.recipe, verdict.run)
+    return PricedVerdict(verdict, token_cost([verdict.run], verdict.recipe, price_per_hour, inputs))
 
 
 class InterruptedRun:

@@ -16,7 +16,8 @@ from repro.core.errors import InputError
 from repro.core.fmt import fmt_num
 from repro.core.published import Accelerator, PublishedResult, load_index
 from repro.core.recipes import Recipe, all_recipes
-from repro.report.explain import Explanation, explain
+from repro.report.cost import TokenCost, token_cost
+from repro.report.explain import Explanation, dataset_input_tokens, explain
 from repro.report.roofline import Roofline, roofline
 from repro.report.tables import ALWAYS, Chart, Column, Paragraph, Section, Table, footnote_ref, natural_key
 from repro.results.aggregate import RackReport, VMRow, aggregate, published_outside_band
@@ -152,6 +153,9 @@ class Report:
     explanation: Explanation | None = None
     tune: dict[str, Any] | None = None
     """The `repro tune` search behind the run's target_qps (run.json target_qps_source), when it came from one."""
+    cost: TokenCost | None = None
+    attestations: list[tuple[Path, str, str | None]] = field(default_factory=list)
+    """(attestation file, its sha256, the key id it claims) for each `repro attest` file found with the runs."""
 
     @property
     def recipe(self) -> Recipe:
@@ -291,6 +295,11 @@ class Report:
             "explain": self.explanation.to_json() if self.explanation else None,
             "published_standing": self.standing.to_json() if self.standing else None,
             "tune_search": self.tune,
+            "cost": self.cost.to_json() if self.cost else None,
+            "attestations": [
+                {"file": str(p), "sha256": d, "signed_by": k, "verify": _verify_command(p, k)}
+                for p, d, k in self.attestations
+            ],
             "notes": self.notes,
             "sources": [str(p) for p in self.sources],
             "outputs": self.outputs,
@@ -334,12 +343,19 @@ class Report:
                 for b in self.business
             ],
         )
-        out.append(
-            Section(
-                f"3. Business translation{lab}",
-                [Paragraph("interactions/s = tokens/s / tokens per interaction"), business],
-            )
-        )
+        blocks: list[Paragraph | Table | Chart] = [
+            Paragraph("interactions/s = tokens/s / tokens per interaction"),
+            business,
+        ]
+        if self.cost is not None:
+            blocks += [
+                Paragraph("The cost of a token:"),
+                Table(
+                    [Column("what"), Column("figure", numeric=True, keep=9), Column("basis", keep=1, prose=True)],
+                    [list(row) for row in self.cost.rows()],
+                ),
+            ]
+        out.append(Section(f"3. Business translation{lab}", blocks))
         out.append(Section(f"4. Efficiency{lab}", [self._efficiency_table()]))
         roof: list[Paragraph | Table | Chart] = []
         if self.roof:
@@ -363,8 +379,19 @@ class Report:
             out.append(Section(f"Tuned rate{lab}", tune_blocks(self.tune)))
         if self.notes:
             out.append(Section("Notes", [Paragraph(n) for n in self.notes]))
+        if self.attestations:
+            out.append(Section("Attestation", self._attestation_blocks()))
         out.append(Section("Sources", [Paragraph(str(p), code=True) for p in self.sources]))
         return out
+
+    def _attestation_blocks(self) -> list[Paragraph | Table | Chart]:
+        blocks: list[Paragraph | Table | Chart] = []
+        for path, digest, keyid in self.attestations:
+            who = f", signed by key id {keyid[:16]} (not checked by this report)" if keyid else ""
+            blocks.append(Paragraph(f"{path}: sha256 {digest}{who}."))
+            blocks.append(Paragraph("Check it offline, with no GPU, against the signer's public key:"))
+            blocks.append(Paragraph(_verify_command(path, keyid), code=True))
+        return blocks
 
     def _published_section(self, lab: str) -> Section:
         notes: list[str] = []
@@ -590,7 +617,43 @@ def _sources(rows: list[VMRow], recipe: Recipe) -> list[Path]:
     return list(seen.values())
 
 
-def build_report(dirs: list[Path], recipe: str | Recipe | None = None, gpus: int | None = None) -> Report:
+def _verify_command(path: Path, keyid: str | None = None) -> str:
+    """`repro attest verify FILE --key PUB`: this workspace's public key when it is the signer's, else a stand-in."""
+    import shlex
+
+    from repro.core.signing import default_key_path, public_path_of
+    from repro.core.workspace import Workspace
+
+    pub = public_path_of(default_key_path(Workspace.open().root))
+    key = "SIGNER.pem.pub"
+    if keyid and pub.is_file():
+        try:
+            from repro.core.signing import load_public_key
+
+            key = str(pub) if load_public_key(pub).keyid == keyid else key
+        except (InputError, ImportError):
+            pass
+    return shlex.join(["repro", "attest", "verify", str(path), "--key", key])
+
+
+def _attestations(dirs: list[Path], used: list[VMRow]) -> list[tuple[Path, str, str | None]]:
+    """Attestations written by `repro attest` in a folder given or between it and a run's folder."""
+    from repro.results.attest import ATTESTATION_NAME, claimed_keyid, digest_of
+
+    found: list[Path] = []
+    for d in dirs:
+        for r in used:
+            folder = _verdict(r).run.folder
+            chain = [folder, *folder.parents]
+            for p in chain[: chain.index(d) + 1] if d in chain else [d]:
+                if (p / ATTESTATION_NAME).is_file() and p / ATTESTATION_NAME not in found:
+                    found.append(p / ATTESTATION_NAME)
+    return [(p, digest_of(p) or "", claimed_keyid(p)) for p in found]
+
+
+def build_report(
+    dirs: list[Path], recipe: str | Recipe | None = None, gpus: int | None = None, price_per_hour: float | None = None
+) -> Report:
     """Read the run folders (per VM, or one folder of VMs) and compute every table of the report."""
     try:
         rack = _aggregate_any([Path(d) for d in dirs], recipe, gpus)
@@ -678,6 +741,10 @@ def build_report(dirs: list[Path], recipe: str | Recipe | None = None, gpus: int
         standing=standing_for(chosen, per_gpu),
         explanation=explanation,
         tune=_tune_source(used),
+        cost=token_cost(
+            [_verdict(r).run for r in used], chosen, price_per_hour, dataset_input_tokens(chosen, _verdict(used[0]).run)
+        ),
+        attestations=_attestations([Path(d) for d in dirs], used),
     )
 
 

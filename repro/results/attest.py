@@ -326,3 +326,16 @@ def digest_of(path: Path) -> str | None:
     """sha256 of an attestation file, as the report shows it; None when there is none."""
     path = Path(path)
     return sha256_regular(path) if path.is_file() else None
+
+
+def claimed_keyid(path: Path) -> str | None:
+    """The key id an attestation's envelope names (unverified: what it claims, for showing beside its digest)."""
+    from repro.core.signing import read_envelope
+
+    try:
+        sigs = read_envelope(Path(path)).get("signatures") or []
+    except InputError:
+        return None
+    first = sigs[0] if isinstance(sigs, list) and sigs and isinstance(sigs[0], dict) else {}
+    keyid = first.get("keyid")
+    return keyid if isinstance(keyid, str) else None

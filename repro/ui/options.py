@@ -53,6 +53,30 @@ def finite_in(low: float, high: float, *, above: bool = True) -> Callable[[float
     return check
 
 
+def _price(value: float | None) -> float | None:
+    """--price-per-hour: refused when 0, negative, NaN or infinite (core/prices.check_price, exit 2, one line)."""
+    if value is None:
+        return None
+    from repro.core.errors import ReproError
+    from repro.core.prices import check_price
+
+    try:
+        return check_price(value)
+    except ReproError as exc:
+        raise typer.BadParameter(exc.message.split(": ", 1)[-1].rstrip(".") + f" (got {value!r}).") from None
+
+
+PricePerHourOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--price-per-hour",
+        callback=_price,
+        help="USD per VM-hour for the cost of a token (default: the shipped Azure list price for the VM size, "
+        "when one is known; none is guessed).",
+    ),
+]
+
+
 def endpoint_urls(values: list[str] | None) -> list[str] | None:
     """Each --endpoint is an http(s) URL with a host and a port in 1-65535, checked before any request is made."""
     from urllib.parse import urlsplit

@@ -95,3 +95,22 @@ def render_rack(report: RackReport) -> Group:
         )
     parts += [Text(f"note: {n}", style="dim") for n in report.notes]
     return Group(*parts)
+
+
+class PricedVerdict:
+    """verify's verdict with the cost of a token beside it (`cost` in --json; a table under the verdict)."""
+
+    def __init__(self, verdict: Verdict, cost: Any):
+        self.verdict, self.cost = verdict, cost
+
+    def to_json(self) -> dict[str, Any]:
+        return {**self.verdict.to_json(), "cost": self.cost.to_json()}
+
+    def __rich__(self) -> Group:
+        from repro.ui.wrap import Prose
+
+        lines = [
+            Prose(Text(f"{what}: ", style="bold") + Text(f"{figure} ({basis})"))
+            for what, figure, basis in self.cost.rows()
+        ]
+        return Group(render_verdict(self.verdict), *lines)
