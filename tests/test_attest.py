@@ -286,3 +286,81 @@ def test_the_demo_run_attests_and_verifies(tmp_path: Path) -> None:
     checked = cli_process("attest", "verify", str(run_dir / ATTESTATION_NAME), "--json")
     doc = json.loads(checked.stdout)
     assert checked.returncode == 0 and doc["verified"] and doc["label"] == "demo", doc
+
+
+class _StandInNvml:
+    """pynvml's functions as NVML answers them for one GPU (this machine has no NVML; the names are the real
+    module's, checked below): ECC on, MIG off with a change to on pending, no application clocks (not supported)."""
+
+    NVML_CLOCK_SM, NVML_CLOCK_MEM = 1, 2
+
+    def __init__(self) -> None:
+        import pynvml
+
+        for name in ("nvmlDeviceGetPowerManagementLimit", "nvmlDeviceGetEccMode", "nvmlDeviceGetMigMode"):
+            assert hasattr(pynvml, name), name
+        self.NVMLError = pynvml.NVMLError
+
+    def nvmlInit(self) -> None: ...
+    def nvmlShutdown(self) -> None: ...
+    def nvmlDeviceGetCount(self) -> int:
+        return 1
+
+    def nvmlDeviceGetHandleByIndex(self, i: int) -> int:
+        return i
+
+    def nvmlDeviceGetPowerManagementLimit(self, h: int) -> int:
+        return 700000
+
+    def nvmlDeviceGetEnforcedPowerLimit(self, h: int) -> int:
+        return 650000
+
+    def nvmlDeviceGetMaxClockInfo(self, h: int, clock: int) -> int:
+        return {1: 1980, 2: 2619}[clock]
+
+    def nvmlDeviceGetApplicationsClock(self, h: int, clock: int) -> int:
+        raise self.NVMLError(3)  # NVML_ERROR_NOT_SUPPORTED
+
+    def nvmlDeviceGetEccMode(self, h: int) -> tuple[int, int]:
+        return 1, 1
+
+    def nvmlDeviceGetMigMode(self, h: int) -> tuple[int, int]:
+        return 0, 1
+
+
+def test_nvml_details_reach_run_json_provenance_and_the_predicate(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    from repro.core.provenance import nvml_gpu_details
+    from repro.core.record import RunRecord
+    from repro.results.attest import _gpus
+
+    monkeypatch.setitem(sys.modules, "pynvml", _StandInNvml())
+    details = nvml_gpu_details()
+    assert details == [
+        {
+            "index": 0,
+            "power_limit_w": 700.0,
+            "enforced_power_limit_w": 650.0,
+            "sm_clock_max_mhz": 1980,
+            "mem_clock_max_mhz": 2619,
+            "app_sm_clock_mhz": "unknown",
+            "app_mem_clock_mhz": "unknown",
+            "ecc_mode": "enabled",
+            "mig_mode": "disabled (pending enabled)",
+        }
+    ]
+    record = RunRecord.parse(
+        {
+            "provenance": {
+                "gpus": {"count": 1, "names": ["NVIDIA H100 80GB HBM3"], "uuids": ["GPU-1"], "details": details}
+            },
+            "gpu_probe": {"hbm_gb_s": 3000.5},
+        }
+    )
+    pred = _gpus(record)
+    assert pred["devices"][0]["uuid"] == "GPU-1" and pred["devices"][0]["power_limit_w"] == 700.0
+    assert pred["devices"][0]["app_sm_clock_mhz"] == "unknown" and pred["devices"][0]["mig_mode"].startswith("disabled")
+    from repro.results.attest import _gpu_probe
+
+    assert _gpu_probe(record) == {"hbm_gb_s": 3000.5}

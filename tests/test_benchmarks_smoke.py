@@ -19,6 +19,7 @@ BENCH = REPO / "benchmarks"
 RESULT_LINE = {
     "accuracy_speed.py": r"ROUGE repro [\d.]+ vs reference [\d.]+ \([\d.]+x\)",
     "aggregate_speed.py": r"repro is [\d.]+x the plain-parse floor",
+    "attest_verify_speed.py": r"repro attest verify, slowest whole-process run: [\d.]+ s",
     "cli_startup.py": r"repro verify GB200: repro [\d.]+ s, reference [\d.]+ s, ratio [\d.]+x",
     "contradicting_folders.py": r"(?m)^tried: [1-9]\d*$",
     "demo_server_threads.py": r"threads 2: completed q/s [\d.]+",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import platform
 import sys
@@ -48,6 +49,58 @@ def cpu_model() -> str | None:
     return platform.processor() or None
 
 
+def _mode(pair: Any) -> str:
+    """NVML's (current, pending) mode pair as words; a pending change is named."""
+    current, pending = pair
+    word = {0: "disabled", 1: "enabled"}
+    now = word.get(int(current), str(current))
+    return now if int(pending) == int(current) else f"{now} (pending {word.get(int(pending), str(pending))})"
+
+
+def nvml_gpu_details() -> list[dict[str, Any]]:
+    """Per GPU what NVML reports about how it was set up: power limit, max and application clocks, ECC and MIG.
+
+    Each query on its own: a field the GPU or driver does not support is "unknown", never a guess, and never
+    costs the other fields. Empty when NVML is not there."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+    except Exception:  # noqa: BLE001 - no NVML: nothing to record
+        return []
+
+    def ask(fn: Any, *args: Any, then: Any = None) -> Any:
+        try:
+            value = fn(*args)
+        except Exception:  # noqa: BLE001 - NVML_ERROR_NOT_SUPPORTED and the like
+            return "unknown"
+        return then(value) if then else value
+
+    out: list[dict[str, Any]] = []
+    try:
+        for i in range(pynvml.nvmlDeviceGetCount()):
+            h = pynvml.nvmlDeviceGetHandleByIndex(i)
+            out.append(
+                {
+                    "index": i,
+                    "power_limit_w": ask(pynvml.nvmlDeviceGetPowerManagementLimit, h, then=lambda mw: mw / 1000),
+                    "enforced_power_limit_w": ask(pynvml.nvmlDeviceGetEnforcedPowerLimit, h, then=lambda mw: mw / 1000),
+                    "sm_clock_max_mhz": ask(pynvml.nvmlDeviceGetMaxClockInfo, h, pynvml.NVML_CLOCK_SM),
+                    "mem_clock_max_mhz": ask(pynvml.nvmlDeviceGetMaxClockInfo, h, pynvml.NVML_CLOCK_MEM),
+                    "app_sm_clock_mhz": ask(pynvml.nvmlDeviceGetApplicationsClock, h, pynvml.NVML_CLOCK_SM),
+                    "app_mem_clock_mhz": ask(pynvml.nvmlDeviceGetApplicationsClock, h, pynvml.NVML_CLOCK_MEM),
+                    "ecc_mode": ask(pynvml.nvmlDeviceGetEccMode, h, then=_mode),
+                    "mig_mode": ask(pynvml.nvmlDeviceGetMigMode, h, then=_mode),
+                }
+            )
+    except Exception:  # noqa: BLE001 - a failed device count: what was read so far stands
+        pass
+    finally:
+        with contextlib.suppress(Exception):
+            pynvml.nvmlShutdown()
+    return out
+
+
 def collect(*, detect: bool = True) -> dict[str, Any]:
     """Facts for run.json; `detect=False` skips NVML/IMDS (tests, the harness benchmark)."""
     facts: dict[str, Any] = {
@@ -74,4 +127,6 @@ def collect(*, detect: bool = True) -> dict[str, Any]:
             cuda_driver=info.cuda_driver,
             gpus={"count": len(info.gpus), "names": [g.name for g in info.gpus], "uuids": [g.uuid for g in info.gpus]},
         )
+        if info.gpus:
+            facts["gpus"]["details"] = nvml_gpu_details()
     return facts

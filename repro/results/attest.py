@@ -144,7 +144,16 @@ def _software(info: Any) -> dict[str, Any]:
     }
 
 
-GPU_FIELDS = ("power_limit_w", "sm_clock_max_mhz", "mem_clock_max_mhz", "app_sm_clock_mhz", "ecc_mode", "mig_mode")
+GPU_FIELDS = (
+    "power_limit_w",
+    "enforced_power_limit_w",
+    "sm_clock_max_mhz",
+    "mem_clock_max_mhz",
+    "app_sm_clock_mhz",
+    "app_mem_clock_mhz",
+    "ecc_mode",
+    "mig_mode",
+)
 
 
 def _gpus(info: Any) -> dict[str, Any]:
@@ -163,6 +172,14 @@ def _gpus(info: Any) -> dict[str, Any]:
         )
     cpu = prov.get("cpu") if isinstance(prov.get("cpu"), dict) else None
     return {"count": len(names or []), "devices": per_gpu, "cpu": cpu or UNKNOWN}
+
+
+def _gpu_probe(info: Any) -> Any:
+    """The GPU probe's figures when the run measured them (run.json gpu_probe, or provenance.gpu_probe)."""
+    if info is None:
+        return None
+    extra = info.model_extra or {}
+    return extra.get("gpu_probe") or _dict(info.provenance).get("gpu_probe")
 
 
 def run_identity(root: Path, info: Any, subjects: dict[str, str]) -> dict[str, Any]:
@@ -238,7 +255,7 @@ def plan_run(root: Path, recipe: str | None, gpus: int | None, scenario: str | N
         "files": recipe_files(verdict.recipe.name if verdict.recipe else None),
         "software": _software(info),
         "gpus": _gpus(info),
-        "gpu_probe": known(getattr(info, "gpu_probe", None) if info is not None else None),
+        "gpu_probe": known(_gpu_probe(info)),
         "published": {
             "compared_with": verdict.reference,
             "figure": vjson.get("published"),
