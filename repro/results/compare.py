@@ -9,6 +9,7 @@ and fields, the results path, the benchmark and scenario folders, the printed to
 
 from __future__ import annotations
 
+import math
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -275,14 +276,34 @@ def compare(
     return Comparison(facts, band_pct, entries, evidence, match, reasons)
 
 
-def pick_row(rows: list[PublishedResult], facts: RunFacts, ref: str) -> PublishedResult:
-    """Narrow a reference's rows (an ID covers up to 6) to the run's scenario, then its benchmark.
+def _same_model(rows: list[PublishedResult], facts: RunFacts, scores: set[str]) -> list[PublishedResult]:
+    """Rows of one model when an ID spans several (Azure's 5.1-0008: Llama-2-70B and Llama-3.1-405B) and the run
+    does not name its benchmark: those whose accuracy metrics the run's accuracy.txt scores, else those nearest the
+    run's tokens/s per accelerator (the models differ fifty-fold)."""
+    groups: dict[frozenset[str], list[PublishedResult]] = {}
+    for r in rows:
+        groups.setdefault(frozenset(r.metrics), []).append(r)
+    if len(groups) < 2:
+        return rows
+    scored = [g for k, g in groups.items() if k and k <= scores]
+    if len(scored) == 1:
+        return scored[0]
+    return min(
+        groups.values(), key=lambda g: abs(math.log(max(g[0].per_accelerator, 1e-9) / max(facts.per_accelerator, 1e-9)))
+    )
+
+
+def pick_row(rows: list[PublishedResult], facts: RunFacts, ref: str, scores: set[str] | None = None) -> PublishedResult:
+    """Narrow a reference's rows (an ID covers every benchmark and scenario of its system) to the run's scenario,
+    then its benchmark (`scores`: the score names of the run's accuracy.txt, when its benchmark is not named).
 
     When nothing has the run's scenario, the first row is returned and `compare` refuses it with the reason.
     """
     same = [r for r in rows if r.scenario == facts.scenario] or rows
     if facts.benchmark:
         same = [r for r in same if r.benchmark == facts.benchmark] or same
+    else:
+        same = _same_model(same, facts, scores or set())
     figures = {r.per_accelerator for r in same}
     if len(figures) > 1 and len({r.benchmark for r in same}) > 1:
         options = ", ".join(sorted({f"{same[0].label}/{r.benchmark}/{r.scenario}" for r in same}))
@@ -318,7 +339,7 @@ def verify_against(
     facts = facts_from_run(run, gpus, match, refs)
     rows: list[PublishedResult] = []
     for ref in refs:
-        row = pick_row(idx.resolve(ref), facts, ref)
+        row = pick_row(idx.resolve(ref), facts, ref, set(run.accuracy or {}))
         if row.key not in {r.key for r in rows}:
             rows.append(row)
     # the record the run is (its own target and, when open, its own accuracy), else the first one named
