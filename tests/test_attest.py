@@ -364,3 +364,25 @@ def test_nvml_details_reach_run_json_provenance_and_the_predicate(monkeypatch: p
     from repro.results.attest import _gpu_probe
 
     assert _gpu_probe(record) == {"hbm_gb_s": 3000.5}
+
+
+def test_compare_fails_on_a_changed_value_and_notes_what_only_one_side_reports() -> None:
+    """A newer repro's verify may report more: a key or a check only one side has is a note, never a failure;
+    a value both hold that differs is a difference, checks matched by name (an added check shifts no index)."""
+    from repro.results.attest_verify import compare
+
+    attested = {"status": "PASS", "checks": [{"name": "a", "ok": True}, {"name": "b", "ok": True}], "old": 1}
+    now = {
+        "status": "PASS",
+        "checks": [{"name": "new", "ok": None}, {"name": "a", "ok": True}, {"name": "b", "ok": True}],
+        "extra": "met",
+    }
+    diffs, notes = compare(attested, now)
+    assert diffs == [] and len(notes) == 3
+    assert any(n.startswith("verdict.checks.new: not attested") for n in notes)
+    assert any(n.startswith("verdict.extra: not attested") for n in notes)
+    assert any(n.startswith("verdict.old: attested 1; this repro's verify no longer reports it") for n in notes)
+    now["checks"][2]["ok"] = False
+    now["status"] = "FAIL"
+    diffs, _ = compare(attested, now)
+    assert diffs == ["verdict.checks.b.ok: attested true, now false", 'verdict.status: attested "PASS", now "FAIL"']

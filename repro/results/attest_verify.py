@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from repro import __version__
 from repro.core.errors import InputError, ReproError
 from repro.core.signing import SignatureMismatch, open_envelope, read_envelope, trusted_key
 from repro.results.attest import (
@@ -71,21 +72,43 @@ class Verification:
         }
 
 
-def compare(attested: Any, now: Any, where: str = "verdict") -> list[str]:
-    """Each place two JSON documents differ, as `where.key: attested X, now Y`."""
+def compare(attested: Any, now: Any, where: str = "verdict") -> tuple[list[str], list[str]]:
+    """(differences, notes) between two JSON documents, each as `where.key: attested X, now Y`.
+
+    A value both hold that differs is a difference. A key only one side has is a note: a newer repro's verify
+    reports more (or less) than the one that signed, which the attested figures neither confirm nor contradict.
+    Lists of named items (the checks) are matched by name, so an added check is a note, not a shifted list."""
     if isinstance(attested, dict) and isinstance(now, dict):
-        out: list[str] = []
+        diffs: list[str] = []
+        notes: list[str] = []
         for key in sorted(set(attested) | set(now), key=str):
             if key not in now:
-                out.append(f"{where}.{key}: attested {_short(attested[key])}, now absent")
+                notes.append(
+                    f"{where}.{key}: attested {_short(attested[key])}; this repro's verify no longer reports it"
+                )
             elif key not in attested:
-                out.append(f"{where}.{key}: not attested, now {_short(now[key])}")
+                notes.append(f"{where}.{key}: not attested; this repro's verify now also reports {_short(now[key])}")
             else:
-                out += compare(attested[key], now[key], f"{where}.{key}")
-        return out
-    if isinstance(attested, list) and isinstance(now, list) and len(attested) == len(now):
-        return [d for i, (a, n) in enumerate(zip(attested, now, strict=True)) for d in compare(a, n, f"{where}[{i}]")]
-    return [] if attested == now else [f"{where}: attested {_short(attested)}, now {_short(now)}"]
+                d, n = compare(attested[key], now[key], f"{where}.{key}")
+                diffs += d
+                notes += n
+        return diffs, notes
+    if isinstance(attested, list) and isinstance(now, list):
+        named_a, named_n = _by_name(attested), _by_name(now)
+        if named_a is not None and named_n is not None:
+            return compare(named_a, named_n, where)
+        if len(attested) == len(now):
+            pairs = [compare(a, n, f"{where}[{i}]") for i, (a, n) in enumerate(zip(attested, now, strict=True))]
+            return [d for p in pairs for d in p[0]], [n for p in pairs for n in p[1]]
+    return ([] if attested == now else [f"{where}: attested {_short(attested)}, now {_short(now)}"]), []
+
+
+def _by_name(items: list[Any]) -> dict[str, Any] | None:
+    """{name: item} for a list of objects with distinct names (verify's checks); None for any other list."""
+    if not items or not all(isinstance(i, dict) and isinstance(i.get("name"), str) for i in items):
+        return None
+    named = {i["name"]: i for i in items}
+    return named if len(named) == len(items) else None
 
 
 def _short(value: Any) -> str:
@@ -202,7 +225,12 @@ def verify_file(
     if failed is not None:
         diffs.append(f"repro verify cannot judge these logs now: {failed}")
     else:
-        diffs += compare(verdict, now_verdict)
+        changed, extra = compare(verdict, now_verdict)
+        diffs += changed
+        result.notes += extra[:MAX_DIFFS_SHOWN]
+        signed_by = predicate.get("repro_version")
+        if (changed or extra) and signed_by != __version__:
+            result.notes.append(f"attested by repro {signed_by}; checked with repro {__version__}")
     result.differences += diffs[:MAX_DIFFS_SHOWN]
     if len(diffs) > MAX_DIFFS_SHOWN:
         result.differences.append(f"... and {len(diffs) - MAX_DIFFS_SHOWN} more differences")
