@@ -386,3 +386,16 @@ def test_compare_fails_on_a_changed_value_and_notes_what_only_one_side_reports()
     now["status"] = "FAIL"
     diffs, _ = compare(attested, now)
     assert diffs == ["verdict.checks.b.ok: attested true, now false", 'verdict.status: attested "PASS", now "FAIL"']
+
+
+def test_a_link_is_refused_by_attest_and_a_difference_for_verify(run: Path, tmp_path: Path) -> None:
+    log = run / "performance" / "run_1" / "mlperf_log_detail.txt"
+    outside = tmp_path / "outside.txt"
+    shutil.copy(log, outside)
+    log.unlink()
+    log.symlink_to(outside)  # same bytes, but through a link out of the folder
+    diffs = _failed(run)
+    assert "performance/run_1/mlperf_log_detail.txt: not a regular file (a link, FIFO or device)" in diffs
+    assert "performance/run_1/mlperf_log_detail.txt: attested, now missing" in diffs
+    err = one_line_error(cli_process("attest", str(run)), 2)
+    assert "mlperf_log_detail.txt: not a regular file" in err

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from conftest import REPO
+from helpers import cli
 
 from repro.core.errors import InputError
 from repro.core.hints import split_hint
@@ -23,6 +24,14 @@ from repro.rehearse.rehearsal import Scaling, doctor_step, plan, rehearse
 
 STEPS = ["doctor", "setup", "build-engine", "run offline", "tune server", "run server", "verify", "report"]
 RACK_STEPS = ["doctor", "setup", "build-engine", "rack offline", "verify", "report"]
+
+
+def attested_statement(path: Path) -> dict:
+    """The in-toto statement inside a `repro attest` envelope (read back without checking it)."""
+    import base64
+
+    return json.loads(base64.b64decode(json.loads(path.read_text())["payload"]))
+
 
 GPU_RECIPES = ["nd-gb300-v6", "nd-gb200-v6", "nd-h100-v5", "nd-h200-v5", "nc-h100-v5"]
 
@@ -314,6 +323,15 @@ def test_rehearsal_runs_offline_and_server_valid_and_leaves_nothing(client, name
         assert rep["written"] and rep["label"] == "rehearsal" and rep["reproduction"] is False
         assert "REHEARSAL" in Path(rep["html"]).read_text() and Path(rep["html"]).parent == tmp_path / name / "reports"
     assert split_hint(result.next_command).command == f"repro rehearse --recipe {name} --nodes 2"
+    # `repro attest`, then `repro attest verify`, on each rehearsal run (issue #38): the server image's digest
+    for run in result.runs:
+        made = cli("attest", run["run_dir"], "--json")
+        assert made.exit_code == 0 and json.loads(made.stdout)["label"] == "rehearsal", made.output
+        statement = attested_statement(Path(run["run_dir"]) / "attestation.intoto.json")
+        image = statement["predicate"]["software"]["container_image"]
+        assert image["digest"].startswith("sha256:") and image["recorded"] == result.image, image
+        checked = cli("attest", "verify", str(Path(run["run_dir"]) / "attestation.intoto.json"), "--json")
+        assert checked.exit_code == 0 and json.loads(checked.stdout)["verified"], checked.output
     assert result.ok and result.left_containers == []
     assert managed_containers("org.repro.rehearsal", client=client) == []
 

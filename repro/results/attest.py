@@ -27,6 +27,8 @@ STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
 PAYLOAD_TYPE = "application/vnd.in-toto+json"
 PREDICATE_TYPE = "urn:repro:mlperf-reproduction:v1"
 MAX_FILES = 20_000
+MAX_TOTAL_BYTES = 64 << 30
+"""A run's logs are megabytes, its accuracy log a few hundred; 64 GiB is no result folder (and hours of hashing)."""
 UNKNOWN = "unknown"
 RUN_DIR_TOKEN = "RUN_DIR"
 """Stands for the attested folder's own path inside the recorded verdict, so the logs verify from any folder."""
@@ -37,19 +39,24 @@ def known(value: Any) -> Any:
     return UNKNOWN if value is None or value == "" or value == [] else value
 
 
-def hash_tree(root: Path, exclude: tuple[str, ...] = ()) -> dict[str, str]:
+def hash_tree(root: Path, exclude: tuple[str, ...] = (), problems: list[str] | None = None) -> dict[str, str]:
     """{relative POSIX path: sha256} of every regular file under root, but root's own attestation and the
-    `exclude`d top-level folders. A link, FIFO or device in a result folder is refused: it is no evidence."""
+    `exclude`d top-level folders. A link, FIFO or device in a result folder is no evidence: refused (InputError),
+    or, given `problems`, named there and skipped (what a verification reports as a difference)."""
     root = Path(root)
     if not root.is_dir():
         raise InputError(f"{root}: not a folder.", "`repro attest RUN_DIR` with a result folder")
     found: dict[str, str] = {}
+    total = 0
     for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
         rel_dir = Path(dirpath).relative_to(root)
         if rel_dir == Path("."):
             dirnames[:] = [d for d in dirnames if d not in exclude]
         for name in sorted(dirnames):
             if os.path.islink(os.path.join(dirpath, name)):
+                if problems is not None:
+                    problems.append(f"{(rel_dir / name).as_posix()}: a link to a folder, not files of the run")
+                    continue
                 raise InputError(
                     f"{Path(dirpath) / name}: a link inside the result folder; an attestation covers files only.",
                     "replace the link with the files it points at, then `repro attest` again",
@@ -61,9 +68,18 @@ def hash_tree(root: Path, exclude: tuple[str, ...] = ()) -> dict[str, str]:
             path = Path(dirpath) / name
             mode = os.lstat(path).st_mode
             if not stat.S_ISREG(mode):
+                if problems is not None:
+                    problems.append(f"{rel}: not a regular file (a link, FIFO or device)")
+                    continue
                 raise InputError(
                     f"{path}: not a regular file (a link, FIFO or device); an attestation covers files only.",
                     "remove it or replace it with the file it stands for",
+                )
+            total += os.lstat(path).st_size
+            if total > MAX_TOTAL_BYTES:
+                raise InputError(
+                    f"{root}: more than {MAX_TOTAL_BYTES >> 30} GiB of files; not one result folder.",
+                    "point at one run",
                 )
             found[rel] = sha256_regular(path)
             if len(found) > MAX_FILES:
@@ -124,13 +140,22 @@ def _list(value: Any) -> list[Any]:
     return value if isinstance(value, list) else []
 
 
+def _is_digest(value: Any) -> bool:
+    return isinstance(value, str) and value.startswith("sha256:") and len(value) == 71
+
+
 def _software(info: Any) -> dict[str, Any]:
     prov: dict[str, Any] = dict(info.provenance) if info is not None else {}
     packages = _dict(prov.get("packages"))
     digest = (info.container_digest if info is not None else None) or prov.get("container_digest")
-    image = {"digest": UNKNOWN, "recorded": known(digest)}
-    if isinstance(digest, str) and digest.startswith("sha256:") and len(digest) == 71:
+    image: dict[str, Any] = {"digest": UNKNOWN, "recorded": known(digest), "from": "run.json container_digest"}
+    servers = _dict(info.servers if info is not None else None)
+    ids = {k: v for k, v in _dict(servers.get("image_ids")).items() if _is_digest(v)}
+    if _is_digest(digest):
         image["digest"] = digest
+    elif len(set(ids.values())) == 1:  # repro ran on the host; its servers ran this image
+        tag, image["digest"] = next(iter(ids.items()))
+        image.update({"recorded": tag, "from": "run.json servers.image_ids (the trtllm-serve image)"})
     return {
         "container_image": image,
         "tensorrt_llm": known(packages.get("tensorrt_llm") or packages.get("tensorrt-llm")),

@@ -215,12 +215,13 @@ def verify_file(
     result.label = (predicate.get("run") or {}).get("label")
     attested = {s["name"]: str(s["digest"].get("sha256")) for s in statement["subject"]}
     exclude = tuple(str(x) for x in predicate.get("excluded") or [])
-    now = hash_tree(logs, exclude)
+    problems: list[str] = []
+    now = hash_tree(logs, exclude, problems)
     result.subjects = len(attested)
     other = _other_run(predicate, now, logs)
     if other:
         result.differences.append(other)
-    diffs = _file_differences(attested, now)
+    diffs = problems + _file_differences(attested, now)
     now_verdict, failed = _verdict_now(result.kind, predicate, logs)
     if failed is not None:
         diffs.append(f"repro verify cannot judge these logs now: {failed}")
@@ -237,8 +238,10 @@ def verify_file(
     _recipe_notes(predicate, result)
     if result.kind == "rack":
         for rel in sorted(predicate.get("vm_attestations") or {}):
-            vm_file = logs / rel
-            if vm_file.is_file():
+            vm_file = logs / str(rel)
+            if not vm_file.resolve().is_relative_to(logs.resolve()):
+                result.differences.append(f"{rel}: a VM attestation outside the rack folder")
+            elif vm_file.is_file():
                 result.vms.append(verify_file(vm_file, trusted=trusted))
     return result
 

@@ -223,6 +223,9 @@ class ServerFleet:
         self.followers: dict[int, _LogFollower] = {}
         self.removed: list[str] = []
         self.enroot = bool(plans) and enroot.is_enroot_image(plans[0].image)
+        self.image_ids: dict[str, str] = {}
+        """Each server image's content digest (Docker's image ID, sha256:...), recorded in run.json: a tag can be
+        rebuilt, the digest names what ran."""
 
     @property
     def client(self) -> Any:
@@ -270,12 +273,14 @@ class ServerFleet:
         images = {p.image for p in self.plans}
         for image in images:
             try:
-                self.client.images.get(image)
+                found = self.client.images.get(image)
             except docker.errors.ImageNotFound:
                 recipe = self.plans[0].labels.get(SERVER_LABEL, "")
                 raise InputError(
                     f"The server image {image} is not built on this machine.", f"`repro build-engine --recipe {recipe}`"
                 ) from None
+            if isinstance(getattr(found, "id", None), str):
+                self.image_ids[image] = found.id
         for plan in self.plans:
             if log_dir is not None:
                 log_dir.mkdir(parents=True, exist_ok=True)
@@ -463,6 +468,7 @@ class ServerFleet:
     def to_json(self) -> dict[str, Any]:
         return {
             "servers": [p.to_json() for p in self.plans],
+            "image_ids": self.image_ids,
             "reused": self.reused,
             "kept": self.keep,
             "removed": self.removed,
