@@ -210,9 +210,10 @@ def test_another_runs_attestation(run: Path, two_runs: list[Path], tmp_path: Pat
     shutil.copytree(two_runs[1], second)
     shutil.copy(run / ATTESTATION_NAME, second / ATTESTATION_NAME)
     diffs = _failed(second)
+    started = [json.loads((r / "performance/run_1/run.json").read_text())["started"] for r in (run, second)]
     assert diffs[0] == (
-        f"this attestation is of another run ({run.name}, started "
-        f"{json.loads((run / 'performance/run_1/run.json').read_text())['started']}), not of {second.name}"
+        f"this attestation is of another run ({run.name}, started {started[0]}), not of {second.name} "
+        f"(started {started[1]})"
     )
     assert any("run.json: changed" in d for d in diffs)
 

@@ -153,16 +153,24 @@ def _file_differences(attested: dict[str, str], now: dict[str, str]) -> list[str
 
 
 def _other_run(predicate: dict[str, Any], now: dict[str, str], logs: Path) -> str | None:
-    """A headline when the logs are plainly another run: run.json differs and the run folder's name differs."""
+    """A headline when the logs are plainly another run: its run.json differs, and so does the run folder's name
+    or the start time it records."""
+    from repro.core.record import RunRecord
+
     run = predicate.get("run") or {}
     attested_json = run.get("run_json_sha256")
-    now_json = next((h for rel, h in now.items() if rel.endswith("run.json")), None)
+    rel, now_json = next(((r, h) for r, h in now.items() if r.endswith("run.json")), (None, None))
     if attested_json in (None, UNKNOWN) or now_json is None or now_json == attested_json:
         return None
+    record = RunRecord.read(logs / rel) if rel else None
+    started = record.started if record is not None else None
     folder = logs.resolve().name
-    if run.get("folder") == folder:
+    if run.get("folder") == folder and (started is None or started == run.get("started")):
         return None
-    return f"this attestation is of another run ({run.get('folder')}, started {run.get('started')}), not of {folder}"
+    return (
+        f"this attestation is of another run ({run.get('folder')}, started {run.get('started')}), "
+        f"not of {folder}" + (f" (started {started})" if started else "")
+    )
 
 
 def _verdict_now(kind: str, predicate: dict[str, Any], logs: Path) -> tuple[Any, str | None]:
