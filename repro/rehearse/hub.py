@@ -7,7 +7,11 @@ X-Repo-Commit, HEAD and Range. Gated repos answer as the hub does (huggingface_h
 reads X-Error-Code): 401 GatedRepo without a token, 403 GatedRepo with a token whose user has not accepted the
 license (`Repo.accepted`), 200 once accepted. Faults are switched on per test: token checks (401), a connection
 dropped after N bytes, corrupted bytes, slow streaming, plain files under /static/ (for non-hub URLs such as the
-MLPerf dataset pickles).
+MLPerf dataset pickles). As the real hub does for LFS files, `cdn` makes /resolve/ answer with a redirect
+(`redirect_status`, 302 by default) to another server's /static/<sha256>?X-Amz-Signature=..., carrying the file's
+metadata on the redirect itself; `xet` adds the Xet headers (X-Xet-Hash, X-Xet-Refresh-Route) the hub sends for
+Xet-backed files, with a refresh route this server refuses (it is no Xet service).
+Every request's method, path, Range and whether it carried an Authorization header are recorded in `log`.
 """
 
 from __future__ import annotations
@@ -72,6 +76,9 @@ class HubServer:
         self.repos: dict[tuple[str, str], Repo] = {}
         self.static: dict[str, bytes] = {}
         self.faults = Faults()
+        self.cdn: str | None = None  # base URL of the server LFS downloads redirect to
+        self.redirect_status = 302
+        self.xet = False
         self.log: list[dict[str, Any]] = []
         self.errors: list[int] = []  # the status of every error answer, in order
         self._lock = threading.Lock()
@@ -179,6 +186,8 @@ def _make_handler(hub: HubServer) -> type[BaseHTTPRequestHandler]:
                 return self._api(m, parse_qs(parsed.query), head)
             if m := _RESOLVE.match(path):
                 return self._resolve(m, head)
+            if path.startswith("/api/xet-read-token/"):
+                return self._error(400, None, "this stand-in hub serves no Xet storage", head)
             self._error(404, None, "Not found", head)
 
         def _repo(self, repo_type: str, repo_id: str, rev: str | None, head: bool) -> Repo | None:
@@ -255,6 +264,13 @@ def _make_handler(hub: HubServer) -> type[BaseHTTPRequestHandler]:
             if repo.is_lfs(fname):
                 headers["X-Linked-Etag"] = f'"{repo.etag(fname)}"'
                 headers["X-Linked-Size"] = len(repo.files[fname])
+                if hub.xet:
+                    headers["X-Xet-Hash"] = repo.etag(fname)
+                    headers["X-Xet-Refresh-Route"] = f"{hub.url}/api/xet-read-token/{repo.commit}"
+                if hub.cdn:
+                    sig = hashlib.sha256(repo.etag(fname).encode()).hexdigest()[:16]
+                    headers["Location"] = f"{hub.cdn}/static/{repo.etag(fname)}?X-Amz-Signature={sig}"
+                    return self._send(hub.redirect_status, b"", headers, head=head)
             self._serve_bytes(fname, repo.files[fname], headers, head)
 
         def _serve_bytes(self, key: str, data: bytes | None, headers: dict[str, Any], head: bool) -> None:

@@ -106,18 +106,16 @@ def _local_action(dest: Path, size: int | None) -> str:
 
 
 def _url_size(url: str) -> int | None:
-    """Content-Length from a HEAD without credentials: the HF token is never sent off the hub."""
+    """Content-Length from a HEAD without credentials (the HF token is never sent off the hub), bounded in time and
+    capped: a dataset URL's own claim of more than transfer.MAX_UNLISTED_BYTES is not believed."""
     import os
-    import urllib.error
-    import urllib.request
+
+    from repro.setup.transfer import MAX_UNLISTED_BYTES, content_length
 
     if os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes"):
         return None
-    try:
-        with urllib.request.urlopen(urllib.request.Request(url, method="HEAD"), timeout=10) as r:
-            return int(r.headers["Content-Length"])
-    except (urllib.error.URLError, OSError, KeyError, TypeError, ValueError):
-        return None
+    size = content_length(url)
+    return size if size is not None and 0 <= size <= MAX_UNLISTED_BYTES else None
 
 
 def plan_setup(recipe: Recipe, ws: Workspace, token: str | None, source: DatasetSource = "fetch") -> SetupPlan:
@@ -306,7 +304,15 @@ def _fetch_model(
                 revision=plan.model.commit,
             )
         )
-        files.append({"path": key, "size": f.size, "action": result.action, "resumed_bytes": result.resumed_bytes})
+        files.append(
+            {
+                "path": key,
+                "size": f.size,
+                "action": result.action,
+                "resumed_bytes": result.resumed_bytes,
+                "via": result.via,
+            }
+        )
     return artifacts, files
 
 

@@ -1,10 +1,13 @@
-"""Model and file downloads through huggingface_hub, resumable across runs and verified against the hub's metadata.
+"""Model and file downloads from the hub, resumable across runs and verified against the hub's metadata.
 
 huggingface_hub >= 1.x deletes its temporary file when a download is interrupted, so a Ctrl-C on a 138 GB
-model would start over. Here each file streams (with huggingface_hub's own HTTP client, retries and Range
-resume) into `<file>.incomplete` next to its destination; the marker survives a crash or Ctrl-C, the next
-run resumes it with a Range request, and the file is only renamed into place once its sha256 matches.
-Xet-backed files go through `hf_hub_download`, whose chunk cache makes them resumable by itself.
+model would start over. Here huggingface_hub answers the metadata (listing, sizes, sha256, the HEAD that
+resolves a file to its CDN location) and each file streams through repro/setup/transfer.py (the token only on
+the hub's own origin, redirects followed by hand, stall and size bounds) into `<file>.incomplete` next to its
+destination; the marker survives a crash or Ctrl-C, the next run resumes it with a Range request, and the file is
+only renamed into place once its sha256 matches. Xet-backed files go through `hf_hub_download` when hf_xet is
+usable (its chunk cache resumes by itself), and over plain HTTP (the hub serves them there too) when it is not
+or when the Xet transfer fails.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import stat
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path, PurePosixPath, PureWindowsPath
@@ -21,7 +25,6 @@ from repro.core.errors import InputError, ReproError, StepFailed
 from repro.core.secrets import redact_url
 
 INCOMPLETE = ".incomplete"
-RESUME_CHUNK = 1 << 20
 DEFAULT_ENDPOINT = "https://huggingface.co"
 
 
@@ -218,7 +221,7 @@ def incomplete_path(dest: Path) -> Path:
 
 
 class RichBar:
-    """The tqdm subset huggingface_hub's http_get drives, reporting into one task of a Rich Progress."""
+    """The tqdm subset hf_hub_download and repro's own transfers drive, reporting into one Rich Progress task."""
 
     def __init__(self, progress: Any, label: str, total: int | None = None, initial: int = 0, **_: Any):
         self.progress, self.n = progress, initial
@@ -249,32 +252,26 @@ def stream_to(
     label: str | None = None,
     hub_headers: bool = True,
 ) -> int:
-    """Download url into dest's `.incomplete` marker, resuming what an earlier run left; returns bytes resumed."""
-    from huggingface_hub import constants
-    from huggingface_hub.file_download import http_get
-    from huggingface_hub.utils import build_hf_headers
+    """Download url into dest's `.incomplete` marker, resuming what an earlier run left; returns bytes resumed.
 
-    # Bytes reach the file one read-chunk at a time; 1 MiB instead of 10 MiB keeps more of an interrupted download.
-    constants.DOWNLOAD_CHUNK_SIZE = min(constants.DOWNLOAD_CHUNK_SIZE, RESUME_CHUNK)
+    The token goes only to the hub's own origin (`hub_headers`), never to a CDN a redirect points at."""
+    from repro.setup.transfer import download
+
     part = incomplete_path(dest)
-    part.parent.mkdir(parents=True, exist_ok=True)
-    if part.exists() and part.stat().st_size > expected_size:
-        part.unlink()
-    resumed = part.stat().st_size if part.exists() else 0
-    headers = build_hf_headers(token=token) if hub_headers else {}
-    with open(part, "ab") as fh:
-        http_get(
-            url,
-            fh,
-            resume_size=resumed,
-            headers=headers,
-            expected_size=expected_size,
-            displayed_filename=label or dest.name,
-            tqdm_class=cast(Any, partial(RichBar, progress, label or dest.name)),
-        )
-        fh.flush()
-        os.fsync(fh.fileno())
-    return resumed
+    try:
+        st = os.lstat(part)
+        initial = st.st_size if stat.S_ISREG(st.st_mode) and st.st_size <= expected_size else 0
+    except FileNotFoundError:
+        initial = 0
+    bar = RichBar(progress, label or dest.name, total=expected_size, initial=initial)
+    return download(
+        url,
+        part,
+        expected_size=expected_size,
+        token=token if hub_headers else None,
+        hub=endpoint() if hub_headers else None,
+        progress=bar.update,
+    )
 
 
 @dataclass
@@ -283,6 +280,7 @@ class FileResult:
     remote: RemoteFile
     action: str  # verified | downloaded | resumed | refetched
     resumed_bytes: int = 0
+    via: str = "http"  # http | xet | http after a failed Xet transfer (why)
 
 
 def fetch_file(
@@ -295,12 +293,12 @@ def fetch_file(
     dest.unlink(missing_ok=True)
     action = "downloaded"
     for attempt in (1, 2):
-        resumed = _download_one(plan, remote, dest, token, progress)
+        resumed, via = _download_one(plan, remote, dest, token, progress)
         if resumed:
             action = "resumed"
         if verify_file(incomplete_path(dest), remote):
             os.replace(incomplete_path(dest), dest)
-            return FileResult(dest, remote, "refetched" if attempt == 2 else action, resumed)
+            return FileResult(dest, remote, "refetched" if attempt == 2 else action, resumed, via)
         incomplete_path(dest).unlink(missing_ok=True)
     raise StepFailed(
         f"{dest}: checksum still differs from the hub's {remote.checksum} after a fresh download.",
@@ -308,7 +306,7 @@ def fetch_file(
     )
 
 
-def _download_one(plan: ModelPlan, remote: RemoteFile, dest: Path, token: str | None, progress: Any) -> int:
+def _download_one(plan: ModelPlan, remote: RemoteFile, dest: Path, token: str | None, progress: Any) -> tuple[int, str]:
     from huggingface_hub import get_hf_file_metadata, hf_hub_download, hf_hub_url
 
     url = hf_hub_url(plan.repo_id, remote.path, revision=plan.commit, repo_type=plan.repo_type, endpoint=endpoint())
@@ -320,21 +318,29 @@ def _download_one(plan: ModelPlan, remote: RemoteFile, dest: Path, token: str | 
                 "`repro setup` again",
             )
         if meta.xet_file_data is not None and _xet_enabled():
-            hf_hub_download(
-                plan.repo_id,
-                remote.path,
-                revision=plan.commit,
-                repo_type=plan.repo_type,
-                local_dir=_root_of(dest, remote),
-                token=token,
-                endpoint=endpoint(),
-                tqdm_class=cast(Any, partial(RichBar, progress, remote.path)),
-            )
-            os.replace(dest, incomplete_path(dest))
-            return 0
-        return stream_to(
+            try:
+                hf_hub_download(
+                    plan.repo_id,
+                    remote.path,
+                    revision=plan.commit,
+                    repo_type=plan.repo_type,
+                    local_dir=_root_of(dest, remote),
+                    token=token,
+                    endpoint=endpoint(),
+                    tqdm_class=cast(Any, partial(RichBar, progress, remote.path)),
+                )
+                os.replace(dest, incomplete_path(dest))
+                return 0, "xet"
+            except Exception as exc:  # noqa: BLE001 - access errors are raised; a failed Xet transfer falls back
+                if _hub_error(exc, plan.repo_id, plan.revision) is not None and _is_access_error(exc):
+                    raise
+                via = f"http (the Xet transfer failed: {type(exc).__name__})"
+        else:
+            via = "http"
+        resumed = stream_to(
             meta.location, dest, expected_size=remote.size, token=token, progress=progress, label=remote.path
         )
+        return resumed, via
     except ReproError:
         raise
     except Exception as exc:  # noqa: BLE001 - translated below or re-raised
@@ -352,11 +358,23 @@ def _root_of(dest: Path, remote: RemoteFile) -> Path:
 
 
 def _xet_enabled() -> bool:
+    """Whether hf_xet can be used: HF_HUB_DISABLE_XET unset and the package importable. huggingface_hub moved
+    `is_xet_available` between releases (2.4 no longer exports it from `utils`), so ask importlib directly."""
     if os.environ.get("HF_HUB_DISABLE_XET", "").lower() in ("1", "true", "yes", "on"):
         return False
-    from huggingface_hub.utils import is_xet_available
+    import importlib.util
 
-    return is_xet_available()
+    try:
+        return importlib.util.find_spec("hf_xet") is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def _is_access_error(exc: BaseException) -> bool:
+    from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError, RevisionNotFoundError
+
+    status = getattr(getattr(exc, "response", None), "status_code", None)
+    return isinstance(exc, GatedRepoError | RepositoryNotFoundError | RevisionNotFoundError) or status in (401, 403)
 
 
 def free_bytes(path: Path) -> int:
