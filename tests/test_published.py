@@ -25,7 +25,8 @@ from repro.core.published import (
     rule_reference,
 )
 from repro.core.recipes import all_recipes, get_recipe
-from repro.results.compare import match_run, verify_against
+from repro.results.compare import verify_against
+from repro.results.index_match import match_run
 from repro.results.logs import find_runs
 from repro.results.verify import verify_dir
 from repro.ui.published import ComparisonView, PublishedList, PublishedShow

@@ -18,8 +18,9 @@ from repro.core.errors import InputError
 from repro.core.published import load_index
 from repro.core.recipes import all_recipes, get_recipe
 from repro.results.aggregate import aggregate
-from repro.results.compare import match_run, verify_against
+from repro.results.compare import verify_against
 from repro.results.compliance import read_test06
+from repro.results.index_match import match_run
 from repro.results.logs import find_runs
 from repro.results.verify import verify_dir
 

@@ -26,6 +26,7 @@ from repro.core.recipes import Recipe
 from repro.report.roofline import MEAN_INPUT_TOKENS, flops_per_output_token, roofline
 from repro.results.compare import pick_perf_run
 from repro.results.hardware import run_accelerator
+from repro.results.identity import ResultIdentity, identify
 from repro.results.index_match import effective_scenario
 from repro.results.logs import LoadGenRun, benchmark_target, find_runs, parse_detail
 
@@ -432,14 +433,12 @@ def serving_of_recipe(recipe: Recipe) -> dict[str, Any]:
     return out
 
 
-def _accelerators(run: LoadGenRun) -> int | None:
-    from repro.results.hardware import count_accelerators
-
+def _identity(run: LoadGenRun) -> ResultIdentity | None:
+    """The run's identity read once (results.identity); None when its own files disagree on the count."""
     try:
-        found, _ = count_accelerators(run, None)
+        return identify(run)
     except InputError:
         return None
-    return found.total if found else None
 
 
 def _output_lengths(folder: Path) -> tuple[list[int], Path] | None:
@@ -497,13 +496,14 @@ def side_of_run(run: LoadGenRun, recipe: Recipe | None, name: str | None = None)
     stack = stack_of_system(run.system) or _stack_of_run_info(info, recipe)
     if run.loadgen_version:
         stack["LoadGen"] = str(run.loadgen_version).split(" @")[0]
+    ident = _identity(run)
     return Side(
         name=name or str(run.folder),
         kind="run",
         scenario=effective_scenario(run),
         tokens_per_s=run.tokens_per_s,
         samples_per_s=run.samples_per_s,
-        accelerators=_accelerators(run),
+        accelerators=ident.count.total if ident is not None and ident.count is not None else None,
         settings=settings,
         stack=stack,
         serving=serving_of_run(info) if info else {},
@@ -513,7 +513,7 @@ def side_of_run(run: LoadGenRun, recipe: Recipe | None, name: str | None = None)
         machine=_machine_of_run(run),
         label=run.label,
         source=str(run.summary_path or run.detail_path or run.folder),
-        accelerator=run_accelerator(run)[0],
+        accelerator=ident.accelerator if ident is not None else run_accelerator(run, None)[0],
     )
 
 

@@ -21,10 +21,10 @@ from repro.core.published import Accelerator
 from repro.core.recipes import Recipe, get_recipe
 from repro.core.safeio import sha256_regular
 from repro.core.textsafe import md_cell
-from repro.results.hardware import count_gpus
-from repro.results.index_match import IndexMatch, match_run
+from repro.results.identity import ResultIdentity, identify
+from repro.results.index_match import IndexMatch
 from repro.results.logs import LoadGenRun, parse_run, require_paths, run_folders
-from repro.results.verify import NoRecipeFor, Verdict, evaluate, record_count, resolve_recipe
+from repro.results.verify import NoRecipeFor, Verdict, evaluate, resolve_recipe
 
 ERROR_EXIT = 2
 
@@ -359,11 +359,18 @@ def aggregate(
     named = _names_per_argument(paths, runs, errors)
     rows: list[VMRow] = [VMRow(named[id(folder)], folder, problem=problem) for _, folder, problem in errors]
     resolved: list[tuple[VMRow, LoadGenRun, Recipe | None, IndexMatch | None]] = []
+    identities: dict[int, ResultIdentity] = {}
     first_error: ReproError | None = None
     for _, run in runs:
         row = VMRow(named[id(run.folder)], run.folder)
         rows.append(row)
-        match = match_run(run)
+        try:
+            ident = identities[id(run)] = identify(run, gpus)
+        except ReproError as exc:
+            row.problem = exc.message
+            first_error = first_error or exc
+            continue
+        match = ident.record
         try:
             resolved.append((row, run, chosen or resolve_recipe(run, None), match))
         except NoRecipeFor as exc:
@@ -394,10 +401,9 @@ def aggregate(
                 "aggregate each system separately, or judge all against one: `repro aggregate DIR... --recipe NAME`",
             )
         chosen = resolved[0][2]
-    for row, run, _, match in resolved:
+    for row, run, _, _ in resolved:
         try:
-            count = count_gpus(run, chosen, gpus) if chosen is not None else record_count(run, gpus, match)
-            row.verdict = evaluate(run, chosen, count, match)
+            row.verdict = evaluate(run, identities[id(run)], chosen)
         except ReproError as exc:
             row.problem = exc.message
     _refuse_mixed(rows)

@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from repro.core.errors import InputError
 from repro.core.published import Accelerator, PublishedIndex, PublishedResult, load_index
-from repro.results.hardware import count_accelerators, run_accelerator
-from repro.results.index_match import IndexMatch, effective_scenario, match_run
+from repro.results.identity import ResultIdentity, identify
+from repro.results.index_match import IndexMatch
 from repro.results.logs import LoadGenRun, benchmark_target, find_runs
 from repro.results.pick import pick_run
 
@@ -85,17 +85,15 @@ def _recipe_count(run: LoadGenRun) -> tuple[int | None, str, str | None]:
     return n, f"recipe {name}", note
 
 
-def facts_from_run(
-    run: LoadGenRun, gpus: int | None = None, match: IndexMatch | None = None, refs: list[str] | None = None
-) -> RunFacts:
-    """Accelerators: --gpus, else run.json, else system JSON per node x nodes, else the matched published record,
-    else (as plain verify does) the count of the recipe run.json names, with a note."""
+def facts_from_run(run: LoadGenRun, ident: ResultIdentity, refs: list[str] | None = None) -> RunFacts:
+    """Accelerators: --gpus, else run.json, else system JSON per node x nodes, else the matched published record
+    (all read once into `ident`), else (as plain verify does) the count of the recipe run.json names, with a note."""
     if run.tokens_per_s is None:
         raise InputError(
             f"{run.summary_path or run.folder}: no tokens per second in the logs.",
             "re-run with use_token_latencies (`repro run offline` sets it)",
         )
-    found, notes = count_accelerators(run, gpus)
+    found, notes = ident.count, list(ident.count_notes)
     if found is None:
         total, source, note = _recipe_count(run)
         if note:
@@ -112,16 +110,15 @@ def facts_from_run(
             f"run used with --gpus: {shlex.join(hint)}",
             "repro verify --help",
         )
-    accel, accel_source = run_accelerator(run)
     return RunFacts(
         run.folder,
         float(run.tokens_per_s),
         total,
         source,
-        effective_scenario(run),
+        ident.scenario,
         benchmark_target(run.folder),
-        accel,
-        accel_source or "unknown",
+        ident.accelerator,
+        ident.accelerator_source or "unknown",
         run.valid and not run.contradictions,  # a folder that disagrees with itself is never a valid result
         run.label,
         tuple(notes) + tuple(f"the run's own files disagree: {c}" for c in run.contradictions),
@@ -331,12 +328,13 @@ def verify_against(
 ) -> Comparison:
     """`repro verify RUN --against REF...`: the run's tokens/s per accelerator against each named published result,
     with every check plain verify runs (validity, duration, scenario rules, accuracy, TEST06, consistency)."""
-    from repro.results.verify import division_of, evidence_checks
+    from repro.results.verify import evidence_checks
 
     idx = index or load_index()
     run = pick_perf_run(Path(path), scenario)
-    match = match_run(run, idx)
-    facts = facts_from_run(run, gpus, match, refs)
+    ident = identify(run, gpus, idx)
+    match = ident.record
+    facts = facts_from_run(run, ident, refs)
     rows: list[PublishedResult] = []
     for ref in refs:
         row = pick_row(idx.resolve(ref), facts, ref, set(run.accuracy or {}))
@@ -344,5 +342,5 @@ def verify_against(
             rows.append(row)
     # the record the run is (its own target and, when open, its own accuracy), else the first one named
     own = match.row if match is not None else rows[0] if rows else None
-    evidence = evidence_checks(run, None, own, division_of(run))
+    evidence = evidence_checks(run, None, own, ident.division)
     return compare(facts, rows, evidence, band_pct, match)

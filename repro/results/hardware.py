@@ -10,10 +10,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from repro.core.accelerators import Accelerator, chips, model_token, same_accelerator
+from repro.core.accelerators import Accelerator, chips, model_token
 from repro.core.errors import InputError
-from repro.core.recipes import Recipe
-from repro.results.index_match import count_value, match_run
+from repro.results.index_match import IndexMatch, count_value
 from repro.results.logs import LoadGenRun
 
 
@@ -35,8 +34,9 @@ class Identity:
     why: str
 
 
-def run_accelerator(run: LoadGenRun) -> tuple[str | None, str | None]:
-    """The accelerator name the run's own files state: its provenance (run.json) first, then the system JSON."""
+def run_accelerator(run: LoadGenRun, match: IndexMatch | None) -> tuple[str | None, str | None]:
+    """The accelerator name the run's own files state: its provenance (run.json) first, then the system JSON, then
+    the published record the log is (`match`, read once by results.identity), then the folder name."""
     names = run.run_info.gpu_names if run.run_info is not None else []
     if names and all(names):
         distinct = sorted(set(names))
@@ -47,7 +47,6 @@ def run_accelerator(run: LoadGenRun) -> tuple[str | None, str | None]:
     name = run.system.get("accelerator_model_name") if run.system else None
     if isinstance(name, str) and name.strip():
         return name.strip(), _system_where(run)
-    match = match_run(run)
     if match is not None and match.exact:
         return match.row.accelerator_model_name, f"the published record {match.row.ref} this log is"
     if folder := _named_folder(run):
@@ -61,26 +60,6 @@ def _named_folder(run: LoadGenRun) -> str | None:
     names = [run.system_folder] if run.system_folder else []
     names += [p for p in reversed(run.folder.absolute().parts) if re.search(r"llama2-70b", p, re.I)][:1]
     return next((n for n in names if n and chips(n)), None)
-
-
-def identity(run: LoadGenRun, want: Accelerator, whose: str = "the recipe's") -> Identity:
-    """The run's accelerator against `want` (a recipe's, or the published record's it is compared with)."""
-    name, where = run_accelerator(run)
-    if name is None:
-        return Identity(
-            None,
-            None,
-            want,
-            None,
-            "nothing states the run's accelerator (no system JSON, no run.json GPU names, no chip in the "
-            "folder name): unknown, and an unknown accelerator is never a reproduction",
-        )
-    if " + " in name:
-        return Identity(name, where, want, False, f"the run mixes accelerators ({name})")
-    same, why = same_accelerator(name, want)
-    if whose != "the recipe's":
-        why = why.replace("the recipe's", whose).replace("the recipe", whose.removesuffix("'s"))
-    return Identity(name, where, want, same, why)
 
 
 def _system_where(run: LoadGenRun) -> str:
@@ -118,7 +97,9 @@ def _name_counts(
     return out
 
 
-def count_accelerators(run: LoadGenRun, flag: int | None) -> tuple[GpuCount | None, list[str]]:
+def count_accelerators(
+    run: LoadGenRun, flag: int | None, match: IndexMatch | None
+) -> tuple[GpuCount | None, list[str]]:
     """--gpus, else the run's provenance, else the system JSON (per node x nodes), else the published record the
     log is; (None, notes) when nothing tells. Every disagreement is a note; provenance vs system JSON without --gpus
     is an error."""
@@ -172,26 +153,8 @@ def count_accelerators(run: LoadGenRun, flag: int | None) -> tuple[GpuCount | No
                     f"`repro verify {run.folder} --gpus N` with the count the run used",
                 )
         return GpuCount(count, where, notes), notes
-    match = match_run(run)
     if match is not None and match.exact:
         return GpuCount(match.row.total_accelerators, f"the published record {match.row.ref} this log is", notes), notes
     if (folder := _named_folder(run)) and (named := _name_counts(run, chips(folder)[0], [("", folder)])):
         return GpuCount(named[0][1], f"folder {folder}", notes), notes
     return None, notes
-
-
-def count_gpus(run: LoadGenRun, recipe: Recipe, flag: int | None) -> GpuCount:
-    """The run's own count (count_accelerators), else the recipe's, with a note whenever they differ."""
-    found, notes = count_accelerators(run, flag)
-    if found is not None:
-        if found.source != "--gpus" and found.total != recipe.system.gpus_per_vm and not recipe.demo:
-            found.notes.append(
-                f"the run used {found.total} accelerators, recipe {recipe.name} "
-                f"{recipe.system.gpus_per_vm}; compared per GPU"
-            )
-        return found
-    notes.append(
-        f"no system JSON or run.json gives the accelerator count: assumed {recipe.system.gpus_per_vm} from "
-        f"recipe {recipe.name} (`--gpus N` if the run used another count)"
-    )
-    return GpuCount(recipe.system.gpus_per_vm, f"recipe {recipe.name}", notes)

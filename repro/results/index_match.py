@@ -38,7 +38,7 @@ def effective_scenario(run: LoadGenRun) -> str:
     return run.benchmark_scenario or run.scenario
 
 
-def _path_identity(folder: Path) -> dict[str, str]:
+def path_identity(folder: Path) -> dict[str, str]:
     """division/submitter/system from a submission tree: <division>/<submitter>/results/<system>/<benchmark>/..."""
     parts = folder.resolve().parts
     out: dict[str, str] = {}
@@ -87,7 +87,12 @@ def _same_tokens(a: float, b: float) -> bool:
     return abs(a - b) <= 1e-9 * max(abs(a), abs(b))
 
 
-def match_run(run: LoadGenRun, index: PublishedIndex | None = None) -> IndexMatch | None:
+def match_run(
+    run: LoadGenRun,
+    index: PublishedIndex | None = None,
+    where: dict[str, str] | None = None,
+    benchmark: str | None = None,
+) -> IndexMatch | None:
     """The published result this run is (or runs the system of); None when the index has nothing that fits.
 
     Identity first: the system JSON file name or results folder, and the submitter (system JSON or path) where one
@@ -95,19 +100,24 @@ def match_run(run: LoadGenRun, index: PublishedIndex | None = None) -> IndexMatc
     the round the path names (inference_results_vX.Y), else the one whose published tokens/s the log prints; a
     same-named system with other figures and no round is not this result (NVIDIA's v5.0 DGX-H100 is not v4.1's).
     Without any identity, a unique (scenario, benchmark, tokens/s) fingerprint, consistent with whatever the run
-    states, identifies a published log.
+    states, identifies a published log. `where` and `benchmark` (the MLPerf name, llama2-70b-99.9): the folder's
+    path identity and benchmark when the caller (results.identity) has read them already.
     """
     idx = index or load_index()
     scenario = effective_scenario(run)
-    bench = benchmark_target(run.folder)
-    where = _path_identity(run.folder)
+    if benchmark is None:
+        target = benchmark_target(run.folder)
+        benchmark = f"llama2-70b-{target}" if target else None
+    where = path_identity(run.folder) if where is None else where
     system = run.system or {}
     folders = {n.lower() for n in (run.system_path.stem if run.system_path else None, where.get("system")) if n}
     submitters = {str(s).strip().lower() for s in (system.get("submitter"), where.get("submitter")) if s}
     names = {str(system.get("system_name", "")).strip().lower()} - {""}
     division = str(system.get("division") or where.get("division") or "").lower()
 
-    rows = [r for r in idx.rows if r.scenario == scenario and (bench is None or r.benchmark == bench)]
+    rows = [
+        r for r in idx.rows if r.scenario == scenario and (benchmark is None or r.benchmark_name.lower() == benchmark)
+    ]
     if "round" in where:
         rows = [r for r in rows if r.round == where["round"]]
     if submitters:

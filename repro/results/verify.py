@@ -18,9 +18,10 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from repro.core.accelerators import accelerator_of
 from repro.core.errors import InputError
-from repro.core.recipes import Accelerator, Published, Recipe, by_system_name, get_recipe, registry_recipe
+from repro.core.recipes import Published, Recipe, by_system_name, get_recipe, registry_recipe
 from repro.results import rules
-from repro.results.hardware import GpuCount, Identity, count_accelerators, count_gpus, identity
+from repro.results.hardware import Identity
+from repro.results.identity import ResultIdentity, identify, mixed_against, recipe_benchmark
 from repro.results.logs import LoadGenRun, find_runs
 from repro.results.pick import pick_run
 
@@ -62,6 +63,8 @@ class Verdict:
     record: IndexMatch | None = None
     """The published result the run is recognised as (the reference itself when there is no recipe)."""
     division: str = "closed"
+    identity: ResultIdentity | None = None
+    """What the folder is, read once (results.identity): every check, the JSON and the report read it."""
 
     @property
     def exit_code(self) -> int:
@@ -168,6 +171,7 @@ class Verdict:
             "test06": self._state("TEST06"),
             "min_duration": self._state("min duration"),
             "loadgen_version": self.run.loadgen_version,
+            "identity": self.identity.to_json() if self.identity else None,
         }
 
     @property
@@ -579,31 +583,12 @@ def published_of(row: PublishedResult) -> Published:
     )
 
 
-def _record_identity(run: LoadGenRun, row: PublishedResult) -> Identity:
+def _record_identity(ident: ResultIdentity, row: PublishedResult) -> Identity:
     """The run's accelerator against the published record's; a mixed system is itself only with the same chips."""
-    from repro.core.accelerators import chips
-    from repro.results.hardware import run_accelerator
-
     want = accelerator_of(row.accelerator_model_name)
     if want is not None:
-        return identity(run, want, f"{row.ref}'s")
-    name, where = run_accelerator(run)
-    mixed = Accelerator(model="mixed")
-    if name is None:
-        return Identity(None, None, mixed, None, "nothing states the run's accelerator: unknown")
-    same = set(chips(name)) == set(chips(row.accelerator_model_name))
-    why = f"{'same' if same else 'not the same'} mixed system as {row.ref} ({row.accelerator_model_name})"
-    return Identity(name, where, mixed, same, why)
-
-
-def division_of(run: LoadGenRun) -> str:
-    """closed or open: the system JSON's division, else the submission path (<division>/<submitter>/results/...)."""
-    from repro.results.index_match import _path_identity
-
-    stated = str((run.system or {}).get("division") or "").strip().lower()
-    if stated in ("closed", "open"):
-        return stated
-    return "open" if _path_identity(run.folder).get("division") == "open" else "closed"
+        return ident.against(want, f"{row.ref}'s")
+    return mixed_against(ident, row.accelerator_model_name, row.ref)
 
 
 @dataclass
@@ -640,12 +625,15 @@ def evidence_checks(run: LoadGenRun, recipe: Recipe | None, row: PublishedResult
     duration_checks, missing = _duration(run, recipe)
     consistency_checks, gaps = _consistency(run, recipe, row, division)
     own = row if row and row.division == "open" else None
+    if target in rules.TARGETS:
+        accuracy = _accuracy(run, target, target_source, division, own)
+    else:  # a benchmark whose accuracy rules repro does not hold: shown, and never evidence of a PASS
+        unjudged = f"no accuracy rules for benchmark {target} ({target_source}): accuracy not judged"
+        accuracy = [Check("accuracy", None, unjudged)]
+        gaps = [*gaps, unjudged]
     return Evidence(
         _validity(run) + duration_checks + _scenario_rules(run, scenario),
-        _token_count(run)
-        + _accuracy(run, target, target_source, division, own)
-        + test06_checks(run)
-        + consistency_checks,
+        _token_count(run) + accuracy + test06_checks(run) + consistency_checks,
         missing,
         gaps,
     )
@@ -671,9 +659,10 @@ def failure_reasons(failed: list[Check], evidence: Evidence) -> list[str]:
 # --- the verdict -------------------------------------------------------------------------------------------------
 
 
-def evaluate(run: LoadGenRun, recipe: Recipe | None, count: GpuCount, record: IndexMatch | None = None) -> Verdict:
+def evaluate(run: LoadGenRun, ident: ResultIdentity, recipe: Recipe | None) -> Verdict:
     """Pure: the verdict for one parsed performance run, for the run's own scenario, against the recipe's published
-    figure, or without a recipe against the published record it is (`record`). The checks are the same either way."""
+    figure, or without a recipe against the published record it is (`ident.record`). The checks are the same either
+    way; what the run is (accelerator, count, division, benchmark) is read from `ident`, never from the folder."""
     if run.mode != "PerformanceOnly":
         raise InputError(
             f"{run.folder}: this is an {run.mode} run; verify needs a PerformanceOnly run.",
@@ -684,24 +673,26 @@ def evaluate(run: LoadGenRun, recipe: Recipe | None, count: GpuCount, record: In
             f"{run.summary_path or run.folder}: no tokens per second in the logs (token latencies were off).",
             "re-run with use_token_latencies (`repro run offline` sets it)",
         )
+    record = ident.record
     if recipe is None and record is None:
         raise ValueError("evaluate needs a recipe or a published record")
-    scenario = run.benchmark_scenario or run.scenario
+    count = ident.count_for(recipe)
+    scenario = ident.scenario
     row = record.row if record else None
-    division = division_of(run)
+    division = ident.division
     if recipe is not None:
         published = recipe.published_for(scenario)
-        hw = identity(run, recipe.system.accelerator_identity())
+        hw = ident.against(recipe.system.accelerator_identity())
     else:
         assert row is not None
         published = published_of(row)
-        hw = _record_identity(run, row)
+        hw = _record_identity(ident, row)
     per_gpu = run.tokens_per_s / count.total
     target, target_source = accuracy_target_of(run, recipe, row)
     notes = list(count.notes)
     if run.scenario_source != "the logs":
         notes.append(f"scenario {scenario}: told by {run.scenario_source}")
-    if not run.accuracy_target and run.accuracy:
+    if not run.accuracy_target and run.accuracy and target in rules.TARGETS:
         notes.append(f"accuracy target {target}% from {target_source}: the run's path names no llama2-70b-99 or -99.9")
 
     evidence = evidence_checks(run, recipe, row, division)
@@ -712,9 +703,7 @@ def evaluate(run: LoadGenRun, recipe: Recipe | None, count: GpuCount, record: In
     failed = [c for c in checks if c.fails and c.ok is False]
     reasons = failure_reasons(failed, evidence)
     missing = evidence.missing + evidence.gaps
-    other_benchmark = (
-        recipe is not None and run.accuracy_target is not None and run.accuracy_target != recipe.accuracy.target
-    )
+    other_benchmark = recipe is not None and ident.benchmark is not None and ident.benchmark != recipe_benchmark(recipe)
 
     status: Status
     if run.label or (recipe is not None and recipe.demo):
@@ -755,8 +744,8 @@ def evaluate(run: LoadGenRun, recipe: Recipe | None, count: GpuCount, record: In
         status = "PASS"
     if other_benchmark and recipe is not None:
         reasons.append(
-            f"a llama2-70b-{run.accuracy_target} run ({run.accuracy_target_source}) against recipe {recipe.name}'s "
-            f"llama2-70b-{recipe.accuracy.target} result: another benchmark is never a reproduction"
+            f"a {ident.benchmark} run ({ident.benchmark_source}) against recipe {recipe.name}'s "
+            f"{recipe_benchmark(recipe)} result: another benchmark is never a reproduction"
         )
     if division == "open":
         notes.insert(
@@ -784,6 +773,7 @@ def evaluate(run: LoadGenRun, recipe: Recipe | None, count: GpuCount, record: In
         hw,
         record,
         division,
+        ident,
     )
 
 
@@ -796,12 +786,11 @@ def verify_dir(
 ) -> Verdict:
     """The one verdict path: the run against the recipe (named, recorded or detected), else against the published
     record the index recognises it as; NoRecipeFor when there is neither."""
-    from repro.results.index_match import match_run
-
     path = Path(path)
     runs = find_runs(path)
     run, notes = pick_run(runs, path, scenario)
-    record = match_run(run)
+    ident = identify(run, gpus)
+    record = ident.record
     chosen: Recipe | None
     try:
         chosen = resolve_recipe(run, recipe)
@@ -810,39 +799,19 @@ def verify_dir(
             exc.runs = runs
             raise
         chosen = None
-    count = count_gpus(run, chosen, gpus) if chosen is not None else record_count(run, gpus, record)
-    verdict = evaluate(run, chosen, count, record)
-    if record is None and (said := _published_identity(run)):
+    verdict = evaluate(run, ident, chosen)
+    if record is None and (said := _published_identity(ident)):
         listing = shlex.join(["repro", "published", "--submitter", said[0]])
         notes.append(f"{said[1]}: no published result in the index is this run (`{listing}` lists what it holds)")
     verdict.notes = notes + verdict.notes
     return verdict
 
 
-def _published_identity(run: LoadGenRun) -> tuple[str, str] | None:
+def _published_identity(ident: ResultIdentity) -> tuple[str, str] | None:
     """(submitter, how the run presents itself as a published result), when it does."""
-    from repro.results.index_match import _path_identity
-
-    where = _path_identity(run.folder)
-    submitter = (run.system or {}).get("submitter") or where.get("submitter")
-    if not submitter:
+    if not ident.submitter:
         return None
-    system = run.system_path.stem if run.system_path else where.get("system", "?")
-    said = f"submitter {submitter}, system {system}" + (f", round {where['round']}" if "round" in where else "")
-    return str(submitter), said
-
-
-def record_count(run: LoadGenRun, gpus: int | None, record: IndexMatch | None) -> GpuCount:
-    found, _ = count_accelerators(run, gpus)
-    if found is None:
-        raise InputError(
-            f"{run.folder}: cannot tell how many accelerators ran (no system JSON, no run.json, no count in the "
-            "folder name).",
-            f"`repro verify {run.folder} --gpus N`",
-        )
-    if record is not None and found.source != "--gpus" and found.total != record.row.total_accelerators:
-        found.notes.append(
-            f"the run used {found.total} accelerators, {record.row.ref} {record.row.total_accelerators}; "
-            "compared per accelerator"
-        )
-    return found
+    said = f"submitter {ident.submitter}, system {ident.system or '?'}" + (
+        f", round {ident.round}" if ident.round else ""
+    )
+    return ident.submitter, said
