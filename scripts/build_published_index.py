@@ -227,7 +227,8 @@ def build_rows(
     by_location = {_location(e): e for e in table or []}
     metrics = FAMILIES[family]["metrics"]
     rows = []
-    for summary in sorted(root.glob("*/*/results/*/*/*/performance/run_1/mlperf_log_summary.txt")):
+    summaries = root.glob("*/*/results/*/*/*/performance/run_1/mlperf_log_summary.txt")
+    for summary in sorted(summaries, key=lambda p: [part.lower() for part in p.relative_to(root).parts]):
         rel = summary.relative_to(root)
         division, submitter, _, system, model, scenario_folder = rel.parts[:6]
         scenario = SCENARIOS.get(scenario_folder.lower())
@@ -344,6 +345,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--kind", default="git-snapshot", help="git-snapshot or stored-file-index")
     ap.add_argument("--table", type=Path, help="the round's results table as a JSON list of entries with Location")
     ap.add_argument("--header", action="store_true", help="print the CSV header first")
+    ap.add_argument("--crlf", action="store_true", help="end rows with CRLF (the v4.1, v5.1 and v6.0 70B rows do)")
     args = ap.parse_args(argv)
     if not re.fullmatch(r"[0-9a-f]{40}", args.commit):
         ap.error(f"--commit {args.commit!r} is not a full 40-character commit hash")
@@ -357,7 +359,7 @@ def main(argv: list[str] | None = None) -> int:
         table_path = root / args.table if args.git_dir and args.table else args.table
         table = json.loads(table_path.read_text()) if table_path else None
         rows = build_rows(root, args.round, args.repo, args.commit, args.kind, table, args.benchmark)
-    out = csv.DictWriter(sys.stdout, fieldnames=columns(args.benchmark), lineterminator="\n")
+    out = csv.DictWriter(sys.stdout, fieldnames=columns(args.benchmark), lineterminator="\r\n" if args.crlf else "\n")
     if args.header:
         out.writeheader()
     out.writerows(rows)
