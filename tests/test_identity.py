@@ -14,7 +14,7 @@ from repro.results import identity as identity_module
 from repro.results import index_match
 from repro.results.compare import pick_perf_run
 from repro.results.identity import benchmark_of, identify
-from repro.results.verify import verify_dir
+from repro.results.verify import NoRecipeFor, verify_dir
 
 GB200 = "azure-nd-gb200-v6-v5.1"
 CISCO32 = "v5.1_Cisco_HGX-H100_H100-SXM-80GBx32_TRT_llama2-70b-99_Offline"
@@ -87,3 +87,63 @@ def test_a_run_of_another_benchmark_is_refused_against_a_recipe(fixtures: Path, 
         "a llama3.1-405b run (llama3.1-405b in the path) against recipe nd-gb200-v6's llama2-70b-99 result" in r
         for r in doc["reasons"]
     ), doc["reasons"]
+
+
+# --- the folder-name accelerator note (issue #35 item 4) ------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "name,count",
+    [
+        ("Foo_H200x8_MI350Xx8", 16),  # not 208
+        ("32xMI355X", 32),  # not 64
+        ("16xH100_8xH100", 24),  # a 16+8 cluster, not 16
+        ("16xMI325X_8xMI300X_2xEPYC_9575F", 24),
+        ("GB300-NVL72_GB300-288GB_aarch64x72_TRT", 72),
+        ("C885A_M8_H200_SXM_141GBx16_TRT", 16),
+        ("SR680a_V3_B200SXMx8_TRT", 8),
+        ("1-node-4x-BMG-B60", 4),
+        ("AS-8125GS-TNMR2 (8x MI300X)", 8),
+        ("ND_GB200_v6", None),
+        ("aarch64x4", None),  # a count with no chip before it says nothing
+    ],
+)
+def test_a_system_name_is_read_as_the_system_json_counts(name: str, count: int | None) -> None:
+    from repro.results.hardware import name_count
+
+    found = name_count(name)
+    assert (found[0] if found else None) == count
+
+
+def test_the_name_note_gives_the_names_count_or_nothing(fixtures: Path, tmp_path: Path) -> None:
+    b = copy_bundle(fixtures, CISCO32, tmp_path / "b")
+    (system,) = (b / "systems").glob("*.json")
+    doc = json.loads(system.read_text())
+    doc["system_name"] = "HGX H100x8_MI350Xx8"
+    system.write_text(json.dumps(doc))
+    notes = " ".join(verify_dir(b).notes)
+    assert "says 16 accelerators" in notes and "208" not in notes
+    doc["system_name"] = "32xMI355X"  # names another chip than the JSON's H100: nothing to say
+    system.write_text(json.dumps(doc))
+    assert "accelerators but" not in " ".join(verify_dir(b).notes)
+
+
+@pytest.mark.parametrize(
+    "bundle,tree,says",
+    [
+        (GB200, "inference_results_v5.0/closed/Azure/results/ND_GB200_v6", "round v5.0 is outside the shipped index"),
+        (
+            "nvidia-dgx-h100-v4.1",
+            "inference_results_v4.0/closed/NVIDIA/results/DGX-H100_H100-SXM-80GBx8_TRT",
+            "the shipped index holds round v4.0 results of Azure only, not NVIDIA's",
+        ),
+    ],
+)
+def test_rounds_outside_the_index_are_named(fixtures: Path, tmp_path: Path, bundle: str, tree: str, says: str) -> None:
+    b = copy_bundle(fixtures, bundle, tmp_path / tree)
+    try:
+        v = verify_dir(b, scenario="Offline")
+    except NoRecipeFor as exc:  # nothing to compare with: the error says why the index has no record
+        assert says in exc.message, exc.message
+        return
+    assert any(says in n for n in v.notes), v.notes

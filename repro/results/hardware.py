@@ -66,10 +66,52 @@ def _system_where(run: LoadGenRun) -> str:
     return f"system JSON {run.system_path.name}" if run.system_path else "system JSON"
 
 
+_CHIP_AT = re.compile(r"(?<![A-Z0-9])([A-Z]{1,4}\d{2,4}[A-Z]?)(?=SXM|PCIE|NVL|[^A-Z0-9]|$)")
+_COUNT_FIRST = re.compile(r"(?:^|-)((?:\d+\s*X\s*)+)-?(?=[A-Z])(.*)$")  # 32xMI355X, 2x8xH100, 1-node-4x-BMG-B60
+_COUNT_LAST = re.compile(r"(.*?[A-Z0-9])X(\d+)")  # H200x8, B200SXMx8, H100-SXM-80GBx8, aarch64x72 (no chip)
+
+
+def _chips_in(text: str) -> list[str]:
+    """Chips a name part states, also glued to a form factor (B200SXM); NVL72 is a rack, not a chip."""
+    found = [c for c in _CHIP_AT.findall(text.upper()) if not c.startswith("NVL") and chips(c)]
+    return list(dict.fromkeys(found))
+
+
+def name_count(text: str) -> tuple[int, list[str]] | None:
+    """(accelerators, chips) as a system name writes them, read part by part as the system JSON counts them: each
+    `<N>x<chip>` or `<chip>...x<N>` is one group, a count with no chip of its own (`aarch64x72`, `141GBx16`) belongs to
+    the chip named just before it, and groups add up (16xMI325X_8xMI300X is 24; H200x8 with MI350Xx8 is 16).
+    None when the name states no count, or a count no chip comes before: then the name says nothing."""
+    groups: list[tuple[str, int]] = []
+    last: str | None = None
+    text = re.sub(r"(\d)\s*[X×]\s+(?=[A-Z])", r"\1X", text.upper())  # "8x MI300X" is one group
+    for part in (p for p in re.split(r"[_\s,()/+]+", text) if p):
+        if (m := _COUNT_FIRST.search(part)) and (named := _chips_in(m.group(2))):
+            n = 1
+            for factor in re.findall(r"\d+", m.group(1)):
+                n *= int(factor)
+            groups.append((named[0], n))
+            last = named[-1]
+            continue
+        if m := _COUNT_LAST.fullmatch(part):
+            named = _chips_in(m.group(1)) or ([last] if last else [])
+            if not named:
+                return None
+            groups.append((named[-1], int(m.group(2))))
+            last = named[-1]
+            continue
+        if named := _chips_in(part):
+            last = named[-1]
+    if not groups:
+        return None
+    return sum(n for _, n in groups), list(dict.fromkeys(c for c, _ in groups))
+
+
 def _name_counts(
     run: LoadGenRun, chip: str | None, texts: list[tuple[str, str]] | None = None
 ) -> list[tuple[str, int]]:
-    """Accelerator counts written next to the chip in the system name or the results folder ('32xH100', 'B200...x8')."""
+    """Accelerator counts a system name or results folder states for the system's chip ('32xH100', 'B200...x8');
+    a name whose count is about other chips, or that states none, says nothing."""
     if not chip:
         return []
     if texts is None:
@@ -79,21 +121,10 @@ def _name_counts(
         if run.system_folder:
             texts.append((f"folder {run.system_folder}", run.system_folder))
     out = []
-    before = re.compile(rf"(?:([0-9]+)\s*x\s*)?([0-9]+)\s*x[\s_-]*[^\s,()]*?{re.escape(chip)}", re.I)
-    after = re.compile(rf"{re.escape(chip)}[^\s,()]*?x([0-9]+)(?![0-9.])", re.I)
     for where, text in texts:
-        others = [c for c in chips(text) if c != chip.upper()]
-        if m := before.search(text):
-            n = int(m.group(2)) * int(m.group(1) or 1)
-        elif m := after.search(text):
-            n = int(m.group(1))
-        else:
-            continue
-        for other in others:  # a mixed system: every chip's count adds up (16xMI325X_8xMI300X is 24)
-            mixed = re.compile(rf"(?:([0-9]+)\s*x\s*)?([0-9]+)\s*x[\s_-]*[^\s,()]*?{re.escape(other)}", re.I)
-            if o := mixed.search(text):
-                n += int(o.group(2)) * int(o.group(1) or 1)
-        out.append((where, n))
+        found = name_count(text)
+        if found is not None and chip.upper() in found[1]:
+            out.append((where, found[0]))
     return out
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -797,14 +798,39 @@ def verify_dir(
     except NoRecipeFor as exc:
         if record is None:
             exc.runs = runs
+            if outside := _outside_index(ident):
+                exc.message = f"{exc.message.rstrip('.')}; {outside}."
+                exc.args = (exc.message,)
             raise
         chosen = None
     verdict = evaluate(run, ident, chosen)
     if record is None and (said := _published_identity(ident)):
         listing = shlex.join(["repro", "published", "--submitter", said[0]])
-        notes.append(f"{said[1]}: no published result in the index is this run (`{listing}` lists what it holds)")
+        outside = _outside_index(ident)
+        notes.append(
+            f"{said[1]}: {outside or 'no published result in the index is this run'} (`{listing}` lists what it holds)"
+        )
     verdict.notes = notes + verdict.notes
     return verdict
+
+
+def _outside_index(ident: ResultIdentity) -> str | None:
+    """A round the shipped index does not cover, or covers for a few submitters only, named as such."""
+    from repro.core.published import load_index
+
+    if not ident.round:
+        return None
+    rows = load_index().rows
+    rounds = sorted({r.round for r in rows}, key=lambda r: tuple(int(x) for x in re.findall(r"\d+", r)))
+    if ident.round not in rounds:
+        return f"round {ident.round} is outside the shipped index (it holds {', '.join(rounds)})"
+    submitters = sorted({r.submitter for r in rows if r.round == ident.round})
+    if ident.submitter and ident.submitter.lower() not in {s.lower() for s in submitters} and len(submitters) <= 3:
+        return (
+            f"the shipped index holds round {ident.round} results of {', '.join(submitters)} only, "
+            f"not {ident.submitter}'s"
+        )
+    return None
 
 
 def _published_identity(ident: ResultIdentity) -> tuple[str, str] | None:
