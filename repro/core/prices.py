@@ -110,9 +110,9 @@ def resolve_price(per_hour: float | None, vm_size: str | None, vm_name: str | No
         return Price(value, f"${value:,.2f} per VM-hour (--price-per-hour)", vm_size=vm_size), "given"
     what = vm_name or vm_size
     if not vm_size:
-        return None, "no price known: no Azure VM size recorded for this run; pass --price-per-hour"
+        return None, "no Azure VM size recorded for this run; pass --price-per-hour"
     row = next((r for r in price_table().prices if r.vm_size.lower() == vm_size.lower()), None)
     if row is None:
-        return None, f"no price known for {what} in the shipped Azure price table; pass --price-per-hour"
+        return None, f"{what} has no price in the shipped Azure price table; pass --price-per-hour"
     basis = f"${row.usd_per_hour:,.2f} per VM-hour ({row.name}, {row.region}, {row.source}, {row.date.isoformat()})"
     return Price(row.usd_per_hour, basis, row.vm_size, row.region, row.date.isoformat(), row.source), "table"
