@@ -21,6 +21,7 @@ from repro.report.explain import Explanation, dataset_input_tokens, explain
 from repro.report.roofline import Roofline, roofline
 from repro.report.tables import ALWAYS, Chart, Column, Paragraph, Section, Table, footnote_ref, natural_key
 from repro.results.aggregate import RackReport, VMRow, aggregate, published_outside_band
+from repro.results.attest import verify_command
 from repro.results.verify import NoRecipeFor, Verdict
 from repro.run.power import PowerSummary, read_power
 
@@ -297,7 +298,7 @@ class Report:
             "tune_search": self.tune,
             "cost": self.cost.to_json() if self.cost else None,
             "attestations": [
-                {"file": str(p), "sha256": d, "signed_by": k, "verify": _verify_command(p, k)}
+                {"file": str(p), "sha256": d, "signed_by": k, "verify": verify_command(p, k)}
                 for p, d, k in self.attestations
             ],
             "notes": self.notes,
@@ -390,7 +391,7 @@ class Report:
             who = f", signed by key id {keyid[:16]} (not checked by this report)" if keyid else ""
             blocks.append(Paragraph(f"{path}: sha256 {digest}{who}."))
             blocks.append(Paragraph("Check it offline, with no GPU, against the signer's public key:"))
-            blocks.append(Paragraph(_verify_command(path, keyid), code=True))
+            blocks.append(Paragraph(verify_command(path, keyid), code=True))
         return blocks
 
     def _published_section(self, lab: str) -> Section:
@@ -617,38 +618,10 @@ def _sources(rows: list[VMRow], recipe: Recipe) -> list[Path]:
     return list(seen.values())
 
 
-def _verify_command(path: Path, keyid: str | None = None) -> str:
-    """`repro attest verify FILE --key PUB`: this workspace's public key when it is the signer's, else a stand-in."""
-    import shlex
-
-    from repro.core.signing import default_key_path, public_path_of
-    from repro.core.workspace import Workspace
-
-    pub = public_path_of(default_key_path(Workspace.open().root))
-    key = "SIGNER.pem.pub"
-    if keyid and pub.is_file():
-        try:
-            from repro.core.signing import load_public_key
-
-            key = str(pub) if load_public_key(pub).keyid == keyid else key
-        except (InputError, ImportError):
-            pass
-    return shlex.join(["repro", "attest", "verify", str(path), "--key", key])
-
-
 def _attestations(dirs: list[Path], used: list[VMRow]) -> list[tuple[Path, str, str | None]]:
-    """Attestations written by `repro attest` in a folder given or between it and a run's folder."""
-    from repro.results.attest import ATTESTATION_NAME, claimed_keyid, digest_of
+    from repro.results.attest import find_attestations
 
-    found: list[Path] = []
-    for d in dirs:
-        for r in used:
-            folder = _verdict(r).run.folder
-            chain = [folder, *folder.parents]
-            for p in chain[: chain.index(d) + 1] if d in chain else [d]:
-                if (p / ATTESTATION_NAME).is_file() and p / ATTESTATION_NAME not in found:
-                    found.append(p / ATTESTATION_NAME)
-    return [(p, digest_of(p) or "", claimed_keyid(p)) for p in found]
+    return find_attestations(dirs, [_verdict(r).run.folder for r in used])
 
 
 def build_report(

@@ -9,6 +9,7 @@ verify on the logs and requires the same answer. Verifying lives in results/atte
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -381,3 +382,30 @@ def claimed_keyid(path: Path) -> str | None:
     first = sigs[0] if isinstance(sigs, list) and sigs and isinstance(sigs[0], dict) else {}
     keyid = first.get("keyid")
     return keyid if isinstance(keyid, str) else None
+
+
+def verify_command(path: Path, keyid: str | None = None) -> str:
+    """`repro attest verify FILE --key PUB`: this workspace's public key when it is the signer's, else a stand-in."""
+    import shlex
+
+    from repro.core.signing import default_key_path, load_public_key, public_path_of
+    from repro.core.workspace import Workspace
+
+    pub = public_path_of(default_key_path(Workspace.open().root))
+    key = "SIGNER.pem.pub"
+    if keyid and pub.is_file():
+        with contextlib.suppress(InputError, ImportError):
+            key = str(pub) if load_public_key(pub).keyid == keyid else key
+    return shlex.join(["repro", "attest", "verify", str(path), "--key", key])
+
+
+def find_attestations(dirs: list[Path], run_folders: list[Path]) -> list[tuple[Path, str, str | None]]:
+    """(file, sha256, claimed key id) of each attestation in a folder given or between it and a run's folder."""
+    found: list[Path] = []
+    for d in dirs:
+        for folder in run_folders:
+            chain = [folder, *folder.parents]
+            for p in chain[: chain.index(d) + 1] if d in chain else [d]:
+                if (p / ATTESTATION_NAME).is_file() and p / ATTESTATION_NAME not in found:
+                    found.append(p / ATTESTATION_NAME)
+    return [(p, digest_of(p) or "", claimed_keyid(p)) for p in found]
