@@ -49,7 +49,8 @@ def test_gb300_has_no_price_known_never_a_guess(fixtures: Path) -> None:
     res = cli("verify", str(fixtures / "azure-nd-gb300-v6-rack" / "ND_GB300_v6_1"), "--json")
     cost = json.loads(res.stdout)["cost"]
     assert cost["price"] is None and cost["usd_per_million_output_tokens"] is None
-    assert cost["price_note"] == "Azure ND GB300 v6 has no price in the shipped Azure price table; pass --price-per-hour"
+    note = "Azure ND GB300 v6 has no price in the shipped Azure price table; pass --price-per-hour"
+    assert cost["price_note"] == note
     text = " ".join(cli("verify", str(fixtures / "azure-nd-gb300-v6-rack" / "ND_GB300_v6_1")).stdout.split())
     assert "$ per million output tokens: no price known (Azure ND GB300 v6 has no price" in text
     assert not any("GB300" in row.name for row in price_table().prices)
