@@ -79,3 +79,61 @@ def test_json_carries_the_texts_verdict_for_an_open_result(fixtures: Path) -> No
     assert doc["reproduction"] is False
     # rouge1 42.9783 is below the closed 99% target 43.9869: never "accuracy_verdict": "PASS"
     assert doc["accuracy_closed_target"] == "missed" and doc["accuracy_verdict"] != "PASS"
+
+
+# --- aggregate sums one rack's VMs only (issue #35 item 2) ----------------------------------------------------------
+
+RACK = "azure-nd-gb300-v6-rack"
+HPE = "v5.1_HPE_Cray_XD670_H200_SXM_141GBx8_TRT_llama2-70b-99_Offline"
+NVL72 = "v6.0_NVIDIA_GB300-NVL72_x72_llama2-70b-99.9_Offline_rack"
+
+
+def _aggregate(*args: str) -> tuple[int, dict]:
+    res = cli("aggregate", *args, "--json")
+    return res.exit_code, json.loads(res.output)
+
+
+def test_aggregate_excludes_a_multi_node_system(fixtures: Path) -> None:
+    code, doc = _aggregate(str(fixtures / HPE), str(fixtures / CISCO16), "--recipe", "nd-h200-v5")
+    assert doc["stats"]["vms"] == 1 and doc["stats"]["gpus"] == 8
+    why = doc["excluded_why"][CISCO16]
+    assert why.startswith("a system of 2 nodes and 16 accelerators") and "not one VM" in why
+
+
+def test_an_eighteen_node_rack_is_nodes_not_a_vm(fixtures: Path) -> None:
+    res = cli("aggregate", str(fixtures / NVL72))
+    doc = json.loads(cli("aggregate", str(fixtures / NVL72), "--json").output)
+    assert doc["unit"] == "node" and "a system of 18 nodes and 72 accelerators" in doc["excluded_why"][NVL72]
+    assert "nodes summed" in res.output and "VM" not in res.output.replace("VMs", "")
+
+
+def _rack_copy(fixtures: Path, root: Path) -> Path:
+    return copy_bundle(fixtures, RACK, root)
+
+
+def test_aggregate_excludes_another_benchmark_and_round(fixtures: Path, tmp_path: Path) -> None:
+    v60 = _rack_copy(fixtures, tmp_path / "inference_results_v6.0" / "rack")
+    v51 = _rack_copy(fixtures, tmp_path / "inference_results_v5.1" / "rack")
+    other = _rack_copy(fixtures, tmp_path / "other" / "rack")
+    (other / "ND_GB300_v6_16" / "llama2-70b-99").rename(other / "ND_GB300_v6_16" / "llama2-70b-99.9")
+    code, doc = _aggregate(
+        str(v60 / "ND_GB300_v6_1"), str(v60 / "ND_GB300_v6_4"), str(v51 / "ND_GB300_v6_16"), "--recipe", "nd-gb300-v6"
+    )
+    assert doc["excluded_why"] == {"ND_GB300_v6_16": "another round: v5.1, the rest v6.0"}
+    assert doc["stats"]["vms"] == 2 and code == 1
+    code, doc = _aggregate(str(v60 / "ND_GB300_v6_1"), str(other / "ND_GB300_v6_16"), "--recipe", "nd-gb300-v6")
+    assert doc["excluded_why"]["ND_GB300_v6_16"].startswith(
+        "another benchmark: llama2-70b-99.9 (llama2-70b-99.9 in the path), the rack's is llama2-70b-99"
+    )
+
+
+def test_aggregate_excludes_a_row_that_is_not_a_reproduction(fixtures: Path, tmp_path: Path) -> None:
+    rack = _rack_copy(fixtures, tmp_path / "rack")
+    detail = rack / "ND_GB300_v6_4/llama2-70b-99/Offline/mlperf_log_detail.txt"
+    detail.write_text(
+        detail.read_text() + "".join(f':::MLLOG {{"key": "junk_{i}", "value": 1}}\n' for i in range(10_050))
+    )
+    code, doc = _aggregate(str(rack / "ND_GB300_v6_1"), str(rack / "ND_GB300_v6_4"))
+    why = doc["excluded_why"]["ND_GB300_v6_4"]
+    assert why.startswith("NOT A REPRODUCTION: not a reproduction, never summed") and "not read" in why
+    assert doc["stats"]["vms"] == 1 and code == 1

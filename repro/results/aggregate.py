@@ -21,8 +21,8 @@ from repro.core.published import Accelerator
 from repro.core.recipes import Recipe, get_recipe
 from repro.core.safeio import sha256_regular
 from repro.core.textsafe import md_cell
-from repro.results.identity import ResultIdentity, identify
-from repro.results.index_match import IndexMatch
+from repro.results.identity import ResultIdentity, identify, recipe_benchmark
+from repro.results.index_match import IndexMatch, count_value
 from repro.results.logs import LoadGenRun, parse_run, require_paths, run_folders
 from repro.results.verify import NoRecipeFor, Verdict, evaluate, resolve_recipe
 
@@ -35,12 +35,20 @@ class VMRow:
     folder: Path
     verdict: Verdict | None = None
     problem: str | None = None
+    excluded: str | None = None
+    """Why a readable run is not summed: another system shape, benchmark or round, or not a reproduction."""
 
     @property
     def counted(self) -> bool:
-        """Summed into the rack total: a readable, valid, complete run (band verdict aside)."""
+        """Summed into the rack total: a readable, valid, complete run of the rack's own kind (band verdict aside)."""
         v = self.verdict
-        return v is not None and v.run.valid and not v.run.incomplete and v.run.tokens_per_s is not None
+        return (
+            v is not None
+            and v.run.valid
+            and not v.run.incomplete
+            and v.run.tokens_per_s is not None
+            and self.excluded is None
+        )
 
     @property
     def status(self) -> str:
@@ -58,6 +66,7 @@ class VMRow:
             "folder": str(self.folder),
             "counted": self.counted,
             "problem": self.problem,
+            "excluded": self.excluded,
             "status": self.status,
             "verdict": v.status if v else None,
             "label": v.run.label if v else None,
@@ -82,6 +91,11 @@ class RackReport:
     @property
     def counted(self) -> list[VMRow]:
         return [r for r in self.rows if r.counted]
+
+    @property
+    def unit(self) -> str:
+        """VM where a recipe for an Azure VM size judges the runs; node where the logs describe nodes of a system."""
+        return "VM" if self.recipe is not None and self.recipe.system.vm_size else "node"
 
     @property
     def missing_count(self) -> int:
@@ -136,7 +150,9 @@ class RackReport:
             "stats": {k: round(v, 2) for k, v in self.stats.items()},
             "expected_vms": self.expect,
             "missing_vms": self.missing_count,
+            "unit": self.unit,
             "excluded": [r.name for r in self.rows if not r.counted],
+            "excluded_why": {r.name: r.excluded for r in self.rows if r.excluded},
             "errors": [{"vm": r.name, "problem": r.problem} for r in self.errors],
             "published_rack": rack.model_dump() if rack else None,
             "published_band_per_gpu": list(band) if band else None,
@@ -154,20 +170,21 @@ class RackReport:
         def pub(attr: str) -> str:
             return fmt_num(getattr(rack, attr)) if rack else "-"
 
+        u = self.unit
         if not s:
-            return [("VMs summed", "0", str(rack.vms) if rack else "-")]
+            return [(f"{u}s summed", "0", str(rack.vms) if rack else "-")]
         spread = f"{s['spread_pct']:.1f}%" if "spread_pct" in s else "-"
         pub_spread = (
             f"{(rack.max_tokens_per_s - rack.min_tokens_per_s) / rack.mean_tokens_per_s * 100:.1f}%" if rack else "-"
         )
         vms = f"{s['vms']:.0f} of {len(self.rows) + self.missing_count}"
         return [
-            ("VMs summed", vms, f"{rack.vms}" if rack else "-"),
+            (f"{u}s summed", vms, f"{rack.vms}" if rack else "-"),
             ("total tokens/s", fmt_num(s["total"]), pub("total_tokens_per_s")),
-            ("max per VM", fmt_num(s["max"]), pub("max_tokens_per_s")),
-            ("min per VM", fmt_num(s["min"]), pub("min_tokens_per_s")),
-            ("average per VM", fmt_num(s["mean"]), pub("mean_tokens_per_s")),
-            ("median per VM", fmt_num(s["median"]), pub("median_tokens_per_s")),
+            (f"max per {u}", fmt_num(s["max"]), pub("max_tokens_per_s")),
+            (f"min per {u}", fmt_num(s["min"]), pub("min_tokens_per_s")),
+            (f"average per {u}", fmt_num(s["mean"]), pub("mean_tokens_per_s")),
+            (f"median per {u}", fmt_num(s["median"]), pub("median_tokens_per_s")),
             ("spread (max-min)/mean", spread, pub_spread),
             ("tokens/s per GPU", fmt_num(s.get("per_gpu")), fmt_num(pub_fig.tokens_per_s_per_gpu) if pub_fig else "-"),
         ]
@@ -175,7 +192,11 @@ class RackReport:
     def to_markdown(self) -> str:
         lines = [f"# Rack result: {md_cell(self.title)}", "", "| | measured | published |", "|---|---:|---:|"]
         lines += [f"| {a} | {b} | {c} |" for a, b, c in self.summary_rows()]
-        lines += ["", "| VM | tokens/s | per GPU | deviation | verdict | why |", "|---|---:|---:|---:|---|---|"]
+        lines += [
+            "",
+            f"| {self.unit} | tokens/s | per GPU | deviation | verdict | why |",
+            "|---|---:|---:|---:|---|---|",
+        ]
         for r in self.rows:
             v = r.verdict
             if v is None:
@@ -184,13 +205,58 @@ class RackReport:
                 dev = f"{v.deviation_pct:+.1f}%" if v.deviation_pct is not None else "-"
                 lines.append(
                     f"| {md_cell(r.name)} | {fmt_num(v.run.tokens_per_s)} | {fmt_num(v.per_gpu)} | {dev} | "
-                    f"{r.status} | {md_cell('; '.join(v.reasons))}{'' if r.counted else ' (excluded)'} |"
+                    f"{r.status} | {md_cell('; '.join(v.reasons))}{excluded_text(r)} |"
                 )
         if self.missing_count:
-            lines += ["", f"{self.missing_count} of {self.expect} expected VMs have no result folder."]
+            lines += ["", f"{self.missing_count} of {self.expect} expected {self.unit}s have no result folder."]
         if self.notes:
             lines += [""] + [f"- {md_cell(n)}" for n in self.notes]
         return "\n".join(lines) + "\n"
+
+
+def excluded_text(row: VMRow) -> str:
+    if row.counted:
+        return ""
+    return f" (excluded from the total: {row.excluded})" if row.excluded else " (excluded from the total)"
+
+
+def _most_common(values: list[str]) -> str | None:
+    return max(set(values), key=values.count) if values else None
+
+
+def _exclude(rows: list[VMRow], recipe: Recipe | None, unit: str) -> list[str]:
+    """Mark every readable row that is not one more VM of the same result, with the reason: a multi-node system
+    (its figure is a whole system's), another benchmark (99 vs 99.9, another model) or round than the rest, or a
+    row that is not a reproduction (a rack of rehearsal runs alone is summed, labelled). Returns notes."""
+    judged = [r for r in rows if r.verdict is not None and r.verdict.identity is not None]
+    idents = {id(r): r.verdict.identity for r in judged}  # type: ignore[union-attr]
+    bench = (
+        recipe_benchmark(recipe)
+        if recipe is not None
+        else _most_common([i.benchmark for i in idents.values() if i is not None and i.benchmark])
+    )
+    rnd = _most_common([i.round for i in idents.values() if i is not None and i.round])
+    labels = {r.verdict.run.label for r in judged}  # type: ignore[union-attr]
+    all_labelled = len(labels) == 1 and None not in labels
+    for r in judged:
+        v, ident = r.verdict, idents[id(r)]
+        assert v is not None and ident is not None
+        system = v.run.system or {}
+        nodes = count_value(system.get("number_of_nodes", 1)) or 1
+        if nodes > 1 and not v.run.system_node_of:
+            r.excluded = (
+                f"a system of {nodes} nodes and {v.gpus} accelerators ({ident.accelerators_where()}), not one "
+                f"{unit}: its figure is already a whole system's"
+            )
+        elif bench and ident.benchmark and ident.benchmark != bench:
+            r.excluded = f"another benchmark: {ident.benchmark} ({ident.benchmark_source}), the rack's is {bench}"
+        elif rnd and ident.round and ident.round != rnd:
+            r.excluded = f"another round: {ident.round}, the rest {rnd}"
+        elif v.status not in ("PASS", "FAIL") and not (all_labelled and v.run.label):
+            r.excluded = f"{v.status}: not a reproduction, never summed ({v.reasons[0] if v.reasons else v.status})"
+    if all_labelled and judged:
+        return [f"every run is a {next(iter(labels))} run: the total is labelled too, never a reproduction"]
+    return []
 
 
 def _natural(name: str) -> list[Any]:
@@ -407,6 +473,7 @@ def aggregate(
         except ReproError as exc:
             row.problem = exc.message
     _refuse_mixed(rows)
+    notes += _exclude(rows, chosen, "VM" if chosen is not None and chosen.system.vm_size else "node")
     rows.sort(key=lambda r: _natural(r.name))
     nodes_of = {run.system_node_of for _, run, _, _ in resolved if run.system_node_of and run.system}
     if len(nodes_of) == 1 and (system := resolved[0][1].system):

@@ -118,6 +118,10 @@ class ResultIdentity:
                 )
         return out
 
+    def accelerators_where(self) -> str:
+        """The count and where it came from, in words."""
+        return self.count.source if self.count is not None else "count unknown"
+
     def to_json(self) -> dict[str, Any]:
         return {
             "benchmark": self.benchmark,

@@ -10,7 +10,7 @@ from rich.text import Text
 
 from repro.core.fmt import fmt_num
 from repro.core.textsafe import one_line
-from repro.results.aggregate import RackReport
+from repro.results.aggregate import RackReport, excluded_text
 from repro.results.verify import Verdict
 from repro.ui.views import published_phrase
 
@@ -64,11 +64,12 @@ def render_rack(report: RackReport) -> Group:
     for row in report.summary_rows():
         summary.add_row(*row)
     band = report.band()
+    unit = report.unit
     per_vm = Table(
-        title="Per VM" + (f" (band {band[0]:,.1f}–{band[1]:,.1f} tokens/s per GPU)" if band else ""),
+        title=f"Per {unit}" + (f" (band {band[0]:,.1f}–{band[1]:,.1f} tokens/s per GPU)" if band else ""),
         title_justify="left",
     )
-    for col in ("VM", "tokens/s", "per GPU", "deviation", "verdict", "why"):
+    for col in (unit, "tokens/s", "per GPU", "deviation", "verdict", "why"):
         per_vm.add_column(
             col, justify="right" if col in ("tokens/s", "per GPU", "deviation") else "left", no_wrap=col != "why"
         )
@@ -79,7 +80,7 @@ def render_rack(report: RackReport) -> Group:
             per_vm.add_row(r.name, "-", "-", "-", Text(r.status, style), r.problem or "")
             continue
         dev = f"{v.deviation_pct:+.1f}%" if v.deviation_pct is not None else "-"
-        note = "; ".join(v.reasons) + ("" if r.counted else " (excluded from the total)")
+        note = "; ".join(v.reasons) + excluded_text(r)
         per_vm.add_row(
             r.name,
             fmt_num(v.run.tokens_per_s),
@@ -91,7 +92,7 @@ def render_rack(report: RackReport) -> Group:
     parts: list[Any] = [summary, per_vm]
     if report.missing_count:
         parts.append(
-            Text(f"{report.missing_count} of {report.expect} expected VMs have no result folder.", style="red")
+            Text(f"{report.missing_count} of {report.expect} expected {unit}s have no result folder.", style="red")
         )
     parts += [Text(f"note: {n}", style="dim") for n in report.notes]
     return Group(*parts)
