@@ -400,3 +400,8 @@ def test_a_link_is_refused_by_attest_and_a_difference_for_verify(run: Path, tmp_
     assert "performance/run_1/mlperf_log_detail.txt: attested, now missing" in diffs
     err = one_line_error(cli_process("attest", str(run)), 2)
     assert "mlperf_log_detail.txt: not a regular file" in err
+
+
+def test_verify_refuses_the_options_that_only_attesting_takes(run: Path) -> None:
+    err = one_line_error(cli_process("attest", "verify", str(run / ATTESTATION_NAME), "--recipe", "demo"), 2)
+    assert "--recipe is for `repro attest RUN_DIR`" in err

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 from typing import Annotated
 
@@ -55,6 +56,12 @@ def attest(
     if target and target[0] == "verify":
         if len(target) != 2:
             raise InputError("`repro attest verify` takes one attestation file.", "`repro attest verify FILE`")
+        given = [flag for flag, v in (("--recipe", recipe), ("--gpus", gpus), ("--scenario", scenario)) if v]
+        if given:
+            raise InputError(
+                f"{given[0]} is for `repro attest RUN_DIR`: verify re-runs repro verify as the attestation recorded.",
+                f"`{shlex.join(['repro', 'attest', 'verify', target[1]])}`",
+            )
         from repro.results.attest_verify import verify_file
 
         result = verify_file(Path(target[1]), logs, key, root)
