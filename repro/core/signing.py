@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import json
 import os
 from dataclasses import dataclass
@@ -133,14 +134,18 @@ def key_for_signing(key: Path | None, workspace_root: Path, *, create: bool = Tr
         signer = load_signer(path)
         pub = public_path_of(path)
         if not pub.exists():
-            _write_new(pub, _public_pem(signer), 0o644)
+            with contextlib.suppress(FileExistsError):
+                _write_new(pub, _public_pem(signer), 0o644)
         return signer, KeyInfo(signer.public_key.keyid, path, pub)
     if not create:
         return None, KeyInfo("(generated on first use)", path, public_path_of(path), created=True)
     path.parent.mkdir(parents=True, exist_ok=True)
     os.chmod(path.parent, 0o700)
     signer = CryptoSigner.generate_ed25519()
-    _write_new(path, signer.private_bytes, 0o600)
+    try:
+        _write_new(path, signer.private_bytes, 0o600)
+    except FileExistsError:  # another `repro attest` made it a moment ago: sign with that one
+        return key_for_signing(None, workspace_root, create=False)
     _write_new(public_path_of(path), _public_pem(signer), 0o644)
     return signer, KeyInfo(signer.public_key.keyid, path, public_path_of(path), created=True)
 
