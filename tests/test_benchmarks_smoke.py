@@ -22,6 +22,7 @@ RESULT_LINE = {
     "attest_verify_speed.py": r"repro attest verify, slowest whole-process run: [\d.]+ s",
     "cli_startup.py": r"repro verify GB200: repro [\d.]+ s, reference [\d.]+ s, ratio [\d.]+x",
     "contradicting_folders.py": r"(?m)^tried: [1-9]\d*$",
+    "demo_runner.py": r"demo: numpy [\d,.]+ tokens/s, hf [\d,.]+ tokens/s, ratio [\d.]+x",
     "demo_server_threads.py": r"threads 2: completed q/s [\d.]+",
     "harness_overhead.py": r"Offline: [\d,]+ tokens/s, [\d,]+ samples/s .*x the best published VM",
     "harness_vs_reference.py": r"samples: repro [\d,]+ samples/s, reference [\d,]+ samples/s, ratio [\d.]+x",

@@ -277,7 +277,7 @@ def test_cli_demo_default_runs_real_loadgen_on_cpu(ws: Workspace) -> None:
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
     run_dir = Path(doc["details"]["log_dir"])
-    assert doc["details"]["label"] == "demo" and doc["details"]["backend"] == "hf"
+    assert doc["details"]["label"] == "demo" and doc["details"]["backend"] == "numpy"
     assert (ws.models / "tiny-llama" / "model.safetensors").exists()
     run = parse_run(run_dir)
     assert run.label == "demo" and run.tokens_per_s > 0

@@ -82,7 +82,7 @@ def test_demo_server_target_is_the_probe_rate_without_headroom(demo_paths) -> No
 
     recipe = get_recipe("demo")
     settings = loadgen_settings(recipe, "Server")
-    cal = calibrate_settings(settings, demo_paths, recipe, "hf", scenario="Server")
+    cal = calibrate_settings(settings, demo_paths, recipe, recipe.backend, scenario="Server")
     assert cal is not None and cal["scenario"] == "Server"
     assert settings["target_qps"] == cal["target_qps"] <= cal["probe_samples_per_s"] * SERVER_LOAD + 0.01
     assert "headroom" not in cal
@@ -96,7 +96,7 @@ def test_demo_duration_run_is_calibrated(demo_paths) -> None:
 
     recipe = get_recipe("demo")
     settings = loadgen_settings(recipe, "Offline", duration_s=3)
-    cal = calibrate_settings(settings, demo_paths, recipe, "hf", duration_s=3)
+    cal = calibrate_settings(settings, demo_paths, recipe, recipe.backend, duration_s=3)
     assert cal is not None and cal["headroom"] == DURATION_HEADROOM
     assert settings["target_qps"] == cal["target_qps"] != 20
     fixed = loadgen_settings(recipe, "Offline", samples=8)

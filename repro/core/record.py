@@ -125,10 +125,11 @@ class RunRecord(BaseModel):
 
     @property
     def ran_on_cpu(self) -> str | None:
-        """The CPU's name (or "CPU") when the backend ran on the CPU and no GPU was seen: the demo's accelerator."""
+        """The CPU's name (or "CPU") when the backend ran on the CPU: the demo's accelerator, even on a GPU VM
+        (the numpy backend leaves the GPUs NVML lists idle, so they are not what the run measured)."""
         details = self.backend_details or {}
         devices = details.get("devices") or [details.get("device")]
-        if self.gpu_names or not devices or any(d != "cpu" for d in devices):
+        if not devices or any(d != "cpu" for d in devices):
             return None
         cpu = self.provenance.get("cpu") if isinstance(self.provenance, dict) else None
         model = cpu.get("model") if isinstance(cpu, dict) else None

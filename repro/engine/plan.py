@@ -216,7 +216,7 @@ def run_build(
     view: ViewFactory | None = None,
 ) -> StepOutcome:
     """Image, quantization, engine and serve config for a recipe; see the module docstring for skipping."""
-    if recipe.demo or recipe.backend in ("hf", "sim"):
+    if recipe.demo or recipe.backend in ("hf", "numpy", "sim"):
         return StepOutcome(
             step=STEP,
             status="skipped",

@@ -142,9 +142,66 @@ def postprocess(text: str) -> str:
     return "\n".join(_punkt().tokenize(text.strip()))
 
 
+class FastTokenizerFile:
+    """A generic fast tokenizer (tokenizer.json) decoded with `tokenizers` alone, as transformers' fast class decodes
+    it: the demo's install has no transformers. tests/test_numpy_backend.py checks both decode the same."""
+
+    _CLEANUP = (
+        (" .", "."),
+        (" ?", "?"),
+        (" !", "!"),
+        (" ,", ","),
+        (" ' ", "'"),
+        (" n't", "n't"),
+        (" 'm", "'m"),
+        (" 's", "'s"),
+        (" 've", "'ve"),
+        (" 're", "'re"),
+    )
+
+    def __init__(self, folder: Path) -> None:
+        from tokenizers import Tokenizer
+
+        self._tok = Tokenizer.from_file(str(folder / "tokenizer.json"))
+        self._cleanup = False
+
+    @classmethod
+    def load(cls, folder: Path) -> FastTokenizerFile | None:
+        """None unless the folder's tokenizer is a generic fast one (a Llama SentencePiece one needs transformers)."""
+        import json
+
+        try:
+            cfg = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8")[: 1 << 20])
+        except (OSError, ValueError):
+            return None
+        generic = ("PreTrainedTokenizerFast", "TokenizersBackend")
+        if not isinstance(cfg, dict) or cfg.get("tokenizer_class") not in generic:
+            return None
+        if not (folder / "tokenizer.json").is_file():
+            return None
+        tok = cls(folder)
+        tok._cleanup = bool(cfg.get("clean_up_tokenization_spaces", False))
+        return tok
+
+    def batch_decode(self, ids: list[list[int]], skip_special_tokens: bool = False) -> list[str]:
+        texts = self._tok.decode_batch(ids, skip_special_tokens=skip_special_tokens)
+        if self._cleanup:
+            for a, b in self._CLEANUP:
+                texts = [t.replace(a, b) for t in texts]
+        return texts
+
+
 def load_tokenizer(path: Path | str):
-    """The model's tokenizer as the reference loads it (slow SentencePiece where transformers still has one)."""
-    from transformers import AutoTokenizer
+    """The model's tokenizer as the reference loads it (slow SentencePiece where transformers still has one).
+
+    Without transformers (the demo's light install) a generic fast tokenizer is decoded by `tokenizers` itself."""
+    try:
+        from transformers import AutoTokenizer
+    except ImportError:
+        fallback = FastTokenizerFile.load(Path(path))
+        if fallback is None:
+            raise
+        return fallback
 
     try:
         return AutoTokenizer.from_pretrained(str(path), model_max_length=2048, padding_side="left", use_fast=False)

@@ -38,12 +38,13 @@ def run_accelerator(run: LoadGenRun, match: IndexMatch | None) -> tuple[str | No
     """The accelerator name the run's own files state: its provenance (run.json) first, then the system JSON, then
     the published record the log is (`match`, read once by results.identity), then the folder name."""
     names = run.run_info.gpu_names if run.run_info is not None else []
+    if run.run_info is not None and (cpu := run.run_info.ran_on_cpu):
+        named = f", {cpu}" if cpu != "CPU" else ""
+        idle = f" ({', '.join(sorted(set(names)))} idle)" if names and all(names) else ""
+        return "CPU", f"run.json: the {run.run_info.backend or 'run'} backend ran on the CPU{named}{idle}"
     if names and all(names):
         distinct = sorted(set(names))
         return " + ".join(distinct), "run.json (NVML)"
-    if run.run_info is not None and (cpu := run.run_info.ran_on_cpu):
-        named = f", {cpu}" if cpu != "CPU" else ""
-        return "CPU", f"run.json: the {run.run_info.backend or 'run'} backend ran on the CPU{named}"
     name = run.system.get("accelerator_model_name") if run.system else None
     if isinstance(name, str) and name.strip():
         return name.strip(), _system_where(run)
@@ -137,10 +138,10 @@ def count_accelerators(
     sources: list[tuple[int, str]] = []
     notes: list[str] = []
     gpus_info = run.run_info.gpus if run.run_info is not None else None
-    if gpus_info is not None and (n := count_value(gpus_info.count)):
-        sources.append((n, "run.json"))
-    elif run.run_info is not None and run.run_info.ran_on_cpu:
+    if run.run_info is not None and run.run_info.ran_on_cpu:
         sources.append((1, "run.json: one CPU"))
+    elif gpus_info is not None and (n := count_value(gpus_info.count)):
+        sources.append((n, "run.json"))
     chip = None
     if run.system:
         per_node, nodes = (

@@ -1,4 +1,4 @@
-"""Sizing the demo's run to this CPU: the real hf backend is timed on demo prompts before LoadGen starts.
+"""Sizing the demo's run to this CPU: its backend (numpy, or hf) is timed on demo prompts before LoadGen starts.
 
 The demo model and dataset themselves are built by setup (repro/setup/demo.py).
 """
@@ -18,7 +18,7 @@ CALIBRATION_HEADROOM = 6.0
 # With --duration the user asked for a run of about that length: 2x still outlasts a probe twice as slow as the run.
 DURATION_HEADROOM = 2.0
 # Server: target_qps is an arrival rate, not a sample count. Scheduling above what the CPU sustains grows the queue
-# until TTFT fails (the old 6x Server target completed 48 of 1,547 q/s). The hf backend batches statically, so a
+# until TTFT fails (the old 6x Server target completed 48 of 1,547 q/s). The demo's backends batch statically, so a
 # request waits for the batch in progress, so the probe times a small batch (the size Server batches reach) and the
 # run schedules 40% of that rate: batches stay below the probe's and TTFT below its time.
 SERVER_LOAD = 0.4
@@ -26,6 +26,20 @@ SERVER_PROBE_BATCH = 16
 # LoadGen's early stopping states the TTFT/TPOT p99 at 99% confidence only after ~459 queries all within the limits
 # (0.99^n <= 0.01), so a shorter Server run is INVALID however fast it is.
 SERVER_MIN_QUERIES = 500
+
+
+LOCAL_BACKENDS = ("numpy", "hf")
+"""The backends that run the demo's model in this process, so its speed is this machine's and can be probed."""
+
+
+def _local_backend(name: str, model_dir: Path, batch: int) -> Any:
+    if name == "hf":
+        from repro.run.backends.hf import HFBackend
+
+        return HFBackend(model_dir, batch_size=batch)
+    from repro.run.backends.numpy import NumpyBackend
+
+    return NumpyBackend(model_dir, batch_size=batch)
 
 
 class _ProbeSink:
@@ -66,8 +80,9 @@ def calibrate(
     headroom: float = CALIBRATION_HEADROOM,
     batch: int = 64,
     timeout_s: float = 600.0,
+    backend_name: str = "numpy",
 ) -> dict[str, Any]:
-    """Time the real hf backend on one warm batch of demo prompts; returns the target_qps that keeps the run VALID.
+    """Time the run's backend on one warm batch of demo prompts; returns the target_qps that keeps the run VALID.
 
     A warm-up batch runs first (the first generate call pays for lazy initialisation), then one
     timed batch of the size the run uses. The run then issues enough samples to last about
@@ -76,13 +91,12 @@ def calibrate(
     import time
 
     from repro.run.backends.base import Request
-    from repro.run.backends.hf import HFBackend
 
     dataset = load_prepared(dataset_dir)
     if scenario == "Server":
         batch = SERVER_PROBE_BATCH
     n = max(1, min(batch, len(dataset)))
-    backend = HFBackend(model_dir, batch_size=batch)
+    backend = _local_backend(backend_name, model_dir, batch)
     sink = _ProbeSink()
     rates = []
     try:
@@ -136,7 +150,7 @@ def calibrate_settings(
 
     A --samples run fixes its own count and needs none; a --duration run does, or the CPU finishes the recipe's
     fixed count before the duration and LoadGen calls the run INVALID."""
-    if backend != "hf" or samples is not None or accuracy:
+    if backend not in LOCAL_BACKENDS or samples is not None or accuracy:
         return None
     result = calibrate(
         paths["model_dir"],
@@ -145,6 +159,7 @@ def calibrate_settings(
         min_duration_ms=int(settings["min_duration"]),
         scenario=scenario,
         headroom=CALIBRATION_HEADROOM if duration_s is None else DURATION_HEADROOM,
+        backend_name=backend,
     )
     result["recipe_target_qps"] = settings["target_qps"]
     settings["target_qps"] = result["target_qps"]

@@ -447,6 +447,7 @@ def _demo_start(recipe: Recipe, ws: Workspace) -> tuple[float, str]:
         max_tokens=recipe.loadgen.max_tokens,
         min_duration_ms=recipe.loadgen.min_duration_ms,
         scenario="Server",
+        backend_name=recipe.backend,
     )
     rate = float(f"{cal['probe_samples_per_s']:.3g}")
     return rate, f"the demo's measured rate on a batch of {cal['probe_samples']}"

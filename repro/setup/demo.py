@@ -18,6 +18,8 @@ from repro.setup.dataset import BUILTIN_SAMPLE, load_prepared, read_builtin_samp
 MODEL_NAME = "tiny-llama"
 DATASET_NAME = "openorca-demo-sample"
 SEED = 1234
+INIT_STD = 0.02
+ROPE_THETA = 10000.0
 SPECIAL = ["<unk>", "<s>", "</s>", "<pad>"]
 MODEL_CONFIG: dict[str, Any] = dict(
     hidden_size=64,
@@ -39,10 +41,25 @@ def _prompt_text(row: dict[str, str]) -> str:
     return f"[INST] {sys_part}{row['question']} [/INST]"
 
 
+TOKENIZER_CONFIG: dict[str, Any] = {
+    "tokenizer_class": "PreTrainedTokenizerFast",
+    "backend": "tokenizers",
+    "bos_token": "<s>",
+    "eos_token": "</s>",
+    "unk_token": "<unk>",
+    "pad_token": "<pad>",
+    "clean_up_tokenization_spaces": False,
+}
+
+
 def build_tokenizer(rows: list[dict[str, str]], out_dir: Path):
-    """A small byte-level BPE trained on the sample; byte-level so any text round-trips."""
+    """A small byte-level BPE trained on the sample; byte-level so any text round-trips.
+
+    Written with `tokenizers` alone (no transformers in the demo's install) as the Hugging Face files
+    transformers' generic fast tokenizer loads: tokenizer.json plus tokenizer_config.json naming its specials."""
+    import json
+
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast
 
     tok = Tokenizer(models.BPE(unk_token="<unk>"))
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
@@ -55,25 +72,70 @@ def build_tokenizer(rows: list[dict[str, str]], out_dir: Path):
     )
     corpus = [_prompt_text(r) for r in rows] + [r["response"] for r in rows]
     tok.train_from_iterator(corpus, trainer=trainer)
-    fast = PreTrainedTokenizerFast(
-        tokenizer_object=tok, bos_token="<s>", eos_token="</s>", unk_token="<unk>", pad_token="<pad>"
-    )
-    fast.save_pretrained(out_dir)
-    return fast
+    tok.save(str(out_dir / "tokenizer.json"))
+    (out_dir / "tokenizer_config.json").write_text(json.dumps(TOKENIZER_CONFIG, indent=2, sort_keys=True) + "\n")
+    return tok
+
+
+def model_config(vocab_size: int) -> dict[str, Any]:
+    """config.json as transformers writes a LlamaConfig (4.x reads rope_theta, 5.x rope_parameters)."""
+    heads = MODEL_CONFIG["num_attention_heads"]
+    return {
+        "architectures": ["LlamaForCausalLM"],
+        "model_type": "llama",
+        **MODEL_CONFIG,
+        "vocab_size": vocab_size,
+        "head_dim": MODEL_CONFIG["hidden_size"] // heads,
+        "hidden_act": "silu",
+        "attention_bias": False,
+        "attention_dropout": 0.0,
+        "mlp_bias": False,
+        "initializer_range": INIT_STD,
+        "rope_theta": ROPE_THETA,
+        "rope_parameters": {"rope_theta": ROPE_THETA, "rope_type": "default"},
+        "dtype": "float32",
+        "torch_dtype": "float32",
+        "use_cache": True,
+    }
 
 
 def build_model(model_dir: Path, vocab_size: int) -> None:
-    import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
-    from transformers.utils import logging as hf_logging
+    """Weights drawn as transformers initialises a Llama (normal, std 0.02; norms 1), from numpy's fixed-seed generator,
+    saved as a Hugging Face folder: the numpy backend runs it, and transformers loads it where torch is installed."""
+    import json
 
-    hf_logging.disable_progress_bar()
+    import numpy as np
+    from safetensors.numpy import save_file
 
-    torch.manual_seed(SEED)
-    config = LlamaConfig(vocab_size=vocab_size, **MODEL_CONFIG)
-    model = LlamaForCausalLM(config).eval()
-    model.generation_config.do_sample = False
-    model.save_pretrained(model_dir, safe_serialization=True)
+    cfg = model_config(vocab_size)
+    rng = np.random.default_rng(SEED)
+    hidden, inter = cfg["hidden_size"], cfg["intermediate_size"]
+    q = cfg["num_attention_heads"] * cfg["head_dim"]
+    kv = cfg["num_key_value_heads"] * cfg["head_dim"]
+
+    def normal(*dims: int) -> np.ndarray:
+        return rng.normal(0.0, INIT_STD, size=dims).astype(np.float32)
+
+    tensors = {"model.embed_tokens.weight": normal(vocab_size, hidden)}
+    for i in range(cfg["num_hidden_layers"]):
+        p = f"model.layers.{i}."
+        tensors |= {
+            p + "self_attn.q_proj.weight": normal(q, hidden),
+            p + "self_attn.k_proj.weight": normal(kv, hidden),
+            p + "self_attn.v_proj.weight": normal(kv, hidden),
+            p + "self_attn.o_proj.weight": normal(hidden, q),
+            p + "mlp.gate_proj.weight": normal(inter, hidden),
+            p + "mlp.up_proj.weight": normal(inter, hidden),
+            p + "mlp.down_proj.weight": normal(hidden, inter),
+            p + "input_layernorm.weight": np.ones(hidden, np.float32),
+            p + "post_attention_layernorm.weight": np.ones(hidden, np.float32),
+        }
+    tensors["model.norm.weight"] = np.ones(hidden, np.float32)
+    tensors["lm_head.weight"] = normal(vocab_size, hidden)
+    save_file(tensors, str(model_dir / "model.safetensors"), metadata={"format": "pt"})
+    (model_dir / "config.json").write_text(json.dumps(cfg, indent=2, sort_keys=True) + "\n")
+    generation = {k: cfg[k] for k in ("bos_token_id", "eos_token_id", "pad_token_id")} | {"do_sample": False}
+    (model_dir / "generation_config.json").write_text(json.dumps(generation, indent=2, sort_keys=True) + "\n")
 
 
 def _model_ready(model_dir: Path) -> bool:
@@ -98,7 +160,7 @@ def _build_model_dir(model_dir: Path, rows: list[dict[str, str]]) -> None:
     tmp = Path(tempfile.mkdtemp(prefix=f".{model_dir.name}.", suffix=".tmp", dir=model_dir.parent))
     try:
         tokenizer = build_tokenizer(rows, tmp)
-        build_model(tmp, len(tokenizer))
+        build_model(tmp, tokenizer.get_vocab_size(with_added_tokens=True))
         if model_dir.exists() and not _model_ready(model_dir):  # a broken leftover: moved aside atomically first
             aside = Path(tempfile.mkdtemp(prefix=f".{model_dir.name}.", suffix=".old", dir=model_dir.parent))
             with contextlib.suppress(FileNotFoundError):  # another process moved it
@@ -124,13 +186,13 @@ def prepare_demo(ws: Workspace, *, sample: Path | None = None) -> dict[str, Path
     try:
         load_prepared(data_dir)
     except InputError:
-        from transformers import AutoTokenizer
+        from tokenizers import Tokenizer
 
-        tokenizer = AutoTokenizer.from_pretrained(model_dir)
-        bos = tokenizer.bos_token_id
-        prompts = [[bos] + tokenizer.encode(_prompt_text(r), add_special_tokens=False) for r in rows]
+        tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
+        bos = SPECIAL.index("<s>")
+        prompts = [[bos] + tokenizer.encode(_prompt_text(r), add_special_tokens=False).ids for r in rows]
         outputs = [r["response"] for r in rows]
-        olens = [len(tokenizer.encode(t, add_special_tokens=False)) for t in outputs]
+        olens = [len(tokenizer.encode(t, add_special_tokens=False).ids) for t in outputs]
         save_prepared(
             data_dir,
             DATASET_NAME,

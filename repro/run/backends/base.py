@@ -123,3 +123,42 @@ class WorkerBackend(Backend):
         self._queue.put(None)
         if self._thread is not None:
             self._thread.join(timeout=self.join_timeout)
+
+
+class BatchQueueBackend(WorkerBackend):
+    """Takes up to batch_size queued requests at a time (shortest prompts first, as submitted) and generates them
+    together: a static batch, as the MLCommons reference SUT does."""
+
+    def __init__(self, batch_size: int = 64) -> None:
+        super().__init__()
+        self.batch_size = batch_size
+
+    def submit(self, requests: Sequence[Request]) -> None:
+        for r in sorted(requests, key=lambda r: len(r.input_ids)):
+            self._queue.put(r)
+
+    def _next_batch(self) -> list[Request] | None:
+        first = self._queue.get()
+        if first is None:
+            return None
+        batch = [first]
+        while len(batch) < self.batch_size:
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if item is None:
+                self._queue.put(None)
+                break
+            batch.append(item)
+        return batch
+
+    @abstractmethod
+    def _generate(self, batch: list[Request]) -> None:
+        """Answer every request of the batch through the sink."""
+
+    def _work(self) -> None:
+        while (batch := self._next_batch()) is not None:
+            if self._stopping.is_set():
+                return
+            self._generate(batch)

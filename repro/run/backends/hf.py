@@ -8,15 +8,13 @@ free memory can hold the weights: 70B in fp16 is ~138 GB, more than one H100 or 
 
 from __future__ import annotations
 
-import queue
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from repro.core.errors import InputError
-from repro.run.backends.base import BackendContext, Request, WorkerBackend
+from repro.run.backends.base import BackendContext, BatchQueueBackend, Request
 
 WEIGHT_GLOBS = ("*.safetensors", "*.bin", "*.pt")
 DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "float8_e4m3fn": 1, "int8": 1}
@@ -83,17 +81,16 @@ def cpu_threads() -> int:
         ) from None
 
 
-class HFBackend(WorkerBackend):
+class HFBackend(BatchQueueBackend):
     join_timeout = 30.0
     name = "hf"
 
     def __init__(
         self, model_dir: Path, *, batch_size: int = 64, device: str | None = None, dtype: str | None = None
     ) -> None:
-        super().__init__()
+        super().__init__(batch_size)
         check_model_dir(model_dir)
         self.model_dir = Path(model_dir)
-        self.batch_size = batch_size
         self.device = device
         self.dtype = dtype
         self.model: Any = None
@@ -140,26 +137,6 @@ class HFBackend(WorkerBackend):
         if self.model is None:
             self.load()
         super().start(sink)
-
-    def submit(self, requests: Sequence[Request]) -> None:
-        for r in sorted(requests, key=lambda r: len(r.input_ids)):
-            self._queue.put(r)
-
-    def _next_batch(self) -> list[Request] | None:
-        first = self._queue.get()
-        if first is None:
-            return None
-        batch = [first]
-        while len(batch) < self.batch_size:
-            try:
-                item = self._queue.get_nowait()
-            except queue.Empty:
-                break
-            if item is None:
-                self._queue.put(None)
-                break
-            batch.append(item)
-        return batch
 
     def _generate(self, batch: list[Request]) -> None:
         import torch
@@ -228,12 +205,6 @@ class HFBackend(WorkerBackend):
                     toks = toks[: hits[0] + 1]
             done.append((r.id, np.ascontiguousarray(toks[: max(1, len(toks))])))
         sink.completed(done)
-
-    def _work(self) -> None:
-        while (batch := self._next_batch()) is not None:
-            if self._stopping.is_set():
-                return
-            self._generate(batch)
 
     def describe(self) -> dict[str, Any]:
         spread = sorted({str(d) for d in (getattr(self.model, "hf_device_map", None) or {}).values()})
