@@ -1,11 +1,15 @@
 """The demo with the numpy runner (its default) against the hf runner (transformers + torch on the CPU), side by side.
 
-Each side is the user's own command, `repro run offline --recipe demo --backend B --json`, in its own process,
-alternating, in one fresh workspace (the model is built once, before the first pair). Reported per side: LoadGen's
-tokens/s (each run sizes itself from a probe of its own backend, as the demo does) and the whole command's wall time
-(start-up, model load, probe and the LoadGen run). Ratio = numpy / hf tokens/s and hf / numpy wall time (above 1:
-the numpy runner is faster). Needs torch for the hf side (the `test` or `hf` extra); run it on a machine with a GPU
-too: the numpy runner stays on the CPU there, the hf one uses the GPU.
+(1) engine: both backends loaded in this process (one thread each: repro's default), the same requests (every demo
+    prompt, 32 new tokens, batches of 64 as the demo runs them) submitted through the same counting sink, timed
+    alternately with benchmarks/_sidebyside.py. Ratio = hf time / numpy time.
+(2) command: each side is the user's own command, `repro run offline --recipe demo --backend B --json`, in its
+    own process, alternating, in one fresh workspace (the model is built once, before the first pair). Reported per
+    side: LoadGen's tokens/s (each run sizes itself from a probe of its own backend, as the demo does) and the whole
+    command's wall time (start-up, model load, probe, LoadGen run). Ratio = numpy / hf tokens/s and hf / numpy wall
+    time (above 1: the numpy runner is faster).
+Needs torch for the hf side (the `test` or `hf` extra). The hf engine side is pinned to the CPU; the command side
+uses a GPU where there is one (as the hf backend does), while the numpy runner stays on the CPU everywhere.
 
     python benchmarks/demo_runner.py [--pairs 3]
 """
@@ -19,10 +23,83 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(REPO))
+from _sidebyside import alternate  # noqa: E402
+
+
+class CountingSink:
+    def __init__(self) -> None:
+        self.expected = self.done = self.tokens = 0
+        self.finished = threading.Event()
+        self.error: BaseException | None = None
+
+    def expect(self, n: int) -> None:
+        self.expected, self.done, self.tokens = n, 0, 0
+        self.finished.clear()
+
+    def first_tokens(self, events: Any) -> None:
+        pass
+
+    def completed(self, events: Any) -> None:
+        self.done += len(events)
+        self.tokens += sum(len(e[1]) for e in events)
+        if self.done >= self.expected:
+            self.finished.set()
+
+    def failed(self, exc: BaseException) -> None:
+        self.error = exc
+        self.finished.set()
+
+
+def engine(ws: Path, pairs: int, rounds: int, max_tokens: int) -> None:
+    """Both backends on the same requests in this process; prints the ratio of their median times."""
+    from repro.run.backends.base import Request
+    from repro.run.backends.hf import HFBackend
+    from repro.run.backends.numpy import NumpyBackend
+    from repro.setup.dataset import load_prepared
+    from repro.setup.demo import prepare_demo
+
+    paths = prepare_demo(ws_open(ws))
+    data = load_prepared(paths["dataset"])
+    reqs = [Request(i, i % len(data), data.prompt(i % len(data)), max_tokens) for i in range(rounds * len(data))]
+    counts: dict[str, int] = {}
+    backends = {"numpy": NumpyBackend(paths["model_dir"]), "hf": HFBackend(paths["model_dir"], device="cpu")}
+    sinks = {name: CountingSink() for name in backends}
+    for name, be in backends.items():
+        be.start(sinks[name])
+
+    def go(name: str) -> None:
+        sink = sinks[name]
+        sink.expect(len(reqs))
+        backends[name].submit(reqs)
+        if not sink.finished.wait(600) or sink.error is not None:
+            raise SystemExit(f"{name}: did not finish ({sink.error})")
+        counts[name] = sink.tokens
+
+    go("numpy"), go("hf")  # warm-up: lazy initialisation on both sides
+    pair = alternate("engine", lambda: go("numpy"), lambda: go("hf"), pairs)
+    for be in backends.values():
+        be.close()
+    print(pair.line())
+    print(
+        f"engine: numpy {counts['numpy'] / statistics.median(pair.repro_s):,.0f} tokens/s, "
+        f"hf {counts['hf'] / statistics.median(pair.reference_s):,.0f} tokens/s, same tokens "
+        f"{counts['numpy'] == counts['hf']} ({counts['numpy']:,} and {counts['hf']:,})",
+        flush=True,
+    )
+
+
+def ws_open(root: Path) -> Any:
+    from repro.core.workspace import Workspace
+
+    return Workspace.open(root)
 
 
 def one(ws: Path, backend: str, extra: list[str]) -> tuple[float, float, str]:
@@ -53,6 +130,8 @@ def main() -> None:
     args = ap.parse_args()
     extra = ["--samples", "16"] if args.smoke else []
     pairs = 1 if args.smoke else args.pairs
+    with tempfile.TemporaryDirectory() as tmp:
+        engine(Path(tmp), pairs if args.smoke else 2 * pairs + 1, 1 if args.smoke else 4, 4 if args.smoke else 32)
     rates: dict[str, list[float]] = {"numpy": [], "hf": []}
     walls: dict[str, list[float]] = {"numpy": [], "hf": []}
     with tempfile.TemporaryDirectory() as tmp:

@@ -221,3 +221,15 @@ def test_demo_runs_with_neither_torch_nor_transformers(tmp_path: Path) -> None:
             assert info["backend_details"]["device"] == "cpu" and info["backend_details"]["threads"] >= 1
         else:
             assert "accuracy: rouge1 " in " ".join(proc.stdout.split())
+
+
+def test_hf_without_torch_is_one_line_and_writes_nothing(tmp_path: Path) -> None:
+    """The light install has no torch: `--backend hf` names the extra to install before any run folder exists."""
+    blocker = "import sys; sys.modules['torch'] = None; from repro.cli import main; sys.argv[0] = 'repro'; main()"
+    env = {**os.environ, "HOME": str(tmp_path), "REPRO_HOME": str(tmp_path / "ws")}
+    argv = [sys.executable, "-c", blocker, "run", "offline", "--recipe", "demo", "--backend", "hf", "--samples", "8"]
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=120, env=env)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert proc.stderr.strip().splitlines()[-1] == "Next: pip install 'repro[hf]'", proc.stderr
+    assert "optional package 'torch'" in proc.stderr
+    assert not (tmp_path / "ws" / "runs").exists() or not any((tmp_path / "ws" / "runs").rglob("run.json"))

@@ -32,12 +32,22 @@ class BackendSpec:
     """Hands back token ids itself (False: text, re-tokenized)."""
     options: tuple[str, ...] = ()
     """Run options only this backend takes (RunOptions field names)."""
+    requires: tuple[str, ...] = ()
+    """Optional packages it imports (an extra's, core/extras.py): checked before a run writes anything."""
+
+    def check_installed(self) -> None:
+        """Raise ModuleNotFoundError for the first required package that is missing (explained as its pip extra)."""
+        import importlib.util
+
+        for module in self.requires:
+            if importlib.util.find_spec(module) is None:
+                raise ModuleNotFoundError(f"No module named '{module}'", name=module)
 
 
 BACKENDS: tuple[BackendSpec, ...] = (
     BackendSpec("sim", ("sim",), label="simulated", options=("sim_rate",)),
     BackendSpec("numpy", ("numpy",), needs_model=True),
-    BackendSpec("hf", ("hf",), needs_model=True),
+    BackendSpec("hf", ("hf",), needs_model=True, requires=("torch", "transformers")),
     BackendSpec(
         "trtllm",
         ("trtllm-serve-pytorch", "trtllm-engine"),

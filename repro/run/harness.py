@@ -127,6 +127,7 @@ def _open_run(plan: RunPlan) -> ActiveRun:
     from repro.core.fsutil import sha256_text
 
     o, recipe = plan.options, plan.recipe
+    plan.backend.check_installed()
     ws = o.workspace
     ws.ensure()
     ledger: Any = _NoLedger() if o.probe else Ledger.load(ws.ledger_path)
