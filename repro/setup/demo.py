@@ -72,6 +72,7 @@ def build_tokenizer(rows: list[dict[str, str]], out_dir: Path):
     )
     corpus = [_prompt_text(r) for r in rows] + [r["response"] for r in rows]
     tok.train_from_iterator(corpus, trainer=trainer)
+    out_dir.mkdir(parents=True, exist_ok=True)
     tok.save(str(out_dir / "tokenizer.json"))
     (out_dir / "tokenizer_config.json").write_text(json.dumps(TOKENIZER_CONFIG, indent=2, sort_keys=True) + "\n")
     return tok

@@ -213,8 +213,10 @@ class LlamaNumpy:
         return x * cos + rotated * sin
 
     def _attend(self, layer: _Layer, h: np.ndarray, cache: KVCache, li: int, start: int, bias: np.ndarray, rope):
+        """Attention for h (rows * n, hidden): projections as one 2-D product each (a 3-D one is a loop of
+        row-vector products in numpy, 2x slower), heads and cache in (rows, heads, slots, head_dim)."""
         s = self.shape
-        rows, n = h.shape[0], h.shape[1]
+        rows, n = cache.valid.shape[0], h.shape[0] // cache.valid.shape[0]
         qkv = h @ layer.qkv
         q_w, kv_w = s.heads * s.head_dim, s.kv_heads * s.head_dim
         q = qkv[..., :q_w].reshape(rows, n, s.heads, s.head_dim).transpose(0, 2, 1, 3)
@@ -233,25 +235,26 @@ class LlamaNumpy:
         np.exp(scores, out=scores)
         scores /= scores.sum(axis=-1, keepdims=True)
         out = (scores @ values[:, :, None]).reshape(rows, s.heads, n, s.head_dim)
-        return out.transpose(0, 2, 1, 3).reshape(rows, n, q_w) @ layer.o
+        return out.transpose(0, 2, 1, 3).reshape(rows * n, q_w) @ layer.o
 
     def _forward(self, ids: np.ndarray, pos: np.ndarray, cache: KVCache) -> np.ndarray:
-        """Hidden states for `ids` (rows, n) at slots cache.length.., attending to every earlier real slot."""
+        """Hidden states (before the final norm) for `ids` (rows, n) at slots cache.length.., attending to every
+        earlier real slot."""
         n, start = ids.shape[1], cache.length
         end = start + n
         visible = cache.valid[:, None, :end]  # (rows, 1, end)
         causal = np.arange(end)[None, :] <= np.arange(start, end)[:, None]  # (n, end)
         bias = np.where(visible & causal[None], np.float32(0), _MASKED)[:, None, None]  # (rows, 1, 1, n, end)
         rope = self._rope(pos)
-        x = self.embed[ids]
+        x = self.embed[ids.reshape(-1)]  # (rows * n, hidden)
         inter = self.shape.intermediate
         for li, layer in enumerate(self.layers):
             x = x + self._attend(layer, self._rms(x, layer.ln1), cache, li, start, bias, rope)
             gu = self._rms(x, layer.ln2) @ layer.gate_up
-            gate = gu[..., :inter]
-            x = x + ((gate / (np.float32(1) + np.exp(-gate))) * gu[..., inter:]) @ layer.down
+            gate = gu[:, :inter]
+            x = x + ((gate / (np.float32(1) + np.exp(-gate))) * gu[:, inter:]) @ layer.down
         cache.length = end
-        return self._rms(x, self.norm)
+        return x.reshape(ids.shape[0], n, -1)
 
     def prefill(self, prompts: Sequence[np.ndarray], max_new: int) -> tuple[np.ndarray, KVCache]:
         """The last prompt token's logits of each row (left-padded as transformers pads), and the cache after it."""
@@ -266,7 +269,7 @@ class LlamaNumpy:
         pos = np.where(mask, np.cumsum(mask, axis=1) - 1, 0)
         cache.next_pos = mask.sum(axis=1).astype(np.int64)
         hidden = self._forward(ids, pos, cache)
-        return hidden[:, -1] @ self.lm_head, cache
+        return self._rms(hidden[:, -1], self.norm) @ self.lm_head, cache
 
     def step(self, tokens: np.ndarray, cache: KVCache) -> np.ndarray:
         """The logits after one more token per row."""
@@ -274,7 +277,7 @@ class LlamaNumpy:
         pos = cache.next_pos[:, None]
         cache.next_pos = cache.next_pos + 1
         hidden = self._forward(tokens[:, None].astype(np.int64), pos, cache)
-        return hidden[:, -1] @ self.lm_head
+        return self._rms(hidden[:, -1], self.norm) @ self.lm_head
 
 
 def greedy(
