@@ -233,3 +233,36 @@ def test_hf_without_torch_is_one_line_and_writes_nothing(tmp_path: Path) -> None
     assert proc.stderr.strip().splitlines()[-1] == "Next: pip install 'repro[hf]'", proc.stderr
     assert "optional package 'torch'" in proc.stderr
     assert not (tmp_path / "ws" / "runs").exists() or not any((tmp_path / "ws" / "runs").rglob("run.json"))
+
+
+@pytest.mark.slow
+def test_demo_on_a_gpu_vm_names_the_cpu_it_ran_on(tmp_path: Path) -> None:
+    """On an H100 VM (the rehearsal's stand-in NVML reporting one) the demo still runs on the CPU: run.json says so,
+    and verify's rows agree: the accelerator is the CPU, the GPU idle, the per-accelerator unit a CPU (issue #34: it
+    printed "1 CPU" beside "accelerator: NVIDIA H100 80GB HBM3")."""
+    from repro.rehearse.rehearsal import STANDIN_DIR
+
+    h100 = {"name": "NVIDIA H100 80GB HBM3", "count": 1, "memory_mib": 81559, "compute_capability": "9.0",
+            "driver": "580.159.04", "cuda": 13000}  # fmt: skip
+    path = os.pathsep.join(p for p in (str(STANDIN_DIR / "nvml"), os.environ.get("PYTHONPATH", "")) if p)
+    env = {**os.environ, "PYTHONPATH": path, "STANDIN_GPUS": json.dumps(h100), "REPRO_HOME": str(tmp_path / "ws")}
+    repro = [sys.executable, "-c", "import sys; from repro.cli import main; sys.argv[0] = 'repro'; main()"]
+    proc = subprocess.run([*repro, "run", "offline", "--recipe", "demo", "--samples", "16", "--json"],
+                          capture_output=True, text=True, timeout=300, env=env)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    log_dir = Path(json.loads(proc.stdout)["details"]["log_dir"])
+    info = json.loads((log_dir / "run.json").read_text())
+    assert info["gpus"]["names"] == [h100["name"]], info["gpus"]
+    assert info["backend_details"]["device"] == "cpu" and "GPU on this machine" in info["backend_details"]["note"]
+    proc = subprocess.run([*repro, "verify", str(log_dir), "--json"], capture_output=True, text=True, timeout=120,
+                          env=env)  # fmt: skip
+    doc = json.loads(proc.stdout)
+    checks = {c["name"]: c for c in (doc.get("verdict") or doc)["checks"]}
+    accel = checks["accelerator"]["detail"]
+    assert accel.startswith("CPU (run.json: the numpy backend ran on the CPU") and "H100 80GB HBM3 idle" in accel
+    text = subprocess.run([*repro, "verify", str(log_dir)], capture_output=True, text=True, timeout=120,
+                          env={**env, "COLUMNS": "200"}).stdout  # fmt: skip
+    rows = [" ".join(line.split()) for line in text.splitlines()]
+    assert any(r.startswith("│ tokens/s per CPU │") for r in rows), text
+    assert any("1 CPU (run.json: one CPU)" in r for r in rows), text
+    assert not any("per GPU" in r for r in rows), text

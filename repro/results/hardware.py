@@ -40,7 +40,7 @@ def run_accelerator(run: LoadGenRun, match: IndexMatch | None) -> tuple[str | No
     names = run.run_info.gpu_names if run.run_info is not None else []
     if run.run_info is not None and (cpu := run.run_info.ran_on_cpu):
         named = f", {cpu}" if cpu != "CPU" else ""
-        idle = f" ({', '.join(sorted(set(names)))} idle)" if names and all(names) else ""
+        idle = f"; {', '.join(sorted(set(names)))} idle" if names and all(names) else ""
         return "CPU", f"run.json: the {run.run_info.backend or 'run'} backend ran on the CPU{named}{idle}"
     if names and all(names):
         distinct = sorted(set(names))

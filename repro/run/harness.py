@@ -311,9 +311,10 @@ def _loadgen_settings(lg: Any, run: ActiveRun) -> tuple[Any, Any]:
 
 
 def _power_sampler(run: ActiveRun) -> Any:
-    """NVML power samples beside the logs when the machine has GPUs; power is optional."""
+    """NVML power samples beside the logs when the run uses the machine's GPUs; power is optional. A backend on the
+    CPU (the demo's numpy runner on a GPU VM) leaves the GPUs idle: their power is not the run's."""
     gpus = run.record.gpus
-    if gpus is None or not gpus.count:
+    if gpus is None or not gpus.count or run.record.ran_on_cpu:
         return None
     try:
         from repro.run.power import PowerSampler
