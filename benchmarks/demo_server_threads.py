@@ -1,9 +1,10 @@
-"""The demo's Server run with the hf backend on one torch thread (repro's default) against two or more.
+"""The demo's Server run with the hf backend on one torch thread (repro's default) against two or more
+(`--backend numpy`: the demo's default runner, its BLAS threads).
 
 Each side is a separate `repro run server --recipe demo --target-qps Q --duration S` process (REPRO_CPU_THREADS set
 for it), alternating, in one fresh workspace; reported: LoadGen's completed samples/s and p99 TTFT/TPOT.
 
-    python benchmarks/demo_server_threads.py [--qps 2] [--duration 20] [--pairs 2] [--threads 2]
+    python benchmarks/demo_server_threads.py [--qps 2] [--duration 20] [--pairs 2] [--threads 2] [--backend hf]
 """
 
 from __future__ import annotations
@@ -24,10 +25,10 @@ KEYS = {
 }
 
 
-def one(ws: Path, threads: int, qps: float, duration: float) -> dict[str, float]:
+def one(ws: Path, threads: int, qps: float, duration: float, backend: str) -> dict[str, float]:
     env = {**os.environ, "REPRO_HOME": str(ws), "REPRO_CPU_THREADS": str(threads)}
     argv = [sys.executable, "-c", "from repro.cli import main; main()", "run", "server", "--recipe", "demo"]
-    argv += ["--target-qps", str(qps), "--duration", str(duration), "--json"]
+    argv += ["--target-qps", str(qps), "--duration", str(duration), "--backend", backend, "--json"]
     out = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
     log_dir = Path(json.loads(out.stdout)["details"]["log_dir"])
     text = (log_dir / "mlperf_log_summary.txt").read_text()
@@ -43,6 +44,7 @@ def main() -> None:
     ap.add_argument("--duration", type=float, default=20.0)
     ap.add_argument("--pairs", type=int, default=2)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--backend", default="hf", help="hf (torch threads, as measured in BENCHMARKS.md) or numpy (BLAS)")
     ap.add_argument("--smoke", action="store_true", help="tiny sizes: checks the script runs, measures nothing")
     args = ap.parse_args()
     if args.smoke:
@@ -52,7 +54,7 @@ def main() -> None:
         for i in range(args.pairs):
             order = [1, args.threads] if i % 2 == 0 else [args.threads, 1]
             for n in order:
-                r = one(ws, n, args.qps, args.duration)
+                r = one(ws, n, args.qps, args.duration, args.backend)
                 print(f"threads {n}: " + ", ".join(f"{k} {v:,.2f}" for k, v in r.items()), flush=True)
 
 
