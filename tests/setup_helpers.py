@@ -113,8 +113,8 @@ def write_recipe(
 ) -> Path:
     data = yaml.safe_load((REPO_ROOT / "recipes" / "nd-h200-v5.yaml").read_text())
     data["name"] = name
-    data["model"].update(repo_id=repo_id, revision=revision, size_gb=0.001)
-    ds = data["dataset"]
+    data["model"] = {"repo_id": repo_id, "revision": revision, "size_gb": 0.001}
+    ds = data["dataset"] = {}
     ds.update(
         samples=N_SAMPLES,
         calibration_samples=N_CALIB,

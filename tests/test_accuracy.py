@@ -262,13 +262,13 @@ def test_parallel_equals_serial(small_case):
 
 def test_published_gb200_scores_meet_the_99_targets(fixtures):
     published = parse_accuracy_txt(fixtures / "azure-nd-gb200-v6-v5.1/llama2-70b-99/Offline/accuracy/accuracy.txt")
-    assert A.check_targets(published, get_recipe("nd-gb200-v6")) == []
+    assert A.check_targets(published, get_recipe("nd-gb200-v6").bench) == []
 
 
 def test_low_scores_fail_with_named_metrics():
     recipe = get_recipe("demo")
     scores = {"rouge1": 43.9, "rouge2": 30.0, "rougeL": 30.0, "tokens_per_sample": 100.0}
-    failures = A.check_targets(scores, recipe)
+    failures = A.check_targets(scores, recipe.bench)
     assert len(failures) == 2
     assert failures[0].startswith("rouge1 43.9 is below") and "43.9869" in failures[0]
     assert failures[1].startswith("tokens_per_sample 100")

@@ -154,7 +154,7 @@ def test_every_recipe_reference_has_shipped_settings() -> None:
             rows = [
                 r
                 for r in idx.resolve(pub.result_id)
-                if r.scenario == pub.scenario and r.benchmark == recipe.accuracy.target
+                if r.scenario == pub.scenario and r.benchmark_name == recipe.benchmark
             ]
             assert rows and rows[0].key in shipped, (recipe.name, pub.scenario)
             assert shipped[rows[0].key]["detail"]["effective_scenario"] in ("Offline", "Server")

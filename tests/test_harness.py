@@ -72,7 +72,7 @@ def test_settings_and_user_conf_for_smoke_runs() -> None:
     assert expected_samples(smoke, "Offline") == 100
     timed = loadgen_settings(recipe, "Server", duration_s=3)
     assert timed["min_duration"] == timed["max_duration"] == 3000 and timed["tpot_latency"] == 200
-    assert "llama2-70b.Server.max_duration = 3000" in user_conf_text(timed, "Server")
+    assert "llama2-70b.Server.max_duration = 3000" in user_conf_text(timed, "Server", get_recipe("nd-h100-v5").bench)
 
 
 def test_sim_offline_run_writes_logs_and_provenance(ws: Workspace) -> None:
@@ -130,8 +130,8 @@ def test_server_latency_limits_reach_loadgen_in_its_units(ws: Workspace) -> None
         RunOptions.build(RECIPE, ws, scenario="Server", backend="sim", samples=16, detect=False, sim_rate=2_000_000)
     )
     keys = _detail_keys(Path(outcome.details["log_dir"]))
-    assert keys["requested_server_ttft_latency"] == recipe.loadgen.ttft_latency_ms * 1_000_000 == 2_000_000_000
-    assert keys["requested_server_tpot_latency"] == recipe.loadgen.tpot_latency_ms * 1_000_000 == 200_000_000
+    assert keys["requested_server_ttft_latency"] == recipe.bench.rules("Server").ttft_ms * 1_000_000 == 2_000_000_000
+    assert keys["requested_server_tpot_latency"] == recipe.bench.rules("Server").tpot_ms * 1_000_000 == 200_000_000
     assert keys["requested_use_token_latencies"] is True or keys["requested_use_token_latencies"] == 1
 
 

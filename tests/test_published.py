@@ -336,7 +336,7 @@ def test_recipe_figures_equal_the_index() -> None:
     assert {r.name for r in named} == {"dgx-h100", "nc-h100-v5", "nd-gb200-v6", "nd-h100-v5", "nd-h200-v5"}
     for recipe in named:
         pub = recipe.published
-        row = reference_row(pub.result_id or "", recipe.accuracy.target, pub.scenario)
+        row = reference_row(pub.result_id or "", recipe.bench.accuracy.level, pub.scenario)
         assert row is not None, recipe.name
         assert pub.tokens_per_s_per_gpu == pytest.approx(row.per_accelerator, rel=1e-12), recipe.name
         assert pub.tokens_per_s_per_vm == pytest.approx(row.per_node, rel=1e-12), recipe.name
@@ -351,7 +351,7 @@ def test_recipe_figures_equal_the_index() -> None:
 def test_hopper_recipes_follow_the_rule() -> None:
     for name in ("nd-h100-v5", "nd-h200-v5"):
         r = get_recipe(name)
-        chosen = rule_reference(r.system.gpu_name, r.system.gpus_per_vm, r.accuracy.target, r.published.scenario)
+        chosen = rule_reference(r.system.gpu_name, r.system.gpus_per_vm, r.bench.accuracy.level, r.published.scenario)
         assert chosen is not None and (chosen.result_id or chosen.system_key) == r.published.result_id, name
         assert "chosen by rule" in r.published.note
     assert rule_reference("NVIDIA H100 NVL", 2, "99.9").system_key == get_recipe("nc-h100-v5").published.result_id  # type: ignore[union-attr]

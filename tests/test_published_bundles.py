@@ -52,7 +52,10 @@ def test_failed_accuracy_fails_without_a_recipe(fixtures: Path, tmp_path: Path) 
     code, doc = _verify(str(bundle))
     assert doc["recipe"] is None and doc["reference"] == "published record 5.1-0016/99/Offline"
     assert code == 1 and doc["status"] == "FAIL" and doc["accuracy_verdict"] == "FAIL"
-    assert "accuracy rouge1: 43.0000 < 43.9869 (99% target, published record 5.1-0016/99/Offline)" in doc["reasons"]
+    assert (
+        "accuracy rouge1: 43.0000 < 43.9869 (99% target, llama2-70b-99, published record 5.1-0016/99/Offline)"
+        in doc["reasons"]
+    )
     assert doc["deviation_pct"] == 0.0 and doc["min_duration"] == "PASS" and doc["test06"] == "not shown"
     text = runner.invoke(app, ["verify", str(bundle)]).output
     assert "accuracy rouge1" in text and "min duration" in text and "Verdict: FAIL" in text

@@ -89,7 +89,9 @@ def test_dgx_needs_recipe_then_reports(fixtures: Path) -> None:
     assert res.exit_code == 2 and "--recipe NAME" in res.output and "Traceback" not in res.output
     rep = build_report([fixtures / "nvidia-dgx-h100-v4.1"], recipe="dgx-h100")
     assert rep.per_gpu == pytest.approx(24524.9 / 8)
-    assert rep.roof is not None and rep.roof.weight_bytes == pytest.approx(70e9 / rep.recipe.trtllm.tp_size)
+    assert rep.roof is not None and rep.roof.weight_bytes == pytest.approx(
+        rep.recipe.model.parameters / rep.recipe.trtllm.tp_size
+    )
     assert rep.recipe.trtllm.tp_size == 2
 
 

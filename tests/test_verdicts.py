@@ -237,7 +237,7 @@ def test_server_run_is_judged_against_the_published_server_figure(fixtures: Path
 
 def test_neuralmagic_99_run_passes_its_own_target_under_a_999_recipe(fixtures: Path) -> None:
     v = verify_dir(fixtures / NEURALMAGIC, recipe="dgx-h100")
-    assert get_recipe("dgx-h100").accuracy.target == "99.9"
+    assert get_recipe("dgx-h100").benchmark == "llama2-70b-99.9"
     rouge1 = next(c for c in v.checks if c.name == "accuracy rouge1")
     assert rouge1.ok and rouge1.detail == "44.3329 ≥ 43.9869 (99% target, llama2-70b-99 in the path)"
 
@@ -248,7 +248,7 @@ def test_999_run_fails_its_own_target_under_a_99_recipe(fixtures: Path, tmp_path
     shutil.copy(fixtures / GB200 / "ND_GB200_v6.json", tmp_path)
     edit(run / "accuracy/accuracy.txt", "'rouge1': 44.7494", "'rouge1': 44.3329")
     v = verify_dir(run)
-    assert v.recipe.accuracy.target == "99" and v.status == "FAIL"
+    assert v.recipe.benchmark == "llama2-70b-99" and v.status == "FAIL"
     assert "accuracy rouge1: 44.3329 < 44.3868 (99.9% target, llama2-70b-99.9 in the path)" in v.reasons
 
 

@@ -31,7 +31,7 @@ def _scenario(value: str | None) -> str | None:
     if value is None:
         return None
     from repro.core.errors import InputError
-    from repro.results.rules import SCENARIOS
+    from repro.run.settings import SCENARIOS
 
     for name in SCENARIOS:
         if name.lower() == value.lower():

@@ -217,24 +217,17 @@ def recipe_shape(recipe: Recipe, model_dir: Path | None = None) -> ModelShape:
 
 
 def _benchmark_shape(recipe: Recipe) -> ModelShape | None:
-    """The benchmark's model data (repro/data/benchmarks/), once recipes name a benchmark."""
-    name = getattr(recipe, "benchmark", None)
-    if not name:
+    """The model's data from its benchmark file (repro/data/benchmarks/), as the recipe resolved it; None when the
+    file gives no architecture (the CPU demo's tiny model)."""
+    model, arch = recipe.model, recipe.model.architecture
+    if arch is None:
         return None
-    try:
-        from repro.core import benchmarks  # type: ignore[attr-defined,unused-ignore]
-    except ImportError:
-        return None
-    bench = benchmarks.load_benchmark(name)
-    model = bench.model
-    arch = getattr(model, "architecture", model)
-    dim = getattr(arch, "head_dim", None) or (arch.hidden_size // arch.heads)
     return ModelShape(
         float(model.parameters),
-        int(arch.layers),
-        int(arch.kv_heads),
-        int(dim),
-        f"benchmark {name} (repro/data/benchmarks/{name}.yaml)",
+        arch.layers,
+        arch.kv_heads,
+        arch.head_dim,
+        f"benchmark {recipe.benchmark} (repro/data/benchmarks/{recipe.benchmark}.yaml)",
     )
 
 
@@ -257,7 +250,7 @@ def recipe_memory_fit(recipe: Recipe, gpu_gb: float, model_dir: Path | None = No
     kv_cfg = t.serve_extra_options.get("kv_cache_config") or {}
     frac = float(kv_cfg.get("free_gpu_memory_fraction", 0.9)) if isinstance(kv_cfg, dict) else 0.9
     notes.append(f"batch {t.gpu_batch_size} and max_seq_len {seq} from the recipe; KV fraction {frac:g}")
-    typical = recipe.accuracy.tokens_per_sample
+    typical = recipe.bench.accuracy.tokens_per_sample.low
     notes.append(f"typical sequence: {typical:g} output tokens per sample (the accuracy floor; prompts not counted)")
     return memory_fit(
         shape,

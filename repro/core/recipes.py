@@ -19,9 +19,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from repro.core.accelerators import Accelerator, same_accelerator
 from repro.core.backends import RECIPE_BACKENDS, recipe_backend
+from repro.core.benchmarks import Benchmark, Dataset, Model, load_benchmark
 from repro.core.errors import RecipeError
 from repro.core.gpu_arch import is_blackwell
-from repro.core.safeio import read_text_bounded
+from repro.core.safeio import read_text_bounded, safe_yaml
 
 Unknown = Literal["unknown"]
 Precision = Literal["nvfp4", "fp4", "fp8", "bf16", "fp16", "fp32"]
@@ -53,23 +54,6 @@ class System(_Strict):
         return Accelerator(model=re.sub(r"[^A-Za-z0-9]", "", self.gpu_name.split()[-1]) or "unknown")
 
 
-class Model(_Strict):
-    repo_id: str
-    revision: str
-    allow_patterns: list[str]
-    size_gb: float = Field(gt=0, description="Download size of the original weights")
-    quantized_size_gb: float | Unknown
-
-
-class Dataset(_Strict):
-    name: str
-    samples: int = Field(gt=0)
-    calibration_samples: int = Field(ge=0)
-    files: dict[str, str] = Field(description="role -> file name (sampled, calibration)")
-    sha256: dict[str, str | Unknown] = Field(default_factory=dict)
-    urls: dict[str, str] = Field(default_factory=dict)
-
-
 class Quantization(_Strict):
     qformat: Precision
     kv_cache_dtype: Literal["fp8", "int8"] | None
@@ -77,6 +61,7 @@ class Quantization(_Strict):
     calib_size: int = Field(ge=0)
     tool: Literal["hf_quantize", "trtllm_quantize", "none"]
     output_name: str
+    quantized_size_gb: float | Unknown = Field(default="unknown", description="Size of the quantized checkpoint")
 
 
 class TensorRTLLM(_Strict):
@@ -108,20 +93,9 @@ class LoadGen(_Strict):
     server: ScenarioTarget | None = None
     interactive: ScenarioTarget | None = None
     min_duration_ms: int = Field(ge=0)
-    min_query_count: int = Field(ge=0)
-    performance_sample_count: int = Field(gt=0)
-    ttft_latency_ms: int = 2000
-    tpot_latency_ms: int = 200
-    max_tokens: int = Field(default=1024, gt=0)
-
-
-class Accuracy(_Strict):
-    target: Literal["99", "99.9"]
-    rouge1: float
-    rouge2: float
-    rougeL: float
-    tokens_per_sample: float
-    source: str
+    min_query_count: int = Field(ge=0, description="Default: the benchmark's Offline min_query_count")
+    performance_sample_count: int = Field(gt=0, description="Default: the benchmark's")
+    max_tokens: int = Field(gt=0, description="Default: the benchmark's max_new_tokens")
 
 
 class Rack(_Strict):
@@ -203,14 +177,14 @@ class Recipe(_Strict):
     )
     demo: bool = Field(default=False, description="Built-in CPU demo; its runs are never a reproduction")
     system: System
+    benchmark: str = Field(description="The MLPerf benchmark it runs: a file in repro/data/benchmarks/")
     backend: Backend
     precision: Precision
-    model: Model
-    dataset: Dataset
+    model: Model = Field(description="The benchmark's model; a recipe may override single fields (tests, demo)")
+    dataset: Dataset = Field(description="The benchmark's dataset; a recipe may override single fields")
     quantization: Quantization
     trtllm: TensorRTLLM | None
     loadgen: LoadGen
-    accuracy: Accuracy
     published: Published = Field(description="The headline published result (Offline)")
     published_scenarios: list[Published] = Field(
         default_factory=list, description="This system's published results for other scenarios (Server, Interactive)"
@@ -218,6 +192,38 @@ class Recipe(_Strict):
     disk_needed_gb: float = Field(gt=0)
     expected_runtime_min: float | Unknown
     sources: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_benchmark(cls, data: Any) -> Any:
+        """Fill what the benchmark decides (model, dataset, LoadGen counts, limits, max tokens) before validation;
+        the recipe's own values override single fields."""
+        if not isinstance(data, dict) or not isinstance(data.get("benchmark"), str):
+            return data
+        try:
+            bench = load_benchmark(data["benchmark"])
+        except RecipeError as exc:
+            raise ValueError(exc.message) from None
+        out = dict(data)
+        for key, section in (("model", bench.model), ("dataset", bench.dataset)):
+            mine = data.get(key)
+            if mine is None or isinstance(mine, dict):
+                out[key] = {**section.model_dump(), **(mine or {})}
+        lg = data.get("loadgen")
+        if isinstance(lg, dict):
+            offline = bench.rules("Offline")
+            defaults = {
+                "min_query_count": offline.min_query_count,
+                "performance_sample_count": offline.performance_sample_count,
+                "max_tokens": bench.generation.max_new_tokens,
+            }
+            out["loadgen"] = {**defaults, **lg}
+        return out
+
+    @property
+    def bench(self) -> Benchmark:
+        """The benchmark this recipe runs (loaded once, cached)."""
+        return load_benchmark(self.benchmark)
 
     def published_for(self, scenario: str) -> Published | None:
         """The published result for one scenario; None when this system published none for it."""
@@ -265,45 +271,13 @@ def _format_validation(path: Path, exc: ValidationError) -> str:
 
 
 MAX_RECIPE_BYTES = 1 << 20
-MAX_FLOW_DEPTH = 64
-
-
-def _not_too_deep(text: str) -> str:
-    """Refuse `[[[[...` before PyYAML recurses into it (slow, then RecursionError); quotes are not parsed, so this
-    over-counts only brackets inside strings, which no recipe nests 64 deep."""
-    depth = 0
-    for ch in text:
-        if ch in "[{":
-            depth += 1
-            if depth > MAX_FLOW_DEPTH:
-                raise ValueError(f"nested more than {MAX_FLOW_DEPTH} levels deep")
-        elif ch in "]}" and depth:
-            depth -= 1
-    return text
-
-
-# libyaml's safe loader when PyYAML was built with it (7x faster; the recipes load on every `repro verify`).
-_SAFE_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
-
-def _no_aliases(text: str) -> str:
-    """Refuse `*alias` before anything is built: nine nested aliases of nine items ("billion laughs") stay a small
-    file but expand to 10^9 values once validated, hashed or printed. No recipe needs one; each field is written out.
-    """
-    for event in yaml.parse(text, Loader=_SAFE_LOADER):
-        if isinstance(event, yaml.AliasEvent):
-            mark = event.start_mark
-            where = f" (line {mark.line + 1})" if mark is not None else ""
-            raise ValueError(f"YAML alias *{event.anchor}{where}: aliases are not allowed in a recipe")
-    return text
 
 
 def load_recipe_file(path: Path) -> Recipe:
     """A recipe file: regular files only (a FIFO or /dev/zero is refused, not read), at most 1 MB."""
     path = Path(path)
     try:
-        text = _no_aliases(_not_too_deep(read_text_bounded(path, MAX_RECIPE_BYTES, what="recipe")))
-        raw = yaml.load(text, Loader=_SAFE_LOADER)
+        raw = safe_yaml(read_text_bounded(path, MAX_RECIPE_BYTES, what="recipe"))
     except FileNotFoundError:
         raise RecipeError(f"{path}: no such recipe file.", "`repro recipes list`") from None
     except OSError as exc:
@@ -315,6 +289,11 @@ def load_recipe_file(path: Path) -> Recipe:
         raise RecipeError(f"{path}: not valid YAML ({why}).", f"fix it, then `repro recipes validate {path}`") from None
     if not isinstance(raw, dict):
         raise RecipeError(f"{path}: a recipe must be a mapping of fields.", f"`repro recipes validate {path}`")
+    if isinstance(raw.get("benchmark"), str):
+        try:
+            load_benchmark(raw["benchmark"])
+        except RecipeError as exc:
+            raise RecipeError(f"{path}: field 'benchmark': {exc.message}", exc.next_command) from None
     try:
         recipe = Recipe.model_validate(raw)
     except ValidationError as exc:
@@ -402,13 +381,32 @@ def by_gpu_name(gpu_name: str, gpu_count: int | None = None) -> Recipe | None:
     return matches[0] if matches else None
 
 
-def by_system_name(system_name: str) -> Recipe | None:
-    """Match an MLPerf system-description `system_name` (e.g. 'ND_GB200_v6', ' 18xND_GB300_v6') to a recipe."""
+def _system_default(matches: list[Recipe], benchmark: str | None) -> Recipe | None:
+    """Of the recipes for one system, the one for `benchmark`'s model (its exact benchmark first); without a
+    benchmark the system's first recipe, the one named after the system alone (nd-gb200-v6, not
+    nd-gb200-v6-llama3.1-405b). None when no recipe of that system runs the benchmark's model."""
+    if not matches:
+        return None
+    matches = sorted(matches, key=lambda r: (len(r.name), r.name))
+    if benchmark is None:
+        return matches[0]
+    exact = [r for r in matches if r.benchmark == benchmark]
+    if exact:
+        return exact[0]
+    family = load_benchmark(benchmark).mlperf_model
+    same = [r for r in matches if r.bench.mlperf_model == family]
+    return same[0] if same else None
+
+
+def by_system_name(system_name: str, benchmark: str | None = None) -> Recipe | None:
+    """Match an MLPerf system-description `system_name` (e.g. 'ND_GB200_v6', ' 18xND_GB300_v6') to a recipe; with
+    a benchmark, the system's recipe for that benchmark's model (another model's recipe is never its reference)."""
     want = _norm(re.sub(r"^\s*\d+\s*x\s*", "", system_name, flags=re.I))
+    matches = []
     for recipe in all_recipes():
         keys = {_norm(recipe.name), _norm(recipe.title)}
         if recipe.system.vm_size:
             keys.add(_norm(recipe.system.vm_size.replace("Standard_", "")))
         if want in keys or _norm(recipe.name.replace("-", "")) == want:
-            return recipe
-    return None
+            matches.append(recipe)
+    return _system_default(matches, benchmark)

@@ -104,7 +104,7 @@ def costs(recipe: Recipe) -> dict[str, tuple[str, str]]:
             else ("a few MB", "seconds: the tiny model and sample are built here, nothing is downloaded")
         ),
         "build-engine": (
-            (_gb(recipe.model.quantized_size_gb) + " engine") if recipe.trtllm else "-",
+            (_gb(recipe.quantization.quantized_size_gb) + " engine") if recipe.trtllm else "-",
             "quantize + build, time not in the recipe" if recipe.trtllm else "not needed",
         ),
         "run-offline": ("logs only", f"about {runtime:g} min" if runtime != "unknown" else "unknown"),

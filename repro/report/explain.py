@@ -20,10 +20,11 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
 
+from repro.core.benchmarks import Benchmark, load_benchmark
 from repro.core.errors import InputError
 from repro.core.published import DATA_DIR, Accelerator, PublishedResult, load_index
 from repro.core.recipes import Recipe
-from repro.report.roofline import MEAN_INPUT_TOKENS, flops_per_output_token, roofline
+from repro.report.roofline import flops_per_output_token, roofline
 from repro.results.compare import pick_perf_run
 from repro.results.hardware import run_accelerator
 from repro.results.identity import ResultIdentity, identify
@@ -31,7 +32,6 @@ from repro.results.index_match import effective_scenario
 from repro.results.logs import LoadGenRun, benchmark_target, find_runs, parse_detail
 
 SETTINGS_JSON = DATA_DIR / "settings.json"
-REFERENCE_TOKENS_PER_SAMPLE = 294.45  # MLPerf reference (FP16) mean output tokens per sample
 NOISE_PCT = 2.0  # run-to-run spread of one system (MLPerf reruns differ by 1-2%): a smaller gap needs no cause
 CLIENT_BOUND_SHARE = 0.85  # the harness's busiest thread runnable this share of the run: it cannot keep up
 OUTPUT_SHIFT_PCT = 2.0  # tokens/sample differences above this change what a token costs
@@ -181,7 +181,7 @@ class TokenStats:
 
     output_per_sample: float | None
     output_source: str
-    reference_output: float = REFERENCE_TOKENS_PER_SAMPLE
+    reference_output: float | None = None
     input_per_sample: float | None = None
     input_source: str = "not measured: no dataset in the workspace"
     max_tokens: int | None = None
@@ -643,12 +643,23 @@ def serving_diffs(run: Side, ref: Side) -> list[Diff]:
     return out
 
 
+def benchmark_of_run(run: LoadGenRun, recipe: Recipe | None) -> Benchmark | None:
+    """The run's benchmark: its path, else its recipe's; None when neither says."""
+    if run.benchmark:
+        return load_benchmark(run.benchmark)
+    return recipe.bench if recipe is not None else None
+
+
 def _token_stats(
     run: LoadGenRun, side: Side, recipe: Recipe | None, input_tokens: float | None, input_src: str
 ) -> TokenStats:
     found = _output_lengths(run.folder)
-    max_tokens = side.serving.get("max_tokens") or (recipe.loadgen.max_tokens if recipe is not None else 1024)
+    bench = benchmark_of_run(run, recipe)
+    max_tokens = side.serving.get("max_tokens") or (
+        recipe.loadgen.max_tokens if recipe is not None else bench.generation.max_new_tokens if bench else None
+    )
     stats = TokenStats(
+        reference_output=bench.accuracy.tokens_per_sample.reference if bench else None,
         output_per_sample=side.tokens_per_sample,
         output_source=side.tokens_source or "not measured (no tokens per second in the logs)",
         input_per_sample=input_tokens,
@@ -656,7 +667,7 @@ def _token_stats(
         max_tokens=max_tokens,
         ttft_ns=dict(run.ttft_ns),
     )
-    if found:
+    if found and max_tokens:
         lengths, path = found
         stats.share_at_max = sum(1 for n in lengths if n >= max_tokens) / len(lengths)
         stats.share_source = f"{len(lengths):,} samples of {path}"
@@ -713,6 +724,7 @@ def _causes(
     tokens: TokenStats,
     per: str,
     mlperf_data: bool = True,
+    bench: Benchmark | None = None,
 ) -> list[Cause]:
     causes: list[Cause] = []
     figure = f"tokens/s per {'GPU' if per == 'gpu' else 'system'}"
@@ -747,13 +759,24 @@ def _causes(
     # Output length: shorter answers put more prefill behind every output token (and finish samples sooner).
     out_shift = _pct(run.tokens_per_sample, ref.tokens_per_sample)
     ref_out, ref_src, measured_ref = ref.tokens_per_sample, ref.name, True
-    if out_shift is None and run.tokens_per_sample is not None and mlperf_data:
-        ref_out, ref_src, measured_ref = REFERENCE_TOKENS_PER_SAMPLE, "the MLPerf reference (FP16)", False
+    if out_shift is None and run.tokens_per_sample is not None and mlperf_data and tokens.reference_output:
+        ref_out, ref_src, measured_ref = tokens.reference_output, "the MLPerf reference (FP16)", False
         out_shift = _pct(run.tokens_per_sample, ref_out)
-    if out_shift is not None and ref_out and run.tokens_per_sample and abs(out_shift) > OUTPUT_SHIFT_PCT:
+    assumed = bench.dataset.mean_input_tokens if bench is not None else "unknown"
+    inp = tokens.input_per_sample or (float(assumed) if assumed != "unknown" else None)
+    if (
+        out_shift is not None
+        and ref_out
+        and run.tokens_per_sample
+        and abs(out_shift) > OUTPUT_SHIFT_PCT
+        and inp
+        and bench is not None
+        and bench.model.architecture is not None
+    ):
         shorter = out_shift < 0
-        inp = tokens.input_per_sample or MEAN_INPUT_TOKENS
-        impact = (flops_per_output_token(inp, ref_out) / flops_per_output_token(inp, run.tokens_per_sample) - 1) * 100
+        m = bench.model
+        impact = flops_per_output_token(inp, ref_out, m) / flops_per_output_token(inp, run.tokens_per_sample, m) - 1
+        impact *= 100
         evidence = [
             f"{run.tokens_per_sample:,.1f} output tokens per sample vs {ref_out:,.1f} in {ref_src} ({out_shift:+.1f}%)",
             f"at {inp:,.0f} input tokens each output token carries {'more' if shorter else 'less'} prefill: "
@@ -997,7 +1020,7 @@ def _reference(against: str | None, run: LoadGenRun, recipe: Recipe | None) -> t
     pub = recipe.published_for(effective_scenario(run)) or recipe.published
     if pub.result_id:
         rows = idx.resolve(pub.result_id)
-        same = [r for r in rows if r.scenario == effective_scenario(run) and r.benchmark == recipe.accuracy.target]
+        same = [r for r in rows if r.scenario == effective_scenario(run) and r.benchmark_name == recipe.benchmark]
         if same:
             return side_of_published(same[0]), None
     return side_of_recipe(recipe, effective_scenario(run)), None
@@ -1055,7 +1078,16 @@ def explain(
         )
     inp, inp_src = input_tokens if input_tokens is not None else dataset_input_tokens(chosen, run)
     tokens = _token_stats(run, mine, chosen, inp, inp_src)
-    causes = _causes(mine, ref, deviation, diffs, tokens, per, mlperf_data=not (chosen and chosen.demo))
+    causes = _causes(
+        mine,
+        ref,
+        deviation,
+        diffs,
+        tokens,
+        per,
+        mlperf_data=not (chosen and chosen.demo),
+        bench=benchmark_of_run(run, chosen),
+    )
     roof = None
     if chosen is not None:
         roof = roofline(

@@ -110,13 +110,13 @@ def standing_for(recipe: Recipe, per_gpu: float, scenario: str = "Offline") -> S
         r
         for r in load_index().rows
         if r.scenario == scenario
-        and r.benchmark == recipe.accuracy.target
+        and r.benchmark_name == recipe.benchmark
         and want.same_as(Accelerator.parse(r.accelerator_model_name))
     ]
     if not rows:
         return None
     rows.sort(key=lambda r: (-r.per_accelerator, r.key))
-    return Standing(recipe.system.gpu_name, scenario, recipe.accuracy.target, per_gpu, rows)
+    return Standing(recipe.system.gpu_name, scenario, recipe.bench.accuracy.level, per_gpu, rows)
 
 
 @dataclass

@@ -1,4 +1,5 @@
-"""Two ceilings for Llama-2-70B serving, so a measured tokens/s reads as a fraction of what the GPU can do.
+"""Two ceilings for serving the recipe's benchmark model, so a measured tokens/s reads as a fraction of what the GPU
+can do. The model's size and shape come from its benchmark file (repro/data/benchmarks/).
 
 Memory (HBM): each decode step of a batch of B sequences reads every weight once and the KV cache of every
 sequence, and produces B tokens:
@@ -11,11 +12,12 @@ and attention FLOPs, prefill included:
     compute bound = peak FLOP/s / (2 x P x (I + O) + 4 x L x D x (I^2 / 2 + O x (I + O / 2))) x O
 
 BW: HBM bandwidth (recipe system.memory_bandwidth_tbps); W: weight bytes per GPU (quantized_size_gb when known,
-else 70e9 params x precision bits / 8, over TP x PP); B: recipe trtllm.gpu_batch_size; I, O: mean input and
-output tokens per sample (measured from the dataset and the run when given, else the stated defaults); C = I + O/2,
-the mean context while decoding; KV = 80 layers x 8 KV heads x 128 dims x 2 x KV-cache bytes; P = 70e9;
-L x D = 80 x 8192. The lower bound is the ceiling; at batch 2048 that is the compute bound on Blackwell and
-Hopper. Activations, scheduling and communication are ignored, so both are upper bounds.
+else the model's parameters x precision bits / 8, over TP x PP); B: recipe trtllm.gpu_batch_size; I, O: mean input
+and output tokens per sample (measured from the dataset and the run when given, else the benchmark's figures);
+C = I + O/2, the mean context while decoding; KV = layers x KV heads x head dim x 2 x KV-cache bytes; P: the
+parameter count; L x D = layers x hidden size (Llama-2-70B: 80 x 8 x 128, 68.98e9, 80 x 8192). The lower bound is
+the ceiling; at batch 2048 that is the compute bound on Blackwell and Hopper. Activations, scheduling and
+communication are ignored, so both are upper bounds.
 """
 
 from __future__ import annotations
@@ -24,12 +26,9 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from repro.core.benchmarks import Architecture, Model
 from repro.core.recipes import Recipe
 
-PARAMS = 70e9
-LAYERS, KV_HEADS, HEAD_DIM, D_MODEL = 80, 8, 128, 8192
-MEAN_INPUT_TOKENS = 624.0
-MEAN_OUTPUT_TOKENS = 294.45
 MAX_OUTPUT_TOKENS = 1e6  # more per sample than any model emits: the log is wrong, use the mean
 FORMULA = "bound = BW / (W / B + C x KV)"
 COMPUTE_FORMULA = "compute bound = F / (2 P (I + O) + 4 L D (I^2/2 + O (I + O/2))) x O"
@@ -58,17 +57,24 @@ PEAK_TFLOPS: dict[str, dict[str, float]] = {
 _FAMILY = {"nvfp4": "fp4", "fp4": "fp4", "fp8": "fp8", "bf16": "fp16", "fp16": "fp16"}
 
 
-def kv_bytes_per_token(kv_bytes: float) -> float:
-    """Llama-2-70B GQA: K and V for 8 KV heads of 128 dims in each of 80 layers."""
-    return LAYERS * KV_HEADS * HEAD_DIM * 2 * kv_bytes
+def kv_bytes_per_token(kv_bytes: float, arch: Architecture) -> float:
+    """GQA: K and V for every KV head of every layer (Llama-2-70B: 8 heads of 128 dims in 80 layers)."""
+    return arch.kv_bytes_per_token(kv_bytes)
 
 
-def flops_per_output_token(input_tokens: float, output_tokens: float) -> float:
+def flops_per_output_token(input_tokens: float, output_tokens: float, model: Model) -> float:
     """Matmul FLOPs of prefill and decode plus attention over the growing context, per generated token."""
     i, o = input_tokens, output_tokens
-    matmul = 2 * PARAMS * (i + o)
-    attention = 4 * LAYERS * D_MODEL * (i * i / 2 + o * (i + o / 2))
+    arch = _arch(model)
+    matmul = 2 * model.parameters * (i + o)
+    attention = 4 * arch.layers * arch.hidden_size * (i * i / 2 + o * (i + o / 2))
     return (matmul + attention) / o
+
+
+def _arch(model: Model) -> Architecture:
+    if model.architecture is None:
+        raise ValueError(f"{model.repo_id}: its benchmark file gives no architecture")
+    return model.architecture
 
 
 def peak_for(recipe: Recipe) -> tuple[float, str] | None:
@@ -98,10 +104,11 @@ class Roofline:
     kv_bytes_per_token: float
     hbm_tokens_per_s: float
     measured_tokens_per_s: float | None
-    input_tokens: float = MEAN_INPUT_TOKENS
-    input_source: str = "assumed mean prompt of the MLPerf OpenOrca set (not measured)"
-    output_tokens: float = MEAN_OUTPUT_TOKENS
-    output_source: str = "MLPerf reference mean (not measured)"
+    input_tokens: float
+    input_source: str
+    output_tokens: float
+    output_source: str
+    model: Model
     compute_tokens_per_s: float | None = None
     peak_flops: float | None = None
     peak_source: str = "no tensor-core peak listed for this GPU"
@@ -131,11 +138,12 @@ class Roofline:
 
     @property
     def explanation(self) -> str:
+        a = _arch(self.model)
         return (
             f"{FORMULA}; BW = {self.bandwidth_bytes_s / 1e12:g} TB/s, W = {self.weight_bytes / 1e9:,.2f} GB "
             f"({self.weight_source}), B = {self.batch}, C = {self.context_tokens:,.1f} tokens "
             f"(I = {self.input_tokens:,.1f}: {self.input_source}; + O/2, O = {self.output_tokens:,.1f}: "
-            f"{self.output_source}), KV = 80 x 8 x 128 x 2 x {self.kv_bytes:g} B = "
+            f"{self.output_source}), KV = {a.layers} x {a.kv_heads} x {a.head_dim} x 2 x {self.kv_bytes:g} B = "
             f"{self.kv_bytes_per_token:,.0f} B/token"
         )
 
@@ -143,9 +151,11 @@ class Roofline:
     def compute_explanation(self) -> str:
         if self.compute_tokens_per_s is None or self.peak_flops is None:
             return f"compute bound not computed: {self.peak_source}"
-        per_token = flops_per_output_token(self.input_tokens, self.output_tokens)
+        per_token = flops_per_output_token(self.input_tokens, self.output_tokens, self.model)
+        a = _arch(self.model)
         return (
-            f"{COMPUTE_FORMULA}; F = {self.peak_source}; P = 70e9, L x D = 80 x 8192, I = {self.input_tokens:,.1f}, "
+            f"{COMPUTE_FORMULA}; F = {self.peak_source}; P = {self.model.parameters:.4g}, "
+            f"L x D = {a.layers} x {a.hidden_size}, I = {self.input_tokens:,.1f}, "
             f"O = {self.output_tokens:,.1f}: {per_token / 1e9:,.1f} GFLOP per output token"
         )
 
@@ -196,34 +206,38 @@ def roofline(
     input/output_tokens: measured means per sample (the dataset, the run's logs); the defaults are used, and said
     to be assumed, when they are missing or implausible."""
     bw = recipe.system.memory_bandwidth_tbps
-    if bw == "unknown" or recipe.trtllm is None:
+    model, bench = recipe.model, recipe.bench
+    if bw == "unknown" or recipe.trtllm is None or model.architecture is None:
         return None
     tp = recipe.trtllm.tp_size * recipe.trtllm.pp_size
-    if recipe.model.quantized_size_gb != "unknown":
-        weights = float(recipe.model.quantized_size_gb) * 1e9 / tp
-        source = f"quantized_size_gb {recipe.model.quantized_size_gb} / {tp} GPU(s)"
+    if recipe.quantization.quantized_size_gb != "unknown":
+        weights = float(recipe.quantization.quantized_size_gb) * 1e9 / tp
+        source = f"quantized_size_gb {recipe.quantization.quantized_size_gb} / {tp} GPU(s)"
     else:
         bits = BITS[recipe.precision]
-        weights = PARAMS * bits / 8 / tp
-        source = (
-            f"70e9 params x {bits:g} bits / 8 / {tp} GPU(s); {BITS_NOTE}"
-            if bits == 4.5
-            else f"70e9 params x {bits:g} bits / 8 / {tp} GPU(s)"
+        weights = model.parameters * bits / 8 / tp
+        source = f"{model.parameters:.4g} params x {bits:g} bits / 8 / {tp} GPU(s)" + (
+            f"; {BITS_NOTE}" if bits == 4.5 else ""
         )
     kv_dtype = recipe.quantization.kv_cache_dtype
     kv_bytes = 1.0 if kv_dtype in ("fp8", "int8") else float(_DTYPE_BYTES[recipe.quantization.dtype])
-    out, out_src = MEAN_OUTPUT_TOKENS, "MLPerf reference mean 294.45 (not measured)"
+    reference = bench.accuracy.tokens_per_sample.reference
+    out, out_src = reference, f"{bench.name} reference mean {reference:g} (not measured)"
     if _plausible(output_tokens):
         out, out_src = float(output_tokens or 0), output_source or "measured: the run's tokens/s / samples/s"
-    inp, inp_src = MEAN_INPUT_TOKENS, "assumed mean prompt of the MLPerf OpenOrca set (not measured)"
+    assumed = bench.dataset.mean_input_tokens
     if _plausible(input_tokens):
         inp, inp_src = float(input_tokens or 0), input_source or "measured from the dataset"
+    elif assumed != "unknown":
+        inp, inp_src = float(assumed), f"assumed mean prompt of the {bench.dataset.name} set (not measured)"
+    else:
+        return None  # no input length measured, and the benchmark states none: nothing to bound
     context = inp + out / 2
-    per_token = kv_bytes_per_token(kv_bytes)
+    per_token = kv_bytes_per_token(kv_bytes, _arch(model))
     batch = recipe.trtllm.gpu_batch_size
     hbm = float(bw) * 1e12 / (weights / batch + context * per_token)
     peak = peak_for(recipe)
-    compute = peak[0] / flops_per_output_token(inp, out) if peak else None
+    compute = peak[0] / flops_per_output_token(inp, out, model) if peak else None
     return Roofline(
         recipe=recipe.name,
         bandwidth_bytes_s=float(bw) * 1e12,
@@ -239,6 +253,7 @@ def roofline(
         input_source=inp_src,
         output_tokens=out,
         output_source=out_src,
+        model=model,
         compute_tokens_per_s=compute,
         peak_flops=peak[0] if peak else None,
         peak_source=peak[1] if peak else f"no dense tensor-core peak listed for {recipe.system.gpu_name}",

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from repro.core.benchmarks import Benchmark
 from repro.core.errors import InputError
 from repro.core.fsutil import atomic_write_text, sha256_file
 from repro.core.safeio import iter_json_list, open_regular
@@ -331,17 +332,21 @@ def evaluate_accuracy_log(accuracy_json: Path, references: list[str], tokenizer,
 # ---------------------------------------------------------------- targets and accuracy.txt
 
 
-def check_targets(scores: dict, recipe) -> list[str]:
-    """Each score below the recipe's accuracy target, as one sentence; empty when all targets are met."""
-    acc = recipe.accuracy
+def check_targets(scores: dict, bench: Benchmark) -> list[str]:
+    """Each score outside the benchmark's accuracy target, as one sentence; empty when all targets are met."""
+    acc = bench.accuracy
     failures = []
-    for key in ("rouge1", "rouge2", "rougeL", "tokens_per_sample"):
-        want = float(getattr(acc, key))
-        got = scores.get(key)
+    for metric in acc.metrics:
+        want, got = acc.floor(metric), scores.get(metric.name)
         if got is None:
-            failures.append(f"{key} missing from the scores (target >= {want:g}).")
+            failures.append(f"{metric.name} missing from the scores (target >= {want:g}).")
         elif float(got) < want:
-            failures.append(f"{key} {float(got):g} is below the {acc.target}% target {want:g}.")
+            failures.append(f"{metric.name} {float(got):g} is below the {acc.level}% target {want:g}.")
+    band, got = acc.tokens_per_sample, scores.get("tokens_per_sample")
+    if got is None:
+        failures.append(f"tokens_per_sample missing from the scores (target {band.low:g}–{band.high:g}).")
+    elif not band.low <= float(got) <= band.high:
+        failures.append(f"tokens_per_sample {float(got):g} is outside the target {band.low:g}–{band.high:g}.")
     return failures
 
 

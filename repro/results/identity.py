@@ -40,9 +40,8 @@ def benchmark_of(folder: Path) -> tuple[str | None, str | None]:
 
 
 def recipe_benchmark(recipe: Recipe) -> str:
-    """The benchmark a recipe reproduces: its `benchmark:` field where recipes have one, else llama2-70b-<target>."""
-    named = getattr(recipe, "benchmark", None)
-    return str(named) if named else f"llama2-70b-{recipe.accuracy.target}"
+    """The benchmark a recipe reproduces: its `benchmark:` field."""
+    return recipe.benchmark
 
 
 @dataclass

@@ -16,6 +16,7 @@ from typing import Any, BinaryIO
 
 from pydantic import BaseModel, Field, ValidationError
 
+from repro.core.benchmarks import benchmark_for_result_name
 from repro.core.errors import InputError
 from repro.core.record import RUN_JSON, RunRecord
 from repro.core.safeio import iter_lines, loads_json, open_regular
@@ -84,6 +85,7 @@ class LoadGenRun(BaseModel):
     scenario_source: str = ""
     accuracy_target: str | None = Field(default=None, description="99 or 99.9, from the run's benchmark folder")
     accuracy_target_source: str | None = None
+    benchmark: str | None = Field(default=None, description="The benchmark its path names (repro/data/benchmarks)")
     accuracy_hashes: list[str] = Field(default_factory=list)
     system_folder: str | None = Field(default=None, description="The results/<system> folder name, if any")
     system_node_of: str | None = Field(default=None, description="Set when the run is one node of a system")
@@ -453,7 +455,8 @@ def read_accuracy_txt(path: Path) -> tuple[dict[str, float], list[str]]:
             found.append((number, scores))
     if not found:
         raise InputError(
-            f"{path}: no scores line (a line like {{'rouge1': 44.7, ...}}); the file is truncated or "
+            f"{path}: no scores line (a line like {{'rouge1': 44.7, ...}} or {{'exact_match': 90.1, ...}}); the file "
+            "is truncated or "
             "not MLPerf's accuracy.txt.",
             f"restore the complete file or move it out of {path.parent}, then `repro verify` again",
         )
@@ -487,11 +490,27 @@ def _parts(folder: Path) -> tuple[str, ...]:
 
 
 def system_folder_of(folder: Path) -> str | None:
-    """`results/<system>/<benchmark>/<scenario>`: the folder above the llama2-70b-99[.9] benchmark folder."""
+    """`results/<system>/<benchmark>/<scenario>`: the folder above the benchmark folder (any benchmark file's
+    result-folder name, or a llama2-70b-99[.9] one)."""
     parts = _parts(folder)
     for i in range(len(parts) - 1, 0, -1):
-        if _BENCHMARK.match(parts[i]) or parts[i].lower().startswith("llama2-70b"):
+        if (
+            _BENCHMARK.match(parts[i])
+            or parts[i].lower().startswith("llama2-70b")
+            or benchmark_for_result_name(parts[i]) is not None
+        ):
             return parts[i - 1]
+    return None
+
+
+def benchmark_of_path(folder: Path) -> str | None:
+    """The benchmark the nearest folder names: a result-folder name a benchmark file lists (`llama3.1-405b`,
+    `llama2-70b-interactive-99`), or a llama2-70b-99[.9] inside a longer name (`..._llama2-70b-99_Offline`)."""
+    for part in reversed(_parts(folder)):
+        if (bench := benchmark_for_result_name(part)) is not None:
+            return bench.name
+        if m := _TARGET_IN_NAME.search(part):
+            return f"llama2-70b-{m.group(1)}"
     return None
 
 
@@ -738,6 +757,7 @@ def parse_run(folder: Path) -> LoadGenRun:
     scores, hashes = read_accuracy_txt(accuracy_path) if accuracy_path else (None, [])
     system = find_system_json(folder)
     target = benchmark_target(folder)
+    bench_name = benchmark_of_path(folder)
     summary_file = summary_path if summary_path.is_file() else None
     detail_file = detail_path if detail_path.is_file() else None
     contradictions = consistency.contradictions(summary_file, detail_file, summary, detail, str(scenario))
@@ -789,6 +809,7 @@ def parse_run(folder: Path) -> LoadGenRun:
             scenario_source=scenario_source,
             accuracy_target=target,
             accuracy_target_source=f"llama2-70b-{target} in the path" if target else None,
+            benchmark=bench_name,
             label=_label(run_info, sut_name),
             incomplete=run_info is not None and run_info.stopped_early,
             run_info=run_info,

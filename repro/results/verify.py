@@ -18,11 +18,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from repro.core.accelerators import accelerator_of
+from repro.core.benchmarks import Benchmark, benchmark_names, load_benchmark
 from repro.core.errors import InputError
 from repro.core.recipes import Published, Recipe, by_system_name, get_recipe, registry_recipe
-from repro.results import rules
 from repro.results.hardware import Identity
-from repro.results.identity import ResultIdentity, identify, mixed_against, recipe_benchmark
+from repro.results.identity import ResultIdentity, identify, mixed_against
 from repro.results.logs import LoadGenRun, find_runs
 from repro.results.pick import pick_run
 
@@ -31,7 +31,6 @@ if TYPE_CHECKING:
     from repro.results.index_match import IndexMatch
 
 Status = Literal["PASS", "FAIL", "NOT A REPRODUCTION", "NO REFERENCE"]
-MLPERF_MIN_DURATION_MS = rules.MIN_DURATION_MS
 EXIT_CODES = {"PASS": 0, "FAIL": 1, "NOT A REPRODUCTION": 1, "NO REFERENCE": 1}
 
 
@@ -177,7 +176,9 @@ class Verdict:
 
     @property
     def accuracy_target(self) -> tuple[str, str]:
-        return accuracy_target_of(self.run, self.recipe, self.record.row if self.record else None)
+        """(the accuracy class, 99 or 99.9, or the benchmark's name when repro holds no file for it; its source)."""
+        bench, name, source = benchmark_of(self.run, self.recipe, self.record.row if self.record else None)
+        return (bench.accuracy.level if bench else name), source
 
 
 def check_state(checks: list[Check], prefix: str) -> str:
@@ -190,14 +191,19 @@ def check_state(checks: list[Check], prefix: str) -> str:
     return "cannot be re-checked" if any("cannot be re-checked" in c.detail for c in found) else "not shown"
 
 
-def accuracy_target_of(run: LoadGenRun, recipe: Recipe | None, row: PublishedResult | None = None) -> tuple[str, str]:
-    """(99 or 99.9, where it came from): the run's own benchmark folder, else the recipe, else the record."""
-    if run.accuracy_target:
-        return run.accuracy_target, run.accuracy_target_source or "the run's path"
-    if recipe is not None:
-        return recipe.accuracy.target, f"recipe {recipe.name}"
-    assert row is not None
-    return row.benchmark, f"published record {row.ref}"
+def benchmark_of(
+    run: LoadGenRun, recipe: Recipe | None, row: PublishedResult | None = None
+) -> tuple[Benchmark | None, str, str]:
+    """(its benchmark file, the benchmark's name, where the name came from): the run's own path, else the recipe,
+    else the published record. The file is None for a benchmark repro holds no file for (its rules are unknown)."""
+    if run.benchmark:
+        name, source = run.benchmark, f"{run.benchmark} in the path"
+    elif recipe is not None:
+        name, source = recipe.benchmark, f"recipe {recipe.name}"
+    else:
+        assert row is not None
+        name, source = row.benchmark_name, f"published record {row.ref}"
+    return (load_benchmark(name) if name in benchmark_names() else None), name, source
 
 
 def _finite_or_none(value: float | None, digits: int | None = None) -> float | None:
@@ -240,7 +246,7 @@ def resolve_recipe(run: LoadGenRun, recipe: str | Recipe | None) -> Recipe:
     names = [str(run.system.get("system_name", ""))] if run.system else []
     names += [run.system_path.stem] if run.system_path else []
     for name in filter(None, names):
-        if found := by_system_name(name):
+        if found := by_system_name(name, run.benchmark):
             return found
     if run.system:
         name = str(run.system.get("system_name", "")).strip() or (run.system_path.stem if run.system_path else "?")
@@ -265,7 +271,7 @@ def _validity(run: LoadGenRun) -> list[Check]:
     return checks
 
 
-def _duration(run: LoadGenRun, recipe: Recipe | None) -> tuple[list[Check], list[str]]:
+def _duration(run: LoadGenRun, recipe: Recipe | None, rule_ms: float) -> tuple[list[Check], list[str]]:
     """The setting (≥ 600 s) and LoadGen's 'Min duration satisfied': both are the evidence the run was long enough."""
     missing: list[str] = []
     raw = run.settings.get("min_duration_ms")
@@ -279,19 +285,19 @@ def _duration(run: LoadGenRun, recipe: Recipe | None) -> tuple[list[Check], list
         missing.append("'Min duration satisfied' (summary) or result_min_duration_met (detail)")
     if min_ms is None or met is None:
         return [Check("min duration", None, "not shown by the logs: " + "; ".join(missing))], missing
-    detail = f"setting {min_ms / 1000:,.0f} s (MLPerf needs ≥ {rules.MIN_DURATION_MS / 1000:,.0f} s" + (
+    detail = f"setting {min_ms / 1000:,.0f} s (MLPerf needs ≥ {rule_ms / 1000:,.0f} s" + (
         f"; recipe {recipe.loadgen.min_duration_ms / 1000:,.0f} s)" if recipe is not None else ")"
     )
     if run.duration_s is not None:
         detail += f", ran {run.duration_s:,.0f} s"
-    checks = [Check("min duration", min_ms >= rules.MIN_DURATION_MS and bool(met), detail, fails=not met)]
-    if min_ms < rules.MIN_DURATION_MS:
+    checks = [Check("min duration", min_ms >= rule_ms and bool(met), detail, fails=not met)]
+    if min_ms < rule_ms:
         checks.append(
             Check(
                 "MLPerf min duration",
                 False,
                 f"min duration setting {min_ms / 1000:,.0f} s is below MLPerf's "
-                f"{rules.MIN_DURATION_MS / 1000:,.0f} s: a smoke run, not a reproduction",
+                f"{rule_ms / 1000:,.0f} s: a smoke run, not a reproduction",
                 fails=True,
             )
         )
@@ -324,28 +330,32 @@ def _issued_note(run: LoadGenRun, required: float) -> str:
     return f"; {issued:,.0f} issued samples (padded to whole sets of the loaded samples)"
 
 
-def _scenario_rules(run: LoadGenRun, scenario: str) -> list[Check]:
-    """Offline: at least 24,576 samples per query. Server and Interactive: MLPerf's TTFT/TPOT limits were the ones
-    LoadGen enforced, p99 TTFT and TPOT are under them, and early stopping succeeded."""
+def _scenario_rules(run: LoadGenRun, scenario: str, bench: Benchmark) -> list[Check]:
+    """The benchmark file's rules for the scenario. Offline: at least its samples per query (llama2-70b: 24,576).
+    Server and Interactive: its TTFT/TPOT limits were the ones LoadGen enforced, p99 TTFT and TPOT are under them,
+    and early stopping succeeded."""
     checks: list[Check] = []
+    if scenario not in bench.scenarios:
+        return [Check("scenario", False, f"{bench.name} has no {scenario} scenario in MLPerf", fails=True)]
+    rules = bench.rules(scenario)
     if scenario == "Offline":
         spq = run.settings.get("samples_per_query")
-        if isinstance(spq, (int, float)):
-            ok = spq >= rules.OFFLINE_MIN_SAMPLES_PER_QUERY
+        if isinstance(spq, (int, float)) and rules.min_samples_per_query is not None:
+            ok = spq >= rules.min_samples_per_query
             checks.append(
                 Check(
                     "samples per query",
                     ok,
-                    f"{spq:,.0f} required {'≥' if ok else '<'} {rules.OFFLINE_MIN_SAMPLES_PER_QUERY:,} "
+                    f"{spq:,.0f} required {'≥' if ok else '<'} {rules.min_samples_per_query:,} "
                     f"(MLPerf closed division){_issued_note(run, spq)}",
                     fails=not ok,
                 )
             )
         return checks
-    limits = rules.LATENCY_LIMITS[scenario]
+    assert rules.ttft_ms is not None and rules.tpot_ms is not None  # the schema requires both outside Offline
     for key, what, rule_ms, stats in (
-        ("ttft_latency_ns", "TTFT", limits.ttft_ms, run.ttft_ns),
-        ("tpot_latency_ns", "TPOT", limits.tpot_ms, run.tpot_ns),
+        ("ttft_latency_ns", "TTFT", rules.ttft_ms, run.ttft_ns),
+        ("tpot_latency_ns", "TPOT", rules.tpot_ms, run.tpot_ns),
     ):
         set_ns = run.settings.get(key)
         if isinstance(set_ns, (int, float)) and set_ns / 1e6 > rule_ms:
@@ -450,18 +460,29 @@ def _hardware(hw: Identity) -> list[Check]:
     return [Check("accelerator", hw.same, detail)]
 
 
-def _accuracy(run: LoadGenRun, target: str, source: str, division: str, own: PublishedResult | None) -> list[Check]:
-    """Every checker rule for llama2-70b against the run's own target: ROUGE-1/2/L floors, tokens per sample within
-    90–110% of 294.45, and a full-size run (gen_num 24,576). The open division has no accuracy target (the
-    submission checker accepts any): there the closed targets are shown for information and a result is judged by
-    its own published accuracy (`own`, the same fraction of it as the benchmark's of the reference)."""
+def _accuracy(
+    run: LoadGenRun, bench: Benchmark, source: str, division: str, own: PublishedResult | None
+) -> list[Check]:
+    """Every checker rule of the run's benchmark (its file): each metric's floor (the accuracy class's fraction of
+    the reference), tokens per sample within the allowed band, and a full-size run (gen_num = the dataset). The open
+    division has no accuracy target (the submission checker accepts any): there the closed targets are shown for
+    information and a result is judged by its own published accuracy (`own`, the same fraction of it)."""
     if not run.accuracy:
         return [Check("accuracy", None, "no accuracy.txt next to this run (performance only)")]
-    acc, t = run.accuracy, rules.accuracy_target(target)
+    acc, spec = run.accuracy, bench.accuracy
+    foreign = _foreign_keys(acc, bench)
+    if foreign:
+        raise InputError(
+            f"{run.accuracy_path}: scores {', '.join(foreign)} belong to another benchmark; {bench.name} "
+            f"({source}) is scored by {', '.join(spec.keys())}.",
+            f"put {bench.name}'s own accuracy.txt next to the run, then `repro verify {run.folder}`",
+        )
     is_open = division == "open"
-    where = f"{target}% target, {source}" + ("; open division: for information" if is_open else "")
+    named = source if bench.name in source else f"{bench.name}, {source}"
+    where = f"{spec.level}% target, {named}" + ("; open division: for information" if is_open else "")
     checks = []
-    for key, floor in (("rouge1", t.rouge1), ("rouge2", t.rouge2), ("rougeL", t.rougeL)):
+    for metric in spec.metrics:
+        key, floor = metric.name, spec.floor(metric)
         if key not in acc:
             checks.append(Check(f"accuracy {key}", False, f"missing from {run.accuracy_path}", fails=True))
             continue
@@ -470,37 +491,36 @@ def _accuracy(run: LoadGenRun, target: str, source: str, division: str, own: Pub
         checks.append(
             Check(f"accuracy {key}", None if is_open else ok, detail, not ok and not is_open, ok if is_open else None)
         )
-    tps = acc.get("tokens_per_sample")
+    tps, band = acc.get("tokens_per_sample"), spec.tokens_per_sample
     if tps is None:
         checks.append(Check("accuracy tokens_per_sample", False, f"missing from {run.accuracy_path}", fails=True))
     else:
-        ok = t.tokens_per_sample_min <= tps <= t.tokens_per_sample_max
+        ok = band.low <= tps <= band.high
         checks.append(
             Check(
                 "accuracy tokens_per_sample",
                 None if is_open else ok,
-                f"{tps:.1f} {'within' if ok else 'outside'} "
-                f"{t.tokens_per_sample_min:.3f}–{t.tokens_per_sample_max:.3f} (90–110% of "
-                f"{rules.REFERENCE_TOKENS_PER_SAMPLE})" + ("; open division: for information" if is_open else ""),
+                f"{tps:.1f} {'within' if ok else 'outside'} {band.low:.3f}–{band.high:.3f} "
+                f"({band.band[0] * 100:.0f}–{band.band[1] * 100:.0f}% of {band.reference})"
+                + ("; open division: for information" if is_open else ""),
                 fails=not ok and not is_open,
                 closed=ok if is_open else None,
             )
         )
     if is_open:
-        checks += _own_accuracy(acc, target, own)
+        checks += _own_accuracy(acc, bench, own)
     gen_num = acc.get("gen_num")
     if gen_num is None:
         checks.append(Check("accuracy samples", None, "gen_num not in accuracy.txt: the run's size is not shown"))
     else:
-        ok = gen_num == rules.DATASET_SAMPLES
+        ok = gen_num == spec.samples
         checks.append(
             Check(
                 "accuracy samples",
                 ok,
-                f"{gen_num:,.0f} {'=' if ok else '≠'} {rules.DATASET_SAMPLES:,} (a full-size accuracy run)"
+                f"{gen_num:,.0f} {'=' if ok else '≠'} {spec.samples:,} (a full-size accuracy run)"
                 if ok
-                else f"{gen_num:,.0f} samples, not the full "
-                f"{rules.DATASET_SAMPLES:,}: a short run, not an accuracy result",
+                else f"{gen_num:,.0f} samples, not the full {spec.samples:,}: a short run, not an accuracy result",
                 fails=not ok,
             )
         )
@@ -521,10 +541,10 @@ def _consistency(
     if run.accuracy_log_hash is not None and run.accuracy_log_hash.ok is not False:
         checks.append(Check("accuracy.txt hash", run.accuracy_log_hash.ok, run.accuracy_log_hash.detail))
     for copy in run.copies:
-        target, source = accuracy_target_of(copy, recipe, row)
+        bench, _, source = benchmark_of(copy, recipe, row)
         own = row if row and row.division == "open" else None
         for c in (
-            _accuracy(copy, target, source, division, own)
+            (_accuracy(copy, bench, source, division, own) if bench is not None else [])
             + test06_checks(copy)
             + _consistency(copy, recipe, row, division)[0]
         ):
@@ -534,15 +554,28 @@ def _consistency(
     return checks, run.evidence_gaps
 
 
-def _own_accuracy(acc: dict[str, float], target: str, own: PublishedResult | None) -> list[Check]:
-    """An open result against its own published accuracy: ROUGE at least the benchmark's fraction of it, tokens per
-    sample within 90–110% of it. Without a published record there is nothing it can be judged by."""
-    if own is None or own.rouge1 is None:
+def _foreign_keys(acc: dict[str, float], bench: Benchmark) -> list[str]:
+    """Score keys of an accuracy.txt that another benchmark's metrics use and this one's do not, when this one's own
+    are missing (a Llama-2 file next to a 405B run, or the reverse): the wrong file, never a score to judge."""
+    from repro.core.benchmarks import all_benchmarks
+
+    mine = {m.name for m in bench.accuracy.metrics}
+    if mine <= set(acc):
+        return []
+    known = {m.name for b in all_benchmarks() for m in b.accuracy.metrics}
+    return sorted(k for k in acc if k in known and k not in mine)
+
+
+def _own_accuracy(acc: dict[str, float], bench: Benchmark, own: PublishedResult | None) -> list[Check]:
+    """An open result against its own published accuracy: each metric at least the benchmark's fraction of it,
+    tokens per sample within the benchmark's band of it. Without a published record there is nothing to judge by."""
+    published_scores = {m.name: own.metrics.get(m.name) for m in bench.accuracy.metrics} if own else {}
+    if own is None or all(v is None for v in published_scores.values()):
         return [Check("accuracy (open)", False, "open division: no published accuracy to judge this run by", True)]
-    fraction = 0.999 if target == "99.9" else 0.99
+    fraction, target = bench.accuracy.factor, bench.accuracy.level
+    low, high = bench.accuracy.tokens_per_sample.band
     checks = []
-    for key in ("rouge1", "rouge2", "rougeL"):
-        published = getattr(own, key)
+    for key, published in published_scores.items():
         if published is None or key not in acc:
             continue
         floor = published * fraction
@@ -558,12 +591,13 @@ def _own_accuracy(acc: dict[str, float], target: str, own: PublishedResult | Non
         )
     tps, published_tps = acc.get("tokens_per_sample"), own.tokens_per_sample
     if tps is not None and published_tps:
-        ok = 0.9 * published_tps <= tps <= 1.1 * published_tps
+        ok = low * published_tps <= tps <= high * published_tps
         checks.append(
             Check(
                 "accuracy tokens_per_sample (open)",
                 ok,
-                f"{tps:.1f} {'within' if ok else 'outside'} 90–110% of its published {published_tps:.1f}",
+                f"{tps:.1f} {'within' if ok else 'outside'} {low * 100:.0f}–{high * 100:.0f}% of its published "
+                f"{published_tps:.1f}",
                 fails=not ok,
             )
         )
@@ -622,18 +656,21 @@ def evidence_checks(run: LoadGenRun, recipe: Recipe | None, row: PublishedResult
     accuracy, TEST06 and the folder's agreement with itself. `row` is the published record the run is compared
     with or recognised as (its accuracy target when the path names none; an open result's own accuracy)."""
     scenario = run.benchmark_scenario or run.scenario
-    target, target_source = accuracy_target_of(run, recipe, row)
-    duration_checks, missing = _duration(run, recipe)
+    bench, name, source = benchmark_of(run, recipe, row)
     consistency_checks, gaps = _consistency(run, recipe, row, division)
     own = row if row and row.division == "open" else None
-    if target in rules.TARGETS:
-        accuracy = _accuracy(run, target, target_source, division, own)
-    else:  # a benchmark whose accuracy rules repro does not hold: shown, and never evidence of a PASS
-        unjudged = f"no accuracy rules for benchmark {target} ({target_source}): accuracy not judged"
+    if bench is not None:
+        rule = bench.scenarios.get(scenario) or bench.rules("Offline")  # type: ignore[call-overload]
+        duration_checks, missing = _duration(run, recipe, rule.min_duration_ms)
+        accuracy = _accuracy(run, bench, source, division, own)
+        rules = _scenario_rules(run, scenario, bench)
+    else:  # a benchmark repro holds no file for: shown, and never evidence of a PASS
+        unjudged = f"no rules for benchmark {name} ({source}, not in repro/data/benchmarks/): not judged"
+        duration_checks, missing, rules = [], [], []
         accuracy = [Check("accuracy", None, unjudged)]
         gaps = [*gaps, unjudged]
     return Evidence(
-        _validity(run) + duration_checks + _scenario_rules(run, scenario),
+        _validity(run) + duration_checks + rules,
         _token_count(run) + accuracy + test06_checks(run) + consistency_checks,
         missing,
         gaps,
@@ -689,12 +726,12 @@ def evaluate(run: LoadGenRun, ident: ResultIdentity, recipe: Recipe | None) -> V
         published = published_of(row)
         hw = _record_identity(ident, row)
     per_gpu = run.tokens_per_s / count.total
-    target, target_source = accuracy_target_of(run, recipe, row)
+    bench, bench_name, bench_source = benchmark_of(run, recipe, row)
     notes = list(count.notes)
     if run.scenario_source != "the logs":
         notes.append(f"scenario {scenario}: told by {run.scenario_source}")
-    if not run.accuracy_target and run.accuracy and target in rules.TARGETS:
-        notes.append(f"accuracy target {target}% from {target_source}: the run's path names no llama2-70b-99 or -99.9")
+    if not run.benchmark and run.accuracy and bench is not None:
+        notes.append(f"benchmark {bench_name} from {bench_source}: the run's path names no benchmark")
 
     evidence = evidence_checks(run, recipe, row, division)
     throughput_checks, band, deviation = _throughput(run, per_gpu, published)
@@ -704,7 +741,7 @@ def evaluate(run: LoadGenRun, ident: ResultIdentity, recipe: Recipe | None) -> V
     failed = [c for c in checks if c.fails and c.ok is False]
     reasons = failure_reasons(failed, evidence)
     missing = evidence.missing + evidence.gaps
-    other_benchmark = recipe is not None and ident.benchmark is not None and ident.benchmark != recipe_benchmark(recipe)
+    other_benchmark = recipe is not None and ident.benchmark is not None and ident.benchmark != recipe.benchmark
 
     status: Status
     if run.label or (recipe is not None and recipe.demo):
@@ -746,7 +783,7 @@ def evaluate(run: LoadGenRun, ident: ResultIdentity, recipe: Recipe | None) -> V
     if other_benchmark and recipe is not None:
         reasons.append(
             f"a {ident.benchmark} run ({ident.benchmark_source}) against recipe {recipe.name}'s "
-            f"{recipe_benchmark(recipe)} result: another benchmark is never a reproduction"
+            f"{recipe.benchmark} result: another benchmark is never a reproduction"
         )
     if division == "open":
         notes.insert(

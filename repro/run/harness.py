@@ -187,7 +187,7 @@ def _open_run(plan: RunPlan) -> ActiveRun:
     try:
         if o.compliance:
             atomic_write_text(log_dir / AUDIT_CONFIG, audit_config_text())
-        atomic_write_text(log_dir / "user.conf", user_conf_text(settings, o.scenario))
+        atomic_write_text(log_dir / "user.conf", user_conf_text(settings, o.scenario, plan.recipe.bench))
         record.write(log_dir)
     except OSError:
         remove_empty(log_dir, run_dir, everything=True)  # a full disk must not leave an empty, unmarked folder
@@ -235,7 +235,7 @@ def _drive(run: ActiveRun, hooks: RunHooks) -> None:
     settings["performance_sample_count_override"] = min(
         int(settings["performance_sample_count_override"]), len(dataset)
     )
-    atomic_write_text(run.log_dir / "user.conf", user_conf_text(settings, o.scenario))
+    atomic_write_text(run.log_dir / "user.conf", user_conf_text(settings, o.scenario, plan.recipe.bench))
     # AccuracyOnly issues the whole QSL: a smoke accuracy run (--samples N) gets a QSL of the first N samples.
     accuracy_total = min(o.samples, len(dataset)) if o.accuracy and o.samples else len(dataset)
     run.sut = sut = LoadGenSUT(
@@ -296,7 +296,8 @@ def _loadgen_settings(lg: Any, run: ActiveRun) -> tuple[Any, Any]:
     ts = lg.TestSettings()
     ts.scenario = getattr(lg.TestScenario, loadgen_scenario(o.scenario))
     ts.mode = lg.TestMode.AccuracyOnly if o.accuracy else lg.TestMode.PerformanceOnly
-    if ts.FromConfig(str(run.log_dir / "user.conf"), model_key(o.scenario), loadgen_scenario(o.scenario)) != 0:
+    key = model_key(run.plan.recipe.bench, o.scenario)
+    if ts.FromConfig(str(run.log_dir / "user.conf"), key, loadgen_scenario(o.scenario)) != 0:
         raise InputError(
             f"{run.log_dir / 'user.conf'}: LoadGen rejected the generated settings.",
             f"`repro run {o.scenario.lower()} --debug`",

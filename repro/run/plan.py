@@ -131,7 +131,7 @@ class RunPlan:
             "paired_with": self.paired_with,
             "kind": o.kind,
             "dataset": str(self.data_dir),
-            "user_conf": user_conf_text(self.settings, self.scenario),
+            "user_conf": user_conf_text(self.settings, self.scenario, self.recipe.bench),
             "expected_samples": self.expected_samples(),
             "target_qps_source": self.rate_source,
         }

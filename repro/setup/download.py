@@ -176,24 +176,20 @@ def check_pins(recipe: Recipe, source: DatasetSource) -> None:
     )
 
 
-# The source MLCommons' own llama2-70b README names (R2 downloader, public, no login): the same two pickles, gzipped.
-MLCOMMONS_DATASETS = {
-    "mlperf-openorca": "https://inference.mlcommons-storage.org/metadata/llama-2-70b-open-orca-dataset.uri",
-}
 R2_DOWNLOADER = "https://raw.githubusercontent.com/mlcommons/r2-downloader/refs/heads/main/mlc-r2-downloader.sh"
 
 
 def official_source_notes(recipe: Recipe, ws: Workspace, source: DatasetSource) -> list[str]:
     """The MLCommons download beside the pinned mirror: files placed in the data folder are checked, not fetched."""
-    uri = MLCOMMONS_DATASETS.get(recipe.dataset.name)
-    if uri is None or source == "rebuild":
+    uris = list(dict.fromkeys(recipe.dataset.r2_uri.values()))  # the benchmark file's R2 metadata URIs
+    if not uris or source == "rebuild":
         return []
+    runs = " and ".join(f"`bash <(curl -s {R2_DOWNLOADER}) {uri}`" for uri in uris)
     return [
-        f"The dataset also comes from MLCommons' own source (inference README): run "
-        f"`bash <(curl -s {R2_DOWNLOADER}) {uri}`, then `gzip -dk` the two .pkl.gz files into "
-        f"{data_dir(ws, recipe)}; `repro setup` then checks the sampled set against the pinned sha256 and "
-        "fetches it only when it does not match (a calibration file without a published sha256 is never read: "
-        "its rows are derived from the sampled set)."
+        f"The dataset also comes from MLCommons' own source (the benchmark's README): run {runs}, then place the "
+        f"pickles (`gzip -dk` any .pkl.gz) in {data_dir(ws, recipe)}; `repro setup` then checks the sampled set "
+        "against the pinned sha256 and fetches it only when it does not match (a calibration file without a "
+        "published sha256 is never read: its rows are derived from the sampled set)."
     ]
 
 
