@@ -48,7 +48,9 @@ def test_against_fails_what_plain_verify_fails(fixtures: Path, tmp_path: Path, w
     assert p[key] == a[key] == "FAIL"
     # the same rows, from the same function
     assert [c["name"] for c in a["checks"]] == [
-        c["name"] for c in p["checks"] if c["name"] not in ("accelerator", "inside band")
+        c["name"]
+        for c in p["checks"]
+        if c["name"] not in ("accelerator", "inside band", "MLPerf 2% audit") and not c["name"].startswith("system")
     ]
     text = cli("verify", str(folder), "--against", ref).output
     assert "Verdict: FAIL" in text and family in text
@@ -137,3 +139,49 @@ def test_aggregate_excludes_a_row_that_is_not_a_reproduction(fixtures: Path, tmp
     why = doc["excluded_why"]["ND_GB300_v6_4"]
     assert why.startswith("NOT A REPRODUCTION: not a reproduction, never summed") and "not read" in why
     assert doc["stats"]["vms"] == 1 and code == 1
+
+
+# --- MLPerf's 2% audit line and the system compared item by item (issue #35 item 5) --------------------------------
+
+
+def test_in_band_but_materially_different_is_said(fixtures: Path, tmp_path: Path) -> None:
+    b = copy_bundle(fixtures, GB200, tmp_path / "b")
+    edit(b / "llama2-70b-99/Offline/performance/run_1/mlperf_log_summary.txt", "52061.6", "53623.4")  # +3.0%
+    doc = json.loads(cli("verify", str(b), "--json").output)
+    assert doc["status"] == "PASS" and doc["audit_2pct"] == {
+        "threshold_pct": 2.0,
+        "deviation_pct": 3.0,
+        "within": False,
+        "verdict": "materially different",
+    }
+    text = " ".join(cli("verify", str(b)).output.split())
+    assert "Verdict: PASS" in text and "+3.0% vs the published 13,015.4 per GPU: materially different" in text
+
+
+def test_within_two_percent_is_said(fixtures: Path) -> None:
+    doc = json.loads(cli("verify", str(fixtures / GB200), "--json").output)
+    assert doc["audit_2pct"]["within"] is True and doc["audit_2pct"]["verdict"] == "within 2%"
+    items = {i["item"]: i for i in doc["system_diff"]}
+    assert all(items[k]["same"] for k in ("accelerator", "accelerators", "accelerator memory", "CPU", "CUDA"))
+    assert items["CUDA"]["published"] == "12.9" and items["driver"]["published"] == "570.148"
+
+
+def test_the_system_diff_names_what_differs(fixtures: Path, tmp_path: Path) -> None:
+    b = copy_bundle(fixtures, GB200, tmp_path / "b")
+    edit(b / "ND_GB200_v6.json", '"framework": "TensorRT 10.11, CUDA 12.9"', '"framework": "TensorRT 10.9, CUDA 12.8"')
+    edit(
+        b / "ND_GB200_v6.json",
+        '"host_processor_model_name": "NVIDIA Grace CPU"',
+        '"host_processor_model_name": "AMD EPYC"',
+    )
+    doc = json.loads(cli("verify", str(b), "--json").output)
+    differs = {i["item"] for i in doc["system_diff"] if i["same"] is False}
+    assert {"CPU", "TensorRT"} <= differs and "accelerator" not in differs
+    text = " ".join(cli("verify", str(b)).output.split())
+    assert "system: differs from the published system in CPU, TensorRT" in text
+
+
+def test_against_rows_carry_the_audit_line(fixtures: Path) -> None:
+    doc = json.loads(cli("verify", str(fixtures / GB200), "--against", "5.1-0008/99/Offline", "--json").output)
+    assert doc["against"][0]["audit_2pct"]["within"] is True
+    assert "MLPerf audit (5.1-0008/99/Offline)" in cli("verify", str(fixtures / GB200), "--against", "5.1-0008").output

@@ -10,13 +10,11 @@ the software stack, and what is left once those are accounted for. Nothing here 
 
 from __future__ import annotations
 
-import json
 import math
 import re
 import shlex
 import statistics
 from dataclasses import dataclass, field
-from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
 
@@ -25,6 +23,7 @@ from repro.core.errors import InputError
 from repro.core.published import DATA_DIR, Accelerator, PublishedResult, load_index
 from repro.core.recipes import Recipe
 from repro.report.roofline import flops_per_output_token, roofline
+from repro.results.audit import published_settings, stack_of_system
 from repro.results.compare import pick_perf_run
 from repro.results.hardware import run_accelerator
 from repro.results.identity import ResultIdentity, identify
@@ -292,19 +291,6 @@ def _pct(a: float | None, b: float | None) -> float | None:
     return (a / b - 1) * 100
 
 
-@lru_cache(maxsize=1)
-def published_settings() -> dict[str, Any]:
-    """The shipped effective settings of indexed results (scripts/extract_published_settings.py)."""
-    try:
-        doc = json.loads(SETTINGS_JSON.read_text())
-    except (OSError, ValueError) as exc:
-        raise InputError(
-            f"{SETTINGS_JSON}: unreadable ({exc}).", "reinstall repro (`pip install --force-reinstall repro`)"
-        ) from None
-    results = doc.get("results")
-    return results if isinstance(results, dict) else {}
-
-
 def _settings_from_detail(values: dict[str, Any]) -> dict[str, Any]:
     """Effective settings win over requested ones; generated_* say what LoadGen actually issued."""
     out: dict[str, Any] = {}
@@ -320,35 +306,6 @@ def _settings_from_detail(values: dict[str, Any]) -> dict[str, Any]:
         out.setdefault("ttft_latency_ns", out.pop("server_ttft_latency"))
     if "server_tpot_latency" in out:
         out.setdefault("tpot_latency_ns", out.pop("server_tpot_latency"))
-    return out
-
-
-_VERSION_PATTERNS = {
-    "TensorRT-LLM": r"TensorRT[- ]LLM[ /v]*([0-9][\w.+-]*)",
-    "TensorRT": r"TensorRT(?![- ]LLM)[ /v]*([0-9][\w.+-]*)",
-    "CUDA": r"CUDA[ /v]*([0-9][\w.]*)",
-    "cuDNN": r"cuDNN[ /v]*([0-9][\w.]*)",
-    "driver": r"Driver[ /v]*([0-9][\w.]*)",
-    "vLLM": r"vLLM[ /v]*([0-9][\w.+-]*)",
-    "PyTorch": r"PyTorch[ /v]*([0-9][\w.+-]*)",
-    "ROCm": r"ROCm[ /v]*([0-9][\w.]*)",
-    "power limit": r"TGP\s*([0-9]+\s*W)",
-}
-
-
-def stack_of_system(system: dict[str, Any] | None) -> dict[str, str]:
-    """Component versions named in a system JSON's framework, software and hardware notes."""
-    if not system:
-        return {}
-    text = " ".join(
-        str(system.get(k) or "") for k in ("framework", "other_software_stack", "sw_notes", "hw_notes")
-    ).strip()
-    out: dict[str, str] = {}
-    for name, pattern in _VERSION_PATTERNS.items():
-        if m := re.search(pattern, text, re.I):
-            out[name] = m.group(1).rstrip(",;").replace(" ", "")
-    if system.get("operating_system"):
-        out["OS"] = str(system["operating_system"]).strip()
     return out
 
 

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from repro.core.errors import InputError
 from repro.core.published import Accelerator, PublishedIndex, PublishedResult, load_index
+from repro.results.audit import AuditLine
 from repro.results.identity import ResultIdentity, identify
 from repro.results.index_match import IndexMatch
 from repro.results.logs import LoadGenRun, benchmark_target, find_runs
@@ -150,6 +151,9 @@ class RowComparison:
             "published_tokens_per_s_per_accelerator": r.per_accelerator,
             "deviation_pct": None if self.deviation_pct is None else round(self.deviation_pct, 3),
             "in_band": self.in_band,
+            "audit_2pct": None
+            if self.deviation_pct is None
+            else AuditLine(self.deviation_pct, r.per_accelerator).to_json(),
             "refused": self.refused,
             "notes": list(self.notes),
             "source": r.source,

@@ -21,6 +21,14 @@ from repro.core.accelerators import accelerator_of
 from repro.core.benchmarks import Benchmark, benchmark_names, load_benchmark
 from repro.core.errors import InputError
 from repro.core.recipes import Published, Recipe, by_system_name, get_recipe, registry_recipe
+from repro.results.audit import (
+    AuditLine,
+    SystemItem,
+    published_system,
+    reference_row,
+    run_system,
+    system_diff,
+)
 from repro.results.hardware import Identity
 from repro.results.identity import ResultIdentity, identify, mixed_against
 from repro.results.logs import LoadGenRun, find_runs
@@ -65,6 +73,10 @@ class Verdict:
     division: str = "closed"
     identity: ResultIdentity | None = None
     """What the folder is, read once (results.identity): every check, the JSON and the report read it."""
+    audit: AuditLine | None = None
+    """MLPerf's 2% audit line: within 2% of the published figure, or materially different."""
+    system: list[SystemItem] = field(default_factory=list)
+    """The run's system against the published system, item by item."""
 
     @property
     def exit_code(self) -> int:
@@ -172,6 +184,8 @@ class Verdict:
             "min_duration": self._state("min duration"),
             "loadgen_version": self.run.loadgen_version,
             "identity": self.identity.to_json() if self.identity else None,
+            "audit_2pct": self.audit.to_json() if self.audit else None,
+            "system_diff": [i.to_json() for i in self.system],
         }
 
     @property
@@ -451,6 +465,19 @@ def _token_count(run: LoadGenRun) -> list[Check]:
         count["source"] == "server token ids" and isinstance(pct, (int, float)) and abs(pct) > 0.5
     )
     return [Check("token count", not contradicts, "; ".join(parts), fails=contradicts)]
+
+
+def _audit_rows(audit: AuditLine | None, items: list[SystemItem]) -> list[Check]:
+    """The audit line and every stated system item as rows of the verdict's table (never a FAIL on their own)."""
+    rows = [Check("MLPerf 2% audit", audit.within, audit.text)] if audit is not None else []
+    rows += [Check(f"system {i.item}", i.same, i.text) for i in items if i.same is not None]
+    unrecorded = [i.item for i in items if i.same is None and i.published and not i.run]
+    unpublished = [i.item for i in items if i.same is None and i.run and not i.published]
+    why = [f"the run does not record {', '.join(unrecorded)}"] if unrecorded else []
+    why += [f"the published system does not state {', '.join(unpublished)}"] if unpublished else []
+    if why:
+        rows.append(Check("system, not compared", None, "; ".join(why)))
+    return rows
 
 
 def _hardware(hw: Identity) -> list[Check]:
@@ -737,7 +764,10 @@ def evaluate(run: LoadGenRun, ident: ResultIdentity, recipe: Recipe | None) -> V
     throughput_checks, band, deviation = _throughput(run, per_gpu, published)
     if band is not None and per_gpu > band[1] and (software := _software_note(recipe)):
         notes.append(software)
-    checks = evidence.with_band(_hardware(hw), throughput_checks)
+    audit = AuditLine(deviation, float(published.tokens_per_s_per_gpu)) if deviation is not None and published else None
+    ref_row = row if row is not None else reference_row(recipe, scenario) if recipe is not None else None
+    system = system_diff(run_system(run, ident, recipe), published_system(ref_row))
+    checks = evidence.with_band(_hardware(hw), throughput_checks + _audit_rows(audit, system))
     failed = [c for c in checks if c.fails and c.ok is False]
     reasons = failure_reasons(failed, evidence)
     missing = evidence.missing + evidence.gaps
@@ -812,6 +842,8 @@ def evaluate(run: LoadGenRun, ident: ResultIdentity, recipe: Recipe | None) -> V
         record,
         division,
         ident,
+        audit,
+        system,
     )
 
 

@@ -11,6 +11,7 @@ from rich.text import Text
 
 from repro.core.fmt import fmt_num
 from repro.core.published import Filters, PublishedIndex, PublishedResult
+from repro.results.audit import AuditLine
 from repro.results.compare import Comparison
 
 _STYLE = {
@@ -232,6 +233,9 @@ class ComparisonView:
             parts.append(Text(f"Recognised: {c.match.note}"))
         parts.append(Text(_rank_text(c)))
         for e in c.entries:
+            if e.deviation_pct is not None:
+                audit = AuditLine(e.deviation_pct, e.row.per_accelerator)
+                parts.append(Text(f"MLPerf audit ({e.row.ref}): {audit.text}"))
             for note in e.notes:
                 parts.append(Text(f"note ({e.row.ref}): {note}", style="yellow"))
         for note in f.notes:

@@ -53,6 +53,10 @@ def render_verdict(v: Verdict) -> Group:
     if v.record is not None and recipe is not None:
         lines.append(Text(f"Published record: {v.record.note}"))
     why = [Text(f"  - {one_line(r)}") for r in v.reasons]
+    if v.audit is not None:
+        why.append(Text(f"  MLPerf audit: {v.audit.text}"))
+    if differs := [i.item for i in v.system if i.same is False]:
+        why.append(Text(f"  system: differs from the published system in {', '.join(differs)}"))
     notes = [Text(f"  note: {one_line(n)}", style="dim") for n in v.notes]
     return Group(table, *lines, head, *why, *notes)
 
