@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
-from repro.ui.options import GpusOpt, JsonOpt, PricePerHourOpt, RecipeOpt, ResultDirArg, WorkspaceOpt
+from repro.ui.options import GpusOpt, JsonOpt, PricePerHourOpt, RecipeOpt, ResultDirsArg, WorkspaceOpt
 
 AgainstOpt = Annotated[
     list[str] | None,
@@ -40,7 +40,7 @@ def _scenario(value: str | None) -> str | None:
 
 
 def verify(
-    result_dir: ResultDirArg,
+    result_dirs: ResultDirsArg,
     recipe: RecipeOpt = None,
     gpus: GpusOpt = None,
     scenario: ScenarioOpt = None,
@@ -53,7 +53,8 @@ def verify(
 
     The run is compared with the recipe (named, recorded or detected), else with the published record the shipped
     index recognises it as; validity, duration, accuracy and TEST06 are checked either way. With a recipe, the
-    published record the run is (if any) is named too.
+    published record the run is (if any) is named too. Several runs of one configuration: each verified, then mean,
+    CV and a 95% confidence interval: in band with 95% confidence, out of band, or undecided (run again).
     """
     from repro.core.workspace import Workspace
     from repro.flow.status import record_verify
@@ -62,6 +63,9 @@ def verify(
     from repro.ui.output import WithNext, emit
     from repro.ui.published import ComparisonView
 
+    if len(result_dirs) > 1:
+        _series(result_dirs, recipe, gpus, _scenario(scenario), json, against)
+    result_dir = result_dirs[0]
     if against:
         result = verify_against(result_dir, against, gpus=gpus, scenario=_scenario(scenario))
         emit(ComparisonView(result), json)
@@ -79,6 +83,21 @@ def verify(
         then = shlex.join(["repro", "published", "show", verdict.record.row.ref])
     emit(WithNext(_priced(verdict, price_per_hour), then), json)
     raise typer.Exit(verdict.exit_code)
+
+
+def _series(
+    dirs: list[Path], recipe: str | None, gpus: int | None, scenario: str | None, json: bool, against: list[str] | None
+) -> None:
+    """Several runs of one configuration: each verified, then mean, CV and a 95% interval against the band."""
+    from repro.core.errors import InputError
+    from repro.results.series import verify_series
+    from repro.ui.output import emit
+
+    if against:
+        raise InputError("--against compares one run; repeated runs are judged against the band.", "`repro verify RUN`")
+    result = verify_series(dirs, recipe=recipe, gpus=gpus, scenario=scenario)
+    emit(result, json)
+    raise typer.Exit(result.exit_code)
 
 
 def _priced(verdict: Any, price_per_hour: float | None) -> Any:

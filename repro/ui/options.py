@@ -37,6 +37,13 @@ GpusOpt = Annotated[
 ResultDirArg = Annotated[
     Path, typer.Argument(help="A LoadGen result folder (searched recursively for mlperf_log_summary.txt).")
 ]
+ResultDirsArg = Annotated[
+    list[Path],
+    typer.Argument(
+        help="A LoadGen result folder (searched recursively for mlperf_log_summary.txt); several runs of one "
+        "configuration give mean, spread and a 95% confidence interval."
+    ),
+]
 
 
 def finite_in(low: float, high: float, *, above: bool = True) -> Callable[[float | None], float | None]:

@@ -20,6 +20,7 @@ _VIEWS: dict[str, str] = {
     "repro.report.explain.Explanation": "repro.ui.explain:explanation",
     "repro.results.verify.Verdict": "repro.ui.results:render_verdict",
     "repro.results.aggregate.RackReport": "repro.ui.results:render_rack",
+    "repro.results.series.Series": "repro.ui.results:render_series",
     "repro.results.attest_verify.Verification": "repro.ui.attest:verification",
     "repro.run.rack.RackResult": "repro.ui.rack:rack_result",
     "repro.run.tune.TuneResult": "repro.ui.tune:tune_result",

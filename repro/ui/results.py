@@ -11,10 +11,17 @@ from rich.text import Text
 from repro.core.fmt import fmt_num
 from repro.core.textsafe import one_line
 from repro.results.aggregate import RackReport, excluded_text
+from repro.results.series import Series
 from repro.results.verify import Verdict
 from repro.ui.views import published_phrase
 
-_STYLE = {"PASS": "bold green", "FAIL": "bold red", "NOT A REPRODUCTION": "bold yellow", "NO REFERENCE": "bold yellow"}
+_STYLE = {
+    "PASS": "bold green",
+    "FAIL": "bold red",
+    "NOT A REPRODUCTION": "bold yellow",
+    "NO REFERENCE": "bold yellow",
+    "UNDECIDED": "bold yellow",
+}
 _ROW_STYLE = {"PASS": "green", "FAIL": "red", "INVALID": "red", "ERROR": "red"}
 
 
@@ -119,3 +126,32 @@ class PricedVerdict:
             for what, figure, basis in self.cost.rows()
         ]
         return Group(render_verdict(self.verdict), *lines)
+
+
+def render_series(s: Series) -> Group:
+    """Repeated runs: each run's figure and verdict, then mean, spread, the 95% interval and the decision."""
+    table = Table(title=f"repro verify: {s.n} runs of {s.verdicts[0].title}", title_justify="left")
+    for col in ("run", "tokens/s", "per GPU", "verdict"):
+        table.add_column(col, justify="right" if col in ("tokens/s", "per GPU") else "left")
+    for v, x in zip(s.verdicts, s.per_gpu, strict=True):
+        table.add_row(str(v.run.folder), fmt_num(v.run.tokens_per_s), fmt_num(x), Text(v.status, _STYLE[v.status]))
+    ci = s.ci
+    lines = [
+        Text(
+            f"mean {fmt_num(s.mean)} tokens/s per GPU; s.d. {fmt_num(s.sd) if s.sd is not None else 'unknown'}; "
+            f"CV {f'{s.cv_pct:.2f}%' if s.cv_pct is not None else 'unknown'}"
+        ),
+        Text(
+            f"95% confidence interval (Student t, {s.n - 1} d.f.): "
+            + (f"{fmt_num(ci[0])}–{fmt_num(ci[1])}" if ci else "needs two runs or more")
+        ),
+    ]
+    if s.band is not None:
+        lines.append(Text(f"published band ±5%: {fmt_num(s.band[0])}–{fmt_num(s.band[1])} per GPU"))
+    head = Text.assemble(("Verdict: ", "bold"), (s.status, _STYLE.get(s.status, "bold")), f" ({s.decision})")
+    why = [Text(f"  - {r}") for r in s.reasons]
+    if s.arithmetic:
+        why.append(Text(f"  {s.arithmetic}", style="dim"))
+    if s.more_runs and s.decision == "undecided: run again":
+        why.append(Text(f"  run {s.more_runs} more and verify all {s.n + s.more_runs} together"))
+    return Group(table, *lines, head, *why)

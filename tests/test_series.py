@@ -1,0 +1,88 @@
+"""Repeated runs (issue #35 item 6): `repro verify A B C` gives mean, CV and a 95% Student-t interval of tokens/s per
+GPU and a three-way verdict; runs are copies of Azure's published GB200 run with their tokens/s edited."""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from pathlib import Path
+
+import pytest
+from helpers import cli, copy_bundle, edit
+
+from repro.results.series import t_quantile
+
+GB200 = "azure-nd-gb200-v6-v5.1"
+SUMMARY = "llama2-70b-99/Offline/performance/run_1/mlperf_log_summary.txt"
+BAND = (13015.4 * 0.95, 13015.4 * 1.05)
+
+
+def _runs(fixtures: Path, tmp: Path, tokens: list[str]) -> list[str]:
+    out = []
+    for i, value in enumerate(tokens):
+        b = copy_bundle(fixtures, GB200, tmp / f"r{i}")
+        if value != "52061.6":
+            edit(b / SUMMARY, "Tokens per second: 52061.6", f"Tokens per second: {value}")
+        out.append(str(b))
+    return out
+
+
+def _series(*args: str) -> tuple[int, dict]:
+    res = cli("verify", *args, "--json")
+    return res.exit_code, json.loads(res.output)
+
+
+@pytest.mark.parametrize("df,t", [(1, 12.706), (2, 4.303), (4, 2.776), (9, 2.262), (29, 2.045)])
+def test_student_t_quantiles_match_the_table(df: int, t: float) -> None:
+    assert round(t_quantile(0.975, df), 3) == t
+
+
+def test_identical_runs_give_cv_zero_and_pass(fixtures: Path, tmp_path: Path) -> None:
+    code, doc = _series(*_runs(fixtures, tmp_path, ["52061.6"] * 3))
+    assert code == 0 and doc["status"] == "PASS" and doc["decision"] == "in band with 95% confidence"
+    assert doc["cv_pct"] == 0 and doc["sd"] == 0 and doc["ci"] == [13015.4, 13015.4] and doc["runs"] == 3
+
+
+def test_spread_across_the_band_edge_is_undecided_with_the_runs_that_would_decide(
+    fixtures: Path, tmp_path: Path
+) -> None:
+    tokens = ["52061.6", "54000", "50200"]
+    code, doc = _series(*_runs(fixtures, tmp_path, tokens))
+    per_gpu = [float(x) / 4 for x in tokens]
+    mean, sd = statistics.fmean(per_gpu), statistics.stdev(per_gpu)
+    half = 4.303 * sd / math.sqrt(3)
+    assert code == 1 and doc["status"] == "UNDECIDED" and doc["decision"] == "undecided: run again"
+    assert doc["mean"] == pytest.approx(mean, abs=1e-3) and doc["cv_pct"] == pytest.approx(sd / mean * 100, abs=1e-3)
+    assert doc["ci"][0] == pytest.approx(mean - half, abs=0.5) and doc["ci"][1] == pytest.approx(mean + half, abs=0.5)
+    assert doc["ci"][0] < BAND[0] < doc["ci"][1]
+    # the smallest m with t(0.975, m-1) * s / sqrt(m) below the distance from the mean to the nearer band edge
+    distance = min(mean - BAND[0], BAND[1] - mean)
+    m = next(m for m in range(4, 1000) if t_quantile(0.975, m - 1) * sd / math.sqrt(m) < distance)
+    assert doc["more_runs"] == m - 3 and f"{m - 3} more run(s)" in doc["arithmetic"]
+    text = " ".join(cli("verify", *_runs(fixtures, tmp_path / "again", tokens)).output.split())
+    assert "Verdict: UNDECIDED (undecided: run again)" in text and "CV" in text
+
+
+def test_runs_all_below_the_band_are_out_of_band(fixtures: Path, tmp_path: Path) -> None:
+    code, doc = _series(*_runs(fixtures, tmp_path, ["44000", "44100", "43900"]))
+    assert code == 1 and doc["status"] == "FAIL" and doc["decision"] == "out of band"
+
+
+def test_one_failing_run_fails_the_series(fixtures: Path, tmp_path: Path) -> None:
+    runs = _runs(fixtures, tmp_path, ["52061.6"] * 3)
+    edit(Path(runs[1]) / "llama2-70b-99/Offline/accuracy/accuracy.txt", "'rouge1': 44.7494", "'rouge1': 40.0")
+    code, doc = _series(*runs)
+    assert code == 1 and doc["status"] == "FAIL" and any("accuracy rouge1" in r for r in doc["reasons"])
+
+
+def test_runs_of_different_configurations_are_refused_naming_the_difference(fixtures: Path, tmp_path: Path) -> None:
+    res = cli("verify", str(fixtures / GB200), str(fixtures / "nvidia-dgx-h100-v4.1"), "--scenario", "Offline")
+    assert res.exit_code == 2
+    out = " ".join(res.output.split())
+    assert "are different configurations" in out and "accelerator NVIDIA H100-SXM-80GB vs NVIDIA GB200" in out
+
+
+def test_the_same_run_twice_is_refused(fixtures: Path) -> None:
+    res = cli("verify", str(fixtures / GB200), str(fixtures / GB200))
+    assert res.exit_code == 2 and "named twice" in res.output
