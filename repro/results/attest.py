@@ -208,14 +208,18 @@ def _gpu_probe(info: Any) -> Any:
     return extra.get("gpu_probe") or _dict(info.provenance).get("gpu_probe")
 
 
-def run_identity(root: Path, info: Any, subjects: dict[str, str]) -> dict[str, Any]:
-    """What says which run this is: its folder name, start time and run.json's hash."""
-    run_json = next((h for rel, h in subjects.items() if rel.endswith("run.json")), None)
+def run_identity(root: Path, info: Any, subjects: dict[str, str], run_folder: Path) -> dict[str, Any]:
+    """What says which run this is: its folder name, start time and the hash of the judged run's run.json."""
+    try:
+        rel = (Path(run_folder).resolve().relative_to(Path(root).resolve()) / "run.json").as_posix()
+    except ValueError:
+        rel = None
     return {
         "folder": root.resolve().name,
         "started": known(info.started if info is not None else None),
         "label": known(info.label if info is not None else None),
-        "run_json_sha256": known(run_json),
+        "run_json": known(rel if rel in subjects else None),
+        "run_json_sha256": known(subjects.get(rel) if rel else None),
     }
 
 
@@ -277,7 +281,7 @@ def plan_run(root: Path, recipe: str | None, gpus: int | None, scenario: str | N
         "repro_version": __version__,
         "attested": now_iso(),
         "verify_inputs": verdict_inputs(verdict.recipe.name if verdict.recipe else recipe, gpus, scenario),
-        "run": run_identity(root, info, subjects),
+        "run": run_identity(root, info, subjects, verdict.run.folder),
         "files": recipe_files(verdict.recipe.name if verdict.recipe else None),
         "software": _software(info),
         "gpus": _gpus(info),

@@ -159,7 +159,8 @@ def _other_run(predicate: dict[str, Any], now: dict[str, str], logs: Path) -> st
 
     run = predicate.get("run") or {}
     attested_json = run.get("run_json_sha256")
-    rel, now_json = next(((r, h) for r, h in now.items() if r.endswith("run.json")), (None, None))
+    rel = run.get("run_json")
+    now_json = now.get(rel) if isinstance(rel, str) else None
     if attested_json in (None, UNKNOWN) or now_json is None or now_json == attested_json:
         return None
     record = RunRecord.read(logs / rel) if rel else None
