@@ -86,3 +86,29 @@ def test_runs_of_different_configurations_are_refused_naming_the_difference(fixt
 def test_the_same_run_twice_is_refused(fixtures: Path) -> None:
     res = cli("verify", str(fixtures / GB200), str(fixtures / GB200))
     assert res.exit_code == 2 and "named twice" in res.output
+
+
+def test_run_repeat_runs_each_in_its_own_process_and_verifies_them_together(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`repro run offline --repeat 3` through the real LoadGen (sim backend): three run folders, one series."""
+    from helpers import cli_process, write_prepared
+
+    from repro.core.recipes import get_recipe
+    from repro.core.workspace import Workspace
+
+    home = tmp_path / "home"
+    monkeypatch.setenv("REPRO_HOME", str(home))
+    ws = Workspace.open().ensure()
+    write_prepared(ws.preprocessed / get_recipe("nd-h100-v5").dataset.name, 64, name="mlperf-openorca", seed=3)
+    args = ("run", "offline", "--recipe", "nd-h100-v5", "--backend", "sim", "--samples", "64", "--sim-rate", "20000")
+    proc = cli_process(*args, "--repeat", "3", "--json", env={"REPRO_HOME": str(home)}, timeout=300)
+    doc = json.loads(proc.stdout)
+    folders = {v["folder"] for v in doc["verdicts"]}
+    assert doc["runs"] == 3 and len(folders) == 3 and all(Path(f).is_dir() for f in folders)
+    # a simulated run is never a reproduction; the statistics are computed all the same
+    assert doc["status"] == "NOT A REPRODUCTION" and doc["cv_pct"] is not None and doc["ci"] is not None
+    # each run is its process's first LoadGen run: no 'Multiple conf files' error in any of them
+    assert not any("Multiple conf files" in " ".join(v["reasons"]) for v in doc["verdicts"])
+    bad = cli_process(*args, "--repeat", "2", "--accuracy", env={"REPRO_HOME": str(home)})
+    assert bad.returncode == 2 and "--repeat repeats performance runs" in bad.stderr

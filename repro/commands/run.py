@@ -186,6 +186,17 @@ TargetQpsOpt = Annotated[
         "use the rate `repro tune` saved, else the recipe's.",
     ),
 ]
+RepeatOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--repeat",
+        min=2,
+        max=100,
+        metavar="N",
+        help="Run N times (each in its own process), then verify the runs together: mean, CV and a 95% "
+        "confidence interval of tokens/s per GPU (`repro verify RUN [RUN ...]`).",
+    ),
+]
 RerunOpt = Annotated[
     Path | None,
     typer.Option(
@@ -372,6 +383,9 @@ def _run(scenario: str, flags: dict[str, Any]) -> None:
         argv=("repro", *sys.argv[1:]),
         dry_run=dry_run,
     )
+    if flags.get("repeat") and not dry_run:
+        _repeat(options, chosen, scenario, flags)
+        return
     try:
         outcome = run_benchmark(options, RunHooks(bar=RunBar))
     except Interrupted as stop:
@@ -388,6 +402,26 @@ def _run(scenario: str, flags: dict[str, Any]) -> None:
         raise typer.Exit(1)
     if verdict is not None and not chosen.demo and outcome.details.get("label") is None and verdict.exit_code:
         raise typer.Exit(verdict.exit_code)
+
+
+def _repeat(options: Any, recipe: Any, scenario: str, flags: dict[str, Any]) -> None:
+    """--repeat N: N runs, each in its own process, then one verdict over them (results/series.py)."""
+    from repro.core.errors import InputError
+    from repro.results.series import verify_series
+    from repro.run.repeat import run_repeated
+    from repro.ui.output import emit, info
+    from repro.ui.progress_bar import RunBar
+
+    if options.accuracy or options.compliance or options.into is not None:
+        raise InputError(
+            "--repeat repeats performance runs; --accuracy, --compliance and --into run once.",
+            f"`repro run {scenario.lower()} --repeat {flags['repeat']}` without them",
+        )
+    folders = run_repeated(options, int(flags["repeat"]), announce=info, bar=RunBar)
+    series = verify_series(folders, recipe=recipe, scenario=scenario)
+    emit(series, flags["json"])
+    if not recipe.demo and all(v.run.label is None for v in series.verdicts) and series.exit_code:
+        raise typer.Exit(series.exit_code)
 
 
 def _target_qps(
@@ -489,6 +523,7 @@ def offline(
     served_model: ServedModelOpt = None,
     target_qps: TargetQpsOpt = None,
     stop_if_below_band: StopBelowOpt = False,
+    repeat: RepeatOpt = None,
     dry_run: DryRunOpt = False,
     json: JsonOpt = False,
 ) -> None:
@@ -502,6 +537,10 @@ def offline(
 
         _show_rack(rerun(rerun_failed, dry_run=dry_run, ui=_rack_ui(json)), json)
         return
+    if launcher == "slurm" and repeat:
+        from repro.core.errors import InputError
+
+        raise InputError("--repeat runs on this VM (--launcher local).", "`repro run offline --repeat N`")
     if launcher == "slurm" and (compliance or into):
         from repro.core.errors import InputError
 
@@ -553,6 +592,7 @@ def server(
     server_image: ServerImageOpt = None,
     target_qps: TargetQpsOpt = None,
     stop_if_below_band: StopBelowOpt = False,
+    repeat: RepeatOpt = None,
     dry_run: DryRunOpt = False,
     json: JsonOpt = False,
 ) -> None:
@@ -578,6 +618,7 @@ def interactive(
     server_image: ServerImageOpt = None,
     target_qps: TargetQpsOpt = None,
     stop_if_below_band: StopBelowOpt = False,
+    repeat: RepeatOpt = None,
     dry_run: DryRunOpt = False,
     json: JsonOpt = False,
 ) -> None:

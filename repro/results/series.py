@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from repro.core.errors import InputError
+from repro.core.recipes import Recipe
 from repro.results.verify import Verdict, verify_dir
 
 Decision = Literal["in band with 95% confidence", "out of band", "undecided: run again"]
@@ -214,7 +215,7 @@ def _decide(s: Series) -> None:
 
 
 def verify_series(
-    paths: list[Path], recipe: str | None = None, gpus: int | None = None, scenario: str | None = None
+    paths: list[Path], recipe: str | Recipe | None = None, gpus: int | None = None, scenario: str | None = None
 ) -> Series:
     """Each run verified on its own (every check), then the runs together: refused unless one configuration."""
     seen: dict[Path, Path] = {}
