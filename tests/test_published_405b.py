@@ -23,6 +23,8 @@ from repro.core.published import (
     load_index,
     load_index_file,
 )
+from repro.results.logs import find_runs
+from repro.results.verify import verify_dir
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "scripts" / "build_published_index.py"
@@ -223,3 +225,32 @@ def test_build_script_is_importable_for_its_parsers() -> None:
     assert acc == {"exact_match": 90.1, "rougeL": 21.9, "gen_num": 8313}
     assert mod.parse_accuracy("{'rouge1': 44.1}", "exact_match") == {}
     assert mod.columns("llama3.1-405b")[23:27] == ["exact_match", "rougeL", "tokens_per_sample", "gen_num"]
+
+
+@pytest.mark.parametrize("bundle", sorted(BUNDLES))
+def test_each_405b_bundle_verifies_as_itself(fixtures: Path, bundle: str) -> None:
+    """Issue 33 Done-when: other submitters' 405B bundles verify as their own published record, +0.0%, with the
+    per-accelerator figure of the system JSON's counts (B200 x8, H200 x16 on two nodes, GB300 NVL72 x72, B300
+    Interactive), and their accuracy judged by the 405B metrics."""
+    round_, _sub, system, _folder, scenario, tokens, gpus = BUNDLES[bundle]
+    v = verify_dir(fixtures / bundle)
+    assert v.record is not None, bundle
+    row = v.record.row
+    assert (row.round, row.benchmark_name, row.system_folder, row.scenario) == (
+        round_,
+        "llama3.1-405b",
+        system,
+        scenario,
+    )
+    assert v.gpus == gpus and v.per_gpu == pytest.approx(tokens / gpus, abs=1e-9) and v.per_gpu == row.per_accelerator
+    assert v.deviation_pct == 0.0 and v.status == "PASS", v.reasons
+    assert {"accuracy exact_match", "accuracy rougeL"} <= {c.name for c in v.checks}
+
+
+def test_a_405b_interactive_log_is_interactive_by_its_own_limits(fixtures: Path) -> None:
+    """Interactive logs say `Scenario : Server`; Llama-3.1-405B's Interactive limits are 4,500/80 ms (its Server
+    6,000/175), not Llama-2-70B's 450/40: the benchmark's file decides, also where the folder name does not say."""
+    bundle = next(b for b in BUNDLES if b.endswith("_Interactive"))
+    (run,) = [r for r in find_runs(fixtures / bundle) if r.mode == "PerformanceOnly"]
+    assert (run.scenario, run.benchmark_scenario) == ("Server", "Interactive")
+    assert "4,500/80 ms" in run.scenario_source

@@ -16,7 +16,7 @@ from typing import Any, BinaryIO
 
 from pydantic import BaseModel, Field, ValidationError
 
-from repro.core.benchmarks import benchmark_for_result_name
+from repro.core.benchmarks import all_benchmarks, benchmark_for_result_name, load_benchmark
 from repro.core.errors import InputError
 from repro.core.record import RUN_JSON, RunRecord
 from repro.core.safeio import iter_lines, loads_json, open_regular
@@ -645,9 +645,18 @@ def _summary_gaps(summary: dict[str, Any]) -> list[str]:
     return gaps + ["the closing 'errors encountered' line"]
 
 
+def _interactive_limits(folder: Path) -> list[tuple[float, float]]:
+    """The Interactive (TTFT, TPOT) limits in ns of the benchmark the path names, else of every benchmark file."""
+    named = benchmark_of_path(folder)
+    benches = [load_benchmark(named)] if named else all_benchmarks()
+    rules = [b.scenarios.get("Interactive") for b in benches]
+    return [(r.ttft_ms * 1e6, r.tpot_ms * 1e6) for r in rules if r and r.ttft_ms and r.tpot_ms]
+
+
 def _benchmark_scenario(log_scenario: str, folder: Path, settings: dict[str, Any]) -> tuple[str, str]:
-    """Interactive runs log `Scenario : Server`; the TTFT/TPOT limits LoadGen enforced (450/40 ms, not 2,000/200)
-    decide, and the folder name (Interactive, llama2-70b-interactive) when the logs carry no limits."""
+    """Interactive runs log `Scenario : Server`; the TTFT/TPOT limits LoadGen enforced decide (within the
+    benchmark's Interactive limits: Llama-2-70B 450/40 ms, not Server's 2,000/200; Llama-3.1-405B 4,500/80, not
+    6,000/175), and the folder name (Interactive, llama2-70b-interactive) when the logs carry no limits."""
     if log_scenario.lower() != "server":
         return log_scenario, "the logs"
     names = [p.lower() for p in _parts(folder)]
@@ -655,7 +664,7 @@ def _benchmark_scenario(log_scenario: str, folder: Path, settings: dict[str, Any
     ttft, tpot = settings.get("ttft_latency_ns"), settings.get("tpot_latency_ns")
     if _finite(ttft) and _finite(tpot):
         ttft, tpot = float(ttft), float(tpot)  # type: ignore[arg-type]
-        interactive = ttft <= 450e6 and tpot <= 40e6
+        interactive = any(ttft <= t and tpot <= p for t, p in _interactive_limits(folder))
         limits = f"TTFT/TPOT limits {ttft / 1e6:,.0f}/{tpot / 1e6:,.0f} ms"
         if interactive != folder_says and any(p in ("server", "interactive") for p in names[-4:]):
             return ("Interactive" if interactive else "Server"), f"{limits} (the folder name says otherwise)"
