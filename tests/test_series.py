@@ -110,5 +110,10 @@ def test_run_repeat_runs_each_in_its_own_process_and_verifies_them_together(
     assert doc["status"] == "NOT A REPRODUCTION" and doc["cv_pct"] is not None and doc["ci"] is not None
     # each run is its process's first LoadGen run: no 'Multiple conf files' error in any of them
     assert not any("Multiple conf files" in " ".join(v["reasons"]) for v in doc["verdicts"])
+    # the report of the three shows their spread; aggregate never sums them as VMs of a rack
+    report = cli_process("report", *sorted(folders), env={"REPRO_HOME": str(home)})
+    assert report.returncode in (0, 1) and "repeated runs of one configuration: 3 runs" in report.stdout
+    rack = json.loads(cli_process("aggregate", *sorted(folders), "--json", env={"REPRO_HOME": str(home)}).stdout)
+    assert rack["stats"]["vms"] == 1 and sum(1 for vm in rack["vms"] if vm["excluded"]) == 2
     bad = cli_process(*args, "--repeat", "2", "--accuracy", env={"REPRO_HOME": str(home)})
     assert bad.returncode == 2 and "--repeat repeats performance runs" in bad.stderr

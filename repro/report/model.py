@@ -653,6 +653,7 @@ def build_report(
     for r in rack.rows:
         if r.problem:
             notes.append(f"{r.name}: skipped ({r.problem})")
+    notes += [n for n in rack.notes if n.startswith("repeated runs")]  # the spread of `run --repeat N`
     gpus_total = sum(_verdict(r).gpus for r in used)
     total = sum(_verdict(r).run.tokens_per_s or 0.0 for r in used)
     per_gpu = total / gpus_total

@@ -259,6 +259,27 @@ def _exclude(rows: list[VMRow], recipe: Recipe | None, unit: str) -> list[str]:
     return []
 
 
+def _repeats(rows: list[VMRow]) -> list[str]:
+    """Runs of one `repro run ... --repeat N` (the same command in run.json) are one machine's repeated runs, never
+    VMs of a rack: the first is summed, the others excluded, and their spread is a note (results/series.py)."""
+    from repro.results.series import combine
+
+    groups: dict[tuple[str, ...], list[VMRow]] = {}
+    for r in rows:
+        info = r.verdict.run.run_info if r.verdict is not None else None
+        if info is not None and "--repeat" in info.command and r.excluded is None:
+            groups.setdefault(tuple(info.command), []).append(r)
+    notes = []
+    for command, group in groups.items():
+        if len(group) < 2:
+            continue
+        for r in group[1:]:
+            r.excluded = f"another run of `{' '.join(command)}` ({group[0].name}): repeated runs are not summed"
+        series = combine([r.verdict for r in group if r.verdict is not None], [r.name for r in group])
+        notes.append(f"repeated runs of one configuration: {series.spread_text}")
+    return notes
+
+
 def _natural(name: str) -> list[Any]:
     """VM 2 before VM 10."""
     return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", name)]
@@ -474,6 +495,7 @@ def aggregate(
             row.problem = exc.message
     _refuse_mixed(rows)
     notes += _exclude(rows, chosen, "VM" if chosen is not None and chosen.system.vm_size else "node")
+    notes += _repeats(rows)
     rows.sort(key=lambda r: _natural(r.name))
     nodes_of = {run.system_node_of for _, run, _, _ in resolved if run.system_node_of and run.system}
     if len(nodes_of) == 1 and (system := resolved[0][1].system):

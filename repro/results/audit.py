@@ -201,9 +201,13 @@ def run_system(run: LoadGenRun, ident: ResultIdentity, recipe: Recipe | None) ->
         for key, name in (("cuda", "CUDA"), ("tensorrt_llm", "TensorRT-LLM"), ("trtllm_version", "TensorRT-LLM")):
             if prov.get(key):
                 out.setdefault(name, str(prov[key]))
-        cpu = prov.get("cpu") or prov.get("cpu_model")
-        if cpu:
-            out.setdefault("CPU", str(cpu))
+        cpu = prov.get("cpu")
+        if isinstance(cpu, dict) and cpu.get("model"):
+            out.setdefault("CPU", str(cpu["model"]))
+        packages = prov.get("packages")
+        for package, name in (("tensorrt_llm", "TensorRT-LLM"), ("vllm", "vLLM"), ("torch", "PyTorch")):
+            if isinstance(packages, dict) and packages.get(package):
+                out.setdefault(name, str(packages[package]))
         if "TensorRT-LLM" not in out and recipe is not None and recipe.trtllm is not None and info.backend == "trtllm":
             out["TensorRT-LLM"] = recipe.trtllm.version
     return out

@@ -120,6 +120,14 @@ class Series:
     def exit_code(self) -> int:
         return 0 if self.status == "PASS" else 1
 
+    @property
+    def spread_text(self) -> str:
+        """One line: n, mean, CV and the 95% interval of tokens/s per GPU, and the decision."""
+        ci = self.ci
+        cv = f"CV {self.cv_pct:.2f}%" if self.cv_pct is not None else "CV unknown"
+        interval = f"95% CI {ci[0]:,.1f}–{ci[1]:,.1f}" if ci else "no interval from one run"
+        return f"{self.n} runs: mean {self.mean:,.1f} tokens/s per GPU, {cv}, {interval}: {self.decision}"
+
     def to_json(self) -> dict[str, Any]:
         ci = self.ci
         return {
@@ -226,6 +234,11 @@ def verify_series(
         seen[real] = Path(p)
     verdicts = [verify_dir(Path(p), recipe=recipe, gpus=gpus, scenario=scenario) for p in paths]
     _same_configuration([Path(p) for p in paths], verdicts)
+    return combine(verdicts, [str(p) for p in paths])
+
+
+def combine(verdicts: list[Verdict], names: list[str]) -> Series:
+    """The runs' verdicts together: the statistics, the decision, and each run that fails on its own."""
     per_gpu = [float(v.per_gpu) for v in verdicts if v.per_gpu is not None]
     if len(per_gpu) != len(verdicts):
         raise InputError("a run has no tokens/s per GPU to combine.", "`repro verify RUN` on each run first")
@@ -237,8 +250,8 @@ def verify_series(
     if sd is not None:
         s.t, s.half = _half_width(sd, len(per_gpu))
     _decide(s)
-    for path, v in zip(paths, verdicts, strict=True):
+    for name, v in zip(names, verdicts, strict=True):
         failed = [c for c in v.checks if c.fails and c.ok is False and c.name != "inside band"]
         if failed or v.status in ("NOT A REPRODUCTION", "NO REFERENCE"):
-            s.reasons.append(f"{path}: {v.status}: {(v.reasons or ['see its verdict'])[0]}")
+            s.reasons.append(f"{name}: {v.status}: {(v.reasons or ['see its verdict'])[0]}")
     return s
