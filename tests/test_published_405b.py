@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from helpers import cli
 
+from repro.core.benchmarks import load_benchmark
 from repro.core.errors import InputError
 from repro.core.published import (
     INDEX_405B_CSV,
@@ -254,3 +255,16 @@ def test_a_405b_interactive_log_is_interactive_by_its_own_limits(fixtures: Path)
     (run,) = [r for r in find_runs(fixtures / bundle) if r.mode == "PerformanceOnly"]
     assert (run.scenario, run.benchmark_scenario) == ("Server", "Interactive")
     assert "4,500/80 ms" in run.scenario_source
+
+
+def test_the_benchmark_files_name_every_round_and_scenario_the_index_has() -> None:
+    """The benchmark files (repro/data/benchmarks) and the published index are read from the same rounds: every
+    (benchmark, round, scenario) with a published result is one the benchmark's file says exists (v5.1 had
+    Llama-3.1-405B Interactive; v6.1 Llama-2-70B-99.9 Interactive)."""
+    missing = []
+    for r in load_index().rows:
+        bench = load_benchmark(r.benchmark_name)
+        rules = bench.scenarios.get(r.scenario)  # type: ignore[call-overload]
+        if r.round not in bench.rounds or rules is None or (rules.rounds and r.round not in rules.rounds):
+            missing.append(f"{r.benchmark_name} {r.round} {r.scenario}")
+    assert not sorted(set(missing))
