@@ -108,7 +108,36 @@ def detail_scenario(root: Path, rng: random.Random) -> None:
     _detail_value(root, "effective_scenario", '"Offline"', '"Server"')
 
 
+def junk_keys_before_a_result(root: Path, rng: random.Random) -> None:
+    """#36 item 3a: a result key moved after more junk keys than the parser keeps, its value flipped."""
+    detail = _vm(root) / "mlperf_log_detail.txt"
+    lines = detail.read_text().split("\n")
+    key = rng.choice(["result_validity", "result_min_duration_met", "result_tokens_per_second"])
+    at = next(i for i, ln in enumerate(lines) if f'"key": "{key}"' in ln)
+    moved = lines.pop(at)
+    flip = {'"VALID"': '"INVALID"', "true": "false"}
+    for old, new in flip.items():
+        moved = moved.replace(f'"value": {old}', f'"value": {new}')
+    if key == "result_tokens_per_second":
+        entry = json.loads(moved[len(":::MLLOG") :])
+        entry["value"] = entry["value"] * 2
+        moved = ":::MLLOG " + json.dumps(entry)
+    junk = "".join(f':::MLLOG {{"key": "junk_{i}", "value": {i}}}\n' for i in range(rng.randrange(10_001, 10_200)))
+    detail.write_text("\n".join(lines) + junk + moved + "\n")
+
+
+def summary_line_twice(root: Path, rng: random.Random) -> None:
+    """#36 item 3b: a summary line stated twice, the second hidden behind a separator or on its own line."""
+    summary = _vm(root) / "mlperf_log_summary.txt"
+    line = rng.choice(["Result is : VALID", "Tokens per second: 62690.8", "  Min duration satisfied : Yes"])
+    other = line.replace("VALID", "INVALID").replace("62690.8", "99999.9").replace("Yes", "No")
+    sep = rng.choice(["\n", "\x1e", "\x1c", "\u2028", "\x85"])
+    _sub(summary, line, other + sep + line)
+
+
 VM_EDITS: dict[str, Edit] = {
+    "result key after 10,000 junk keys": junk_keys_before_a_result,
+    "a summary line stated twice": summary_line_twice,
     "detail says INVALID": detail_invalid,
     "detail tokens/s": detail_tokens,
     "summary tokens/s": summary_tokens,
@@ -173,7 +202,26 @@ def copy_failing_test06(root: Path, rng: random.Random) -> None:
     (test06 / "verify_accuracy.txt").write_text("\n".join([*lines, "TEST06 verification failed"]) + "\n")
 
 
+def score_twice(root: Path, rng: random.Random) -> None:
+    """#36 item 3c: accuracy.txt stating a score twice in its scores line, failing first."""
+    key, low = rng.choice([("rouge1", "40.1"), ("rougeL", "25.1"), ("tokens_per_sample", "99.0")])
+    acc = _bundle(root) / ACC / "accuracy.txt"
+    _sub(acc, "{'rouge1'", f"{{'{key}': {low}, 'rouge1'")
+
+
+def test06_check_twice(root: Path, rng: random.Random) -> None:
+    """#36 item 3c: TEST06's verify_accuracy.txt stating a check twice (failing first, passing last)."""
+    test06 = _bundle(root) / "llama2-70b-99" / "Offline" / "TEST06"
+    test06.mkdir(exist_ok=True)
+    lines = ["First token check pass: Skipped", "EOS check pass: True", "Sample length check pass: True"]
+    i = rng.randrange(1, 3)
+    lines.insert(i, lines[i].replace("True", "False"))
+    (test06 / "verify_accuracy.txt").write_text("\n".join([*lines, "TEST06 verification complete"]) + "\n")
+
+
 BUNDLE_EDITS: dict[str, Edit] = {
+    "a score stated twice": score_twice,
+    "a TEST06 check stated twice": test06_check_twice,
     "two scores lines": two_scores_lines,
     "a score in other digits": score_digits,
     "hash unlike the full accuracy log": accuracy_log_hash,
