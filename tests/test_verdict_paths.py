@@ -185,3 +185,13 @@ def test_against_rows_carry_the_audit_line(fixtures: Path) -> None:
     doc = json.loads(cli("verify", str(fixtures / GB200), "--against", "5.1-0008/99/Offline", "--json").output)
     assert doc["against"][0]["audit_2pct"]["within"] is True
     assert "MLPerf audit (5.1-0008/99/Offline)" in cli("verify", str(fixtures / GB200), "--against", "5.1-0008").output
+
+
+def test_every_path_shows_the_audit_line_and_the_system_diff(fixtures: Path, tmp_path: Path) -> None:
+    against = json.loads(cli("verify", str(fixtures / GB200), "--against", "5.1-0008/99/Offline", "--json").output)
+    assert {i["item"] for i in against["system_diff"] if i["same"]} >= {"accelerator", "accelerators", "CPU"}
+    assert (
+        "system vs published: same accelerator" in cli("verify", str(fixtures / GB200), "--against", "5.1-0008").output
+    )
+    rack = json.loads(cli("aggregate", str(fixtures / HPE), "--json").output)
+    assert rack["vms"][0]["audit_2pct"]["within"] is True

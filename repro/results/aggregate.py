@@ -73,6 +73,7 @@ class VMRow:
             "tokens_per_s": v.run.tokens_per_s if v else None,
             "tokens_per_s_per_gpu": round(v.per_gpu, 1) if v and v.per_gpu is not None else None,
             "deviation_pct": round(v.deviation_pct, 2) if v and v.deviation_pct is not None else None,
+            "audit_2pct": v.audit.to_json() if v and v.audit else None,
             "gpus": v.gpus if v else None,
             "reasons": v.reasons if v else [self.problem],
         }

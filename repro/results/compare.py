@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from repro.core.errors import InputError
 from repro.core.published import Accelerator, PublishedIndex, PublishedResult, load_index
-from repro.results.audit import AuditLine
+from repro.results.audit import AuditLine, SystemItem, published_system, run_system, system_diff
 from repro.results.identity import ResultIdentity, identify
 from repro.results.index_match import IndexMatch
 from repro.results.logs import LoadGenRun, benchmark_target, find_runs
@@ -171,6 +171,8 @@ class Comparison:
     """The run's own checks, from the same function plain verify uses (verify.evidence_checks)."""
     match: IndexMatch | None = None
     reasons: list[str] = field(default_factory=list)
+    system: list[SystemItem] = field(default_factory=list)
+    """The run's system against the published one it is (else the first named), item by item."""
 
     @property
     def compared(self) -> list[RowComparison]:
@@ -223,6 +225,7 @@ class Comparison:
             "accuracy_verdict": self.state("accuracy"),
             "test06": self.state("TEST06"),
             "min_duration": self.state("min duration"),
+            "system_diff": [i.to_json() for i in self.system],
         }
 
 
@@ -347,4 +350,6 @@ def verify_against(
     # the record the run is (its own target and, when open, its own accuracy), else the first one named
     own = match.row if match is not None else rows[0] if rows else None
     evidence = evidence_checks(run, None, own, ident.division)
-    return compare(facts, rows, evidence, band_pct, match)
+    result = compare(facts, rows, evidence, band_pct, match)
+    result.system = system_diff(run_system(run, ident, None), published_system(own))
+    return result

@@ -18,6 +18,7 @@ from typing import Any, Literal
 
 from repro.core.errors import InputError
 from repro.core.recipes import Recipe
+from repro.results.audit import AuditLine
 from repro.results.verify import Verdict, verify_dir
 
 Decision = Literal["in band with 95% confidence", "out of band", "undecided: run again"]
@@ -121,6 +122,11 @@ class Series:
         return 0 if self.status == "PASS" else 1
 
     @property
+    def audit(self) -> AuditLine | None:
+        """The mean against the published figure by MLPerf's 2% audit threshold."""
+        return None if self.centre is None else AuditLine((self.mean / self.centre - 1) * 100, self.centre)
+
+    @property
     def spread_text(self) -> str:
         """One line: n, mean, CV and the 95% interval of tokens/s per GPU, and the decision."""
         ci = self.ci
@@ -144,6 +150,7 @@ class Series:
             "ci": None if ci is None else [round(ci[0], 3), round(ci[1], 3)],
             "band_per_gpu": None if self.band is None else [round(self.band[0], 3), round(self.band[1], 3)],
             "published_per_gpu": self.centre,
+            "audit_2pct": self.audit.to_json() if self.audit else None,
             "more_runs": self.more_runs,
             "arithmetic": self.arithmetic,
             "reasons": self.reasons,

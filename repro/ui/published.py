@@ -240,6 +240,11 @@ class ComparisonView:
                 parts.append(Text(f"note ({e.row.ref}): {note}", style="yellow"))
         for note in f.notes:
             parts.append(Text(f"note: {note}", style="yellow"))
+        same = [i.item for i in c.system if i.same]
+        differ = [f"{i.item} (run {i.run}, published {i.published})" for i in c.system if i.same is False]
+        if same or differ:
+            text = (f"same {', '.join(same)}" if same else "") + ("; " if same and differ else "")
+            parts.append(Text("system vs published: " + text + (f"differs: {'; '.join(differ)}" if differ else "")))
         parts.append(Text.assemble(("Verdict: ", "bold"), (c.status, _STYLE[c.status])))
         parts += [Text(f"  - {r}") for r in c.reasons]
         return Group(*parts)

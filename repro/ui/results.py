@@ -148,6 +148,8 @@ def render_series(s: Series) -> Group:
     ]
     if s.band is not None:
         lines.append(Text(f"published band ±5%: {fmt_num(s.band[0])}–{fmt_num(s.band[1])} per GPU"))
+    if s.audit is not None:
+        lines.append(Text(f"MLPerf audit of the mean: {s.audit.text}"))
     head = Text.assemble(("Verdict: ", "bold"), (s.status, _STYLE.get(s.status, "bold")), f" ({s.decision})")
     why = [Text(f"  - {r}") for r in s.reasons]
     if s.arithmetic:
