@@ -356,7 +356,7 @@ def test_nvml_details_reach_run_json_provenance_and_the_predicate(monkeypatch: p
             "provenance": {
                 "gpus": {"count": 1, "names": ["NVIDIA H100 80GB HBM3"], "uuids": ["GPU-1"], "details": details}
             },
-            "gpu_probe": {"hbm_gb_s": 3000.5},
+            "probe": {"hbm_gb_s": 3000.5},
         }
     )
     pred = _gpus(record)

@@ -201,11 +201,11 @@ def _gpus(info: Any) -> dict[str, Any]:
 
 
 def _gpu_probe(info: Any) -> Any:
-    """The GPU probe's figures when the run measured them (run.json gpu_probe, or provenance.gpu_probe)."""
+    """The GPU probe's figures when the run measured them (`repro doctor --probe`: run.json `probe`)."""
     if info is None:
         return None
     extra = info.model_extra or {}
-    return extra.get("gpu_probe") or _dict(info.provenance).get("gpu_probe")
+    return getattr(info, "probe", None) or extra.get("gpu_probe") or _dict(info.provenance).get("gpu_probe")
 
 
 def run_identity(root: Path, info: Any, subjects: dict[str, str], run_folder: Path) -> dict[str, Any]:
