@@ -24,6 +24,7 @@ from repro.core.published import (
     load_index,
     load_index_file,
 )
+from repro.results.compare import verify_against
 from repro.results.logs import find_runs
 from repro.results.verify import verify_dir
 
@@ -268,3 +269,21 @@ def test_the_benchmark_files_name_every_round_and_scenario_the_index_has() -> No
         if r.round not in bench.rounds or rules is None or (rules.rounds and r.round not in rules.rounds):
             missing.append(f"{r.benchmark_name} {r.round} {r.scenario}")
     assert not sorted(set(missing))
+
+
+@pytest.mark.parametrize("with_accuracy", [True, False])
+def test_against_an_id_of_both_models_compares_with_the_runs_model(
+    fixtures: Path, tmp_path: Path, with_accuracy: bool
+) -> None:
+    """5.1-0028 (Dell XE9685L) covers Llama-2-70B and Llama-3.1-405B results. A 405B run whose path names no
+    benchmark is compared with the 405B row: its accuracy.txt scores exact_match, or without one, its tokens/s per GPU
+    is the 405B figure's (the models differ fifty-fold)."""
+    src = fixtures / "v5.1_Dell_XE9685L_B200_SXM_180GBx8_TRT_llama3.1-405b_Offline"
+    run = tmp_path / "run"
+    shutil.copytree(src / "performance", run / "performance")
+    if with_accuracy:
+        shutil.copytree(src / "accuracy", run / "accuracy")
+    cmp = verify_against(run / "performance" / "run_1", ["5.1-0028"], gpus=8)
+    (entry,) = cmp.entries
+    assert entry.row.key == "v5.1/closed/Dell/XE9685L_B200_SXM_180GBx8_TRT/llama3.1-405b/Offline"
+    assert entry.deviation_pct == 0.0 and cmp.facts.per_accelerator == entry.row.per_accelerator
