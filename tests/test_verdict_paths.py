@@ -195,3 +195,12 @@ def test_every_path_shows_the_audit_line_and_the_system_diff(fixtures: Path, tmp
     )
     rack = json.loads(cli("aggregate", str(fixtures / HPE), "--json").output)
     assert rack["vms"][0]["audit_2pct"]["within"] is True
+
+
+def test_against_json_carries_the_open_division_verdict_too(fixtures: Path) -> None:
+    ref = "v4.1/open/NVIDIA/H200-SXM-141GBx1_TRT_DepthPruned/99/Offline"
+    res = cli("verify", str(fixtures / OPEN_H200), "--against", ref, "--json")
+    doc = json.loads(res.output)
+    assert doc["status"] == "PASS (open division)" and doc["reproduction"] is False
+    assert doc["accuracy_closed_target"] == "missed" and doc["accuracy_verdict"] != "PASS"
+    assert "Verdict: PASS (open division)" in cli("verify", str(fixtures / OPEN_H200), "--against", ref).output

@@ -173,6 +173,7 @@ class Comparison:
     reasons: list[str] = field(default_factory=list)
     system: list[SystemItem] = field(default_factory=list)
     """The run's system against the published one it is (else the first named), item by item."""
+    division: str = "closed"
 
     @property
     def compared(self) -> list[RowComparison]:
@@ -208,13 +209,16 @@ class Comparison:
         return EXIT_CODES[self.status]
 
     def to_json(self) -> dict[str, Any]:
+        from repro.results.verify import accuracy_verdict, closed_accuracy
+
         rank = self.rank
         refused = self.status == "REFUSED"
         return {
             "ok": not refused,
             **({"error": self.reasons[0] if self.reasons else "nothing to compare with"} if refused else {}),
-            "status": self.status,
-            "reproduction": self.status == "PASS",
+            "status": self.status + (f" ({self.division} division)" if self.division != "closed" else ""),
+            "reproduction": self.status == "PASS" and self.division == "closed",
+            "division": self.division,
             "reasons": self.reasons,
             "run": self.facts.to_json(),
             "band_pct": self.band_pct,
@@ -222,7 +226,8 @@ class Comparison:
             "match": self.match.to_json() if self.match else None,
             "against": [e.to_json() for e in self.entries],
             "checks": [{"name": c.name, "ok": c.ok, "detail": c.detail} for c in self.evidence.checks],
-            "accuracy_verdict": self.state("accuracy"),
+            "accuracy_verdict": accuracy_verdict(self.evidence.checks, self.division),
+            "accuracy_closed_target": closed_accuracy(self.evidence.checks, self.division),
             "test06": self.state("TEST06"),
             "min_duration": self.state("min duration"),
             "system_diff": [i.to_json() for i in self.system],
@@ -352,4 +357,5 @@ def verify_against(
     evidence = evidence_checks(run, None, own, ident.division)
     result = compare(facts, rows, evidence, band_pct, match)
     result.system = system_diff(run_system(run, ident, None), published_system(own))
+    result.division = ident.division
     return result

@@ -113,19 +113,12 @@ class Verdict:
     @property
     def closed_accuracy(self) -> str:
         """met, missed or 'not shown': MLPerf's closed-division accuracy targets, whatever the division."""
-        if self.division == "closed":
-            state = self._state("accuracy")
-            return {"PASS": "met", "FAIL": "missed"}.get(state, "not shown")
-        found = [c.closed for c in self.checks if c.closed is not None]
-        return "not shown" if not found else "met" if all(found) else "missed"
+        return closed_accuracy(self.checks, self.division)
 
     @property
     def accuracy_verdict(self) -> str:
         """PASS/FAIL on the closed targets; in the open division never a bare PASS: what it was judged by."""
-        state = self._state("accuracy")
-        if self.division == "closed" or state != "PASS":
-            return state
-        return f"PASS against its own published accuracy; closed-division target {self.closed_accuracy}"
+        return accuracy_verdict(self.checks, self.division)
 
     def to_json(self) -> dict[str, Any]:
         pub = self.published
@@ -203,6 +196,22 @@ def check_state(checks: list[Check], prefix: str) -> str:
     if any(c.ok for c in found):
         return "PASS"
     return "cannot be re-checked" if any("cannot be re-checked" in c.detail for c in found) else "not shown"
+
+
+def closed_accuracy(checks: list[Check], division: str) -> str:
+    """met, missed or 'not shown': MLPerf's closed-division accuracy targets, whatever the division."""
+    if division == "closed":
+        return {"PASS": "met", "FAIL": "missed"}.get(check_state(checks, "accuracy"), "not shown")
+    found = [c.closed for c in checks if c.closed is not None]
+    return "not shown" if not found else "met" if all(found) else "missed"
+
+
+def accuracy_verdict(checks: list[Check], division: str) -> str:
+    """PASS/FAIL on the closed targets; in the open division never a bare PASS: what the run was judged by."""
+    state = check_state(checks, "accuracy")
+    if division == "closed" or state != "PASS":
+        return state
+    return f"PASS against its own published accuracy; closed-division target {closed_accuracy(checks, division)}"
 
 
 def benchmark_of(

@@ -245,6 +245,7 @@ class ComparisonView:
         if same or differ:
             text = (f"same {', '.join(same)}" if same else "") + ("; " if same and differ else "")
             parts.append(Text("system vs published: " + text + (f"differs: {'; '.join(differ)}" if differ else "")))
-        parts.append(Text.assemble(("Verdict: ", "bold"), (c.status, _STYLE[c.status])))
+        division = f" ({c.division} division)" if c.division != "closed" else ""
+        parts.append(Text.assemble(("Verdict: ", "bold"), (c.status, _STYLE[c.status]), (division, "bold")))
         parts += [Text(f"  - {r}") for r in c.reasons]
         return Group(*parts)
