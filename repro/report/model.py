@@ -438,7 +438,7 @@ class Report:
         rows = sorted(self.vm_rows(), key=lambda r: natural_key(r["vm"]))
         table = Table(
             [
-                Column("VM"),
+                Column(self.rack.unit),
                 Column("tokens/s", numeric=True, keep=8),
                 Column("per GPU", numeric=True),
                 Column("deviation", numeric=True, keep=7),
@@ -486,7 +486,8 @@ class Report:
                 ),
             ]
             mine = [f"{stats['vms']:.0f}", *(fmt_num(stats[k]) for k in ("total", "mean", "min", "max"))]
-            names = ["VMs", "total tokens/s", "mean per VM", "min per VM", "max per VM"]
+            u = self.rack.unit  # nodes where the logs describe nodes of a system, not Azure VMs
+            names = [f"{u}s", "total tokens/s", f"mean per {u}", f"min per {u}", f"max per {u}"]
             blocks.append(
                 Table(
                     [Column("rack"), Column("measured", numeric=True), Column("published", numeric=True)],
