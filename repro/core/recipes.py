@@ -349,10 +349,7 @@ def _norm(text: str) -> str:
 def by_vm_size(vm_size: str) -> Recipe | None:
     """IMDS reports e.g. 'Standard_ND128isr_GB300_v6'; case and separators vary across tools."""
     want = _norm(vm_size)
-    for recipe in all_recipes():
-        if recipe.system.vm_size and _norm(recipe.system.vm_size) == want:
-            return recipe
-    return None
+    return _system_default([r for r in all_recipes() if r.system.vm_size and _norm(r.system.vm_size) == want], None)
 
 
 def _nvml_match(recipe: Recipe, gpu_name: str) -> int:
@@ -378,7 +375,13 @@ def by_gpu_name(gpu_name: str, gpu_count: int | None = None) -> Recipe | None:
     if gpu_count is not None:
         exact = [r for r in matches if r.system.gpus_per_vm == gpu_count]
         matches = exact or matches
-    return matches[0] if matches else None
+    if not matches:
+        return None
+    first = matches[0]  # the most specific GPU identity; of one system's recipes, its default (_system_default)
+    same = [
+        r for r in matches if (r.system.vm_size, r.system.gpu_name) == (first.system.vm_size, first.system.gpu_name)
+    ]
+    return _system_default(same, None)
 
 
 def _system_default(matches: list[Recipe], benchmark: str | None) -> Recipe | None:
@@ -409,4 +412,6 @@ def by_system_name(system_name: str, benchmark: str | None = None) -> Recipe | N
             keys.add(_norm(recipe.system.vm_size.replace("Standard_", "")))
         if want in keys or _norm(recipe.name.replace("-", "")) == want:
             matches.append(recipe)
+    vm_sizes = {r.system.vm_size for r in matches if r.system.vm_size}
+    matches += [r for r in all_recipes() if r not in matches and r.system.vm_size in vm_sizes]  # its other benchmarks
     return _system_default(matches, benchmark)

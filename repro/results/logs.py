@@ -527,8 +527,8 @@ def benchmark_target(folder: Path) -> str | None:
 
 def system_json_dirs(folder: Path) -> list[list[Path]]:
     """Where the submission layout keeps a run's system JSON, nearest first, one group per level: the run's own
-    folder, its scenario folder (above performance/ or accuracy/), then around the llama2-70b benchmark folder
-    the system folder, the results root and `<submitter>/systems` beside `results/`. Never an arbitrary ancestor:
+    folder, its scenario folder (above performance/ or accuracy/), then around the benchmark folder (llama2-70b-*,
+    or any result-folder name of a benchmark file) the system folder, the results root and `<submitter>/systems` beside `results/`. Never an arbitrary ancestor:
     a JSON five levels up in /tmp describes nothing about this run."""
     folder = Path(folder).absolute()
     groups: list[list[Path]] = [[folder, folder / "systems"]]
@@ -538,7 +538,14 @@ def system_json_dirs(folder: Path) -> list[list[Path]]:
         groups.append([scenario, scenario / "systems"])
     parts = folder.parts
     names = [p.lower() for p in parts]
-    bench = next((i for i in range(len(parts) - 1, 0, -1) if names[i].startswith("llama2-70b")), None)
+    bench = next(
+        (
+            i
+            for i in range(len(parts) - 1, 0, -1)
+            if names[i].startswith("llama2-70b") or benchmark_for_result_name(names[i]) is not None
+        ),
+        None,
+    )
     if bench is not None and bench >= 2:
         system_dir, results_root = Path(*parts[:bench]), Path(*parts[: bench - 1])
         groups += [[system_dir, system_dir / "systems"], [results_root, results_root / "systems"]]

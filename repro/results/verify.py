@@ -781,6 +781,9 @@ def evaluate(run: LoadGenRun, ident: ResultIdentity, recipe: Recipe | None) -> V
     reasons = failure_reasons(failed, evidence)
     missing = evidence.missing + evidence.gaps
     other_benchmark = recipe is not None and ident.benchmark is not None and ident.benchmark != recipe.benchmark
+    # Another model's recipe (a 405B run against Llama-2-70B's): its band means nothing for this run, so the run is
+    # judged by its own evidence only and is never a reproduction of that recipe.
+    other_model = recipe is not None and bench is not None and bench.mlperf_model != recipe.bench.mlperf_model
 
     status: Status
     if run.label or (recipe is not None and recipe.demo):
@@ -801,6 +804,8 @@ def evaluate(run: LoadGenRun, ident: ResultIdentity, recipe: Recipe | None) -> V
             "(`repro verify` without --recipe judges it against its own published record)",
         )
         status = "NOT A REPRODUCTION"
+    elif other_model and not evidence.failed:
+        status = "NOT A REPRODUCTION"
     elif band is None:
         if published is None:
             assert recipe is not None
@@ -819,7 +824,7 @@ def evaluate(run: LoadGenRun, ident: ResultIdentity, recipe: Recipe | None) -> V
         status = "NOT A REPRODUCTION"
     else:
         status = "PASS"
-    if other_benchmark and recipe is not None:
+    if (other_benchmark or other_model) and recipe is not None:
         reasons.append(
             f"a {ident.benchmark} run ({ident.benchmark_source}) against recipe {recipe.name}'s "
             f"{recipe.benchmark} result: another benchmark is never a reproduction"

@@ -61,6 +61,8 @@ class RecipeList:
                     "precision": r.precision,
                     "backend": r.backend,
                     "published_status": r.published.status,
+                    "benchmark": r.benchmark,
+                    "published_tokens_per_s_per_vm": r.published.tokens_per_s_per_vm,
                     "published_tokens_per_s_per_gpu": r.published.tokens_per_s_per_gpu,
                     "published_mlperf_id": r.published.mlperf_id,
                     "published_result_id": r.published.result_id,
@@ -86,9 +88,11 @@ class RecipeList:
                 [
                     r.name,
                     r.system.vm_size or "-",
+                    r.benchmark,
                     f"{r.system.gpus_per_vm} x {r.system.gpu_name}",
                     r.precision,
                     r.backend,
+                    _as_published(r.published.tokens_per_s_per_vm),
                     fmt_num(r.published.tokens_per_s_per_gpu),
                     _result(r),
                     status,
@@ -97,15 +101,25 @@ class RecipeList:
         columns = [
             Column("name"),
             Column("VM size"),
+            Column("benchmark", keep=9),
             Column("GPUs", keep=8),
             Column("precision", keep=6),
             Column("backend", keep=3),
+            Column("published tok/s", numeric=True, keep=4),
             Column("published tok/s/GPU", numeric=True, keep=7),
             Column("result", keep=2),
             Column("status", keep=5),
         ]
         yield Text("Recipes", style="italic")
         yield from fitted(Data(columns, rows), options)
+
+
+def _as_published(value: Any) -> str:
+    """A published figure with the digits its log printed (847.233, 52,061.6), thousands separated."""
+    if not isinstance(value, (int, float)):
+        return "unknown"
+    text = f"{float(value):,.3f}".rstrip("0")
+    return text[:-1] if text.endswith(".") else text
 
 
 @dataclass

@@ -1,0 +1,99 @@
+"""Issue 33 item 2: Llama-3.1-405B on ND GB200 v6 through the same commands as Llama-2-70B, judged by its own
+benchmark file (tests/fixtures/published/azure-nd-gb200-v6-v5.1-llama3.1-405b is Azure's published bundle)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from repro.core.recipes import by_gpu_name, by_system_name, by_vm_size, get_recipe
+from repro.results.verify import verify_dir
+from tests.helpers import cli, cli_process, copy_bundle, edit, one_line_error
+
+AZ405 = "azure-nd-gb200-v6-v5.1-llama3.1-405b"
+GB200 = "azure-nd-gb200-v6-v5.1"
+
+
+@pytest.mark.parametrize(
+    "scenario,per_gpu,em,rouge",
+    [("Offline", 211.81, "90.1191", "21.9537"), ("Server", 146.0, "90.1119", "21.9551")],
+)
+def test_azures_405b_bundle_passes_as_itself(
+    fixtures: Path, scenario: str, per_gpu: float, em: str, rouge: str
+) -> None:
+    v = verify_dir(fixtures / AZ405 / "llama3.1-405b" / scenario)
+    assert v.status == "PASS" and v.exit_code == 0, v.reasons
+    assert v.recipe is not None and v.recipe.name == "nd-gb200-v6-405b" and v.gpus == 4
+    assert round(v.per_gpu, 2) == pytest.approx(per_gpu, abs=0.01) and v.deviation_pct == pytest.approx(0, abs=0.01)
+    acc = {c.name: c for c in v.checks if c.name.startswith("accuracy ")}
+    assert acc["accuracy exact_match"].ok and f"{em} ≥ 89.2322" in acc["accuracy exact_match"].detail
+    assert acc["accuracy rougeL"].ok and f"{rouge} ≥ 21.4499" in acc["accuracy rougeL"].detail
+    assert acc["accuracy tokens_per_sample"].ok and "616.212–753.148" in acc["accuracy tokens_per_sample"].detail
+    assert "accuracy rouge1" not in acc and acc["accuracy samples"].detail.startswith("8,313 = 8,313")
+    checks = {c.name: c for c in v.checks}
+    if scenario == "Offline":
+        assert checks["samples per query"].ok and "≥ 8,313" in checks["samples per query"].detail
+    else:
+        assert checks["TTFT p99"].ok and "≤ 6,000 ms" in checks["TTFT p99"].detail
+        assert checks["TPOT p99"].ok and "≤ 175 ms" in checks["TPOT p99"].detail
+
+
+def test_exact_match_below_its_floor_fails(fixtures: Path, tmp_path: Path) -> None:
+    b = copy_bundle(fixtures, AZ405, tmp_path / "b")
+    edit(
+        b / "llama3.1-405b" / "Offline" / "accuracy" / "accuracy.txt",
+        "'exact_match': 90.11914626075446",
+        "'exact_match': 89.2",
+    )
+    res = cli("verify", str(b / "llama3.1-405b" / "Offline"), "--json")
+    doc = json.loads(res.output)
+    assert res.exit_code == 1 and doc["status"] == "FAIL" and doc["recipe"] == "nd-gb200-v6-405b"
+    assert any(r.startswith("accuracy exact_match: 89.2000 < 89.2322") for r in doc["reasons"]), doc["reasons"]
+
+
+def test_another_benchmarks_accuracy_txt_is_one_clear_error(fixtures: Path, tmp_path: Path) -> None:
+    """A 405B folder holding Llama-2-70B's scores, and the reverse: the wrong file, named, exit 2."""
+    b = copy_bundle(fixtures, AZ405, tmp_path / "b405")
+    l2 = copy_bundle(fixtures, GB200, tmp_path / "bl2")
+    mine, theirs = b / "llama3.1-405b/Offline/accuracy/accuracy.txt", l2 / "llama2-70b-99/Offline/accuracy/accuracy.txt"
+    llama2_text, b405_text = theirs.read_text(), mine.read_text()
+    mine.write_text(llama2_text)
+    theirs.write_text(b405_text)
+    err = one_line_error(cli_process("verify", str(b / "llama3.1-405b" / "Offline")))
+    assert str(mine) in err.replace("\n", "") or "accuracy.txt" in err
+    assert "rouge1, rouge2 belong to another benchmark" in err and "exact_match" in err
+    err = one_line_error(cli_process("verify", str(l2 / "llama2-70b-99" / "Offline")))
+    assert "exact_match belong to another benchmark" in err and "rouge1" in err
+
+
+def test_the_405b_recipe_is_listed_with_its_published_figure_and_is_never_the_detected_default() -> None:
+    recipe = get_recipe("nd-gb200-v6-405b")
+    assert (recipe.benchmark, recipe.model.repo_id, recipe.dataset.samples) == (
+        "llama3.1-405b",
+        "meta-llama/Llama-3.1-405B-Instruct",
+        8313,
+    )
+    assert recipe.loadgen.max_tokens == 2000 and recipe.loadgen.performance_sample_count == 8313
+    assert recipe.published.tokens_per_s_per_vm == 847.233 and recipe.published.tokens_per_s_per_gpu == 211.81
+    assert recipe.published_for("Server").tokens_per_s_per_gpu == 146.0  # type: ignore[union-attr]
+    proc = cli_process("recipes", "list", "--json")
+    rows = {r["name"]: r for r in json.loads(proc.stdout)["recipes"]}
+    assert rows["nd-gb200-v6-405b"]["published_tokens_per_s_per_vm"] == 847.233
+    assert rows["nd-gb200-v6-405b"]["benchmark"] == "llama3.1-405b"
+    assert "847.233" in cli_process("recipes", "list", env={"COLUMNS": "250"}).stdout
+    # one VM size, two recipes: detection keeps the Llama-2-70B one; a 405B result finds the 405B one
+    assert by_vm_size("Standard_ND128isr_NDR_GB200_v6").name == "nd-gb200-v6"  # type: ignore[union-attr]
+    assert by_gpu_name("NVIDIA GB200", 4).name == "nd-gb200-v6"  # type: ignore[union-attr]
+    assert by_system_name("ND_GB200_v6").name == "nd-gb200-v6"  # type: ignore[union-attr]
+    assert by_system_name("ND_GB200_v6", "llama3.1-405b").name == "nd-gb200-v6-405b"  # type: ignore[union-attr]
+
+
+def test_a_405b_run_against_the_llama2_recipe_is_not_a_reproduction(fixtures: Path, tmp_path: Path) -> None:
+    b = copy_bundle(fixtures, AZ405, tmp_path / "b")
+    shutil.rmtree(b / "llama3.1-405b" / "Offline" / "accuracy")
+    doc = json.loads(cli("verify", str(b / "llama3.1-405b" / "Offline"), "--recipe", "nd-gb200-v6", "--json").output)
+    assert doc["status"] == "NOT A REPRODUCTION"
+    assert any("llama3.1-405b run" in r and "llama2-70b-99 result" in r for r in doc["reasons"]), doc["reasons"]
