@@ -528,8 +528,8 @@ def benchmark_target(folder: Path) -> str | None:
 def system_json_dirs(folder: Path) -> list[list[Path]]:
     """Where the submission layout keeps a run's system JSON, nearest first, one group per level: the run's own
     folder, its scenario folder (above performance/ or accuracy/), then around the benchmark folder (llama2-70b-*,
-    or any result-folder name of a benchmark file) the system folder, the results root and `<submitter>/systems` beside `results/`. Never an arbitrary ancestor:
-    a JSON five levels up in /tmp describes nothing about this run."""
+    or any result-folder name of a benchmark file) the system folder, the results root and `<submitter>/systems`
+    beside `results/`. Never an arbitrary ancestor: a JSON five levels up in /tmp describes nothing about this run."""
     folder = Path(folder).absolute()
     groups: list[list[Path]] = [[folder, folder / "systems"]]
     up = folder.parent
