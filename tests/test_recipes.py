@@ -26,7 +26,16 @@ runner = CliRunner()
 
 def test_every_shipped_recipe_validates() -> None:
     names = {r.name for r in all_recipes()}
-    assert names == {"demo", "dgx-h100", "nc-h100-v5", "nd-gb200-v6", "nd-gb300-v6", "nd-h100-v5", "nd-h200-v5"}
+    assert names == {
+        "demo",
+        "dgx-h100",
+        "nc-h100-v5",
+        "nd-gb200-v6",
+        "nd-gb200-v6-405b",
+        "nd-gb300-v6",
+        "nd-h100-v5",
+        "nd-h200-v5",
+    }
     assert runner.invoke(app, ["recipes", "validate"]).exit_code == 0
 
 

@@ -116,7 +116,10 @@ class Generation(_Strict):
 class Metric(_Strict):
     name: str = Field(min_length=1, description="Its key in accuracy.txt (the evaluation script's output)")
     kind: MetricKind
-    reference: float = Field(gt=0, description="The reference implementation's score (the target's 100%)")
+    reference: float | None = Field(
+        default=None, gt=0, description="The reference implementation's score (the target's 100%); null: reported only"
+    )
+    digits: int | None = Field(default=None, ge=0, description="The evaluation rounds the mean to this; null: not")
     by_round: dict[str, float] = Field(
         default_factory=dict, description="round -> reference, for rounds where the checker used another one"
     )
@@ -127,7 +130,10 @@ class Metric(_Strict):
     how: str = Field(min_length=1, description="How MLCommons' evaluation computes it, in words")
 
     def reference_in(self, mlperf_round: str | None = None) -> float:
-        return self.by_round.get(mlperf_round or "", self.reference)
+        ref = self.by_round.get(mlperf_round or "", self.reference)
+        if ref is None:
+            raise ValueError(f"metric {self.name} is reported only: it has no reference")
+        return ref
 
 
 class TokensPerSample(_Strict):
@@ -156,9 +162,13 @@ class Accuracy(_Strict):
     def floor(self, metric: Metric, mlperf_round: str | None = None) -> float:
         return metric.reference_in(mlperf_round) * self.factor
 
+    def targets(self) -> list[Metric]:
+        """The metrics the checker holds to a floor (the others are printed by the evaluation, not judged)."""
+        return [m for m in self.metrics if m.reference is not None]
+
     def keys(self) -> tuple[str, ...]:
-        """Every score key an accuracy.txt of this benchmark carries."""
-        return (*(m.name for m in self.metrics), "tokens_per_sample")
+        """Every judged score key an accuracy.txt of this benchmark carries."""
+        return (*(m.name for m in self.targets()), "tokens_per_sample")
 
 
 class ScenarioRules(_Strict):

@@ -238,6 +238,12 @@ class Recipe(_Strict):
             raise ValueError(f"backend {self.backend} needs a trtllm section")
         if self.backend.startswith("trtllm") and self.loadgen.server is None:
             raise ValueError("a trtllm recipe needs loadgen.server (its Server target_qps and the source)")
+        ceiling = self.bench.generation.max_new_tokens
+        if self.loadgen.max_tokens > ceiling:
+            raise ValueError(
+                f"loadgen.max_tokens {self.loadgen.max_tokens} is over benchmark {self.benchmark}'s max_new_tokens "
+                f"{ceiling}"
+            )
         if self.precision in ("nvfp4", "fp4") and not self.blackwell:
             raise ValueError(
                 f"precision {self.precision} needs a Blackwell GPU (sm_100 or newer), not {self.system.gpu_arch}"

@@ -1,4 +1,6 @@
-"""Score an MLPerf Llama-2-70B accuracy log the way `language/llama2-70b/evaluate-accuracy.py` does.
+"""Score an MLPerf accuracy log the way the benchmark's own evaluation does: `language/llama2-70b/evaluate-accuracy.py`
+(ROUGE over every sample) and `language/llama3.1-405b/evaluate-accuracy.py` (ROUGE-L or an exact match per sample, by
+the dataset's metric column); the metric kinds are the benchmark file's (repro/data/benchmarks/).
 
 The reference decodes each first-seen `qsl_idx`'s int32 token ids, splits text into sentences with
 NLTK's English Punkt model, scores with `evaluate`'s rouge (rouge_score, use_stemmer=True, one score per
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from collections.abc import Iterator, Sequence
 from functools import lru_cache
 from pathlib import Path
@@ -305,11 +308,122 @@ def score_texts(predictions: list[str], references: list[str], *, workers: int |
     return result
 
 
-def evaluate_accuracy_log(accuracy_json: Path, references: list[str], tokenizer, *, workers: int | None = None) -> dict:
+# ---------------------------------------------------------------- a benchmark's metric kinds
+
+_UUID = re.compile(r"[\w]{8}-[\w]{4}-[\w]{4}-[\w]{4}-[\w]{12}")
+_ANSWER = "Answer: "
+
+
+def niah_em(reference: str, prediction: str) -> float:
+    """RULER's needle score as MLCommons' llama3.1-405b evaluation computes it: the UUIDs the answer names, taken in
+    order beside the reference's UUIDs; each such pair scores the share of the reference UUID's characters that
+    occur (case-insensitively) in the answered UUID; the sum over pairs divided by the number of answered UUIDs,
+    x 100, rounded to 2 decimals. An answer naming no UUID scores 0."""
+    answered = _UUID.findall(prediction)
+    if not answered:
+        return 0.0
+    total = 0.0
+    for got, want in zip(answered, _UUID.findall(reference), strict=False):  # pairs stop at the shorter list
+        chars = set(got.lower())
+        total += sum(1 for ch in want.lower() if ch in chars) / len(want)
+    return round(total / len(answered) * 100, 2)
+
+
+def qa_em(reference: str, prediction: str) -> float:
+    """Question-answer match: the text after the answer's last 'Answer: ' (the whole answer without one) scores
+    100 when the reference contains it as written, or when, with all whitespace removed and lower-cased, it
+    contains one of the reference's '|'-separated alternatives treated the same way; else 0."""
+    cut = prediction.rfind(_ANSWER)
+    answer = prediction[cut + len(_ANSWER) :] if cut >= 0 else prediction
+    if answer in reference:
+        return 100.0
+    squeezed = re.sub(r"\s+", "", answer).lower()
+    return 100.0 if any(re.sub(r"\s+", "", alt).lower() in squeezed for alt in reference.split("|")) else 0.0
+
+
+MATCH_SCORERS = {"niah_em": niah_em, "qa_em": qa_em}
+"""Per-sample exact-match scorers by the name a dataset's `metric` column gives (benchmarks.SampleScorer)."""
+
+
+def score_benchmark(
+    predictions: list[str],
+    references: list[str],
+    bench: Benchmark,
+    sample_metrics: Sequence[str] | None = None,
+    *,
+    workers: int | None = None,
+) -> dict[str, Any]:
+    """Each of the benchmark's metrics over its samples, as its evaluation prints them, plus gen_len.
+
+    Both sides are post-processed (strip, one sentence per line) first. A metric with `scorers` covers the samples
+    whose dataset `metric` column names one of them (llama3.1-405b: rougeL over 'rouge' samples, exact_match over
+    'niah_em' and 'qa_em' ones); without, every sample. ROUGE kinds are rouge_score's F-measure x 100; a metric
+    with `digits` is the mean F-measure x 100 rounded (llama2-70b), else the unrounded mean of per-sample x 100
+    values (llama3.1-405b). A metric no sample is scored by is left out, as a pandas mean over no rows is."""
+    if not predictions:
+        raise InputError("the accuracy log holds no samples.", _NEXT)
+    if len(predictions) != len(references):
+        raise ValueError("predictions and references differ in length")
+    needs_kind = any(m.scorers for m in bench.accuracy.metrics)
+    if needs_kind and (sample_metrics is None or len(sample_metrics) != len(predictions)):
+        raise InputError(
+            f"the {bench.name} evaluation needs each sample's metric (the dataset's 'metric' column), and the "
+            "prepared dataset has none.",
+            "`repro setup --force` to prepare the dataset again",
+        )
+    workers = default_workers() if workers is None else workers
+    _punkt()
+    texts = _postprocess_all(list(predictions) + list(references), workers)
+    preds, refs = texts[: len(predictions)], texts[len(predictions) :]
+    rouge: list[tuple[float, float, float, float]] | None = None
+    result: dict[str, Any] = {}
+    for metric in bench.accuracy.metrics:
+        picked = [
+            i
+            for i in range(len(preds))
+            if not metric.scorers or (sample_metrics and sample_metrics[i] in metric.scorers)
+        ]
+        if not picked:
+            continue
+        if metric.kind in ROUGE_KEYS:
+            rouge = rouge if rouge is not None else score_pairs(refs, preds)
+            column = ROUGE_KEYS.index(metric.kind)
+            values = [rouge[i][column] for i in picked]
+            if metric.digits is not None:
+                result[metric.name] = round(float(np.mean(values)) * 100, metric.digits)
+            else:
+                result[metric.name] = float(np.mean([v * 100 for v in values]))
+            continue
+        if not metric.scorers or sample_metrics is None:
+            raise ValueError(f"{bench.name}: metric {metric.name} ({metric.kind}) names no per-sample scorer")
+        scores = []
+        for i in picked:
+            scorer = MATCH_SCORERS.get(sample_metrics[i])
+            if scorer is None:
+                raise ValueError(
+                    f"{bench.name}: sample {i} is scored by {sample_metrics[i]!r}, not an exact-match kind"
+                )
+            scores.append(scorer(refs[i], preds[i]))
+        mean = float(np.mean(scores))
+        result[metric.name] = round(mean, metric.digits) if metric.digits is not None else mean
+    result["gen_len"] = int(sum(len(p) for p in preds))
+    return result
+
+
+def evaluate_accuracy_log(
+    accuracy_json: Path,
+    references: list[str],
+    tokenizer,
+    *,
+    workers: int | None = None,
+    bench: Benchmark | None = None,
+    sample_metrics: Sequence[str] | None = None,
+) -> dict:
     """Scores of one accuracy log, keyed and rounded exactly as MLPerf's accuracy.txt dict line.
 
     `references` are the dataset's reference outputs indexed by qsl_idx; `tokenizer` is a loaded
-    Hugging Face tokenizer or the path of a tokenizer folder.
+    Hugging Face tokenizer or the path of a tokenizer folder. With `bench`, its metrics (score_benchmark; the
+    per-sample `sample_metrics` indexed by qsl_idx where it scores by kind); without, every ROUGE kind.
     """
     samples = read_accuracy_log(Path(accuracy_json), len(references))
     if not samples:
@@ -319,7 +433,12 @@ def evaluate_accuracy_log(accuracy_json: Path, references: list[str], tokenizer,
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     decoded = tokenizer.batch_decode([ids.tolist() for _, ids in samples], skip_special_tokens=True)
     gen_tok_len = int(sum(len(ids) for _, ids in samples))
-    scores = score_texts(decoded, [references[i] for i, _ in samples], workers=workers)
+    refs = [references[i] for i, _ in samples]
+    if bench is None:
+        scores = score_texts(decoded, refs, workers=workers)
+    else:
+        kinds = [sample_metrics[i] for i, _ in samples] if sample_metrics is not None else None
+        scores = score_benchmark(decoded, refs, bench, kinds, workers=workers)
     gen_num = len(samples)
     return {
         **scores,
@@ -336,7 +455,7 @@ def check_targets(scores: dict, bench: Benchmark) -> list[str]:
     """Each score outside the benchmark's accuracy target, as one sentence; empty when all targets are met."""
     acc = bench.accuracy
     failures = []
-    for metric in acc.metrics:
+    for metric in acc.targets():
         want, got = acc.floor(metric), scores.get(metric.name)
         if got is None:
             failures.append(f"{metric.name} missing from the scores (target >= {want:g}).")
@@ -350,8 +469,12 @@ def check_targets(scores: dict, bench: Benchmark) -> list[str]:
     return failures
 
 
+_TOTALS = ("gen_len", "gen_num", "gen_tok_len", "tokens_per_sample")
+
+
 def format_accuracy_txt(scores: dict, log_sha256: str) -> str:
-    keys = (*ROUGE_KEYS, "gen_len", "gen_num", "gen_tok_len", "tokens_per_sample")
+    """The scores in their own order (the benchmark's metrics), then the totals, as evaluate-accuracy.py prints."""
+    keys = (*(k for k in scores if k not in _TOTALS), *_TOTALS)
     body = ", ".join(f"{k!r}: {_plain(scores[k])!r}" for k in keys)
     return f"\nResults\n\n{{{body}}}\n\nhash={log_sha256}\n"
 
@@ -366,8 +489,8 @@ def write_accuracy_txt(run_dir: Path, scores: dict) -> Path:
     log = run_dir / ACCURACY_JSON
     if not log.is_file():
         raise InputError(f"{log}: accuracy log not found.", _NEXT)
-    missing = [k for k in (*ROUGE_KEYS, "gen_len", "gen_num", "gen_tok_len", "tokens_per_sample") if k not in scores]
-    if missing:
+    missing = [k for k in _TOTALS if k not in scores]
+    if missing or len(scores) == len(_TOTALS):
         raise ValueError(f"scores lack {', '.join(missing)}")
     out = run_dir / ACCURACY_TXT
     atomic_write_text(out, format_accuracy_txt(scores, sha256_file(log)))

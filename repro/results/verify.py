@@ -517,7 +517,7 @@ def _accuracy(
     named = source if bench.name in source else f"{bench.name}, {source}"
     where = f"{spec.level}% target, {named}" + ("; open division: for information" if is_open else "")
     checks = []
-    for metric in spec.metrics:
+    for metric in spec.targets():
         key, floor = metric.name, spec.floor(metric)
         if key not in acc:
             checks.append(Check(f"accuracy {key}", False, f"missing from {run.accuracy_path}", fails=True))
@@ -595,17 +595,17 @@ def _foreign_keys(acc: dict[str, float], bench: Benchmark) -> list[str]:
     are missing (a Llama-2 file next to a 405B run, or the reverse): the wrong file, never a score to judge."""
     from repro.core.benchmarks import all_benchmarks
 
-    mine = {m.name for m in bench.accuracy.metrics}
+    mine = {m.name for m in bench.accuracy.targets()}
     if mine <= set(acc):
         return []
-    known = {m.name for b in all_benchmarks() for m in b.accuracy.metrics}
+    known = {m.name for b in all_benchmarks() for m in b.accuracy.targets()}
     return sorted(k for k in acc if k in known and k not in mine)
 
 
 def _own_accuracy(acc: dict[str, float], bench: Benchmark, own: PublishedResult | None) -> list[Check]:
     """An open result against its own published accuracy: each metric at least the benchmark's fraction of it,
     tokens per sample within the benchmark's band of it. Without a published record there is nothing to judge by."""
-    published_scores = {m.name: own.metrics.get(m.name) for m in bench.accuracy.metrics} if own else {}
+    published_scores = {m.name: own.metrics.get(m.name) for m in bench.accuracy.targets()} if own else {}
     if own is None or all(v is None for v in published_scores.values()):
         return [Check("accuracy (open)", False, "open division: no published accuracy to judge this run by", True)]
     fraction, target = bench.accuracy.factor, bench.accuracy.level

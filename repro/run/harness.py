@@ -592,7 +592,13 @@ def _write_accuracy(run: ActiveRun, dataset: PreparedDataset) -> dict[str, Any] 
         ]
         run.record.write(run.log_dir)
         return None
-    scores = acc.evaluate_accuracy_log(run.log_dir / "mlperf_log_accuracy.json", dataset.outputs, tokenizer_dir)
+    scores = acc.evaluate_accuracy_log(
+        run.log_dir / "mlperf_log_accuracy.json",
+        dataset.outputs,
+        tokenizer_dir,
+        bench=run.plan.recipe.bench,
+        sample_metrics=dataset.metrics,
+    )
     acc.write_accuracy_txt(run.log_dir, scores)
     return dict(scores)
 

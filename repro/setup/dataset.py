@@ -39,6 +39,8 @@ class PreparedDataset:
     output_lens: np.ndarray
     outputs: list[str]
     manifest: dict[str, Any] = field(default_factory=dict)
+    metrics: list[str] | None = None
+    """Each sample's scorer, where the benchmark scores by kind (llama3.1-405b's 'metric' column)."""
 
     def __post_init__(self) -> None:
         self.offsets = np.concatenate([[0], np.cumsum(self.input_lens, dtype=np.int64)])
@@ -74,13 +76,18 @@ def save_prepared(
     source: str = "",
     source_sha256: str | None = None,
     extra: dict[str, Any] | None = None,
+    metrics: Sequence[str] | None = None,
 ) -> dict[str, Any]:
     """Write a prepared dataset; every file goes through a temp file + rename and the manifest is written last."""
     if len(prompts) == 0:
         raise InputError(
             f"{source or name}: the dataset has zero samples.", "check the dataset file, then `repro setup --force`"
         )
-    if len(output_lens) != len(prompts) or (outputs is not None and len(outputs) != len(prompts)):
+    if (
+        len(output_lens) != len(prompts)
+        or (outputs is not None and len(outputs) != len(prompts))
+        or (metrics is not None and len(metrics) != len(prompts))
+    ):
         raise InputError(
             f"{source or name}: prompts, output lengths and outputs differ in count.", "`repro setup --force`"
         )
@@ -96,7 +103,8 @@ def save_prepared(
     atomic_write_bytes(folder / "input_ids.npy", _npy_bytes(flat))
     atomic_write_bytes(folder / "input_lens.npy", _npy_bytes(lens))
     atomic_write_bytes(folder / "output_lens.npy", _npy_bytes(np.asarray(output_lens, dtype=np.int32)))
-    atomic_write_text(folder / "outputs.jsonl", "".join(json.dumps({"output": t}) + "\n" for t in texts))
+    rows = [{"output": t} if metrics is None else {"output": t, "metric": str(metrics[i])} for i, t in enumerate(texts)]
+    atomic_write_text(folder / "outputs.jsonl", "".join(json.dumps(r) + "\n" for r in rows))
     files = {f: sha256_file(folder / f) for f in FILES}
     manifest = {
         "format": FORMAT,
@@ -184,11 +192,13 @@ def load_prepared(folder: Path, *, verify: bool = True, expected_sha256: str | N
                 )
     ids, lens, olens = (_load_npy(folder / f) for f in FILES[:3])
     try:
-        outputs = [
-            json.loads(line)["output"]
+        rows = [
+            json.loads(line)
             for line in _read_bounded(folder / "outputs.jsonl", _MAX_OUTPUTS, "outputs file").split("\n")
             if line.strip()
         ]
+        outputs = [str(r["output"]) for r in rows]
+        metrics = [str(r["metric"]) for r in rows] if rows and all("metric" in r for r in rows) else None
     except FileNotFoundError:
         raise InputError(
             f"{folder / 'outputs.jsonl'}: the prepared dataset file is missing.", "`repro setup --force`"
@@ -202,7 +212,7 @@ def load_prepared(folder: Path, *, verify: bool = True, expected_sha256: str | N
         raise InputError(
             f"{folder}: the prepared files disagree on the number of samples or tokens.", "`repro setup --force`"
         )
-    return PreparedDataset(folder, str(manifest.get("name", folder.name)), ids, lens, olens, outputs, manifest)
+    return PreparedDataset(folder, str(manifest.get("name", folder.name)), ids, lens, olens, outputs, manifest, metrics)
 
 
 def _first(row: dict[str, Any], *names: str) -> Any:
@@ -214,7 +224,8 @@ def _first(row: dict[str, Any], *names: str) -> Any:
 
 def records_from_frame(df: Any, source: Path) -> tuple[list[list[int]], list[int], list[str]]:
     """(prompts, reference output lengths, reference texts) from MLPerf's OpenOrca frame (already safely loaded,
-    see repro/setup/safe_pickle.py). Columns used: tok_input, tok_input_length, output."""
+    see repro/setup/safe_pickle.py). Columns used: tok_input, tok_input_length (llama3.1-405b: tok_input_len),
+    output (llama3.1-405b: gt_output)."""
     path = Path(source)
     if not hasattr(df, "columns") or "tok_input" not in df.columns:
         raise InputError(
@@ -228,14 +239,15 @@ def records_from_frame(df: Any, source: Path) -> tuple[list[list[int]], list[int
         rows = df.to_dict("records")
         for row in rows:
             toks = [int(t) for t in row["tok_input"]]
-            if row.get("tok_input_length") is not None and int(row["tok_input_length"]) != len(toks):
+            stated = _first(row, "tok_input_length", "tok_input_len")
+            if stated is not None and int(stated) != len(toks):
                 raise InputError(
-                    f"{path}: tok_input_length disagrees with tok_input for sample {len(prompts)}.",
+                    f"{path}: the stated input length disagrees with tok_input for sample {len(prompts)}.",
                     "`repro setup --force`",
                 )
             out = _first(row, "tok_ref_output", "tok_output")
             olen = _first(row, "tok_ref_output_length", "tok_output_length")
-            text = str(_first(row, "output", "response") or "")
+            text = str(_first(row, "output", "gt_output", "response") or "")
             if olen is None:
                 olen = len(out) if out is not None else max(1, round(len(text.split()) * 1.3))
             prompts.append(toks)
@@ -271,3 +283,11 @@ def llama2_prompt(system_prompt: str, question: str) -> str:
     if system_prompt:
         return f"<s>[INST] <<SYS>>\n{system_prompt}\n<</SYS>>\n\n{question} [/INST]"
     return f"<s>[INST] {question} [/INST]"
+
+
+def metrics_from_frame(df: Any) -> list[str] | None:
+    """Each sample's scorer from the dataset's `metric` column (llama3.1-405b: rouge, niah_em, qa_em); None when the
+    dataset has none (llama2-70b scores every sample the same way)."""
+    if not hasattr(df, "columns") or "metric" not in df.columns:
+        return None
+    return [str(m) for m in df["metric"].tolist()]

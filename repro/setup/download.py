@@ -390,7 +390,7 @@ def _prepare(recipe: Recipe, ws: Workspace, files: Pinned) -> list[Artifact]:
 
     Every pickle read here is pinned and goes through the restricted unpickler; without a pinned calibration
     file the calibration rows are drawn from the sampled set as processorca.py draws them."""
-    from repro.setup.dataset import FILES, load_prepared, records_from_frame, save_prepared
+    from repro.setup.dataset import FILES, load_prepared, metrics_from_frame, records_from_frame, save_prepared
     from repro.setup.preprocess import calibration_frame
     from repro.setup.safe_pickle import load_dataframe
 
@@ -414,7 +414,16 @@ def _prepare(recipe: Recipe, ws: Workspace, files: Pinned) -> list[Artifact]:
                 f"{sampled}: {len(prompts)} samples, the recipe expects {recipe.dataset.samples}.",
                 "delete the file, then `repro setup`",
             )
-        save_prepared(folder, recipe.dataset.name, prompts, olens, texts, source=str(sampled), source_sha256=src_sha)
+        save_prepared(
+            folder,
+            recipe.dataset.name,
+            prompts,
+            olens,
+            texts,
+            source=str(sampled),
+            source_sha256=src_sha,
+            metrics=metrics_from_frame(sampled_frame()),
+        )
     arts = [Artifact.of(folder / f, source=str(sampled)) for f in (*FILES, "manifest.json")]
     if "calibration" in files:
         calibration, calib_sha = files["calibration"]
