@@ -63,7 +63,7 @@ def detail_values(text: str) -> dict[str, Any]:
 def accuracy_scores(text: str) -> dict[str, float]:
     for line in text.splitlines():
         line = line.strip()
-        if line.startswith("{") and "rouge1" in line:
+        if line.startswith("{") and ("tokens_per_sample" in line or "rouge" in line or "exact_match" in line):
             cleaned = re.sub(r"\b(?:np|numpy)\.\w+\(\s*([^()]*?)\s*\)", r"\1", line)
             parsed = ast.literal_eval(cleaned)
             return {str(k): float(v) for k, v in parsed.items() if isinstance(v, (int, float, str))}

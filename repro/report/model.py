@@ -581,10 +581,11 @@ def _ms_cell(v: Any) -> str:
 
 
 def _comparisons(recipe: Recipe, per_gpu: float) -> list[Comparison]:
+    """Every recipe's published figure of the same model (a Llama-2-70B run is never set beside a 405B figure)."""
     out = []
     for r in all_recipes():
         band = r.published.band()
-        if r.demo or band is None:
+        if r.demo or band is None or r.bench.mlperf_model != recipe.bench.mlperf_model:
             continue
         centre = float(r.published.tokens_per_s_per_gpu)
         out.append(
