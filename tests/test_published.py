@@ -211,7 +211,7 @@ def test_every_published_bundle_verifies_against_itself(fixtures: Path) -> None:
     system but not its record, and Azure's per-VM GB300 logs (published outside MLCommons) are not in the index.
     """
     runs = _perf_runs(fixtures)
-    assert len(runs) == 27  # 4 of them Llama-3.1-405B
+    assert len(runs) == 29  # 6 of them Llama-3.1-405B (Azure ND GB200 v6: Offline and Server)
     seen = 0
     for run in runs:
         published = run.folder.parent.name == "performance" and run.folder.name.startswith("run_")
@@ -231,7 +231,7 @@ def test_every_published_bundle_verifies_against_itself(fixtures: Path) -> None:
             names = {c.name for c in v.checks}
             assert {"LoadGen validity", "min duration"} <= names and any(n.startswith("accuracy") for n in names)
         seen += 1
-    assert seen == 22
+    assert seen == 24
 
 
 def test_unofficial_and_ranging_logs(fixtures: Path) -> None:
