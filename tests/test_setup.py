@@ -403,3 +403,31 @@ def test_unpinned_calibration_is_derived_from_the_sampled_set_not_fetched(hub, a
     assert pd.read_parquet(parquet / "data.parquet")["text"].tolist() == list(published["input"])
     checks = json.loads(res.stdout)["details"]["checks"]
     assert any("never downloaded or unpickled" in c for c in checks)
+
+
+def test_a_second_setup_in_the_same_workspace_is_refused_naming_the_first(hub, _isolated_home):
+    """Issue #36 item 8: two `repro setup` at once used to write the same files, both fail and blame the hub. The
+    second is refused at once, naming the first (its pid); the first finishes undisturbed."""
+    hub.faults.slow[SHARD] = 0.005
+    env = {**os.environ, "REPRO_HOME": str(_isolated_home)}
+    first = subprocess.Popen(
+        [sys.executable, "-c", "from repro.cli import main; main()", "setup", "--recipe", str(hub.recipe)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    part = Path(f"{model_path(_isolated_home, SHARD)}.incomplete")
+    deadline = time.monotonic() + 60
+    while not part.exists() and time.monotonic() < deadline and first.poll() is None:
+        time.sleep(0.05)
+    assert first.poll() is None, first.communicate()
+    second = cli("setup", "--recipe", str(hub.recipe))
+    hub.faults.slow.clear()
+    _, err = first.communicate(timeout=120)
+    assert first.returncode == 0, err
+    assert second.exit_code == 2, second.output
+    assert f"pid {first.pid}" in second.stderr and "already working in" in second.stderr
+    assert "hub" not in second.stderr.lower() and "repro status" in second.stderr
+    assert model_path(_isolated_home, SHARD).read_bytes() == hub.model.files[SHARD]
+    assert ledger(_isolated_home).get("setup").status == "done"

@@ -25,6 +25,7 @@ from repro.core.fsutil import atomic_write_bytes, sha256_file
 from repro.core.ledger import Artifact, Ledger
 from repro.core.recipes import Recipe
 from repro.core.secrets import redact_url
+from repro.core.steplock import step_lock
 from repro.core.steps import StepOutcome, StepStatus
 from repro.core.workspace import Workspace
 from repro.setup import hub
@@ -552,6 +553,20 @@ def run_setup(
     if ask and confirm is not None and not confirm(f"Download {plan.download_bytes / 1e9:,.1f} GB into {ws.root}?"):
         return StepOutcome(step=STEP, status="skipped", summary="cancelled before downloading", details={})
     ws.ensure()
+    with step_lock(ws.root, STEP, "`repro setup`"):
+        return _fetch_all(recipe, ws, plan, token, source, force, progress)
+
+
+def _fetch_all(
+    recipe: Recipe,
+    ws: Workspace,
+    plan: SetupPlan,
+    token: str | None,
+    source: DatasetSource,
+    force: bool,
+    progress: Callable[[], ContextManager[Any]] | None,
+) -> StepOutcome:
+    """Everything setup writes, under the workspace's setup lock: model, dataset, prepared arrays, ledger."""
     ledger = Ledger.load(ws.ledger_path)
     h = inputs_hash(recipe, source)
     was_done = (rec := ledger.get(STEP)) is not None and rec.status == "done" and rec.inputs_hash == h and not force

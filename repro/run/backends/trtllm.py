@@ -61,6 +61,8 @@ FORM_TITLES = {
 }
 PROBE_IDS = (1, 2, 3)
 PROBE_TEXT = "Hello"
+CUT_SLACK_TOKENS = 16  # ids past max_tokens that a text prefix must hold, so the cut cannot change the first ones
+MAX_PIECE_CHARS = 64  # the longest vocabulary piece believed, when sizing a prefix (Llama-2's is 16)
 
 
 def endpoints_for(recipe: Any) -> list[str]:
@@ -383,8 +385,34 @@ class TrtllmBackend(Backend):
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
 
-    def _encode(self, text: str) -> list[int]:
-        return [int(t) for t in self.tokenizer.encode(text, add_special_tokens=False)]
+    def _encode(self, text: str, limit: int | None = None) -> list[int]:
+        """The ids of `text`; with `limit`, of a prefix long enough to hold `limit` ids and some slack, so an 8 MB
+        answer is never tokenized whole when only max_tokens ids are logged (it cost 1.4 GB). The prefix starts
+        at (limit + slack) times the longest vocabulary piece in characters and doubles until it holds enough
+        ids or is the whole text; tokenization only merges locally, so ids well before the cut are the full
+        text's ids."""
+        if limit is None or limit <= 0:
+            return [int(t) for t in self.tokenizer.encode(text, add_special_tokens=False)]
+        want = limit + CUT_SLACK_TOKENS
+        span = want * self._piece_chars()
+        while True:
+            cut = text[:span]
+            ids = self.tokenizer.encode(cut, add_special_tokens=False)
+            if len(cut) == len(text) or len(ids) >= want:
+                return [int(t) for t in (ids if len(cut) == len(text) else ids[:want])]
+            span *= 2
+
+    def _piece_chars(self) -> int:
+        """The longest vocabulary piece, in characters: no token covers more text (a byte-level or byte-fallback
+        piece stands for at most one character per piece character)."""
+        if getattr(self, "_piece_chars_cached", None) is None:
+            try:
+                vocab = self.tokenizer.get_vocab()
+                longest = max((len(str(p)) for p in vocab), default=MAX_PIECE_CHARS)
+            except (AttributeError, TypeError, ValueError):
+                longest = MAX_PIECE_CHARS
+            self._piece_chars_cached = max(1, min(longest, MAX_PIECE_CHARS))
+        return int(self._piece_chars_cached)
 
     def output_ids(
         self, ids: list[int] | None, text: str, count: int | None, max_tokens: int | None = None
@@ -399,7 +427,7 @@ class TrtllmBackend(Backend):
             st.ids_from_server += 1
             st.counted_from_ids += 1
         elif self.tokenizer is not None:
-            ids = self._encode(text)
+            ids = self._encode(text, max_tokens)  # at most max_tokens + slack: past that is clipped anyway
             st.ids_from_tokenizer += 1
             st.counted_from_text += 1
         else:
@@ -435,7 +463,7 @@ class TrtllmBackend(Backend):
         if new_ids:
             return int(new_ids[0])
         if self.tokenizer is not None and text.strip():
-            head = self._encode(text)
+            head = self._encode(text, 1)
             return head[0] if head else None
         return None
 
@@ -451,6 +479,8 @@ class TrtllmBackend(Backend):
                     ids: list[int] = []
                     text, count, first = "", None, None
                     keep = r.max_tokens + 1 if r.max_tokens and r.max_tokens > 0 else None
+                    # text past what max_tokens ids can cover is never tokenized: it is not kept either
+                    text_cap = (keep or 1 << 20) * self._piece_chars() * 2 if self.tokenizer is not None else 1 << 24
                     async for event in self.client.sse(ep, path, body):
                         choices = event.get("choices") or []
                         if (given := usage_count(event.get("usage"))) is not None:
@@ -461,7 +491,7 @@ class TrtllmBackend(Backend):
                         if new_ids:
                             ids.extend(new_ids)
                         piece = text_of(choices[0])
-                        if keep is None or len(ids) < keep:
+                        if (keep is None or len(ids) < keep) and len(text) < text_cap:
                             text += piece
                         if first is None and (new_ids or text):
                             first = self._first_token(r, new_ids, text)
