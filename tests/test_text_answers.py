@@ -33,16 +33,15 @@ WORDS = [
 @pytest.fixture(scope="module")
 def tokenizers(tmp_path_factory) -> dict:
     from repro.rehearse.setup_step import write_tokenizer
+    from repro.run.tokens import load_tokenizer
     from repro.setup.dataset import read_builtin_sample
     from repro.setup.demo import build_tokenizer
 
     root = tmp_path_factory.mktemp("tok")
-    return {
-        "byte-level BPE": build_tokenizer(read_builtin_sample(), root / "bpe"),
-        "word-level": __import__("transformers").AutoTokenizer.from_pretrained(
-            str(write_tokenizer(root / "word", 300))
-        ),
-    }
+    build_tokenizer(read_builtin_sample(), root / "bpe")
+    write_tokenizer(root / "word", 300)
+    # loaded as `repro run --endpoint` loads the model's tokenizer (repro/run/tokens.py)
+    return {"byte-level BPE": load_tokenizer([root / "bpe"]), "word-level": load_tokenizer([root / "word"])}
 
 
 def _texts() -> dict[str, str]:
@@ -76,7 +75,9 @@ def status(key):
 from repro.setup.demo import build_tokenizer
 from repro.setup.dataset import read_builtin_sample
 from repro.run.backends.trtllm import TrtllmBackend
-tok = build_tokenizer(read_builtin_sample(), Path(sys.argv[1]))
+from repro.run.tokens import load_tokenizer
+build_tokenizer(read_builtin_sample(), Path(sys.argv[1]))
+tok = load_tokenizer([Path(sys.argv[1])])
 backend = TrtllmBackend(["http://127.0.0.1:9"], tokenizer=tok)
 words = "the model answers the question because seven green lights ".split()
 text = " ".join(words[i % len(words)] for i in range(1_500_000))[: 8 << 20]
