@@ -69,7 +69,6 @@ def test_json_carries_the_identity(fixtures: Path) -> None:
         ("llama2-70b-interactive-99", "llama2-70b-99"),
         ("v5.1_NVIDIA_B200_llama2-70b-99_Interactive", "llama2-70b-99"),
         ("llama3.1-405b", "llama3.1-405b"),
-        ("llama3_1-405b", "llama3.1-405b"),
         ("ND_GB200_v6", None),
     ],
 )

@@ -103,6 +103,7 @@ def test_run_repeat_runs_each_in_its_own_process_and_verifies_them_together(
     write_prepared(ws.preprocessed / get_recipe("nd-h100-v5").dataset.name, 64, name="mlperf-openorca", seed=3)
     args = ("run", "offline", "--recipe", "nd-h100-v5", "--backend", "sim", "--samples", "64", "--sim-rate", "20000")
     proc = cli_process(*args, "--repeat", "3", "--json", env={"REPRO_HOME": str(home)}, timeout=300)
+    assert proc.stdout.strip().startswith("{"), (proc.returncode, proc.stdout[-2000:], proc.stderr[-2000:])
     doc = json.loads(proc.stdout)
     folders = {v["folder"] for v in doc["verdicts"]}
     assert doc["runs"] == 3 and len(folders) == 3 and all(Path(f).is_dir() for f in folders)
@@ -112,7 +113,8 @@ def test_run_repeat_runs_each_in_its_own_process_and_verifies_them_together(
     assert not any("Multiple conf files" in " ".join(v["reasons"]) for v in doc["verdicts"])
     # the report of the three shows their spread; aggregate never sums them as VMs of a rack
     report = cli_process("report", *sorted(folders), env={"REPRO_HOME": str(home)})
-    assert report.returncode in (0, 1) and "repeated runs of one configuration: 3 runs" in report.stdout
+    assert report.returncode in (0, 1), (report.stdout[-2000:], report.stderr[-2000:])
+    assert "repeated runs of one configuration: 3 runs" in report.stdout, report.stdout[-3000:]
     rack = json.loads(cli_process("aggregate", *sorted(folders), "--json", env={"REPRO_HOME": str(home)}).stdout)
     assert rack["stats"]["vms"] == 1 and sum(1 for vm in rack["vms"] if vm["excluded"]) == 2
     bad = cli_process(*args, "--repeat", "2", "--accuracy", env={"REPRO_HOME": str(home)})

@@ -8,7 +8,6 @@ re-derive the accelerator, the count, the submission path and the index match in
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,24 +18,14 @@ from repro.core.published import PublishedIndex
 from repro.core.recipes import Recipe
 from repro.results.hardware import GpuCount, Identity, count_accelerators, run_accelerator
 from repro.results.index_match import IndexMatch, match_run, path_identity
-from repro.results.logs import LoadGenRun
-
-# MLPerf benchmark names as submission folders spell them (`llama3_1-405b` is Cisco's `llama3.1-405b`).
-_BENCHMARK_IN_NAME = re.compile(
-    r"(?<![A-Za-z0-9])(llama2-70b(?:-interactive)?-99(?:\.9)?(?![\d.])|llama3[._]1-(?:405b|8b)(?:-interactive)?"
-    r"|deepseek-r1(?:-interactive)?|mixtral-8x7b)",
-    re.I,
-)
+from repro.results.logs import LoadGenRun, benchmark_of_path
 
 
 def benchmark_of(folder: Path) -> tuple[str | None, str | None]:
-    """(MLPerf benchmark, where it came from) from the nearest folder that names one; Interactive is a scenario of
-    its benchmark (`llama2-70b-interactive-99` is llama2-70b-99)."""
-    for part in reversed(Path(folder).absolute().parts):
-        if m := _BENCHMARK_IN_NAME.search(part):
-            name = m.group(1).lower().replace("-interactive", "").replace("llama3_1", "llama3.1")
-            return name, f"{name} in the path"
-    return None, None
+    """(MLPerf benchmark, where it came from) from the nearest folder that names one, as the benchmark files list
+    their result-folder names (repro/data/benchmarks; `llama2-70b-interactive-99` is llama2-70b-99)."""
+    name = benchmark_of_path(folder)
+    return (name, f"{name} in the path") if name else (None, None)
 
 
 def recipe_benchmark(recipe: Recipe) -> str:
@@ -144,7 +133,8 @@ def identify(run: LoadGenRun, gpus: int | None = None, index: PublishedIndex | N
     """Read the run's identity once, in the order its own files outrank what is inferred: run.json and the system
     JSON, then the submission path, then the published record the index recognises it as."""
     where = path_identity(run.folder)
-    benchmark, benchmark_source = benchmark_of(run.folder)
+    benchmark = run.benchmark  # read once, by the log parser, from the benchmark files' folder names
+    benchmark_source = f"{benchmark} in the path" if benchmark else None
     record = match_run(run, index, where=where, benchmark=benchmark)
     if benchmark is None and record is not None and record.exact:
         benchmark = record.row.benchmark_name
