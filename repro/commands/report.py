@@ -12,7 +12,8 @@ from repro.ui.options import DryRunOpt, GpusOpt, JsonOpt, PricePerHourOpt, Recip
 
 
 def _target(path: Path | None, kind: str) -> Path | None:
-    if path is not None and path.is_dir():
+    """`-` is stdout; a folder is refused here (write_output refuses devices, FIFOs and symlinks)."""
+    if path is not None and str(path) != "-" and path.is_dir():
         raise InputError(
             f"{path}: is a folder; --{kind} needs a file name.",
             f"`repro report RESULT_DIR --{kind} {path / ('report.' + ('md' if kind == 'markdown' else kind))}`",
@@ -33,17 +34,23 @@ def report(
     price_per_hour: PricePerHourOpt = None,
 ) -> None:
     """Compare your runs with every published result, with plots, business and efficiency figures."""
-    from repro.core.fsutil import atomic_write_text, check_output
+    from repro.core.fsutil import check_output, write_output
     from repro.report.model import build_report
     from repro.ui.output import emit, info
 
     html, markdown = _target(html, "html"), _target(markdown, "markdown")
+    to_stdout = [kind for path, kind in ((html, "html"), (markdown, "markdown")) if str(path) == "-"]
+    if len(to_stdout) > 1 or (to_stdout and json):
+        raise InputError(
+            "Only one thing can go to stdout: `-` for --html or --markdown, or --json.",
+            "`repro report RESULT_DIR --html - > report.html`",
+        )
     for path, kind in ((html, "html"), (markdown, "markdown")):
-        if path is not None:
+        if path is not None and str(path) != "-":
             check_output(path, result_dirs, kind, "repro report")
     result = build_report(result_dirs, recipe=recipe, gpus=gpus, price_per_hour=price_per_hour)
     for path, kind in ((html, "html"), (markdown, "markdown")):
-        if path is not None:
+        if path is not None and str(path) != "-":
             check_output(path, result_dirs, kind, "repro report", read=result.sources)
     for path, kind in ((html, "html"), (markdown, "markdown")):
         if path is None:
@@ -59,8 +66,11 @@ def report(
         if dry_run:
             result.outputs[kind] = f"would write {path} ({len(text.encode()):,} bytes)"
         else:
-            atomic_write_text(path, text)
-            result.outputs[kind] = f"wrote {path}"
+            result.outputs[kind] = write_output(path, text.encode(), option=kind)
+    if to_stdout and not dry_run:
+        for line in result.outputs.values():
+            info(line)  # stdout holds the document; the summary of what was written goes to stderr
+        return
     emit(result, json)
     if json:
         for line in result.outputs.values():

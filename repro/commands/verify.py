@@ -164,7 +164,7 @@ def aggregate(
     json: JsonOpt = False,
 ) -> None:
     """The rack table over per-VM runs: total, max, min, mean, median, spread, and each VM's verdict."""
-    from repro.core.fsutil import atomic_write_text, check_output
+    from repro.core.fsutil import check_output, write_output
     from repro.results.aggregate import aggregate as build_rack
     from repro.ui.output import emit
 
@@ -180,6 +180,7 @@ def aggregate(
             if p is not None
         ]
         check_output(markdown, dirs, "markdown", "repro aggregate", read=read)
-        atomic_write_text(markdown, report.to_markdown())
-    emit(report, json)
+        write_output(markdown, report.to_markdown().encode(), option="markdown")
+    if str(markdown) != "-":  # `--markdown -`: stdout holds the table alone
+        emit(report, json)
     raise typer.Exit(report.exit_code)

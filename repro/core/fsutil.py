@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import stat
 import tempfile
 from collections.abc import Iterable
 from pathlib import Path
@@ -12,8 +13,12 @@ from typing import Any
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write to a temporary sibling, fsync, then rename, so readers never see half a file."""
+    """Write to a temporary sibling, fsync, then rename, so readers never see half a file.
+
+    The temp file is created by mkstemp (O_CREAT|O_EXCL: never an existing file or a symlink's target). A device,
+    FIFO, socket or folder already at `path` is refused, never replaced by a regular file."""
     path = Path(path)
+    _refuse_special(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
@@ -28,6 +33,49 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+class NotAPlainTarget(OSError):
+    """An output path that is a device, FIFO, socket, folder or a symlink repro did not make."""
+
+
+def _refuse_special(path: Path, *, symlinks: bool = False) -> None:
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if stat.S_ISLNK(st.st_mode):
+        if symlinks:
+            raise NotAPlainTarget(0, "a symbolic link (repro does not write through or replace a link)", str(path))
+        st = os.stat(path) if os.path.exists(path) else st
+    if not stat.S_ISREG(st.st_mode) and not stat.S_ISLNK(st.st_mode):
+        kind = "a folder" if stat.S_ISDIR(st.st_mode) else "a device, FIFO or socket, not a regular file"
+        raise NotAPlainTarget(0, kind, str(path))
+
+
+def write_output(path: Path | str, data: bytes, *, option: str) -> str:
+    """A file the user named on the command line (`--html FILE`): `-` streams to stdout; an existing target must
+    be a regular file (a device, FIFO, socket, folder or symlink is refused, never replaced); the bytes go to a
+    temp file created O_EXCL in the target's folder and are renamed over it. Returns what was done, for the
+    result's outputs."""
+    import sys
+
+    from repro.core.errors import InputError
+
+    if str(path) == "-":
+        sys.stdout.buffer.write(data)
+        sys.stdout.flush()
+        return f"wrote {option} to stdout"
+    path = Path(path)
+    try:
+        _refuse_special(path, symlinks=True)
+    except NotAPlainTarget as exc:
+        raise InputError(
+            f"{path}: --{option} writes only regular files, and this is {exc.strerror}; nothing was written.",
+            f"name a new file, or `--{option} -` to write to stdout",
+        ) from None
+    atomic_write_bytes(path, data)
+    return f"wrote {path}"
 
 
 def atomic_write_text(path: Path, text: str) -> None:
