@@ -90,13 +90,42 @@ def test_over_the_limits_fails_naming_the_limit() -> None:
 
 
 def test_a_few_slow_first_tokens_fail_by_early_stopping_for_a_short_run() -> None:
-    """2 of 300 over the limit (p99 still under it): 4 of a 662-query run, which needs 1,302 + 4; 24,576 is enough."""
-    s = _samples(300, 10, 0.2)
+    """2 of 1,001 over the limit: the p99 bound (the 4th largest) is under it, so a 24,576-query run passes; scaled to
+    a 662-query run that is 2 over, which needs 1,302 + 2 queries."""
+    s = _samples(1001, 10, 0.2)
     s[100] = (s[100][0], 3.0, 0.01)
     s[200] = (s[200][0], 3.0, 0.01)
     short = judge(10, s, (2000, 200), full_queries=662)
     assert not short.passed and "early stopping" in short.reason
-    assert judge(10, s, (2000, 200), full_queries=24576).passed
+    long = judge(10, s, (2000, 200), full_queries=24576)
+    assert long.passed and long.ttft_p99_bound_ms == pytest.approx(200, abs=1) and long.bound_rank == 4
+
+
+def test_a_p99_from_few_queries_is_bounded_by_their_largest_with_the_confidence_said() -> None:
+    """300 queries, 2 slow: the point p99 is under the limit, but 300 queries bound the p99 only by their largest
+    (95.1% confidence), 3 s: the probe fails, saying so (the 200-query probes of issue 34 passed such rates)."""
+    s = _samples(300, 10, 0.2)
+    s[100] = (s[100][0], 3.0, 0.01)
+    s[200] = (s[200][0], 3.0, 0.01)
+    p = judge(10, s, (2000, 200), full_queries=24576)
+    assert p.ttft_p99_ms < 2000 and not p.passed
+    assert "upper bound 3,000.0 ms (the largest of 300, 95.1% confidence) > 2,000 ms" in p.reason
+
+
+def test_the_bound_is_loadgens_early_stopping_read_as_an_order_statistic() -> None:
+    """The bound is the (t+1)-th largest where t is the most over-limit queries LoadGen's rule allows n queries: so a
+    latency limit at the bound passes early stopping and one just under it does not."""
+    from repro.run.latency_bound import allowed_over, upper_bound
+
+    for n in (459, 662, 1001, 5000):
+        values = [float(i) for i in range(n)]
+        b = upper_bound(values)
+        assert b is not None and b.confidence == 0.99
+        t = allowed_over(n)
+        assert t is not None and b.rank == t + 1
+        over_at_bound = sum(1 for v in values if v > b.value)
+        assert early_stopping_met(n, over_at_bound) and not early_stopping_met(n, over_at_bound + 1)
+    assert upper_bound([1.0] * 458) is not None and upper_bound([1.0] * 458).confidence < 0.99  # type: ignore[union-attr]
 
 
 # ------------------------------------------------------------------ the search

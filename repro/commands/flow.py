@@ -2,18 +2,30 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import typer
 
 from repro.ui.options import DryRunOpt, JsonOpt, RecipeOpt, WorkspaceOpt, YesOpt, workspace_flag
 
+ProbeOpt = Annotated[
+    bool,
+    typer.Option(
+        "--probe",
+        help="Also measure every GPU (FP8/BF16 GEMM, HBM copy; about 30 s, needs torch) and name a slow one.",
+    ),
+]
 
-def doctor(recipe: RecipeOpt = None, workspace: WorkspaceOpt = None, json: JsonOpt = False) -> None:
-    """Check GPUs, driver, Docker, disk, token and LoadGen before hours are spent."""
+
+def doctor(
+    recipe: RecipeOpt = None, workspace: WorkspaceOpt = None, probe: ProbeOpt = False, json: JsonOpt = False
+) -> None:
+    """Check GPUs, driver, Docker, disk, token and LoadGen before hours are spent (`--probe`: measure the GPUs)."""
     from repro.core.workspace import Workspace
     from repro.flow.doctor import run_doctor
     from repro.ui.output import emit
 
-    report = run_doctor(recipe, Workspace.open(workspace))
+    report = run_doctor(recipe, Workspace.open(workspace), probe=probe)
     emit(report, json)
     if report.exit_code:
         raise typer.Exit(report.exit_code)

@@ -451,7 +451,7 @@ def _target_qps(
             )
         if dry_run:
             return None
-        from repro.run.tune import offline_auto_qps
+        from repro.run.offline_auto import offline_auto_qps
 
         return offline_auto_qps(
             recipe,

@@ -56,6 +56,7 @@ _LATE = (
     "sim_pace",
     "serving",
     "warnings",
+    "probe",
 )
 
 
@@ -111,6 +112,8 @@ class RunRecord(BaseModel):
     loadgen_finished: bool | None = None
     """After a signal: whether LoadGen returned (False: a Server run's schedule was left behind)."""
     warnings: list[str] | None = None
+    probe: dict[str, Any] | None = None
+    """`repro doctor --probe` on the same GPUs before this run: measured GEMM and HBM ceilings per GPU."""
     dropped: list[str] | None = Field(default=None, exclude=True)
     """Keys of a read run.json whose values had the wrong type (never written back)."""
 

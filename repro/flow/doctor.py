@@ -46,6 +46,7 @@ class DoctorReport:
     workspace: str
     system: SystemInfo
     checks: list[Check] = field(default_factory=list)
+    probe: dict[str, Any] | None = None
 
     @property
     def failed(self) -> list[Check]:
@@ -69,6 +70,7 @@ class DoctorReport:
             "workspace": self.workspace,
             "system": self.system.to_json(),
             "checks": [c.to_json() for c in self.checks],
+            **({"probe": self.probe} if self.probe is not None else {}),
         }
 
 
@@ -597,6 +599,7 @@ def run_doctor(
     info: SystemInfo | None = None,
     imds_timeout: float = 1.0,
     reason: str | None = None,
+    probe: bool = False,
 ) -> DoctorReport:
     """All checks; an unknown --recipe name is bad input and raises, an undetectable system is a FAIL row.
 
@@ -628,4 +631,26 @@ def run_doctor(
     for step in steps:
         out = step()
         report.checks.extend(out if isinstance(out, list) else [out])
+    if probe:
+        report.checks.append(check_probe(report, ws))
     return report
+
+
+def check_probe(report: DoctorReport, ws: Workspace) -> Check:
+    """`--probe`: every GPU's measured GEMM and HBM ceilings; a slow GPU is named here, before the long run."""
+    from repro.run.gpu_probe import run_probe
+
+    result = run_probe(ws)
+    report.probe = result.to_json()
+    if result.status == "unavailable":
+        return Check("GPU probe", "WARN", result.reason, "run `repro doctor --probe` on the GPU VM")
+    figures = ", ".join(f"{k.replace('_', ' ')} {v:,.2f}" for k, v in result.ceilings.items())
+    text = f"{len(result.gpus)} GPU(s) in {result.seconds:g} s; median {figures}; saved to {result.file}"
+    if result.flagged:
+        return Check(
+            "GPU probe",
+            "FAIL",
+            "; ".join(result.flagged[:4]) + (f" (+{len(result.flagged) - 4} more)" if len(result.flagged) > 4 else ""),
+            "check clocks and throttling (`nvidia-smi -q -d PERFORMANCE,CLOCK`), or ask Azure for another VM",
+        )
+    return Check("GPU probe", "PASS", text)

@@ -1054,6 +1054,7 @@ def explain(
             input_tokens=inp,
             input_source=inp_src,
             output_source=tokens.output_source,
+            probe=run.run_info.probe if run.run_info is not None else None,
         )
     if run.incomplete:
         notes.insert(

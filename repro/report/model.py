@@ -32,6 +32,12 @@ TDP_LABEL = "TDP-based (published report)"
 MAX_PLOTTED = 1e12  # tokens/s per GPU; more is not a measurement (issue #16)
 
 
+def _probe_of(used: list[VMRow]) -> dict[str, Any] | None:
+    """One run's `repro doctor --probe` ceilings (run.json `probe`); a rack's VMs each have their own."""
+    info = _verdict(used[0]).run.run_info if len(used) == 1 else None
+    return info.probe if info is not None else None
+
+
 def _verdict(row: VMRow) -> Verdict:
     """The rows a report sums always carry a verdict (the others are listed as skipped)."""
     if row.verdict is None:
@@ -369,6 +375,7 @@ class Report:
                     f"({self.roof.limiter}), {fmt_num(self.roof.bound_tokens_per_s)}; yours {fmt_num(self.per_gpu)} "
                     f"= {(self.roof.fraction or 0) * 100:.1f}% of it."
                 ),
+                Paragraph(f"Measured ceilings: {self.roof.measured_explanation}."),
                 Chart("roofline", "roofline"),
             ]
         else:
@@ -699,7 +706,7 @@ def build_report(
     roof = (
         explanation.roofline
         if explanation is not None and explanation.roofline is not None and len(used) == 1
-        else roofline(chosen, per_gpu, statistics.fmean(out_tokens) if out_tokens else None)
+        else roofline(chosen, per_gpu, statistics.fmean(out_tokens) if out_tokens else None, probe=_probe_of(used))
     )
 
     return Report(

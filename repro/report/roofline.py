@@ -112,6 +112,40 @@ class Roofline:
     compute_tokens_per_s: float | None = None
     peak_flops: float | None = None
     peak_source: str = "no tensor-core peak listed for this GPU"
+    measured_hbm_tokens_per_s: float | None = None
+    measured_compute_tokens_per_s: float | None = None
+    measured_source: str | None = None
+    """From `repro doctor --probe` on the run's own GPUs (run.json `probe`): the ceilings the chip delivered."""
+
+    @property
+    def measured_bound_tokens_per_s(self) -> float | None:
+        got = [v for v in (self.measured_hbm_tokens_per_s, self.measured_compute_tokens_per_s) if v is not None]
+        return min(got) if got else None
+
+    @property
+    def measured_fraction(self) -> float | None:
+        bound = self.measured_bound_tokens_per_s
+        if self.measured_tokens_per_s is None or not bound or not math.isfinite(bound):
+            return None
+        frac = self.measured_tokens_per_s / bound
+        return frac if math.isfinite(frac) else None
+
+    @property
+    def measured_explanation(self) -> str:
+        """The bound from measured ceilings beside the datasheet's."""
+        if self.measured_bound_tokens_per_s is None:
+            return "no measured ceilings: `repro doctor --probe` on the GPU VM before the run records them"
+        parts = [f"measured ({self.measured_source})"]
+        if self.measured_hbm_tokens_per_s is not None:
+            parts.append(f"memory bound {self.measured_hbm_tokens_per_s:,.0f}")
+        if self.measured_compute_tokens_per_s is not None:
+            parts.append(f"compute bound {self.measured_compute_tokens_per_s:,.0f}")
+        text = ", ".join(parts) + f" tokens/s per GPU: ceiling {self.measured_bound_tokens_per_s:,.0f}"
+        text += f", {self.measured_bound_tokens_per_s / self.bound_tokens_per_s:.0%} of the datasheet's"
+        text += f" {self.bound_tokens_per_s:,.0f}"
+        if self.measured_fraction is not None:
+            text += f"; yours is {self.measured_fraction:.1%} of the measured ceiling"
+        return text
 
     @property
     def bound_tokens_per_s(self) -> float:
@@ -185,6 +219,12 @@ class Roofline:
             "bound_tokens_per_s_per_gpu": self.bound_tokens_per_s,
             "measured_tokens_per_s_per_gpu": self.measured_tokens_per_s,
             "fraction": self.fraction,
+            "measured_hbm_bound_tokens_per_s_per_gpu": self.measured_hbm_tokens_per_s,
+            "measured_compute_bound_tokens_per_s_per_gpu": self.measured_compute_tokens_per_s,
+            "measured_bound_tokens_per_s_per_gpu": self.measured_bound_tokens_per_s,
+            "measured_fraction": self.measured_fraction,
+            "measured_source": self.measured_source,
+            "measured_explanation": self.measured_explanation,
         }
 
 
@@ -200,6 +240,7 @@ def roofline(
     input_tokens: float | None = None,
     input_source: str | None = None,
     output_source: str | None = None,
+    probe: dict[str, Any] | None = None,
 ) -> Roofline | None:
     """Both bounds for a recipe's GPU, or None when the recipe lacks bandwidth (the CPU demo).
 
@@ -238,6 +279,7 @@ def roofline(
     hbm = float(bw) * 1e12 / (weights / batch + context * per_token)
     peak = peak_for(recipe)
     compute = peak[0] / flops_per_output_token(inp, out, model) if peak else None
+    m_hbm, m_compute, m_source = _measured(probe, recipe, weights / batch + context * per_token, inp, out)
     return Roofline(
         recipe=recipe.name,
         bandwidth_bytes_s=float(bw) * 1e12,
@@ -257,4 +299,38 @@ def roofline(
         compute_tokens_per_s=compute,
         peak_flops=peak[0] if peak else None,
         peak_source=peak[1] if peak else f"no dense tensor-core peak listed for {recipe.system.gpu_name}",
+        measured_hbm_tokens_per_s=m_hbm,
+        measured_compute_tokens_per_s=m_compute,
+        measured_source=m_source,
     )
+
+
+PROBE_METRIC = {"fp8": "fp8_model_tflops", "fp16": "bf16_square_tflops"}
+"""Which measured GEMM stands for the recipe's precision (no FP4 GEMM is probed: Blackwell's FP4 bound stays the
+datasheet's)."""
+
+
+def _finite(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if math.isfinite(value) and value > 0 else None
+
+
+def _measured(
+    probe: dict[str, Any] | None, recipe: Recipe, bytes_per_token: float, inp: float, out: float
+) -> tuple[float | None, float | None, str | None]:
+    """Both bounds from a probe's median ceilings (run.json `probe`; hostile like any result file)."""
+    if not isinstance(probe, dict) or not isinstance(probe.get("ceilings"), dict):
+        return None, None, None
+    ceil = probe["ceilings"]
+    tbps = _finite(ceil.get("hbm_copy_tbps"))
+    metric = PROBE_METRIC.get(_FAMILY.get(recipe.precision, ""), "")
+    tflops = _finite(ceil.get(metric)) if metric else None
+    hbm = tbps * 1e12 / bytes_per_token if tbps else None
+    compute = tflops * 1e12 / flops_per_output_token(inp, out, recipe.model) if tflops else None
+    if hbm is None and compute is None:
+        return None, None, None
+    said = [f"HBM copy {tbps:,.2f} TB/s" if tbps else "", f"{metric} {tflops:,.0f}" if tflops else ""]
+    raw = probe.get("when")
+    when = raw if isinstance(raw, str) else "?"
+    return hbm, compute, f"repro doctor --probe {when[:19]}: " + ", ".join(x for x in said if x)

@@ -184,6 +184,10 @@ def _open_run(plan: RunPlan) -> ActiveRun:
     if o.compliance:
         record.compliance = {"test": o.compliance, "audit_settings": compliance_settings(o.compliance)}
     record.demo_calibration = calibration
+    if not o.probe:
+        from repro.run.gpu_probe import latest_probe
+
+        record.probe = latest_probe(ws, list(record.gpus.uuids) if record.gpus else [])
     try:
         if o.compliance:
             atomic_write_text(log_dir / AUDIT_CONFIG, audit_config_text())

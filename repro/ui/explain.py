@@ -97,6 +97,7 @@ def explanation(e: Explanation) -> Group:
                 if roof.fraction
                 else "not comparable"
             ),
+            roof.measured_explanation,
         ]
         parts.append(Text("Roofline\n" + "\n".join(f"  {x}" for x in text)))
     if e.rack:

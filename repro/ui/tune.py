@@ -48,13 +48,7 @@ def tune_result(result: Any) -> Group:
     parts.append(search_chart(doc["probes"], result.limits_ms))
     ok, bad = result.chosen_probe(), result.failed_probe()
     if result.chosen_qps is not None and ok is not None:
-        parts.append(
-            Text(
-                f"chosen target QPS {result.chosen_qps:g} = {result.highest_passing_qps:g} (passed: p99 TTFT "
-                f"{ok.ttft_p99_ms:,.1f} ms, p99 TPOT {_ms(ok.tpot_p99_ms)}) less the {result.margin:.0%} margin",
-                style="green",
-            )
-        )
+        parts.append(Text(result.choice, style="green" if result.confirmed else "yellow"))
     if bad is not None:
         parts.append(Text(f"failed at {bad.target_qps:g} q/s: {bad.reason}", style="red"))
     elif result.chosen_qps is not None:

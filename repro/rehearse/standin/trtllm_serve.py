@@ -31,6 +31,16 @@ S = p * prefill + n / tokens_per_s; the server saturates at  capacity = max_batc
 (an M/G/c queue fed by LoadGen's Poisson arrivals). With STANDIN_OUT_LEN=L every answer has n = L + 1 ids when
 max_tokens > L. `service_time_s` and `capacity_qps` below compute it for tests. Non-streaming answers are sent at
 the time the last token would have been, so Offline runs see the same speed.
+Noisy mode (on when any of these is set, with STANDIN_TOKENS_PER_S): what a real GPU server does to p99 latency
+(issue 34: an H100's p99 TPOT was 141-188 ms at 10-57 q/s, not monotonic in the rate), for `repro tune` tests:
+- STANDIN_DECODE_SLOPE s: each token's gap is 1/tokens_per_s x (1 + s x (sequences decoding - 1)): TPOT rises with
+  the batch, as one decode step over more sequences takes longer;
+- STANDIN_JITTER sigma: the gap is multiplied by a log-normal factor exp(N(-sigma^2/2, sigma)) (mean 1);
+- STANDIN_STALL_P p and STANDIN_STALL_S t: with probability p per token the gap grows by t seconds (a rare stall:
+  a scheduler hiccup, a long prefill chunk in the same step);
+- STANDIN_SEED: the generator's seed (default: from the OS, so every run is different).
+The queue beyond STANDIN_MAX_BATCH slots is the fixed-speed one. The gaps are drawn when each token is due, so the
+load a token sees is the load at that moment.
 Only the standard library, so it runs in the FROM-scratch test image.
 """
 
@@ -39,7 +49,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import os
+import random
 import socket
 import sys
 import time
@@ -179,12 +191,28 @@ def capacity_qps(
 class Pace:
     """Fixed-speed mode: max_batch slots, a FIFO queue beyond them, a fixed per-sequence token rate."""
 
-    def __init__(self, tokens_per_s: float, max_batch: int | None, prefill_s_per_token: float) -> None:
+    def __init__(
+        self,
+        tokens_per_s: float,
+        max_batch: int | None,
+        prefill_s_per_token: float,
+        *,
+        slope: float = 0.0,
+        jitter: float = 0.0,
+        stall_p: float = 0.0,
+        stall_s: float = 0.0,
+        seed: int | None = None,
+    ) -> None:
         if tokens_per_s <= 0 or (max_batch is not None and max_batch < 1) or prefill_s_per_token < 0:
             raise ValueError("STANDIN_TOKENS_PER_S > 0, STANDIN_MAX_BATCH >= 1, STANDIN_PREFILL_S_PER_TOKEN >= 0")
+        if min(slope, jitter, stall_p, stall_s) < 0 or stall_p > 1:
+            raise ValueError("STANDIN_DECODE_SLOPE, STANDIN_JITTER, STANDIN_STALL_S >= 0 and 0 <= STANDIN_STALL_P <= 1")
         self.tokens_per_s = tokens_per_s
         self.max_batch = max_batch
         self.prefill = prefill_s_per_token
+        self.slope, self.jitter, self.stall_p, self.stall_s = slope, jitter, stall_p, stall_s
+        self.noisy = bool(slope or jitter or stall_p)
+        self.rng = random.Random(seed)
         self.busy = 0
         self.waiting: deque[asyncio.Future[None]] = deque()
 
@@ -194,7 +222,26 @@ class Pace:
         if rate is None:
             return None
         batch = os.environ.get("STANDIN_MAX_BATCH", "").strip()
-        return cls(rate, int(batch) if batch else None, _env_float("STANDIN_PREFILL_S_PER_TOKEN") or 0.0)
+        seed = os.environ.get("STANDIN_SEED", "").strip()
+        return cls(
+            rate,
+            int(batch) if batch else None,
+            _env_float("STANDIN_PREFILL_S_PER_TOKEN") or 0.0,
+            slope=_env_float("STANDIN_DECODE_SLOPE") or 0.0,
+            jitter=_env_float("STANDIN_JITTER") or 0.0,
+            stall_p=_env_float("STANDIN_STALL_P") or 0.0,
+            stall_s=_env_float("STANDIN_STALL_S") or 0.0,
+            seed=int(seed) if seed else None,
+        )
+
+    def gap(self) -> float:
+        """Noisy mode: seconds until a sequence's next token, under the load of this moment."""
+        base = (1 + self.slope * max(0, self.busy - 1)) / self.tokens_per_s
+        if self.jitter:
+            base *= math.exp(self.rng.gauss(-(self.jitter**2) / 2, self.jitter))
+        if self.stall_p and self.rng.random() < self.stall_p:
+            base += self.stall_s
+        return base
 
     async def acquire(self) -> float:
         """Wait for a slot (first come, first served); returns the loop time the request starts."""
@@ -343,9 +390,18 @@ class Server:
     ) -> None:
         """Write the answer; in fixed-speed mode (start set) each token waits for its due time."""
 
+        clock = [start + len(prompt) * self.pace.prefill if start is not None and self.pace else 0.0, 0]
+
         async def due(k: int) -> None:
-            if start is not None and self.pace is not None:
+            if start is None or self.pace is None:
+                return
+            if not self.pace.noisy:
                 await _until(self.pace.token_time(start, len(prompt), k))
+                return
+            while clock[1] < k:  # each gap drawn when the previous token is out: the load of that moment
+                clock[0] += self.pace.gap()
+                clock[1] += 1
+                await _until(clock[0])
 
         usage = {
             "prompt_tokens": len(prompt),
@@ -504,7 +560,8 @@ def main(argv: list[str]) -> int:
         p = server.pace
         print(
             f"[stand-in] fixed speed: {p.tokens_per_s} tokens/s per sequence, {p.max_batch or 'unlimited'} slots, "
-            f"{p.prefill} s prefill per prompt token",
+            f"{p.prefill} s prefill per prompt token"
+            + (f"; noisy: slope {p.slope}, jitter {p.jitter}, stalls {p.stall_p} x {p.stall_s} s" if p.noisy else ""),
             flush=True,
         )
     time.sleep(float(os.environ.get("STANDIN_LOAD_S", "0") or 0))
