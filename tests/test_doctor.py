@@ -295,3 +295,20 @@ def test_gpu_memory_sizes_the_kv_cache_from_the_models_config(tmp_path):
     level, detail, _fix = rows["GPU memory"]
     assert level == "PASS", detail
     assert "KV cache 81.9 kB per token" in detail and "the batch of 896 at full length needs 150 GB" in detail
+
+
+def test_the_guided_flow_stops_at_the_one_gpu_fail_before_any_download(tmp_path):
+    """`repro guide` on a 1 x H100 box (stand-in NVML) for nd-h100-v5: doctor FAILs on the server arithmetic and the
+    flow stops there, before the 130 GB download and the engine build, naming doctor as the next command."""
+    from helpers import cli_process
+
+    from repro.rehearse.rehearsal import doctor_env, standin_gpus
+
+    env = doctor_env(get_recipe("nd-h100-v5"))
+    env["STANDIN_GPUS"] = json.dumps({**standin_gpus(get_recipe("nd-h100-v5")), "count": 1, "memory_mib": 81559})
+    ws = tmp_path / "ws"
+    proc = cli_process("guide", "--recipe", "nd-h100-v5", "--yes", "--workspace", str(ws), env=env)
+    out = " ".join((proc.stdout + proc.stderr).split())
+    assert proc.returncode == 1, out[-2000:]
+    assert "not even one server fits" in out and "repro doctor" in out
+    assert not any((ws / "models").glob("*")) and not any((ws / "engines").glob("*"))

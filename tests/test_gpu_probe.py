@@ -115,3 +115,17 @@ def test_a_probe_of_the_runs_gpus_reaches_run_json_and_explain_shows_both_bounds
     proc = cli_process("report", str(rec["log_dir"]), "--markdown", str(md))
     assert proc.returncode == 0, proc.stderr
     assert "Measured ceilings: measured (repro doctor --probe" in " ".join(md.read_text().split())
+
+
+def test_the_model_gemm_takes_the_recipes_model_shape_from_its_benchmark() -> None:
+    """Llama-2-70B (the benchmark file: hidden 8,192, intermediate 28,672) is the shape the H100 figure was measured
+    at; Llama-3.1-405B's MLP is another shape, so the expected model-GEMM figure is not compared there."""
+    from repro.run.gpu_probe import model_shapes
+
+    ceilings = load_ceilings()
+    arch = get_recipe("nd-h100-v5").model.architecture
+    assert arch is not None
+    shapes, same = model_shapes(ceilings, arch.hidden_size, arch.intermediate_size)
+    assert same and shapes.model.text() == "4096x8192x28672"
+    shapes, same = model_shapes(ceilings, 16384, 53248)
+    assert not same and shapes.model.text() == "4096x16384x53248"

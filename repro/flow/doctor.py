@@ -632,15 +632,18 @@ def run_doctor(
         out = step()
         report.checks.extend(out if isinstance(out, list) else [out])
     if probe:
-        report.checks.append(check_probe(report, ws))
+        report.checks.append(check_probe(report, ws, recipe))
     return report
 
 
-def check_probe(report: DoctorReport, ws: Workspace) -> Check:
+def check_probe(report: DoctorReport, ws: Workspace, recipe: Recipe | None = None) -> Check:
     """`--probe`: every GPU's measured GEMM and HBM ceilings; a slow GPU is named here, before the long run."""
     from repro.run.gpu_probe import run_probe
 
-    result = run_probe(ws)
+    arch = recipe.model.architecture if recipe is not None else None
+    result = run_probe(
+        ws, hidden=arch.hidden_size if arch else None, intermediate=arch.intermediate_size if arch else None
+    )
     report.probe = result.to_json()
     if result.status == "unavailable":
         return Check("GPU probe", "WARN", result.reason, "run `repro doctor --probe` on the GPU VM")

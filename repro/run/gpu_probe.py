@@ -219,16 +219,38 @@ def _torch() -> tuple[Any | None, str]:
     return torch, ""
 
 
-def run_probe(ws: Workspace, *, seconds: float = SECONDS_PER_MEASURE, save: bool = True) -> ProbeResult:
-    """Measure every GPU torch sees, judge them, and save the result in the workspace."""
+def model_shapes(ceilings: Ceilings, hidden: int | None, intermediate: int | None) -> tuple[Shapes, bool]:
+    """The probe's shapes with the model GEMM at the recipe's model (M x hidden x intermediate: its MLP
+    up-projection); True when that is the shape the expected figures were measured at."""
+    base = ceilings.shapes
+    if not hidden or not intermediate:
+        return base, True
+    model = Shape(m=base.model.m, k=hidden, n=intermediate)
+    return base.model_copy(update={"model": model}), model == base.model
+
+
+def run_probe(
+    ws: Workspace,
+    *,
+    seconds: float = SECONDS_PER_MEASURE,
+    save: bool = True,
+    hidden: int | None = None,
+    intermediate: int | None = None,
+) -> ProbeResult:
+    """Measure every GPU torch sees, judge them, and save the result in the workspace. `hidden`/`intermediate`:
+    the recipe's model (its benchmark file), for the model-shaped GEMM."""
     ceilings = load_ceilings()
-    shapes = {"square": ceilings.shapes.square.text(), "model": ceilings.shapes.model.text()}
+    probe_shapes, same = model_shapes(ceilings, hidden, intermediate)
+    shapes = {"square": probe_shapes.square.text(), "model": probe_shapes.model.text()}
     torch, why = _torch()
     if torch is None:
         return ProbeResult("unavailable", why, shapes=shapes)
     t0 = time.monotonic()
-    gpus = [measure_gpu(torch, i, ceilings.shapes, seconds) for i in range(torch.cuda.device_count())]
+    gpus = [measure_gpu(torch, i, probe_shapes, seconds) for i in range(torch.cuda.device_count())]
     expected = ceilings.expected_for(gpus[0].name) if gpus else None
+    if expected is not None and not same:  # measured at another model's shape: not comparable
+        kept = {k: v for k, v in expected.expected.items() if k != "fp8_model_tflops"}
+        expected = expected.model_copy(update={"expected": kept})
     flagged, medians = judge(gpus, expected)
     result = ProbeResult(
         "FAIL" if flagged else "PASS",
