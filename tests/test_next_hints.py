@@ -102,11 +102,12 @@ def test_verify_of_the_workspace_run_is_recorded_and_status_moves_to_the_report(
 
     verified = runner.invoke(app, shlex.split(before["next_command"])[1:])
     assert verified.exit_code in (0, 1), verified.output
-    assert _next_lines(verified.stdout) == [shlex.join(["repro", "report", str(run_dir), "--html", "report.html"])]
+    report = shlex.join(["repro", "report", str(run_dir), "--html", "report.html", "--recipe", "nd-gb200-v6"])
+    assert _next_lines(verified.stdout) == [report]
 
     after = json.loads(runner.invoke(app, ["status", "--json"]).stdout)
     assert {s["step"]: s["state"] for s in after["steps"]}["verify"] == "done"
-    assert after["next_command"].startswith(shlex.join(["repro", "report", str(run_dir)]))
+    assert after["next_command"] == report  # verify and status name the same command, word for word
     assert Ledger.load(ws.ledger_path).steps["verify"].details["verdict"] in ("PASS", "FAIL")
 
 

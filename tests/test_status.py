@@ -128,5 +128,8 @@ def test_status_after_a_run_knows_its_recipe_without_the_flag() -> None:
     assert run.exit_code in (0, 1), run.output
     doc = json.loads(runner.invoke(app, ["status", "--json"]).stdout)
     assert doc["recipe"] == "demo" and doc["recipe_reason"] == "recorded in the workspace ledger"
-    assert doc["next_command"].startswith("repro verify ")
+    # the verdict the run printed is verify's: status moves on to the same report command the run named
+    assert doc["next_command"].startswith("repro report ")
+    assert doc["next_command"] == json.loads(run.stdout)["next_command"]
+    assert [s["state"] for s in doc["steps"] if s["step"] == "verify"] == ["done"]
     assert Ledger.load(Workspace.open().ledger_path).recipe_name() == "demo"

@@ -210,10 +210,18 @@ RerunOpt = Annotated[
 class RunView:
     """The run's StepOutcome, plus the verdict when one was computed; JSON and Rich from the same data."""
 
-    def __init__(self, outcome: StepOutcome, verdict: Any = None, again: list[str] | None = None):
+    def __init__(
+        self,
+        outcome: StepOutcome,
+        verdict: Any = None,
+        again: list[str] | None = None,
+        recipe: Any = None,
+        workspace: str | None = None,
+    ):
         self.outcome = outcome
         self.verdict = verdict
         self.again = again or []
+        self.recipe, self.workspace = recipe, workspace
 
     @property
     def next_command(self) -> str | None:
@@ -222,7 +230,10 @@ class RunView:
         if self.outcome.status != "done" or not run_dir:
             return None
         if self.verdict is not None:
-            return f"repro report {shlex.quote(str(run_dir))} --html report.html"
+            from repro.flow.status import step_command
+
+            # the command `repro status` and the guided flow name after this run, word for word
+            return step_command("report", self.recipe, str(run_dir), self.workspace)
         if self.outcome.details.get("kind") != "performance" and not self.outcome.details.get("paired_with"):
             # an accuracy or TEST06 folder alone gives verify nothing to judge: the performance run comes first
             scenario = str(self.outcome.details.get("scenario", "Offline")).lower()
@@ -386,17 +397,25 @@ def _run(scenario: str, flags: dict[str, Any]) -> None:
     if flags.get("repeat") and not dry_run:
         _repeat(options, chosen, scenario, flags)
         return
+    from repro.flow.status import record_resume, record_verify
+
     try:
         outcome = run_benchmark(options, RunHooks(bar=RunBar))
     except Interrupted as stop:
-        # the hint is the command the user typed, every flag kept (--duration, --workspace, ...)
+        # the hint is the command the user typed, every flag kept (--duration, --workspace, ...); status says it too
         stop.next_command = shlex.join(["repro", *sys.argv[1:]])
+        if not dry_run:
+            record_resume(ws, stop.next_command)
         raise
     verdict = None
     if outcome.status == "done" and not options.accuracy and not options.compliance:
         verdict = verify_dir(outcome.details["log_dir"], recipe=chosen, scenario=scenario)
-    again = ["--recipe", chosen.name] + (["--workspace", flag] if (flag := workspace_flag(flags["workspace"])) else [])
-    emit(RunView(outcome, verdict, again), flags["json"])
+        if outcome.details.get("run_dir"):
+            # the verdict printed here is verify's: status and the guided flow move on to the report, as this run does
+            record_verify(ws, Path(outcome.details["run_dir"]), chosen, verdict.status, verdict.exit_code)
+    flag = workspace_flag(flags["workspace"])
+    again = ["--recipe", chosen.name] + (["--workspace", flag] if flag else [])
+    emit(RunView(outcome, verdict, again, chosen, flag), flags["json"])
     test = outcome.details.get("compliance")
     if isinstance(test, dict) and not test.get("passed"):
         raise typer.Exit(1)

@@ -76,13 +76,28 @@ def verify(
         emit(stopped, json)
         raise typer.Exit(verdict.exit_code)
     if verdict.recipe is not None:
+        from repro.flow.status import step_command
+        from repro.ui.options import workspace_flag
+
         record_verify(Workspace.open(workspace), result_dir, verdict.recipe, verdict.status, verdict.exit_code)
-        then = shlex.join(["repro", "report", str(result_dir), "--html", "report.html"])
+        # word for word what `repro status`, the run and the guided flow name next
+        then = step_command("report", verdict.recipe, str(result_dir), workspace_flag(workspace))
     else:  # judged against its own published record: a report needs a recipe, the record is what to read next
         assert verdict.record is not None
         then = shlex.join(["repro", "published", "show", verdict.record.row.ref])
-    emit(WithNext(_priced(verdict, price_per_hour), then), json)
+    emit(WithNext(_priced(verdict, price_per_hour), then, hint=labelled_exit(verdict)), json)
     raise typer.Exit(verdict.exit_code)
+
+
+def labelled_exit(verdict: Any) -> str | None:
+    """Why a demo, smoke or rehearsal run exits 1 although nothing failed: said where the exit code is seen."""
+    label = verdict.run.label or ("demo" if verdict.recipe is not None and verdict.recipe.demo else None)
+    if not label or verdict.exit_code != 1:
+        return None
+    return (
+        f"A {label} run is never a reproduction, so verify exits 1 for it: exit 0 is kept for a run that "
+        "reproduces its published result (README, exit codes)."
+    )
 
 
 def _series(

@@ -19,7 +19,14 @@ from repro.core.ledger import Ledger
 from repro.core.recipes import Recipe
 from repro.core.steps import StepOutcome
 from repro.core.workspace import Workspace
-from repro.flow.status import STEPS, load_ledger_fresh_if_corrupt, run_dir_of, step_command, step_state
+from repro.flow.status import (
+    STEPS,
+    load_ledger_fresh_if_corrupt,
+    record_resume,
+    run_dir_of,
+    step_command,
+    step_state,
+)
 
 FLOW = ("doctor", *STEPS)
 EXPENSIVE = ("setup", "build-engine", "run-offline")
@@ -258,10 +265,12 @@ def run_guide(
             show(GuideNote(f"  skipped: {why}"))
             result.outcomes.append(StepOutcome(step=step, status="skipped", summary=why))
             continue
-        if state.state != "to do":
-            show(GuideNote(f"  ledger says {state.state}: {state.why}; running it again"))
         expensive = step in EXPENSIVE and interactive and not yes and not dry_run
-        if expensive and (ask is None or not ask(f"Run {step} now ({disk}, {time})?")):
+        if state.state != "to do":
+            # said before the question, not as if the step were already starting
+            show(GuideNote(f"  ledger says {state.state}: {state.why}" + ("" if expensive else "; running it again")))
+        word = "again " if state.state != "to do" else ""
+        if expensive and (ask is None or not ask(f"Run {step} {word}now ({disk}, {time})?")):
             result.stopped_at = step
             result.next_command = again
             show(GuideNote(f"  not run; {again} resumes here."))
@@ -271,12 +280,17 @@ def run_guide(
         except KeyboardInterrupt:
             if not dry_run:
                 _mark_failed(ws.ledger_path, step, recipe, "interrupted by the user (Ctrl-C)", True)
+                record_resume(ws, again, step)
             finished = any(o.status in ("done", "skipped") for o in result.outcomes[1:])
             kept = "; finished steps are kept in the ledger" if finished else ""
             raise Interrupted(f"Interrupted during {step}{kept}.", again) from None
         except ReproError as exc:
             if not dry_run:
                 _mark_failed(ws.ledger_path, step, recipe, exc.message, isinstance(exc, Interrupted))
+                if isinstance(exc, Interrupted):
+                    # the flow resumes where it stopped: its command, the one status names too
+                    exc.next_command = again
+                    record_resume(ws, again, step)
             raise
         show(outcome)
         result.outcomes.append(outcome)

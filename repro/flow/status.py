@@ -45,6 +45,9 @@ class StepState:
     why: str
     finished: str | None = None
     error: str | None = None
+    resume: str | None = None
+    """The command the interrupted step was started with (the run's own argv, or the guided flow's): the same
+    command the run's or the flow's own `Next:` line named when it stopped."""
 
     def to_json(self) -> dict[str, Any]:
         return {"step": self.step, "state": self.state, "why": self.why, "finished": self.finished, "error": self.error}
@@ -97,7 +100,15 @@ def step_state(step: str, ledger: Ledger, recipe: Recipe | None, upstream: list[
             return StepState(step, "not needed", f"recipe {recipe.name if recipe else '?'} has no engine to build")
         return StepState(step, "to do", "not run yet")
     if rec.status in ("failed", "interrupted"):
-        return StepState(step, rec.status, rec.error or rec.status, rec.finished, rec.error)
+        resume = rec.details.get("resume")
+        return StepState(
+            step,
+            rec.status,
+            rec.error or rec.status,
+            rec.finished,
+            rec.error,
+            resume if isinstance(resume, str) else None,
+        )
     if rec.status == "running":
         dead = rec.stale_reason()
         if dead:  # issue #16: SIGKILL, OOM or a full disk left 'running' behind
@@ -161,6 +172,8 @@ class StatusReport:
             if self.run_dir:
                 return step_command("report", self.recipe, self.run_dir, self.workspace_flag)
             return step_command("run-offline", self.recipe, workspace=self.workspace_flag)
+        if nxt.resume:
+            return nxt.resume
         return step_command(nxt.step, self.recipe, self.run_dir, self.workspace_flag)
 
     def to_json(self) -> dict[str, Any]:
@@ -208,6 +221,26 @@ def record_verify(ws: Workspace, folder: Path, recipe: Recipe, verdict: str, exi
     ledger.start("verify", recipe.hash(), recipe=recipe.name, recipe_hash=recipe.hash(), run_dir=run_dir)
     ledger.finish("verify", verdict=verdict, exit_code=exit_code)
     return True
+
+
+def record_resume(ws: Workspace, command: str, step: str | None = None) -> None:
+    """After Ctrl-C: the command that resumes, kept on the interrupted step (`step`, else the latest interrupted
+    one), so `repro status` names the same command the run or the guided flow printed as it stopped."""
+    if not ws.ledger_path.exists():
+        return
+    from repro.core.errors import LedgerError
+
+    try:
+        ledger = Ledger.load(ws.ledger_path)
+    except LedgerError:
+        return
+    stopped = [(r.started or "", name) for name, r in ledger.steps.items() if r.status in ("interrupted", "failed")]
+    name = step if step is not None else (max(stopped)[1] if stopped else None)
+    rec = ledger.get(name) if name else None
+    if rec is None or rec.status not in ("interrupted", "failed"):
+        return
+    rec.details["resume"] = command
+    ledger.save()
 
 
 def load_ledger_fresh_if_corrupt(ws: Workspace) -> tuple[Ledger, str | None]:

@@ -24,11 +24,20 @@ def _rich_table(t: Table) -> RichTable:
     for i, row in enumerate(t.rows):
         own = i < len(t.row_class) and t.row_class[i] == "own"
         cells = [
-            Text(("* " if own and j == 0 else "") + one_line(v), style=_STATUS_STYLE.get(v, ""))
+            _cell(
+                t.columns[j].prose, Text(("* " if own and j == 0 else "") + one_line(v), style=_STATUS_STYLE.get(v, ""))
+            )
             for j, v in enumerate(row)
         ]
         rt.add_row(*cells, style="bold" if own else None)
     return rt
+
+
+def _cell(prose: bool, text: Text) -> Any:
+    """Prose wraps between words and never between a number and its unit; everything else stays whole."""
+    from repro.ui.wrap import Words
+
+    return Words(text) if prose else text
 
 
 def min_width(t: Table) -> int:
@@ -40,7 +49,9 @@ def min_width(t: Table) -> int:
             for j, row in enumerate(t.rows)
         ]
         if c.prose:
-            widest = max(len(word) for cell in cells for word in (cell.split() or [""]))
+            from repro.ui.wrap import atoms
+
+            widest = max([len(m.group()) for cell in cells for m in atoms(cell)] or [0])
         else:
             widest = max(len(cell) for cell in cells)
         total += widest + 3

@@ -15,7 +15,7 @@ from repro.core.steps import StepOutcome
 from repro.flow.doctor import DoctorReport
 from repro.flow.guide import GuideNote, GuidePlan, GuideResult
 from repro.flow.status import StatusReport
-from repro.ui.wrap import Prose
+from repro.ui.wrap import Prose, Words
 
 _OUTCOME_STYLE = {"done": "green", "skipped": "cyan", "dry-run": "yellow", "failed": "bold red"}
 _CHECK_STYLE = {"PASS": "green", "WARN": "yellow", "FAIL": "bold red", "SKIP": "dim"}
@@ -51,14 +51,14 @@ class _DoctorChecks:
             for col in ("check", "status", "detail", "fix"):
                 t.add_column(col, overflow="fold")
             for c in r.checks:
-                t.add_row(Text(c.name), Text(c.level, style=_CHECK_STYLE[c.level]), Text(c.detail), Text(c.fix or ""))
+                t.add_row(Text(c.name), Text(c.level, style=_CHECK_STYLE[c.level]), Words(c.detail), Words(c.fix or ""))
             yield t
             return
         yield Text(title, style="italic")
         for c in r.checks:
             line = Text(f"{c.level:<4} ", style=_CHECK_STYLE[c.level])
             line.append(f"{c.name}: " + join_sentences(c.detail, f"Fix: {c.fix}" if c.fix else None), style="")
-            yield line
+            yield Prose(line)
 
 
 def doctor_report(r: DoctorReport) -> Group:
@@ -74,25 +74,26 @@ def doctor_report(r: DoctorReport) -> Group:
             "Fix the FAIL rows, then `repro doctor` again" if r.failed else None,
         )
     )
-    return Group(t, Text.from_markup(summary))
+    return Group(t, Prose(Text.from_markup(summary)))
 
 
 def status_report(r: StatusReport) -> Group:
     name = r.recipe.name if r.recipe else "(unknown recipe)"
     t = Table(title=f"Workspace {r.workspace}, recipe {name}", title_justify="left")
+    # names, states and timestamps never wrap (an ISO time cut at `+00:` / `00` reads as another time); why does
     for col in ("step", "state", "finished", "why"):
-        t.add_column(col, overflow="fold")
+        t.add_column(col, no_wrap=col != "why")
     for s in r.states:
-        t.add_row(s.step, Text(s.state, style=_STATE_STYLE[s.state]), s.finished or "", Text(s.why))
+        t.add_row(s.step, Text(s.state, style=_STATE_STYLE[s.state]), s.finished or "", Words(s.why))
     lines: list[Table | Text] = [t]
     if r.recipe and r.recipe.demo:
         lines.append(Text("Demo recipe: its runs are labelled demo and are never a reproduction.", style="yellow"))
     if r.other_runs:
         others = Table(title="Other runs (outside the main flow)", title_justify="left")
         for col in ("run", "state", "finished", "why"):
-            others.add_column(col, overflow="fold")
+            others.add_column(col, no_wrap=col != "why")
         for s in r.other_runs:
-            others.add_row(s.step, Text(s.state, style=_STATE_STYLE[s.state]), s.finished or "", Text(s.why))
+            others.add_row(s.step, Text(s.state, style=_STATE_STYLE[s.state]), s.finished or "", Words(s.why))
         lines.append(others)
     return Group(*lines)
 
@@ -111,9 +112,9 @@ def guide_result(r: GuideResult) -> Group:
 def guide_plan(p: GuidePlan) -> Table:
     t = Table(title=p.title, title_justify="left")
     for col in ("#", "step", "state", "disk", "time"):
-        t.add_column(col)
-    for i, row in enumerate(p.rows, 1):
-        t.add_row(str(i), *row)
+        t.add_column(col, no_wrap=col in ("#", "step", "state"))
+    for i, (step, state, disk, time) in enumerate(p.rows, 1):
+        t.add_row(str(i), step, state, Words(disk), Words(time))
     return t
 
 

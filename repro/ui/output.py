@@ -108,11 +108,15 @@ def _with_hint(payload: dict[str, Any]) -> dict[str, Any]:
 class WithNext:
     """A result plus the command that follows it, for results whose own type does not know the next step."""
 
-    def __init__(self, result: Result, next_command: str | None):
-        self.result, self.next_command = result, next_command
+    def __init__(self, result: Result, next_command: str | None, hint: str | None = None):
+        self.result, self.next_command, self.hint = result, next_command, hint
 
     def to_json(self) -> dict[str, Any]:
-        return {**self.result.to_json(), "next_command": self.next_command}
+        return {
+            **self.result.to_json(),
+            "next_command": self.next_command,
+            **({"hint": self.hint} if self.hint else {}),
+        }
 
     def __rich__(self) -> Any:
         from repro.ui.render import renderable

@@ -6,6 +6,20 @@ import sys
 from typing import Any
 
 from rich.progress import BarColumn, Progress, TextColumn
+from rich.text import Text
+
+BAR_CELLS = 22
+"""The bar's own width: with the count, rate and ETA beside it the line fits 80 columns, and the bar keeps >= 20."""
+
+
+class _TwoLineProgress(Progress):
+    """The bar line, then the projection on a line of its own: beside the bar it squeezed the bar to 1-2 cells."""
+
+    def get_renderables(self) -> Any:
+        yield self.make_tasks_table(self.tasks)
+        for task in self.tasks:
+            if task.fields.get("projection"):
+                yield Text(f"  {task.fields['projection']}")
 
 
 class RunBar:
@@ -14,9 +28,9 @@ class RunBar:
     def __init__(self, what: str) -> None:
         from repro.ui.output import err_console
 
-        self._progress = Progress(
+        self._progress = _TwoLineProgress(
             TextColumn(f"[bold]{what}"),
-            BarColumn(),
+            BarColumn(bar_width=BAR_CELLS),
             TextColumn("{task.fields[count]}"),
             TextColumn("{task.fields[rate]}"),
             TextColumn("{task.fields[eta]}"),
@@ -29,7 +43,9 @@ class RunBar:
     def start(self) -> RunBar:
         self._tty = _quiet_echo()
         self._progress.start()
-        self._task = self._progress.add_task("run", total=None, count="waiting for LoadGen", rate="", eta="")
+        self._task = self._progress.add_task(
+            "run", total=None, count="waiting for LoadGen", rate="", eta="", projection=""
+        )
         return self
 
     def show(self, snap: Any) -> None:
@@ -38,10 +54,15 @@ class RunBar:
         total = f"{snap.total:,}" if snap.total is not None else "?"
         rate = f"{snap.tokens_per_s:,.0f} tok/s" if snap.tokens_per_s else ""
         eta = "interrupted" if snap.interrupted else f"ETA {fmt_duration(snap.eta_s)}"
-        if snap.projection is not None and not snap.interrupted:
-            eta += f"  {snap.projection.text}"
+        projection = snap.projection.text if snap.projection is not None and not snap.interrupted else ""
         self._progress.update(
-            self._task, completed=snap.done, total=snap.total, count=f"{snap.done:,}/{total}", rate=rate, eta=eta
+            self._task,
+            completed=snap.done,
+            total=snap.total,
+            count=f"{snap.done:,}/{total}",
+            rate=rate,
+            eta=eta,
+            projection=projection,
         )
 
     def stop(self) -> None:

@@ -14,6 +14,7 @@ from repro.results.aggregate import RackReport, excluded_text
 from repro.results.series import Series
 from repro.results.verify import Verdict
 from repro.ui.views import published_phrase
+from repro.ui.wrap import Prose, Words
 
 _STYLE = {
     "PASS": "bold green",
@@ -39,12 +40,14 @@ def render_verdict(v: Verdict) -> Group:
     unit = "CPU" if recipe is not None and recipe.system.gpu_arch == "cpu" else "GPU"
     one_vm = recipe is not None and v.gpus == recipe.system.gpus_per_vm and recipe.system.vm_size is not None
     count = f"{v.gpus} {unit}{'' if v.gpus == 1 else 's'}"
-    table.add_row("tokens/s (VM)" if one_vm else "tokens/s", fmt_num(v.run.tokens_per_s), f"{count} ({v.gpus_source})")
+    table.add_row(
+        "tokens/s (VM)" if one_vm else "tokens/s", fmt_num(v.run.tokens_per_s), Words(f"{count} ({v.gpus_source})")
+    )
     if pub is not None:
         where = published_phrase(pub, recipe is not None and recipe.demo)
     else:
         where = f"no published {v.scenario} result in {v.reference}"
-    table.add_row(f"tokens/s per {unit}", fmt_num(v.per_gpu), where)
+    table.add_row(f"tokens/s per {unit}", fmt_num(v.per_gpu), Words(where))
     if v.band and pub is not None:
         table.add_row(
             f"band ±{pub.band_pct:g}%",
@@ -53,18 +56,18 @@ def render_verdict(v: Verdict) -> Group:
         )
     for c in v.checks:
         mark = Text("ok", "green") if c.ok else Text("no", "red") if c.ok is False else Text("n/a", "dim")
-        table.add_row(c.name, mark, one_line(c.detail))
+        table.add_row(c.name, mark, Words(one_line(c.detail)))
     division = v.headline.removeprefix(v.status)
     head = Text.assemble(("Verdict: ", "bold"), (v.status, _STYLE[v.status]), (division, "bold"))
     lines = [Text(f"Compared with: {v.reference}")]
     if v.record is not None and recipe is not None:
         lines.append(Text(f"Published record: {v.record.note}"))
-    why = [Text(f"  - {one_line(r)}") for r in v.reasons]
+    why: list[Any] = [Prose(f"  - {one_line(r)}") for r in v.reasons]
     if v.audit is not None:
-        why.append(Text(f"  MLPerf audit: {v.audit.text}"))
+        why.append(Prose(f"  MLPerf audit: {v.audit.text}"))
     if differs := [i.item for i in v.system if i.same is False]:
-        why.append(Text(f"  system: differs from the published system in {', '.join(differs)}"))
-    notes = [Text(f"  note: {one_line(n)}", style="dim") for n in v.notes]
+        why.append(Prose(f"  system: differs from the published system in {', '.join(differs)}"))
+    notes = [Prose(f"  note: {one_line(n)}", style="dim") for n in v.notes]
     return Group(table, *lines, head, *why, *notes)
 
 
