@@ -85,7 +85,9 @@ def test_asks_before_expensive_steps_and_stops_on_no():
     assert steps.calls == ["setup"]
     assert len(asked) == 2 and asked[0].startswith("Run setup now") and asked[1].startswith("Run run-offline now")
     assert result.stopped_at == "run-offline" and "repro guide --recipe demo" in result.next_command
-    assert "[1/5] doctor" in out and "[4/5] run-offline" in out and "about 1 min" in out
+    assert "[1/5] doctor" in out and "[4/5] run-offline" in out and "about 1 min" not in out
+    assert "LoadGen's 2 s minimum plus model loading" in " ".join(out.split())  # no estimate the demo cannot keep
+    assert "starting setup" in out and asked[0] == "Run setup now?"  # said at once; the header is not repeated
     led = Ledger.load(Workspace.open().ledger_path)
     assert led.steps["setup"].status == "done" and led.steps["setup"].details["recipe"] == "demo"
     assert "run-offline" not in led.steps
@@ -211,7 +213,7 @@ def test_guided_demo_in_a_terminal_interrupt_and_resume(tmp_path):
     try:
         term.expect(r"\[2/5\] setup")
         term.expect(r"already done \(ledger\)")
-        term.expect(r"Run run-offline now.*\?")
+        term.expect(r"Run run-offline now again\?")
         term.send("y\r")
         rc = term.finish(timeout=240)
     finally:

@@ -1,4 +1,5 @@
-"""Ctrl-C or SIGTERM ends a Server run within seconds, not at LoadGen's min_duration (issue 23, defect 5)."""
+"""Ctrl-C or SIGTERM ends a Server run within seconds, not at LoadGen's min_duration (issue 23, defect 5): the
+prompt is back within 10 s whatever the backend (issue 37 item 6: the demo's CPU backend took 103 s)."""
 
 from __future__ import annotations
 
@@ -21,12 +22,17 @@ def _run_json(home: Path) -> Path | None:
     return found[-1] if found else None
 
 
-@pytest.mark.parametrize(("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
-def test_a_signal_ends_a_server_run_within_seconds_and_marks_it(tmp_path: Path, sig: int, code: int) -> None:
+@pytest.mark.parametrize(
+    ("sig", "code", "backend"),
+    [(signal.SIGINT, 130, "sim"), (signal.SIGTERM, 143, "sim"), (signal.SIGINT, 130, "hf")],
+)
+def test_a_signal_ends_a_server_run_within_seconds_and_marks_it(
+    tmp_path: Path, sig: int, code: int, backend: str
+) -> None:
     home = Path(os.environ["REPRO_HOME"])
     # A 300 s Server schedule: before the fix the process waited all of it out after the signal.
     argv = [sys.executable, "-c", "from repro.cli import main; main()", "run", "server", "--recipe", "demo"]
-    argv += ["--backend", "sim", "--duration", "300"]
+    argv += ["--backend", backend, "--duration", "300"]
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
     try:
         deadline = time.monotonic() + 120
@@ -45,12 +51,12 @@ def test_a_signal_ends_a_server_run_within_seconds_and_marks_it(tmp_path: Path, 
         if proc.poll() is None:
             proc.kill()
     assert proc.returncode == code, err
-    assert took < 20, f"took {took:.1f} s after {signal.Signals(sig).name}"
+    assert took < 10, f"took {took:.1f} s after {signal.Signals(sig).name}"
     path = _run_json(home)
     assert path is not None
     info = json.loads(path.read_text())
     assert info["status"] == "interrupted" and info["incomplete"] is True
-    assert info["signal"] == signal.Signals(sig).name and info["label"] == "simulated"
+    assert info["signal"] == signal.Signals(sig).name and info["label"] == ("simulated" if backend == "sim" else "demo")
     summary = path.parent / "mlperf_log_summary.txt"
     if summary.exists():  # LoadGen is left behind mid-schedule: it has written no verdict, or a marked one
         assert "Result is : VALID" not in summary.read_text()

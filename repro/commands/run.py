@@ -399,6 +399,11 @@ def _run(scenario: str, flags: dict[str, Any]) -> None:
         return
     from repro.flow.status import record_resume, record_verify
 
+    if not flags["json"] and not dry_run:
+        from repro.ui.output import info
+
+        # said at once: loading the model and LoadGen takes seconds before the bar can show a count
+        info(f"run: LoadGen {scenario} for recipe {chosen.name}: loading the model and LoadGen; the bar follows.")
     try:
         outcome = run_benchmark(options, RunHooks(bar=RunBar))
     except Interrupted as stop:

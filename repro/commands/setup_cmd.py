@@ -94,6 +94,12 @@ def setup(
         from repro.ui.output import info
 
         info(f"Recipe {chosen.name}: {why}.")
+    if not json and not dry_run:
+        from repro.ui.output import info
+
+        # said at once: the first files take seconds (the demo builds its model here) and the screen stayed empty
+        doing = "building the tiny demo model and sample dataset here" if chosen.demo else "checking what is there"
+        info(f"setup: recipe {chosen.name} in {ws.root}: {doing}...")
     outcome = run_setup(
         chosen,
         ws,

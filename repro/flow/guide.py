@@ -114,9 +114,28 @@ def costs(recipe: Recipe) -> dict[str, tuple[str, str]]:
             (_gb(recipe.quantization.quantized_size_gb) + " engine") if recipe.trtllm else "-",
             "quantize + build, time not in the recipe" if recipe.trtllm else "not needed",
         ),
-        "run-offline": ("logs only", f"about {runtime:g} min" if runtime != "unknown" else "unknown"),
+        "run-offline": ("logs only", _run_time(recipe, runtime)),
         "verify": ("-", "seconds"),
     }
+
+
+def _run_time(recipe: Recipe, runtime: Any) -> str:
+    """The recipe's figure for a GPU run; the demo's run lasts LoadGen's min duration plus loading, which depends
+    on this machine's cores, so the plan says only that (it said "about 1 min" for runs of 10-18 s)."""
+    if recipe.demo:
+        return (
+            f"LoadGen's {recipe.loadgen.min_duration_ms / 1000:g} s minimum plus model loading; the bar shows the ETA"
+        )
+    return f"about {runtime:g} min" if runtime != "unknown" else "unknown"
+
+
+STARTING = {
+    "setup": "starting setup; each file is listed when it is ready",
+    "build-engine": "starting the engine build; its log follows",
+    "run-offline": "starting the run: loading the model and LoadGen first, then the progress bar",
+    "verify": "judging the run",
+}
+"""Said at once when a step starts, so the first seconds of a step never show a silent screen."""
 
 
 @dataclass
@@ -269,12 +288,19 @@ def run_guide(
         if state.state != "to do":
             # said before the question, not as if the step were already starting
             show(GuideNote(f"  ledger says {state.state}: {state.why}" + ("" if expensive else "; running it again")))
-        word = "again " if state.state != "to do" else ""
-        if expensive and (ask is None or not ask(f"Run {step} {word}now ({disk}, {time})?")):
+        word = " again" if state.state != "to do" else ""
+        # the step's cost is in the header just above: the question does not repeat it
+        if expensive and (ask is None or not ask(f"Run {step} now{word}?")):
             result.stopped_at = step
             result.next_command = again
             show(GuideNote(f"  not run; {again} resumes here."))
             return result
+        if not dry_run:
+            show(
+                GuideNote(
+                    f"  {STARTING[step]}" + (" (demo: a few seconds)" if recipe.demo and step != "verify" else "")
+                )
+            )
         try:
             outcome = steps[step](recipe, ws, dry_run)
         except KeyboardInterrupt:

@@ -73,11 +73,18 @@ class Scaling:
             "performance_sample_count_override": PROMPTS,
         }
 
-    def text(self) -> str:
+    def text(self, scenarios: tuple[str, ...] | list[str] | None = None) -> str:
+        """`scenarios`: the ones this rehearsal runs; an Offline-only one never speaks of Server rates."""
+        server = scenarios is None or any(s != "Offline" for s in scenarios)
+        if not server:
+            return (
+                f"time x {self.time:g} (durations, query counts); the stand-in serves {self.capacity_qps:.3g} "
+                "queries/s, the rate Offline runs at"
+            )
         return (
             f"time x {self.time:g} (durations, query counts; Server at least {EARLY_STOPPING_QUERIES} queries for "
-            f"LoadGen's early stopping), rates x {self.rate:.3g} (Server {SERVER_QPS:g}/s); stand-in serves "
-            f"{self.capacity_qps:.3g} queries/s; latency limits are the recipe's"
+            f"LoadGen's early stopping), rates x {self.rate:.3g} (Server {SERVER_QPS:g} queries/s); the stand-in "
+            f"serves {self.capacity_qps:.3g} queries/s; latency limits are the recipe's"
         )
 
 
@@ -115,6 +122,13 @@ class RehearsalResult:
     """`repro report RUN --html FILE` per run (with --nodes, of the rack folder): the file it wrote, its label."""
     node_of: str | None = None
     """A rack node's result: the rack folder it is a node of (the login node verifies and reports the rack)."""
+
+    @property
+    def scenarios(self) -> tuple[str, ...] | None:
+        """The scenarios run: a rack rehearsal is Offline only; None before any run (the plan names Server too)."""
+        if self.nodes > 1:
+            return ("Offline",)
+        return tuple(dict.fromkeys(r["scenario"] for r in self.runs)) or None
 
     @property
     def next_command(self) -> str:
@@ -174,7 +188,7 @@ class RehearsalResult:
                 "time": self.scaling.time,
                 "rate": self.scaling.rate,
                 "capacity_qps": self.scaling.capacity_qps,
-                "text": self.scaling.text(),
+                "text": self.scaling.text(self.scenarios),
             },
             "image": self.image,
             "nodes": self.nodes,
@@ -626,7 +640,9 @@ def _rack(r: Rehearsal) -> None:
         "left_jobs": live_jobs(jobs),
         "error": rack.report_error,
     }
-    r.say(f"rack: {r.result.rack['counted']} of {nodes} nodes counted, total {r.result.rack['total_tokens_per_s']}")
+    total = r.result.rack["total_tokens_per_s"]
+    summed = f"{total:,.2f} tokens/s [rehearsal]" if isinstance(total, (int, float)) else "none"
+    r.say(f"rack: {r.result.rack['counted']} of {nodes} nodes counted, total {summed}")
 
 
 def verify_run(recipe: Recipe, ws: Workspace, run_dir: str) -> dict[str, Any]:
@@ -768,7 +784,7 @@ def rehearse(
     scaling = Scaling.for_recipe(recipe, time_scale)
     ws = Workspace.open(root)
     say = on_step or (lambda _msg: None)
-    say(f"rehearsal of {recipe.name} in {ws.root}: {scaling.text()}")
+    say(f"rehearsal of {recipe.name} in {ws.root}: {scaling.text(('Offline',) if nodes > 1 else None)}")
     result = RehearsalResult(recipe.name, ws.root, scaling, "", nodes=nodes, image_source=image_source)
     r = Rehearsal(recipe, ws, scaling, client, result, say)
     for name, step in steps if steps is not None else default_steps(nodes):

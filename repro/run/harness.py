@@ -43,7 +43,12 @@ STOP_SIGNALS = {
 }
 # After Ctrl-C/SIGTERM: how long LoadGen gets to return once nothing is in flight. Offline returns at once; Server
 # keeps its schedule to min_duration, so it is left behind and the process exits (exit 130/143).
-INTERRUPT_GRACE_S = 5.0
+INTERRUPT_GRACE_S = 3.0
+"""After Ctrl-C, how long LoadGen may take to finish on its own, counted once from the signal: Server and
+Interactive keep scheduling queries until min_duration, which nothing can cut short, so after this LoadGen is left."""
+CLOSE_AFTER_STOP_S = 2.0
+"""Then how long the backend may take to close (a CPU batch mid-generate, in-flight HTTP requests); the prompt is
+back within INTERRUPT_GRACE_S + CLOSE_AFTER_STOP_S + server removal, under 10 s, whatever the scenario."""
 INTERRUPTED_MARK = " * Run interrupted by {signal}: repro stopped issuing queries; this partial run is not a result"
 
 
@@ -76,6 +81,16 @@ class ActiveRun:
     worker: threading.Thread | None = None
     stop_signal: str | None = None
     watch: RunWatch | None = None
+    stop_deadline: float | None = None
+    """When LoadGen's grace after a signal ends: one deadline, however many places wait for it."""
+    backend_left: bool = False
+    """The backend's thread was still busy when its close gave up (after a signal): the process leaves at once."""
+
+    def grace_left(self) -> float:
+        """Seconds left of the grace after a signal, starting it on first use."""
+        if self.stop_deadline is None:
+            self.stop_deadline = time.monotonic() + INTERRUPT_GRACE_S
+        return max(0.0, self.stop_deadline - time.monotonic())
 
     def finish(self, status: str, error: str | None) -> None:
         self.record.status, self.record.error = status, error
@@ -107,7 +122,7 @@ def execute(plan: RunPlan, hooks: RunHooks) -> StepOutcome:
         run.stop_signal = stop_signal(stop)
         if run.sut is not None:
             run.sut.stop()
-            run.sut.finished.wait(INTERRUPT_GRACE_S)
+            run.sut.finished.wait(run.grace_left())
     except ReproError as exc:
         run.fail(exc.message)
         _cleanup(run)
@@ -362,7 +377,7 @@ def _watch(run: ActiveRun, hooks: RunHooks, total: int) -> None:
                 run.stop_signal = stop_signal(stop)
                 view.interrupted(sut)
                 sut.stop()
-                give_up = time.monotonic() + INTERRUPT_GRACE_S
+                give_up = time.monotonic() + run.grace_left()
         view.finish(sut)
         watch.finish()
 
@@ -427,7 +442,7 @@ def _conclude(run: ActiveRun) -> StepOutcome:
 def _interrupted(run: ActiveRun) -> Interrupted:
     """Mark an interrupted run (summary, run.json, ledger); the error to raise says whether LoadGen was left behind."""
     sig, sut = run.stop_signal or "SIGINT", run.sut
-    abandoned = sut is not None and not sut.finished.is_set()
+    abandoned = (sut is not None and not sut.finished.is_set()) or run.backend_left
     run.record.signal, run.record.loadgen_finished = sig, not abandoned
     _mark_interrupted_summary(run.log_dir, sig)
     run.fail(f"interrupted by {STOP_SIGNALS.get(sig, sig)}", signal=sig)
@@ -496,14 +511,18 @@ def _cleanup(run: ActiveRun) -> None:
     """Stop LoadGen, the backend, the servers repro started and the power sampler, whatever state they are in."""
     sut, worker, be = run.sut, run.worker, run.backend
     if worker is not None and worker.ident is not None and sut is not None and not sut.finished.is_set():
+        stopping = sut.stopping or run.stop_signal is not None
         sut.stop()
         # Server and Interactive schedule queries until min_duration whatever the SUT answers; after a signal
-        # repro does not wait that out (up to 40 min on the GPU recipes).
-        sut.finished.wait(INTERRUPT_GRACE_S if sut.stopping else None)
+        # repro does not wait that out (up to 40 min on the GPU recipes), and the grace already spent counts.
+        sut.finished.wait(run.grace_left() if stopping else None)
     if be is not None:
         try:
             run.record.backend_stats = be.stats()
-            be.close()
+            if run.stop_signal is not None:
+                run.backend_left = not _close_within(be, CLOSE_AFTER_STOP_S)
+            else:
+                be.close()
         except Exception:  # noqa: BLE001 - closing must not hide the real outcome
             pass
     if run.fleet is not None:
@@ -514,6 +533,16 @@ def _cleanup(run: ActiveRun) -> None:
         path = run.sampler.stop()
         if path is not None:
             run.record.power_file = path.name
+
+
+def _close_within(be: Backend, seconds: float) -> bool:
+    """Close the backend waiting at most `seconds` for its threads; True when they ended."""
+    for attr in ("join_timeout", "close_timeout"):
+        if hasattr(be, attr):
+            setattr(be, attr, min(float(getattr(be, attr)), seconds))
+    be.close()
+    thread = getattr(be, "_thread", None)
+    return not (isinstance(thread, threading.Thread) and thread.is_alive())
 
 
 def _open_files_for(be: Backend, scenario: str) -> dict[str, int]:

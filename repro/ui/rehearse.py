@@ -5,13 +5,58 @@ from __future__ import annotations
 from typing import Any
 
 from rich.console import Group
-from rich.table import Table
 from rich.text import Text
+
+from repro.ui.wrap import Prose
+
+
+def runs_table(runs: list[dict[str, Any]]) -> list[Any]:
+    """The runs as a table fitted to the terminal (a column that does not fit is dropped, least useful first, and
+    named), then each run folder whole on its own line: a path cut with `…` cannot be pasted."""
+    from repro.report.tables import ALWAYS, Column
+    from repro.report.tables import Table as Data
+    from repro.ui.fit import fitted
+
+    if not runs:
+        return []
+    # the verdict says what happened; LoadGen's validity is part of it; the node matters on a rack only
+    columns = [
+        Column(name, numeric=name == "samples/s", keep=keep)
+        for name, keep in (("scenario", ALWAYS), ("node", 2), ("LoadGen", 4), ("verdict", 8), ("samples/s", 6))
+    ]
+    rows = []
+    for n, r in enumerate(runs, 1):
+        rate = r["samples_per_s"]
+        rows.append(
+            [
+                f"{n}. {r['scenario']}",
+                r.get("node", "-"),
+                r["validity"],
+                f"{r['verdict']} [{r['label']}]",
+                "-" if rate is None else f"{rate:,.2f}",
+            ]
+        )
+    out: list[Any] = []
+
+    class _Fitted:
+        def __rich_console__(self, console: Any, options: Any) -> Any:
+            yield from fitted(Data(columns, rows), options, "--json")
+
+    out.append(_Fitted())
+    for n, r in enumerate(runs, 1):
+        line = Text(f"{n}. run folder: {r['run_dir']}")
+        line.no_wrap, line.overflow = True, "ignore"
+        out.append(line)
+    return out
 
 
 def rehearsal_result(result: Any) -> Group:
     head = Text(f"[REHEARSAL, NOT A REPRODUCTION] {result.recipe}", style="bold yellow")
-    lines: list[Any] = [head, Text(f"scaling: {result.scaling.text()}"), Text(f"image: {result.image}")]
+    lines: list[Any] = [
+        head,
+        Prose(f"scaling: {result.scaling.text(result.scenarios)}"),
+        Text(f"image: {result.image}"),
+    ]
     if result.doctor:
         doc = result.doctor
         gpus = doc["gpus"]
@@ -34,29 +79,15 @@ def rehearsal_result(result: Any) -> Group:
     if result.dry_run:
         lines.append(Text(f"would run, in {result.workspace}: {', '.join(result.steps)}"))
         return Group(*lines)
-    table = Table(box=None, pad_edge=False, header_style="bold")
-    for col in ("scenario", "node", "LoadGen", "verdict", "samples/s", "run folder"):
-        table.add_column(col, no_wrap=col == "run folder")
-    for r in result.runs:
-        style = "green" if r["valid"] else "red"
-        rate = r["samples_per_s"]
-        table.add_row(
-            r["scenario"],
-            r.get("node", "-"),
-            Text(r["validity"], style=style),
-            f"{r['verdict']} [{r['label']}]",
-            "-" if rate is None else f"{rate:,.2f}",
-            r["run_dir"],
-        )
-    lines.append(table)
+    lines += runs_table(result.runs)
     if result.rack:
         rack = result.rack
         total = rack["total_tokens_per_s"]
         lines.append(
-            Text(
+            Prose(
                 f"rack {rack['rack_dir']}: {rack['counted']} of {result.nodes} nodes summed"
-                + (f", {total:,.2f} tokens/s [rehearsal]" if total is not None else "")
-                + f"; Slurm jobs {', '.join(rack['jobs'])}, still running: {', '.join(rack['left_jobs']) or 'none'}"
+                + (f", total {total:,.2f} tokens/s [rehearsal]" if total is not None else "")
+                + f"; Slurm job IDs: {', '.join(rack['jobs'])}; still running: {', '.join(rack['left_jobs']) or 'none'}"
             )
         )
     for v in result.verify:

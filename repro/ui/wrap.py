@@ -19,7 +19,8 @@ from rich.text import Text
 
 UNITS = (
     "s", "ms", "min", "h", "%", "W", "kW", "B", "KB", "MB", "GB", "TB", "KiB", "MiB", "GiB", "TiB", "GPU", "GPUs",
-    "CPU", "CPUs", "VM", "VMs", "q/s", "tok/s", "tokens/s", "tokens", "samples", "queries", "nodes", "x", "°C", "MHz",
+    "CPU", "CPUs", "VM", "VMs", "q/s", "tok/s", "tokens/s", "tokens", "samples/s", "samples", "queries/s", "queries",
+    "nodes", "x", "°C", "MHz",
 )  # fmt: skip
 _UNIT = "|".join(re.escape(u) for u in sorted(UNITS, key=len, reverse=True))
 # one unbreakable piece: a short repro command (`repro run offline --recipe demo`), a number glued to its unit,

@@ -159,6 +159,8 @@ class TokenStats:
 
 class TrtllmBackend(Backend):
     name = "trtllm"
+    close_timeout = 5.0
+    """Seconds close() waits to drain idle connections and again for the event loop's thread (less after Ctrl-C)."""
 
     def __init__(
         self,
@@ -535,9 +537,9 @@ class TrtllmBackend(Backend):
                         ep.idle.pop()[1].close()
 
             with contextlib.suppress(Exception):
-                self._run(_drain(), timeout=5)
+                self._run(_drain(), timeout=self.close_timeout)
             self.loop.call_soon_threadsafe(self.loop.stop)
-            self._thread.join(timeout=5)
+            self._thread.join(timeout=self.close_timeout)
 
     def describe(self) -> dict[str, Any]:
         forms = sorted({ep.form for ep in self._eps}) if self.ready_after_s is not None else []

@@ -1,0 +1,173 @@
+"""What a person sees at 80 columns (issue 37 items 2, 4, 5): every table keeps its columns or names what it
+dropped, no number is split from its unit, no ISO time is cut, the progress bar keeps >= 20 cells with the
+projection on a line of its own, and the rehearsal's scaling line speaks of Server only when Server ran."""
+
+from __future__ import annotations
+
+import io
+import re
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+from rich.table import Table
+
+from repro.rehearse.rehearsal import RehearsalResult, Scaling
+from repro.ui.wrap import Prose, Words, atoms
+
+NUMBER_THEN_UNIT = re.compile(r"\d$")
+UNIT_FIRST = re.compile(r"^(s|ms|min|GB|MB|%|GPUs?|CPUs?|tokens/s|queries/s)\b")
+
+
+def render(obj: object, width: int = 80) -> list[str]:
+    out = io.StringIO()
+    Console(file=out, width=width, color_system=None, legacy_windows=False).print(obj, crop=False)
+    return out.getvalue().splitlines()
+
+
+def cells(line: str) -> list[str]:
+    return [c.strip() for c in re.split(r"[│┃]", line)[1:-1]]
+
+
+def assert_no_split_units(lines: list[str]) -> None:
+    """No line (or table cell) ends in a number whose unit starts the next line (or the same cell below)."""
+    for a, b in zip(lines, lines[1:], strict=False):
+        pairs = list(zip(cells(a), cells(b), strict=False)) if "│" in a and "│" in b else [(a.strip(), b.strip())]
+        for top, below in pairs:
+            assert not (NUMBER_THEN_UNIT.search(top) and UNIT_FIRST.match(below)), (a, b)
+
+
+def test_a_number_stays_with_its_unit_and_a_command_stays_whole() -> None:
+    words = [m.group() for m in atoms("needs ≥ 600 s; recipe 2 s), ran 8 s: repro run offline --recipe demo now")]
+    assert "600 s;" in words and "2 s)," in words and "8 s:" in words
+    assert "repro run offline --recipe demo" in words
+    for width in range(24, 81):
+        assert_no_split_units(
+            render(Prose("min duration setting 2 s (MLPerf needs ≥ 600 s; recipe 2 s), ran 8 s"), width)
+        )
+
+
+def test_a_table_cell_never_splits_a_number_from_its_unit() -> None:
+    detail = "setting 2 s (MLPerf needs ≥ 600 s; recipe 2 s), ran 8 s; 5,845 required < 24,576 (MLPerf closed)"
+    for width in range(50, 81):
+        t = Table()
+        t.add_column("check", no_wrap=True)
+        t.add_column("result", no_wrap=True)
+        t.add_column("detail")
+        t.add_row("min duration", "no", Words(detail))
+        lines = render(t, width)
+        assert all(len(line) <= width for line in lines), (width, lines)
+        assert_no_split_units(lines)
+        text = " ".join(c for line in lines if line.startswith("│") for c in cells(line)[2:3] if c)
+        assert " ".join(text.split()) == detail
+
+
+def test_status_keeps_every_column_and_whole_timestamps_at_80() -> None:
+    from repro.flow.status import StatusReport, StepState
+    from repro.ui.flow import status_report
+
+    stamp = "2026-11-27T11:36:03+00:00"
+    report = StatusReport(
+        "/home/user/repro-workspace",
+        None,
+        "demo",
+        [
+            StepState("setup", "done", "up to date", stamp),
+            StepState("build-engine", "not needed", "recipe demo has no engine to build"),
+            StepState("run-offline", "interrupted", "interrupted by the user (Ctrl-C) after 600 s", stamp),
+            StepState("verify", "to do", "not run yet"),
+        ],
+    )
+    lines = render(status_report(report))
+    header = next(line for line in lines if "step" in line and "finished" in line)
+    assert cells(header) == ["step", "state", "finished", "why"]
+    assert sum(stamp in line for line in lines) == 2, lines
+    assert all(len(line) <= 80 for line in lines)
+    assert_no_split_units(lines)
+
+
+def _rehearsal(nodes: int, scenarios: tuple[str, ...]) -> RehearsalResult:
+    runs = [
+        {
+            "scenario": s,
+            "node": "vm-01",
+            "validity": "VALID",
+            "valid": True,
+            "verdict": "NOT A REPRODUCTION",
+            "label": "rehearsal",
+            "samples_per_s": 12.3456,
+            "run_dir": f"/tmp/pytest-of-someone/pytest-123/test_rehearsal0/ws/runs/nd-gb200-v6/{s}/20261127-130541",
+        }
+        for s in scenarios
+    ]
+    result = RehearsalResult("nd-gb200-v6", Path("/tmp/ws"), Scaling(1 / 400, 0.01, 60.0), "img", runs=runs)
+    result.nodes = nodes
+    if nodes > 1:
+        result.rack = {"rack_dir": "/tmp/ws/racks/r1", "counted": 2, "total_tokens_per_s": 1038.98,
+                       "jobs": ["14"], "left_jobs": []}  # fmt: skip
+    return result
+
+
+@pytest.mark.parametrize("width", [80, 100])
+def test_the_rehearsal_table_keeps_its_columns_and_every_run_folder_whole(width: int) -> None:
+    from repro.ui.rehearse import rehearsal_result
+
+    result = _rehearsal(1, ("Offline", "Server"))
+    lines = render(rehearsal_result(result), width)
+    header = next(line for line in lines if "scenario" in line)
+    assert cells(header) == ["scenario", "node", "LoadGen", "verdict", "samples/s"], lines
+    for r in result.runs:
+        assert any(line.endswith(r["run_dir"]) for line in lines), lines  # whole, never cut with …
+    assert not any("…" in line for line in lines)
+    assert "12.35" in "\n".join(lines)
+    scaling = next(line for line in lines if line.startswith("scaling:"))
+    assert "Server" in scaling
+
+
+def test_an_offline_only_rack_rehearsal_never_speaks_of_server_and_gives_units() -> None:
+    from repro.ui.rehearse import rehearsal_result
+
+    text = "\n".join(render(rehearsal_result(_rehearsal(2, ("Offline", "Offline")))))
+    assert "Server" not in text, text
+    assert "total 1,038.98 tokens/s [rehearsal]" in " ".join(text.split())
+    assert "Slurm job IDs: 14" in text
+
+
+def test_a_narrow_rehearsal_table_names_what_it_moved() -> None:
+    from repro.ui.rehearse import rehearsal_result
+
+    lines = render(rehearsal_result(_rehearsal(1, ("Offline",))), 60)
+    headers = [cells(line) for line in lines if "scenario" in line and "┃" in line]
+    assert len(headers) >= 2 and {c for h in headers for c in h} >= {"node", "LoadGen", "verdict", "samples/s"}
+
+
+def test_the_progress_bar_keeps_20_cells_with_the_projection_below() -> None:
+    from repro.run.progress import Snapshot
+    from repro.run.projection import Projection
+    from repro.ui import output
+    from repro.ui.progress_bar import RunBar
+
+    out = io.StringIO()
+    console = Console(file=out, width=80, color_system=None, force_terminal=False)
+    saved = output._consoles.get("err_console")
+    output._consoles["err_console"] = console
+    try:
+        for what in ("LoadGen Offline", "LoadGen Server", "LoadGen Interactive"):
+            bar = RunBar(what)
+            bar._progress.live.auto_refresh = False
+            bar.start()
+            proj = Projection(29_123.0, 32.1, 0.25, None)
+            bar.show(Snapshot(1_856, 7_360, 1_856 * 250, 16.0, projection=proj))
+            frame = [str(r) for r in bar._progress.get_renderables()]
+            lines = render(bar._progress.get_renderable(), 80)
+            bar.stop()
+            row = next(line for line in lines if line.startswith(what))
+            bar_cells = row[len(what) + 1 :].split(" 1,856/7,360")[0]  # uncoloured, its empty part is spaces
+            assert len(bar_cells) >= 20, (row, frame)
+            assert "projected" not in row and any("projected: 29,123" in line for line in lines), lines
+            assert all(len(line) <= 80 for line in lines), lines
+    finally:
+        if saved is not None:
+            output._consoles["err_console"] = saved
+        else:
+            output._consoles.pop("err_console", None)
