@@ -222,7 +222,7 @@ _METAVARS = {
 _PANELS: dict[str, tuple[str, ...]] = {
     "Run": (
         "recipe", "workspace", "backend", "duration", "official_min_duration", "samples", "accuracy",
-        "compliance", "into", "sim_rate", "target_qps", "stop_if_below_band",
+        "compliance", "into", "sim_rate", "target_qps", "stop_if_below_band", "repeat",
     ),
     "Search": ("max_minutes", "margin", "start_qps", "probe_seconds", "probe_queries"),
     "Server": ("endpoint", "served_model", "server_image", "keep_servers", "listen", "ready_timeout", "stall_timeout"),

@@ -125,7 +125,7 @@ class PricedVerdict:
         from repro.ui.wrap import Prose
 
         lines = [
-            Prose(Text(f"{what}: ", style="bold") + Text(f"{figure} ({basis})"))
+            Prose(Text(f"{what}: ", style="bold") + Text(one_line(f"{figure} ({basis})")))
             for what, figure, basis in self.cost.rows()
         ]
         return Group(render_verdict(self.verdict), *lines)
