@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from repro.core.errors import InputError
 from repro.core.recipes import by_gpu_name, by_system_name, by_vm_size, get_recipe
 from repro.results.verify import verify_dir
 from tests.helpers import cli, cli_process, copy_bundle, edit, one_line_error
@@ -97,3 +98,24 @@ def test_a_405b_run_against_the_llama2_recipe_is_not_a_reproduction(fixtures: Pa
     doc = json.loads(cli("verify", str(b / "llama3.1-405b" / "Offline"), "--recipe", "nd-gb200-v6", "--json").output)
     assert doc["status"] == "NOT A REPRODUCTION"
     assert any("llama3.1-405b run" in r and "llama2-70b-99 result" in r for r in doc["reasons"]), doc["reasons"]
+
+
+def test_setup_plans_the_pinned_model_and_refuses_an_unpinned_405b_dataset(tmp_path: Path) -> None:
+    """`repro setup`: the gated model at MLCommons' pinned revision, the disk it needs, and the 8,313-sample set
+    from MLCommons' R2 downloader; no SHA-256 is published for it, so it is never unpickled unpinned (exit 2)."""
+    env = {"REPRO_HOME": str(tmp_path / "home"), "HF_HUB_OFFLINE": "1", "COLUMNS": "250"}
+    dry = cli_process("setup", "--recipe", "nd-gb200-v6-405b", "--dry-run", env=env)
+    assert dry.returncode in (0, 1), dry.stderr  # 1: this machine lacks the 1.4 TB the plan needs
+    out = " ".join(dry.stdout.split())
+    assert "meta-llama/Llama-3.1-405B-Instruct/tree/be673f326cab4cd22ccfef76109faf68e41aa5f1" in out
+    assert "1,400.0 GB needed" in out and "llama3-1-405b-dataset-8313.uri" in out
+    # the refusal `repro setup` gives before downloading anything (check_pins), as the dry run states it
+    assert "mlperf_llama3.1_405b_dataset_8313_processed_fp16_eval.pkl" in out and "nothing was downloaded" in out
+    assert "refused until one is pinned in the recipe" in out and "--recipe COPY.yaml" in out
+    assert not (tmp_path / "home" / "data").exists()
+    from repro.setup.download import check_pins
+
+    with pytest.raises(InputError, match="no SHA-256 of mlperf_llama3.1_405b_dataset_8313"):
+        check_pins(get_recipe("nd-gb200-v6-405b"), "fetch")
+    with pytest.raises(InputError, match="publishes no raw data to rebuild"):
+        check_pins(get_recipe("nd-gb200-v6-405b"), "rebuild")

@@ -15,11 +15,14 @@ from helpers import cli
 from hubserver import HubServer, Repo
 from setup_helpers import MODEL_REPO, N_CALIB, N_SAMPLES, build_tokenizer_dir, model_files, write_parquet, write_recipe
 
+from repro.core.benchmarks import load_benchmark
 from repro.core.fsutil import sha256_file
 from repro.core.ledger import Ledger
-from repro.setup.download import RAW_FILE, RAW_REPO
 from repro.setup.preprocess import build_from_parquet
 
+_RAW = load_benchmark("llama2-70b-99").dataset.raw
+assert _RAW is not None
+RAW_REPO, RAW_FILE = _RAW.repo, _RAW.file
 SHARD = "model-00001-of-00002.safetensors"
 TOKEN = "hf_goodtokenAAAAAAAAAAAA"
 

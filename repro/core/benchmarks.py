@@ -75,6 +75,14 @@ class Model(_Strict):
     sources: list[str] = Field(default_factory=list)
 
 
+class RawSource(_Strict):
+    """The raw data the processed set is rebuilt from (llama2-70b: processorca.py on the OpenOrca parquet)."""
+
+    repo: str = Field(min_length=1, description="Hugging Face dataset repo")
+    file: str = Field(min_length=1)
+    revision: str = Field(min_length=1)
+
+
 class Dataset(_Strict):
     name: str = Field(min_length=1)
     samples: int = Field(gt=0)
@@ -90,6 +98,11 @@ class Dataset(_Strict):
         default="unknown", description="Mean prompt tokens per sample, where stated (the roofline's default)"
     )
     format: DatasetFormat = "mlperf-openorca-pkl"
+    raw: RawSource | None = Field(default=None, description="Where a rebuild starts; null: no rebuild is published")
+    calibration_dir: str = Field(default="calibration", description="The folder the quantizer reads (data.parquet)")
+    calibration_from_sampled: bool = Field(
+        default=False, description="The calibration rows are a seeded draw of the sampled set (processorca.py)"
+    )
     fetch: str = Field(default="", description="How MLCommons publishes it, in words")
     preprocessing: str = Field(default="", description="How it was made from the raw data")
     sources: list[str] = Field(default_factory=list)

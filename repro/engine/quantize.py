@@ -18,8 +18,6 @@ from repro.core.recipes import Recipe
 CONTAINER_WORKSPACE = PurePosixPath("/workspace")
 TRTLLM_QUANTIZE = "/app/tensorrt_llm/examples/quantization/quantize.py"
 ENTRY = "/opt/repro/container_entry.py"
-BENCHMARK = "llama2-70b"
-CALIB_DIR_NAME = "mlperf_llama2_openorca_calibration_1k"
 
 
 @dataclass(frozen=True)
@@ -51,9 +49,11 @@ def paths_for(
     return Paths(
         model_dir=model_dir or root / "models" / recipe.model.repo_id.split("/")[-1],
         calib_pkl=root / "data" / recipe.dataset.name / calib_file,
-        calib_dir=root / "preprocessed" / recipe.dataset.name / CALIB_DIR_NAME,
+        calib_dir=root / "preprocessed" / recipe.dataset.name / recipe.dataset.calibration_dir,
         checkpoint_dir=base / "checkpoints" / recipe.quantization.output_name,
-        engine_dir=base / "Offline" / BENCHMARK / engine_name(recipe) if recipe.backend == "trtllm-engine" else None,
+        engine_dir=base / "Offline" / recipe.bench.mlperf_model / engine_name(recipe)
+        if recipe.backend == "trtllm-engine"
+        else None,
         serve_config=base / "trtllm_serve_extra_conf.yaml",
     )
 

@@ -31,10 +31,6 @@ from repro.core.workspace import Workspace
 from repro.setup import hub
 
 STEP = "setup"
-RAW_REPO = "Open-Orca/OpenOrca"
-RAW_FILE = "1M-GPT4-Augmented.parquet"
-RAW_REVISION = "main"
-CALIB_DIR = "mlperf_llama2_openorca_calibration_1k"
 DatasetSource = Literal["fetch", "rebuild", "both"]
 Pinned = dict[str, tuple[Path, str]]  # role -> (file, the SHA-256 it must have to be unpickled)
 
@@ -140,6 +136,17 @@ def plan_setup(recipe: Recipe, ws: Workspace, token: str | None, source: Dataset
                 plan.rows.append(_derived_row(recipe, role, dest))
                 continue
             url = recipe.dataset.urls.get(role)
+            if not url and role in recipe.dataset.r2_uri:
+                plan.rows.append(
+                    PlanRow(
+                        f"dataset {role} (placed by the R2 downloader, checked)",
+                        recipe.dataset.r2_uri[role],
+                        dest,
+                        recipe.dataset.size_bytes.get(role),
+                        "verify" if dest.is_file() else "place",
+                    )
+                )
+                continue
             if not url:
                 raise InputError(
                     f"recipe {recipe.name}: dataset.urls has no '{role}' entry to fetch {fname} from.",
@@ -158,15 +165,46 @@ def pinned_sha256(recipe: Recipe, role: str) -> str | None:
 
 
 def _derived_row(recipe: Recipe, role: str, dest: Path) -> PlanRow:
-    """An unpinned file is not downloaded: the calibration set is derived from the pinned sampled set (processorca's
-    rule); an unpinned sampled set is refused when setup runs (check_pins)."""
-    what = "derived from the sampled set (processorca.py, seed 12345)" if role == "calibration" else "refused"
+    """An unpinned file is not downloaded: the calibration set is derived from the pinned sampled set where the
+    benchmark draws it so (processorca's rule); any other unpinned file is refused when setup runs (check_pins)."""
+    derived = role == "calibration" and recipe.dataset.calibration_from_sampled
+    what = "derived from the sampled set (processorca.py, seed 12345)" if derived else "refused"
     return PlanRow(f"dataset {role} (no published SHA-256: not downloaded)", what, dest, None, what.split(" ")[0])
 
 
 def check_pins(recipe: Recipe, source: DatasetSource) -> None:
-    """Before anything is downloaded: a fetched sampled set must have a published checksum, since it is unpickled."""
-    if source == "rebuild" or pinned_sha256(recipe, "sampled") is not None:
+    """Before anything is downloaded: a fetched sampled set must have a published checksum, since it is unpickled;
+    so must a calibration file the benchmark does not draw from the sampled set; a rebuild needs raw data."""
+    ds = recipe.dataset
+    if source in ("rebuild", "both") and ds.raw is None:
+        raise InputError(
+            f"recipe {recipe.name}: benchmark {recipe.benchmark} publishes no raw data to rebuild {ds.name} from "
+            "(MLCommons publishes only the processed set); nothing was downloaded.",
+            "`repro setup --dataset-source fetch`",
+        )
+    if source == "rebuild":
+        return
+    unpinned = [
+        role
+        for role in ds.files
+        if pinned_sha256(recipe, role) is None and not (role == "calibration" and ds.calibration_from_sampled)
+    ]
+    if not unpinned:
+        return
+    if ds.raw is None:
+        fname = ", ".join(ds.files[r] for r in unpinned)
+        fetches = " and ".join(
+            f"`bash <(curl -s {R2_DOWNLOADER}) {uri}`"
+            for uri in dict.fromkeys(ds.r2_uri[r] for r in unpinned if r in ds.r2_uri)
+        )
+        raise InputError(
+            f"recipe {recipe.name}: no SHA-256 of {fname} is published (MLCommons' R2 downloader checks an MD5 list "
+            "it fetches at download time), and repro unpickles only files a pinned checksum covers (a pickle can "
+            "run code); nothing was downloaded.",
+            f"fetch with {fetches or 'its published source'} (md5-checked), pin each file's sha256sum in a copy of the "
+            f"recipe (dataset: {{sha256: {{{unpinned[0]}: ...}}}}), then `repro setup --recipe COPY.yaml`",
+        )
+    if pinned_sha256(recipe, "sampled") is not None:
         return
     fname = recipe.dataset.files.get("sampled", "the sampled set")
     raise InputError(
@@ -188,19 +226,24 @@ def official_source_notes(recipe: Recipe, ws: Workspace, source: DatasetSource) 
     runs = " and ".join(f"`bash <(curl -s {R2_DOWNLOADER}) {uri}`" for uri in uris)
     return [
         f"The dataset also comes from MLCommons' own source (the benchmark's README): run {runs}, then place the "
-        f"pickles (`gzip -dk` any .pkl.gz) in {data_dir(ws, recipe)}; `repro setup` then checks the sampled set "
-        "against the pinned sha256 and fetches it only when it does not match (a calibration file without a "
-        "published sha256 is never read: its rows are derived from the sampled set)."
+        f"pickles (`gzip -dk` any .pkl.gz) in {data_dir(ws, recipe)}; `repro setup` then checks each file "
+        "against its pinned sha256 and fetches it only when it does not match"
+        + (
+            " (a calibration file without a published sha256 is never read: its rows are derived from the sampled set)."
+            if recipe.dataset.calibration_from_sampled
+            else "."
+        )
     ]
 
 
 def _local_rows(recipe: Recipe, ws: Workspace, source: DatasetSource) -> list[PlanRow]:
     """The rows every plan shares: the raw parquet for a rebuild, and the prepared arrays made locally."""
     rows = []
-    if source in ("rebuild", "both"):
-        dest = ws.data / "raw" / RAW_REPO.split("/")[-1] / RAW_FILE
-        url = f"{hub.shown_endpoint()}/datasets/{RAW_REPO}/resolve/{RAW_REVISION}/{RAW_FILE}"
-        rows.append(PlanRow("raw OpenOrca parquet", url, dest, None, _local_action(dest, None)))
+    src = recipe.dataset.raw
+    if source in ("rebuild", "both") and src is not None:
+        dest = ws.data / "raw" / src.repo.split("/")[-1] / src.file
+        url = f"{hub.shown_endpoint()}/datasets/{src.repo}/resolve/{src.revision}/{src.file}"
+        rows.append(PlanRow(f"raw data {src.file}", url, dest, None, _local_action(dest, None)))
     prepared = prepared_dir(ws, recipe)
     action = "keep" if (prepared / "manifest.json").exists() else "write"
     rows.append(PlanRow("prepared arrays", "made locally from the sampled set", prepared, None, action))
@@ -257,13 +300,15 @@ def checksum_policy(recipe: Recipe) -> list[str]:
                 f"dataset {role} ({fname}): SHA-256 pinned in the recipe ({pinned[:12]}…), checked before the "
                 "file is unpickled, then read with a DataFrame-only unpickler"
             )
-        elif role == "calibration":
+        elif role == "calibration" and recipe.dataset.calibration_from_sampled:
             lines.append(
                 f"dataset {role} ({fname}): no published checksum, so it is never downloaded or unpickled; its "
                 "rows are derived from the pinned sampled set as processorca.py draws them (seed 12345)"
             )
+        elif recipe.dataset.raw is not None:
+            lines.append(f"dataset {role} ({fname}): no published checksum: refused unless rebuilt from the raw data")
         else:
-            lines.append(f"dataset {role} ({fname}): no published checksum: refused unless rebuilt from the parquet")
+            lines.append(f"dataset {role} ({fname}): no published checksum: refused until one is pinned in the recipe")
     return lines
 
 
@@ -349,7 +394,23 @@ def _fetch_dataset(
         expected = pinned_sha256(recipe, role)
         if expected is None:
             continue
-        action, sha = _fetch_url(recipe.dataset.urls[role], dest, expected, progress)
+        url = recipe.dataset.urls.get(role)
+        if url is None:  # published only through the R2 downloader: the file the user placed, checked
+            if not (dest.is_file() and not dest.is_symlink()):
+                raise InputError(
+                    f"{dest}: not there, and benchmark {recipe.benchmark} publishes no direct URL for {fname}.",
+                    next(iter(official_source_notes(recipe, ws, "fetch")), "place the file there, then `repro setup`"),
+                )
+            sha = sha256_file(dest)
+            if sha != expected:
+                raise InputError(
+                    f"{dest}: sha256 {sha[:12]}… differs from the recipe's pinned {expected[:12]}…; it was not "
+                    "unpickled.",
+                    "download it again with MLCommons' R2 downloader, then `repro setup`",
+                )
+            action = "verified"
+        else:
+            action, sha = _fetch_url(url, dest, expected, progress)
         if action != "verified" or str(dest) not in times:
             times[str(dest)] = now_iso()
         out[role] = (dest, sha, action)
@@ -361,15 +422,17 @@ def _rebuild_dataset(
 ) -> tuple[Pinned, Artifact]:
     from repro.setup.preprocess import build_from_parquet
 
-    raw = hub.plan_model(RAW_REPO, RAW_REVISION, [RAW_FILE], token, repo_type="dataset")
-    raw_dir = ws.data / "raw" / RAW_REPO.split("/")[-1]
+    src = recipe.dataset.raw
+    assert src is not None  # check_pins refused a rebuild without raw data
+    raw = hub.plan_model(src.repo, src.revision, [src.file], token, repo_type="dataset")
+    raw_dir = ws.data / "raw" / src.repo.split("/")[-1]
     result = hub.fetch_file(raw, raw.files[0], raw_dir, token, progress)
     times.setdefault(str(result.path), now_iso())
     raw_art = Artifact(
         path=str(result.path),
         size=raw.files[0].size,
         sha256=raw.files[0].sha256 or sha256_file(result.path),
-        source=f"hf://datasets/{RAW_REPO}/{RAW_FILE}",
+        source=f"hf://datasets/{src.repo}/{src.file}",
         revision=raw.commit,
     )
     built = build_from_parquet(
@@ -429,7 +492,7 @@ def _prepare(recipe: Recipe, ws: Workspace, files: Pinned) -> list[Artifact]:
     if "calibration" in files:
         calibration, calib_sha = files["calibration"]
         df, source = load_dataframe(calibration, calib_sha, next_step="delete it, then `repro setup`"), str(calibration)
-    elif recipe.dataset.calibration_samples:
+    elif recipe.dataset.calibration_samples and recipe.dataset.calibration_from_sampled:
         n = recipe.dataset.calibration_samples
         df = calibration_frame(sampled_frame(), n, sampled)
         source = f"{sampled} (calibration rows drawn as processorca.py draws them: sample(n={n}, random_state=12345))"
@@ -446,7 +509,7 @@ def _prepare(recipe: Recipe, ws: Workspace, files: Pinned) -> list[Artifact]:
         )
     buf = io.BytesIO()
     pd.DataFrame({"text": [str(t) for t in df["input"]]}).to_parquet(buf, index=False)
-    target = folder / CALIB_DIR / "data.parquet"
+    target = folder / recipe.dataset.calibration_dir / "data.parquet"
     atomic_write_bytes(target, buf.getvalue())
     arts.append(Artifact.of(target, source=source))
     return arts
@@ -587,7 +650,12 @@ def _fetch_all(
                 fetched = _fetch_dataset(recipe, ws, bars, times)
                 for role, (p, sha, action) in fetched.items():
                     arts.append(
-                        Artifact(path=str(p), size=p.stat().st_size, sha256=sha, source=recipe.dataset.urls[role])
+                        Artifact(
+                            path=str(p),
+                            size=p.stat().st_size,
+                            sha256=sha,
+                            source=recipe.dataset.urls.get(role) or recipe.dataset.r2_uri.get(role, "placed by hand"),
+                        )
                     )
                     files.append({"path": str(p), "size": p.stat().st_size, "action": action, "resumed_bytes": 0})
             dataset_files: Pinned = {role: (v[0], v[1]) for role, v in fetched.items()}
@@ -596,7 +664,11 @@ def _fetch_all(
                 built, raw_art = _rebuild_dataset(recipe, ws, token, bars, out_dir, times)
                 arts.append(raw_art)
                 arts += [
-                    Artifact.of(p, source=f"rebuilt from {RAW_FILE} (processorca.py)", revision=raw_art.revision)
+                    Artifact.of(
+                        p,
+                        source=f"rebuilt from {(raw_art.source or '').rsplit('/', 1)[-1]} (processorca.py)",
+                        revision=raw_art.revision,
+                    )
                     for p, _ in built.values()
                 ]
                 files += [
