@@ -491,7 +491,9 @@ def test_hub_listing_never_writes_outside_the_model_folder(
         outside = _tree_digest(root)
         server = HubServer()
         server.model = server.add(Repo(MODEL_REPO, {**hub_files, **{n: b'{"x": 1}' for n in names}}))
-        recipe = write_recipe(root / "cwd", revision=server.model.commit, base_url=server.url)
+        # a pinned sampled set (the pin itself never matches here): setup gets past its pin check to the downloads
+        pins = {"sampled": "0" * 64, "calibration": "unknown"}
+        recipe = write_recipe(root / "cwd", revision=server.model.commit, base_url=server.url, sha256=pins)
         env = {"HF_ENDPOINT": server.url, "HF_HUB_DISABLE_XET": "1", "HF_HOME": str(root / "hf-home")}
         old = {k: os.environ.get(k) for k in env}
         os.environ.update(env)
@@ -518,3 +520,249 @@ def test_hub_listing_never_writes_outside_the_model_folder(
         models = root / "home" / "models"
         for p in models.rglob("*") if models.exists() else []:
             assert p.resolve().is_relative_to(models.resolve()), p
+
+
+# ---- issue #36: pickles, redirects, output targets, transfers ----------------------------------------------------
+
+DANGEROUS_GLOBALS = [
+    ("os", "system"),
+    ("posix", "system"),
+    ("subprocess", "Popen"),
+    ("builtins", "eval"),
+    ("builtins", "exec"),
+    ("builtins", "getattr"),
+    ("builtins", "__import__"),
+    ("builtins", "open"),
+    ("functools", "partial"),
+    ("operator", "attrgetter"),
+    ("copyreg", "_reconstructor"),
+    ("pandas", "read_pickle"),
+    ("numpy", "load"),
+    ("pyarrow.lib", "_restore_array"),
+    ("pandas.io.pickle", "read_pickle"),
+]
+
+
+def _payload(module: str, name: str, marker: Path) -> bytes:
+    """Protocol 4: GLOBAL module name, args (marker path), REDUCE, wrapped as the value of a DataFrame-ish dict."""
+
+    def short(text: str) -> bytes:
+        raw = text.encode()
+        return b"\x8c" + bytes([len(raw)]) + raw
+
+    return b"\x80\x04" + short(module) + short(name) + b"\x93" + short(f"touch {marker}") + b"\x85R."
+
+
+@st.composite
+def pickles(draw: st.DrawFn, marker: Path) -> bytes:
+    import pandas as pd
+
+    from repro.setup.safe_pickle import dataframe_pickle_bytes
+
+    kind = draw(st.sampled_from(["frame", "payload", "mutated", "payload-in-frame"]))
+    rows = draw(st.integers(0, 5))
+    frame = pd.DataFrame(
+        {
+            "input": [draw(st.text(max_size=20)) for _ in range(rows)],
+            "tok_input": [draw(st.lists(st.integers(0, 2**31 - 1), max_size=5)) for _ in range(rows)],
+        }
+    )
+    good = dataframe_pickle_bytes(frame)
+    if kind == "frame":
+        return good
+    module, name = draw(st.sampled_from(DANGEROUS_GLOBALS))
+    bad = _payload(module, name, marker)
+    if kind == "payload":
+        return bad
+    if kind == "payload-in-frame":
+        cut = draw(st.integers(2, max(2, len(good) - 1)))
+        return good[:cut] + bad[2:-1] + good[cut:]  # the payload opcodes spliced into a real frame's stream
+    data = bytearray(good)
+    for _ in range(draw(st.integers(1, 8))):
+        pos = draw(st.integers(0, len(data) - 1))
+        data[pos] = draw(st.integers(0, 255))
+    return bytes(data)
+
+
+@settings(FUZZ, max_examples=int(os.environ.get("REPRO_FUZZ_PICKLES", "200")))
+@given(data=st.data(), pinned=st.booleans())
+def test_generated_pickles_never_run_code(data: st.DataObject, pinned: bool) -> None:
+    """Whatever the bytes and whether or not their checksum is "pinned": a DataFrame or one InputError, and the
+    payload's marker file never appears."""
+    import hashlib
+
+    from repro.core.errors import InputError
+    from repro.setup.safe_pickle import load_dataframe
+
+    with sandbox() as root:
+        marker = root / "payload-ran"
+        blob = data.draw(pickles(marker))
+        path = root / "x.pkl"
+        path.write_bytes(blob)
+        pin = hashlib.sha256(blob).hexdigest() if pinned else "unknown"
+        try:
+            df = load_dataframe(path, pin)
+            assert pinned and type(df).__name__ == "DataFrame"
+        except InputError:
+            pass
+        assert not marker.exists(), blob
+
+
+HOPS = st.lists(
+    st.tuples(
+        st.sampled_from(["hub", "cdn"]),
+        st.sampled_from(["127.0.0.1", "localhost"]),
+        st.sampled_from([301, 302, 303, 307, 308]),
+        st.booleans(),
+    ),
+    max_size=5,
+)
+
+
+class _Recorder:
+    """Two real HTTP servers (the hub and a CDN) that redirect along a script and record each request's auth."""
+
+    def __init__(self) -> None:
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        self.seen: list[tuple[str, str, bool]] = []
+        self.script: list[tuple[str, str, int, bool]] = []
+        rec = self
+
+        def handler(name: str) -> type[BaseHTTPRequestHandler]:
+            class H(BaseHTTPRequestHandler):
+                protocol_version = "HTTP/1.1"
+
+                def log_message(self, *a: object) -> None:
+                    pass
+
+                def do_GET(self) -> None:
+                    rec.seen.append((name, self.headers.get("Host", ""), bool(self.headers.get("Authorization"))))
+                    k = int(self.path.rsplit("/", 1)[-1])
+                    if k < len(rec.script):
+                        server, host, status, relative = rec.script[k]
+                        port = rec.ports[server]
+                        same = server == name and host == self.headers.get("Host", "").split(":")[0]
+                        loc = f"/hop/{k + 1}" if relative and same else f"http://{host}:{port}/hop/{k + 1}"
+                        self.send_response(status)
+                        self.send_header("Location", loc)
+                        self.send_header("Content-Length", "0")
+                        self.end_headers()
+                        return
+                    self.send_response(200)
+                    self.send_header("Content-Length", "2")
+                    self.end_headers()
+                    self.wfile.write(b"ok")
+
+            return H
+
+        self.servers = {n: ThreadingHTTPServer(("127.0.0.1", 0), handler(n)) for n in ("hub", "cdn")}
+        self.ports = {n: s.server_address[1] for n, s in self.servers.items()}
+        import threading
+
+        for s in self.servers.values():
+            threading.Thread(target=s.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        for s in self.servers.values():
+            s.shutdown()
+            s.server_close()
+
+
+@pytest.fixture(scope="module")
+def redirectors() -> Iterator[_Recorder]:
+    rec = _Recorder()
+    yield rec
+    rec.close()
+
+
+@settings(FUZZ, max_examples=int(os.environ.get("REPRO_FUZZ_REDIRECTS", "60")))
+@given(hops=HOPS)
+def test_the_token_only_reaches_the_hubs_own_origin(redirectors: _Recorder, hops: list) -> None:
+    """Any chain of redirects between the hub (127.0.0.1:P) and a CDN (another port), by IP or by name: a request
+    carries the token exactly when it goes to the hub's origin as HF_ENDPOINT names it."""
+    from repro.setup.transfer import Limits, open_url
+
+    redirectors.script, redirectors.seen = list(hops), []
+    hub = f"http://127.0.0.1:{redirectors.ports['hub']}"
+    _, resp = open_url("GET", f"{hub}/hop/0", token="hf_fuzzTokenAAAA", hub=hub, headers={}, limits=Limits(stall_s=5))
+    with resp:
+        assert resp.read() == b"ok"
+    assert len(redirectors.seen) == len(hops) + 1
+    for name, host, auth in redirectors.seen:
+        assert auth == (name == "hub" and host == f"127.0.0.1:{redirectors.ports['hub']}"), (hops, redirectors.seen)
+
+
+OUTPUT_SHAPES = ["missing", "regular", "fifo", "socket", "symlink-to-file", "symlink-to-stdout", "dangling", "dir"]
+
+
+@settings(FUZZ, max_examples=int(os.environ.get("REPRO_FUZZ_OUTPUTS", "24")))
+@given(shape=st.sampled_from(OUTPUT_SHAPES), option=st.sampled_from(["--html", "--markdown"]))
+def test_report_outputs_never_replace_what_is_not_a_regular_file(shape: str, option: str) -> None:
+    import socket
+    import stat
+
+    with sandbox() as root:
+        out = root / "out" / "report.x"
+        out.parent.mkdir()
+        victim = root / "victim.txt"
+        victim.write_text("precious")
+        if shape == "regular":
+            out.write_text("old")
+        elif shape == "fifo":
+            os.mkfifo(out)
+        elif shape == "socket":
+            s = socket.socket(socket.AF_UNIX)
+            s.bind(str(out))
+            s.close()
+        elif shape == "symlink-to-file":
+            out.symlink_to(victim)
+        elif shape == "symlink-to-stdout":
+            out.symlink_to("/dev/stdout")
+        elif shape == "dangling":
+            out.symlink_to(root / "nowhere")
+        elif shape == "dir":
+            out.mkdir()
+        before = os.lstat(out) if shape != "missing" else None
+        res = CliRunner().invoke(app, ["report", str(FIXTURES / "azure-nd-gb300-v6-rack"), option, str(out)])
+        assert res.exception is None or isinstance(res.exception, SystemExit), res.exception
+        assert victim.read_text() == "precious"
+        if shape in ("missing", "regular"):
+            assert res.exit_code == 0, res.output[-1500:]
+            assert stat.S_ISREG(os.lstat(out).st_mode) and out.read_text() != "old"
+        else:
+            assert res.exit_code == 2, res.output[-1500:]
+            after = os.lstat(out)
+            assert before is not None and (after.st_ino, after.st_mode) == (before.st_ino, before.st_mode)
+        assert sorted(p.name for p in out.parent.iterdir()) == ["report.x"]
+
+
+@settings(FUZZ, max_examples=int(os.environ.get("REPRO_FUZZ_TRANSFERS", "12")))
+@given(
+    mode=st.sampled_from(["trickle", "silent", "drip-headers", "endless", "long-length"]),
+    interval=st.sampled_from([0.05, 0.3, 2.0]),
+    size=st.integers(1, 200_000),
+)
+def test_every_transfer_ends_within_its_bound(mode: str, interval: float, size: int) -> None:
+    """Whatever the hostile server does: done or one error within two stall windows (plus slack), never more than
+    the expected bytes on disk; only a complete body finishes."""
+    import time
+
+    from trickle_server import TrickleServer
+
+    from repro.core.errors import ReproError
+    from repro.setup.transfer import Limits, download
+
+    stall = 0.6
+    with sandbox() as root, TrickleServer(mode, interval=interval, size=size) as srv:
+        part = root / "f.incomplete"
+        t0 = time.monotonic()
+        try:
+            download(f"{srv.url}/f", part, expected_size=size, token=None, hub=None, limits=Limits(stall_s=stall))
+            finished = True
+        except ReproError:
+            finished = False
+        assert time.monotonic() - t0 < 2 * stall + 1.5, mode
+        assert part.stat().st_size <= size
+        if finished:  # only an honest (if slow) body can finish, and then it is whole
+            assert mode == "trickle" and part.stat().st_size == size

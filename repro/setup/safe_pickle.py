@@ -169,10 +169,10 @@ def loads_dataframe(data: bytes, *, source: str, next_step: str) -> Any:
             f"{source}: the pickle asks for {exc}, which a dataset never needs; refused without running it.",
             next_step,
         ) from None
-    except (pickle.UnpicklingError, EOFError, ValueError, TypeError, AttributeError, KeyError, IndexError) as exc:
-        raise InputError(f"{source}: not a readable DataFrame pickle ({type(exc).__name__}).", next_step) from None
     except (MemoryError, RecursionError) as exc:
         raise InputError(f"{source}: the pickle is too large or too deep ({type(exc).__name__}).", next_step) from None
+    except Exception as exc:  # noqa: BLE001 - malformed bytes raise many kinds; every one is a bad file, not a bug
+        raise InputError(f"{source}: not a readable DataFrame pickle ({type(exc).__name__}).", next_step) from None
     import pandas as pd
 
     if not isinstance(obj, pd.DataFrame):
