@@ -272,7 +272,8 @@ def test_one_h100_for_the_tp2_x4_recipe_fails_with_the_server_arithmetic(tmp_pat
     assert "at least 2 of these GPUs" in count["fix"]
     mem = rows["GPU memory"]
     # 68,976,648,192 parameters (the llama2-70b benchmark file) x 1 byte (fp8) over tp 2 = 34.49 GB per GPU
-    assert "weights 34.5 GB of 85.5 GB" in mem["detail"] and mem["data"]["weights_gb"] == 34.49
+    assert "weights 34.5 of 85.5 GB" in mem["detail"] and mem["data"]["weights_gb"] == 34.49
+    assert any(a.startswith("model: benchmark llama2-70b-99 ") for a in mem["data"]["assumptions"])
 
 
 def test_two_of_four_servers_fit_is_a_warn_naming_the_per_gpu_comparison(tmp_path):
@@ -282,19 +283,13 @@ def test_two_of_four_servers_fit_is_a_warn_naming_the_per_gpu_comparison(tmp_pat
     assert "the per-GPU figure is what will be compared" in count["detail"] and "--gpus 4" in count["fix"]
 
 
-def test_gpu_memory_sizes_the_kv_cache_from_the_models_config(tmp_path):
-    """With the model's config.json in the workspace (Llama-2-70B's: 80 layers, 8 KV heads, head dim 128), the
-    KV cache per token is 2 x 80 x 8 x 128 x 1 byte (FP8) / tp 2 = 81,920 bytes per GPU, shown with the pool."""
-    ws = Workspace(tmp_path / "ws")
-    cfg = ws.models / "Llama-2-70b-chat-hf" / "config.json"
-    cfg.parent.mkdir(parents=True)
-    cfg.write_text(
-        json.dumps({"num_hidden_layers": 80, "num_attention_heads": 64, "num_key_value_heads": 8, "hidden_size": 8192})
-    )
-    rows = _rows(run_doctor("nd-h100-v5", ws, info=_hopper()))
+def test_gpu_memory_sizes_the_kv_cache_from_the_benchmarks_model(tmp_path):
+    """The llama2-70b benchmark file's architecture (80 layers, 8 KV heads, head dim 128): the KV cache per token is
+    2 x 80 x 8 x 128 x 1 byte (FP8) / tp 2 = 81,920 bytes per GPU, shown with the pool and the full batch."""
+    rows = _rows(run_doctor("nd-h100-v5", Workspace(tmp_path / "ws"), info=_hopper()))
     level, detail, _fix = rows["GPU memory"]
     assert level == "PASS", detail
-    assert "KV cache 81.9 kB per token" in detail and "the batch of 896 at full length needs 150 GB" in detail
+    assert "KV 81.9 kB/token" in detail and "batch 896 at full length: 150 GB" in detail
 
 
 def test_the_guided_flow_stops_at_the_one_gpu_fail_before_any_download(tmp_path):

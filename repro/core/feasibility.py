@@ -107,21 +107,22 @@ class MemoryFit:
         return "PASS"
 
     def detail(self) -> str:
-        head = f"per GPU: weights {self.weights_gb:,.1f} GB of {self.gpu_gb:,.1f} GB"
+        head = f"per GPU: weights {self.weights_gb:,.1f} of {self.gpu_gb:,.1f} GB"
         if not self.weights_fit:
             return f"{head}: the weights alone do not fit (with {RESERVE_GB:g} GB for context and activations)"
         if self.pool_tokens is None or self.kv_bytes_per_token is None:
             return f"{head}; KV cache not sized (no model shape: layers, KV heads, head dim)"
         seqs = self.sequences_at_full_length or 0
         text = (
-            f"{head}; KV cache {self.kv_bytes_per_token / 1e3:,.1f} kB per token, pool {self.pool_gb:,.1f} GB = "
-            f"{self.pool_tokens:,} tokens = {plural(seqs, 'sequence')} of {self.max_seq_len:,}"
+            f"{head}; KV {self.kv_bytes_per_token / 1e3:,.1f} kB/token, pool {self.pool_gb:,.1f} GB = "
+            f"{self.pool_tokens:,} tokens ({plural(seqs, 'sequence')} of {self.max_seq_len:,}"
         )
         if self.full_batch_kv_gb is not None:
-            text += f" (the batch of {self.batch:,} at full length needs {self.full_batch_kv_gb:,.0f} GB)"
+            text += f"; batch {self.batch:,} at full length: {self.full_batch_kv_gb:,.0f} GB"
+        text += ")"
         if self.typical_tokens:
             share = self.pool_tokens / self.batch
-            text += f"; {share:,.0f} tokens per sequence at batch {self.batch:,} (typical {self.typical_tokens:,.0f})"
+            text += f"; {share:,.0f} tokens/sequence at batch {self.batch:,} (typical {self.typical_tokens:,.0f})"
         return text
 
     def to_json(self) -> dict[str, Any]:

@@ -1,20 +1,23 @@
 """`repro tune server|interactive`: the highest target QPS whose run meets the TTFT/TPOT limits, found before the
-long run, and `--target-qps auto` for Offline.
+long run (the Offline `--target-qps auto` is run/offline_auto.py).
 
 Each step of the search is a short LoadGen run (a probe) through the same harness, backend and servers as `repro run`:
-the recipe's user.conf with only the rate, the minimum duration and the minimum query count changed (printed). A rate
-passes when
-  * LoadGen's p99 TTFT and TPOT of the probe are within the scenario's limits,
-  * LoadGen's early-stopping rule (loadgen/early_stopping.cc: the fewest under-limit queries h with
-    P[Binomial(h + t, 0.01) <= t] < 1%, passing when queries >= h + t) holds for the full run's query count with
-    the share of over-limit queries the probe measured, and
-  * the queue is not growing: TTFT rises by less than half the safety margin in seconds per second over the probe.
-    Above capacity the queue grows by (arrival - service) / service seconds of wait every second, so a probe can
-    pass its limits while the 40-minute run would not; a rate overloaded by less than half the margin is brought
-    under capacity by the margin.
-The search brackets from the recipe's published rate (doubling on a pass, halving on a fail), then bisects
-geometrically until the bracket is within RESOLUTION or --max-minutes is spent; the saved rate is the highest
-passing one less the safety margin.
+the recipe's user.conf with only the rate, the minimum duration and the minimum query count changed (printed). First
+a warm-up at the start rate, not judged (a cold server's first answers are slow). A rate passes when
+  * the upper bounds of its p99 TTFT and TPOT at 99% confidence are within the limits (run/latency_bound.py:
+    LoadGen's early-stopping arithmetic read as an order statistic; 1,001 queries bound a p99 by their 4th largest,
+    fewer than 459 only by their largest at a lower confidence, which is printed),
+  * LoadGen's early-stopping rule holds for the full run's query count with the share of over-limit queries the
+    probe measured, and
+  * the queue is not growing: TTFT rises by less than MIN_GROWTH (or half a --margin) seconds per second. Above
+    capacity the queue grows by (arrival - service) / service seconds of wait every second, so a probe can pass its
+    limits while the 40-minute run would not.
+A probe stops once more queries are over a limit than its bound allows (or one waits 3 TTFT limits): it has failed,
+and the server is not left draining a queue far above capacity. The search brackets from the recipe's published rate
+(doubling on a pass, halving on a fail), then bisects geometrically until the bracket is within RESOLUTION or its
+share of --max-minutes is spent; then the highest passing rate is confirmed with the full run's query count (or the
+most that fit the time left), stepping down on a fail. The saved rate is the confirmed one; no fixed margin off a GPU
+server (--margin adds one; the CPU demo and rehearsals keep theirs).
 """
 
 from __future__ import annotations
