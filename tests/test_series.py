@@ -119,3 +119,18 @@ def test_run_repeat_runs_each_in_its_own_process_and_verifies_them_together(
     assert rack["stats"]["vms"] == 1 and sum(1 for vm in rack["vms"] if vm["excluded"]) == 2
     bad = cli_process(*args, "--repeat", "2", "--accuracy", env={"REPRO_HOME": str(home)})
     assert bad.returncode == 2 and "--repeat repeats performance runs" in bad.stderr
+
+
+def test_the_series_reads_at_80_columns(fixtures: Path, tmp_path: Path) -> None:
+    """In a terminal 80 columns wide: no line wider, no run path cut short."""
+    import os
+
+    from helpers import CLI, run_in_pty
+
+    runs = _runs(fixtures, tmp_path, ["52061.6", "52000", "52100"])
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+    out = run_in_pty([*CLI, "verify", *runs], {**env, "TERM": "xterm"}, size=(50, 80))
+    assert "Verdict: PASS (in band with 95% confidence)" in out
+    assert max(len(line) for line in out.splitlines()) <= 80 and "…" not in out, [
+        l for l in out.splitlines() if len(l) > 80
+    ]

@@ -134,8 +134,9 @@ class PricedVerdict:
 def render_series(s: Series) -> Group:
     """Repeated runs: each run's figure and verdict, then mean, spread, the 95% interval and the decision."""
     table = Table(title=f"repro verify: {s.n} runs of {s.verdicts[0].title}", title_justify="left")
-    for col in ("run", "tokens/s", "per GPU", "verdict"):
-        table.add_column(col, justify="right" if col in ("tokens/s", "per GPU") else "left")
+    table.add_column("run", overflow="fold")  # a path: folded at 80 columns, never cut
+    for col in ("tokens/s", "per GPU", "verdict"):
+        table.add_column(col, justify="right" if col != "verdict" else "left", no_wrap=True)
     for v, x in zip(s.verdicts, s.per_gpu, strict=True):
         table.add_row(str(v.run.folder), fmt_num(v.run.tokens_per_s), fmt_num(x), Text(v.status, _STYLE[v.status]))
     ci = s.ci
