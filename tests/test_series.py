@@ -132,5 +132,5 @@ def test_the_series_reads_at_80_columns(fixtures: Path, tmp_path: Path) -> None:
     out = run_in_pty([*CLI, "verify", *runs], {**env, "TERM": "xterm"}, size=(50, 80))
     assert "Verdict: PASS (in band with 95% confidence)" in out
     assert max(len(line) for line in out.splitlines()) <= 80 and "…" not in out, [
-        l for l in out.splitlines() if len(l) > 80
+        line for line in out.splitlines() if len(line) > 80
     ]
