@@ -119,3 +119,19 @@ def test_setup_plans_the_pinned_model_and_refuses_an_unpinned_405b_dataset(tmp_p
         check_pins(get_recipe("nd-gb200-v6-405b"), "fetch")
     with pytest.raises(InputError, match="publishes no raw data to rebuild"):
         check_pins(get_recipe("nd-gb200-v6-405b"), "rebuild")
+
+
+def test_report_and_explain_of_the_405b_bundle_stay_within_its_benchmark(fixtures: Path) -> None:
+    """report: the 405B published table (its GB200 results only, llama3.1-405b), compared with the 405B recipe only,
+    and the roofline says what it lacks; explain: the 405B reference tokens/sample, not Llama-2's."""
+    run = fixtures / AZ405 / "llama3.1-405b" / "Offline"
+    doc = json.loads(cli("report", str(run), "--json").output)
+    standing = doc["published_standing"]
+    assert standing["benchmark"] == "llama3.1-405b" and standing["accelerator"] == "NVIDIA GB200"
+    refs = [r["ref"] for r in standing["published"]]
+    assert "5.1-0008/llama3.1-405b/Offline" in refs and all("llama3.1-405b" in r for r in refs)
+    assert [c["recipe"] for c in doc["comparisons"]] == ["nd-gb200-v6-405b"]
+    text = cli("report", str(run), env={"COLUMNS": "200"}).output
+    assert "no input length measured" in " ".join(text.split())
+    exp = json.loads(cli("explain", str(run), "--json").output)
+    assert exp["tokens"]["reference_output_tokens_per_sample"] == 684.68

@@ -78,3 +78,17 @@ def test_h100_fp8_tensor_parallel_splits_weights() -> None:
 
 def test_demo_has_no_bound() -> None:
     assert roofline(get_recipe("demo"), 10.0) is None
+
+
+def test_405b_recipe_roofline_by_hand_from_measured_lengths() -> None:
+    """nd-gb200-v6-405b: 405.85e9 parameters at NVFP4 (4.5 bits) over TP 2 x PP 2, FP8 KV of 126 layers x 8 x 128;
+    the benchmark states no mean prompt, so without a measured input length there is no bound to draw."""
+    recipe = get_recipe("nd-gb200-v6-405b")
+    assert roofline(recipe, 211.81, 652.6) is None
+    roof = roofline(recipe, 211.81, 652.6, input_tokens=9000.0, input_source="measured: 8,313 prompts")
+    assert roof is not None
+    weights = 405_853_388_800 * 4.5 / 8 / 4
+    kv = 126 * 8 * 128 * 2 * 1
+    assert roof.weight_bytes == pytest.approx(weights) and roof.kv_bytes_per_token == kv
+    assert roof.hbm_tokens_per_s == pytest.approx(8.0e12 / (weights / 2048 + (9000.0 + 652.6 / 2) * kv))
+    assert "KV = 126 x 8 x 128 x 2 x 1 B" in roof.explanation and "L x D = 126 x 16384" in roof.compute_explanation

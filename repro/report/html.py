@@ -84,7 +84,7 @@ def _standing_fig(report: Report) -> Figure:
     ax.set_xlabel("tokens/s per GPU")
     more = f", top {STANDING_MAX_ROWS} shown" if len(st.rows) > STANDING_MAX_ROWS else ""
     ax.set_title(
-        f"Among published {st.accelerator} results, llama2-70b-{st.benchmark} {st.scenario}{more}"
+        f"Among published {st.accelerator} results, {st.benchmark} {st.scenario}{more}"
         + (f" [{report.label}]" if report.label else ""),
         fontsize=9,
     )

@@ -81,7 +81,7 @@ class Standing:
     @property
     def sentence(self) -> str:
         return (
-            f"Among {len(self.rows)} published {self.accelerator} results (llama2-70b-{self.benchmark} "
+            f"Among {len(self.rows)} published {self.accelerator} results ({self.benchmark} "
             f"{self.scenario}, shipped index) your {self.per_gpu:,.1f} tokens/s per GPU would rank "
             f"{self.rank} of {len(self.rows) + 1}."
         )
@@ -122,7 +122,7 @@ def standing_for(recipe: Recipe, per_gpu: float, scenario: str = "Offline") -> S
     if not rows:
         return None
     rows.sort(key=lambda r: (-r.per_accelerator, r.key))
-    return Standing(recipe.system.gpu_name, scenario, recipe.bench.accuracy.level, per_gpu, rows)
+    return Standing(recipe.system.gpu_name, scenario, recipe.benchmark, per_gpu, rows)
 
 
 @dataclass
@@ -379,7 +379,7 @@ class Report:
                 Chart("roofline", "roofline"),
             ]
         else:
-            roof.append(Paragraph(f"Not computed ({self.recipe.name} has no memory bandwidth)."))
+            roof.append(Paragraph(f"Not computed ({roofline_missing(self.recipe)})."))
         out.append(Section(f"5. Roofline{lab}", roof))
         if self.explanation is not None:
             out.append(Section(f"6. Why your number is where it is{lab}", explain_blocks(self.explanation)))
@@ -695,6 +695,8 @@ def build_report(
     tdp: list[tuple[str, str, float]] = []
     for rec in sorted(all_recipes(), key=lambda x: x.name != chosen.name):
         value = rec.system.tdp_tokens_per_watt
+        if rec.bench.mlperf_model != chosen.bench.mlperf_model:  # tokens per joule of another model say nothing here
+            continue
         if isinstance(value, (int, float)) and (rec.system.gpu_name, float(value)) not in seen_tdp:
             seen_tdp.add((rec.system.gpu_name, float(value)))
             tdp.append((rec.name, rec.system.gpu_name, float(value)))
@@ -804,3 +806,15 @@ def _tune_source(rows: list[VMRow]) -> dict[str, Any] | None:
         if isinstance(src, dict) and src.get("from") == "repro tune" and isinstance(src.get("search"), list):
             return src
     return None
+
+
+def roofline_missing(recipe: Recipe) -> str:
+    """Why a recipe's roofline was not drawn, in the words of what is missing."""
+    if recipe.system.memory_bandwidth_tbps == "unknown" or recipe.trtllm is None:
+        return f"{recipe.name} has no memory bandwidth"
+    if recipe.model.architecture is None:
+        return f"benchmark {recipe.benchmark} gives no model architecture"
+    return (
+        f"no input length measured (no prepared dataset for the run) and benchmark {recipe.benchmark} states no "
+        "mean prompt"
+    )
