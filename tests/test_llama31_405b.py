@@ -135,3 +135,27 @@ def test_report_and_explain_of_the_405b_bundle_stay_within_its_benchmark(fixture
     assert "no input length measured" in " ".join(text.split())
     exp = json.loads(cli("explain", str(run), "--json").output)
     assert exp["tokens"]["reference_output_tokens_per_sample"] == 684.68
+
+
+@pytest.mark.parametrize(
+    "scenario,key,limits",
+    [
+        ("Offline", "llama3_1-405b.Offline", None),
+        ("Server", "llama3_1-405b.Server", (6000, 175)),
+        ("Interactive", "llama3_1-405b-interactive.Server", (4500, 80)),
+    ],
+)
+def test_a_405b_run_is_configured_by_its_benchmark(scenario: str, key: str, limits: tuple[int, int] | None) -> None:
+    """`repro run offline|server|interactive` and tune: LoadGen's user.conf under the 405B model keys, its counts
+    (8,313), its TTFT/TPOT limits and Azure's rates; every sample asks for at most 2,000 new tokens."""
+    from repro.run.settings import loadgen_settings, user_conf_text
+
+    recipe = get_recipe("nd-gb200-v6-405b")
+    settings = loadgen_settings(recipe, scenario)
+    conf = user_conf_text(settings, scenario, recipe.bench)
+    assert f"{key}.performance_sample_count_override = 8313" in conf
+    assert f"{key}.min_query_count = 8313" in conf  # the recipe's (the benchmark's Offline count) in every scenario
+    assert f"{key}.target_qps = {1.17 if scenario == 'Offline' else 0.89}" in conf
+    if limits:
+        assert f"{key}.ttft_latency = {limits[0]}" in conf and f"{key}.tpot_latency = {limits[1]}" in conf
+    assert recipe.loadgen.max_tokens == 2000
