@@ -272,3 +272,42 @@ def test_http_errors_are_one_sentence(tmp_path) -> None:
     finally:
         srv.stop()
     assert json.dumps({"ok": True})
+
+
+def test_downloads_go_through_the_environments_proxy(tmp_path, monkeypatch) -> None:
+    """HTTP_PROXY is honoured as urllib honours it: the request goes to the proxy with the absolute URL."""
+    import threading
+    import urllib.request
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    origin = HubServer().start()
+    origin.static["f"] = b"through the proxy"
+    seen: list[str] = []
+
+    class Proxy(BaseHTTPRequestHandler):
+        def log_message(self, *a: object) -> None:
+            pass
+
+        def do_GET(self) -> None:
+            seen.append(self.path)
+            direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # not through itself
+            with direct.open(self.path) as up:
+                body = up.read()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    proxy = ThreadingHTTPServer(("127.0.0.1", 0), Proxy)
+    threading.Thread(target=proxy.serve_forever, daemon=True).start()
+    url = f"http://localhost:{origin.httpd.server_address[1]}/static/f"
+    monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{proxy.server_address[1]}")
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    monkeypatch.delenv("no_proxy", raising=False)
+    try:
+        download(url, tmp_path / "f.incomplete", expected_size=17, token=None, hub=None, limits=Limits(stall_s=5))
+    finally:
+        proxy.shutdown()
+        proxy.server_close()
+        origin.stop()
+    assert seen == [url] and (tmp_path / "f.incomplete").read_bytes() == b"through the proxy"
