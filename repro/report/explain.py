@@ -643,7 +643,6 @@ def dataset_input_tokens(recipe: Recipe | None, run: LoadGenRun) -> tuple[float 
     if recipe is None:
         return None, "not measured: no recipe"
     from repro.core.workspace import workspace_of
-    from repro.setup.dataset import load_prepared
 
     record = run.run_info
     home = workspace_of(run.folder)
@@ -661,6 +660,8 @@ def dataset_input_tokens(recipe: Recipe | None, run: LoadGenRun) -> tuple[float 
             f"not measured: {run.folder} names no dataset (run.json dataset_path) and is in no repro workspace's "
             "runs/ folder"
         )
+    from repro.setup.dataset import load_prepared  # numpy: only where there is a dataset to read
+
     try:
         data = load_prepared(folder, verify=False)
     except InputError as exc:
