@@ -59,7 +59,8 @@ def _named_folder(run: LoadGenRun) -> str | None:
     """A submission folder whose name states the chip (`B200-SXM-180GBx8_TRT`, `v5.1_..._H100-SXM-80GBx32_...`):
     the results/<system> folder, else the folder that names the benchmark. Evidence when no file names the GPU."""
     names = [run.system_folder] if run.system_folder else []
-    names += [p for p in reversed(run.folder.absolute().parts) if re.search(r"llama2-70b", p, re.I)][:1]
+    bench = run.benchmark or "llama2-70b"
+    names += [p for p in reversed(run.folder.absolute().parts) if bench.lower() in p.lower()][:1]
     return next((n for n in names if n and chips(n)), None)
 
 

@@ -511,6 +511,20 @@ def benchmark_of_path(folder: Path) -> str | None:
             return bench.name
         if m := _TARGET_IN_NAME.search(part):
             return f"llama2-70b-{m.group(1)}"
+        if named := _result_name_inside(part):
+            return named
+    return None
+
+
+def _result_name_inside(part: str) -> str | None:
+    """A benchmark file's result-folder name inside a longer folder name (`v5.1_Cisco_..._llama3_1-405b_Offline`),
+    whole: not followed by a letter, digit or '.digit' (llama2-70b-99 is not inside llama2-70b-99.9)."""
+    from repro.core.benchmarks import all_benchmarks
+
+    names = sorted(((n, b.name) for b in all_benchmarks() for n in b.all_result_names()), key=lambda x: -len(x[0]))
+    for name, bench in names:
+        if re.search(rf"(?<![A-Za-z0-9]){re.escape(name)}(?![A-Za-z0-9]|\.\d)", part, re.I):
+            return bench
     return None
 
 
