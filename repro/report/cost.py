@@ -94,8 +94,6 @@ def token_cost(
     runs: list[LoadGenRun], recipe: Recipe | None, price_per_hour: float | None, input_tokens: tuple[float | None, str]
 ) -> TokenCost:
     """The cost of the runs' tokens (one run per VM, summed). `input_tokens` is (mean prompt tokens, how known)."""
-    from repro.run.power import read_power
-
     tokens = sum(float(r.tokens_per_s or 0.0) for r in runs)
     samples = sum(float(r.samples_per_s or 0.0) for r in runs)
     infos = [r.run_info for r in runs if r.run_info is not None]
@@ -110,7 +108,12 @@ def token_cost(
     if cost.per_million_output is not None and cost.input_per_sample is not None and cost.output_per_sample:
         total_per_s = tokens * (1 + cost.input_per_sample / cost.output_per_sample)
         cost.per_million_total = price.usd_per_hour * cost.vms / 3600 / total_per_s * 1e6 if price else None
-    powers = [(r, read_power(r.folder)) for r in runs]
+    if runs and all((r.folder / "power.csv").is_file() for r in runs):  # verify loads no run stage without one
+        from repro.run.power import read_power
+
+        powers = [(r, read_power(r.folder)) for r in runs]
+    else:
+        powers = []
     if powers and all(p is not None for _, p in powers):
         watts = sum(p.mean_watts_total for _, p in powers if p is not None)
         if watts > 0:
