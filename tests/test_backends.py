@@ -238,7 +238,9 @@ def test_trtllm_port_not_listening_is_a_clear_error() -> None:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     waits: list[str] = []
-    be = TrtllmBackend([f"http://127.0.0.1:{port}"], health_timeout_s=1, on_wait=lambda url, kind: waits.append(kind))
+    be = TrtllmBackend(
+        [f"http://127.0.0.1:{port}"], health_timeout_s=1, on_wait=lambda url, kind, left: waits.append(kind)
+    )
     with pytest.raises(
         BackendError, match=f"did not become ready within 1 s .*Connection refused at http://127.0.0.1:{port}"
     ):
@@ -253,7 +255,7 @@ def test_readiness_waits_for_a_server_that_binds_before_loading(tokenizer_dir, t
         srv.wait_bound()
         waits: list[str] = []
         be = TrtllmBackend(
-            [srv.url], tokenizer=tokenizer, health_timeout_s=30, on_wait=lambda url, kind: waits.append(kind)
+            [srv.url], tokenizer=tokenizer, health_timeout_s=30, on_wait=lambda url, kind, left: waits.append(kind)
         )
         try:
             be.start(Collect(1))

@@ -245,7 +245,7 @@ def test_models_500_is_unknown_not_not_ready(strict, tokenizer) -> None:
         default_model=PINNED,
         tokenizer=tokenizer,
         health_timeout_s=20,
-        on_wait=lambda url, kind: waits.append(kind),
+        on_wait=lambda url, kind, left: waits.append(kind),
     )
     _drive(be, 2)
     assert waits == [] and be.ready_retries == 0
@@ -424,3 +424,24 @@ def test_served_model_option_reaches_the_requests(tmp_path: Path, strict) -> Non
     assert count["source"] == "re-tokenized text" and count["other_source"] == "server usage.completion_tokens"
     logged_ids = sum(len(bytes.fromhex(e["data"])) // 4 for e in logged)
     assert info["measured_by_harness"]["tokens"] == count["tokens"] == logged_ids
+
+
+def test_the_token_count_line_states_two_figures_and_their_gap(tokenizer) -> None:
+    """Issue 34 item 5: "LoadGen got 32,713 tokens ...; usage gives 32,735 (-17.1%)" compared usage with the ids
+    before the cut at max_tokens. Now both figures are over the same samples, after the cut, and the gap is theirs."""
+    from repro.core.fmt import token_count_comparison
+
+    be = TrtllmBackend(["http://127.0.0.1:9"], model=PINNED, tokenizer=tokenizer)
+    words = " ".join(f"w{i}" for i in range(12))  # re-tokenizes to more ids than max_tokens 8
+    for _ in range(3):
+        assert len(be.output_ids(None, words, 8, max_tokens=8)) == 8  # usage 8: within max_tokens, text ran over
+    be.output_ids(None, "w1 w2 w3", None, max_tokens=8)  # no usage: not in the comparison
+    count = be.stats()["tokens"]["loadgen_count"]
+    assert count["tokens"] == 27 and count["compared_tokens"] == 24 and count["other_tokens"] == 24
+    assert count["compared_samples"] == 3 and count["other_differs_pct"] == 0.0
+    line = token_count_comparison(count)
+    assert "LoadGen got 27 tokens from re-tokenized text" in line
+    assert "over the 3 samples with both counts LoadGen got 24" in line and "gives 24 (+0 tokens, +0.0%)" in line
+    # a gap: every figure in the line is consistent with the percent printed beside it
+    line = token_count_comparison({**count, "tokens": 32_713, "compared_tokens": 32_713, "other_tokens": 32_735})
+    assert line.endswith("gives 32,735 (+22 tokens, +0.1%)"), line

@@ -32,3 +32,16 @@ def clause(text: str) -> str:
     while text.endswith((".", "!")) and not text.endswith("..."):
         text = text[:-1].rstrip()
     return text
+
+
+def token_count_comparison(c: dict[str, Any]) -> str:
+    """LoadGen's count and the server's usage over the same samples, and the gap computed from those two figures
+    (it once printed LoadGen's total beside usage over fewer samples, and a percent from a third, pre-clip figure)."""
+    got = f"LoadGen got {c.get('tokens', 0):,} tokens from {c.get('source')}"
+    other, base = c.get("other_tokens"), c.get("compared_tokens")
+    if other is None or not base:
+        return got
+    n, total = c.get("compared_samples"), c.get("tokens")
+    same = "" if base == total else f"; over the {n:,} samples with both counts LoadGen got {base:,}"
+    gap = other - base
+    return f"{got}{same}; {c.get('other_source')} gives {other:,} ({gap:+,} tokens, {gap / base * 100:+.1f}%)"

@@ -462,11 +462,15 @@ def _token_count(run: LoadGenRun) -> list[Check]:
     count = tokens.get("loadgen_count") if isinstance(tokens, dict) else None
     if not isinstance(count, dict) or not count.get("source"):
         return []
-    got = f"LoadGen got {count.get('tokens', 0):,} tokens from {count['source']}"
-    parts = [got]
+    from repro.core.fmt import token_count_comparison
+
     pct = count.get("other_differs_pct")
-    if isinstance(pct, (int, float)) and count.get("other_source"):
-        parts.append(f"{count['other_source']} gives {count.get('other_tokens', 0):,} ({pct:+.1f}%)")
+    if isinstance(count.get("compared_tokens"), int):  # the two figures over the same samples, their gap from them
+        parts = [token_count_comparison(count)]
+    else:  # run.json from before compared_tokens: its percent compares with a figure it does not state
+        parts = [f"LoadGen got {count.get('tokens', 0):,} tokens from {count['source']}"]
+        if isinstance(pct, (int, float)) and count.get("other_source"):
+            parts.append(f"{count['other_source']} gives {count.get('other_tokens', 0):,} (recorded gap {pct:+.1f}%)")
     clipped = count.get("clipped_samples") or 0
     if clipped:
         parts.append(f"{clipped} answer(s) ran past max_tokens ({count.get('clipped_tokens', 0):,} tokens not counted)")

@@ -247,6 +247,10 @@ def _drive(run: ActiveRun, hooks: RunHooks) -> None:
     ctx = _backend_context(run, dataset, sim_rate)
     make = hooks.backend_factory or create_backend
     run.backend = make(plan.backend.name, ctx)
+    if hooks.progress is not False and getattr(run.backend, "on_wait", False) is None:
+        from repro.run.progress import ReadyWait
+
+        run.backend.on_wait = ReadyWait()  # type: ignore[attr-defined]
     record.backend_details = run.backend.describe()
     if plan.backend.starts_servers:
         record.open_files = _open_files_for(run.backend, o.scenario)

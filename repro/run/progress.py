@@ -202,3 +202,31 @@ class RunProgress:
             stream.flush()
         except (OSError, ValueError):
             pass
+
+
+class ReadyWait:
+    """A readiness wait said at once and then every `every_s`: which server, why it is not ready, the time left
+    and how to stop. `--endpoint` where nothing listens waited silently for the whole --ready-timeout (30 min)."""
+
+    WHY = {
+        "refused": "nothing is listening there yet (connection refused)",
+        "reset": "it reset the connection",
+        "timeout": "it does not answer yet",
+        "not-ready": "it answers but is not ready yet (still loading?)",
+    }
+
+    def __init__(self, stream: Any = None, every_s: float = 30.0) -> None:
+        self.stream, self.every_s = stream, every_s
+        self._said: dict[str, float] = {}
+
+    def __call__(self, url: str, kind: str, left_s: float) -> None:
+        now = time.monotonic()
+        last = self._said.get(url)
+        if last is not None and now - last < self.every_s:
+            return
+        self._said[url] = now
+        why = self.WHY.get(kind, kind)
+        line = f"[repro] waiting for {url}: {why}; {fmt_duration(left_s)} left (--ready-timeout), Ctrl-C stops the run"
+        stream = self.stream or sys.stderr
+        stream.write(line + "\n")
+        stream.flush()

@@ -81,7 +81,8 @@ def connect_error(url: str, exc: BaseException) -> BackendError:
     if code == errno.ECONNREFUSED or isinstance(exc, ConnectionRefusedError):
         return BackendError(
             f"Connection refused at {url}: nothing is listening there (yet).",
-            "start the server, or let `repro run` start it (no --endpoint)",
+            "start the server at that URL (or leave out --endpoint and repro starts one), then run the same "
+            "command again",
             kind="refused",
         )
     if isinstance(exc, (ConnectionResetError, BrokenPipeError)) or code in (errno.ECONNRESET, errno.EPIPE):

@@ -31,6 +31,7 @@ from urllib.parse import urlsplit
 import numpy as np
 
 from repro.core.errors import InputError
+from repro.core.fmt import token_count_comparison
 from repro.run.backends.base import Backend, BackendContext, Request
 from repro.run.backends.http_client import (
     CONNECTION_KINDS,
@@ -103,6 +104,8 @@ class TokenStats:
     clipped_tokens: int = 0
     retokenized_clipped: int = 0
     """Answers within max_tokens by the server's usage whose re-tokenized text ran past it (clipped, no lie)."""
+    compared_samples: int = 0
+    """Samples with both counts: the ids LoadGen got and the server's usage."""
     compared_loadgen_tokens: int = 0
     """LoadGen's count over the samples that also had the other count (the base of differ_pct)."""
     compared_other_tokens: int = 0
@@ -127,6 +130,8 @@ class TokenStats:
             "other_source": "server usage.completion_tokens" if self.compared_loadgen_tokens else None,
             "other_tokens": self.compared_other_tokens if self.compared_loadgen_tokens else None,
             "other_differs_pct": differ,
+            "compared_samples": self.compared_samples,
+            "compared_tokens": self.compared_loadgen_tokens if self.compared_loadgen_tokens else None,
             "samples_that_differ": self.count_disagreements,
             "clipped_samples": self.clipped_samples,
             "clipped_tokens": self.clipped_tokens,
@@ -147,9 +152,8 @@ class TokenStats:
             )
         if self.count_disagreements and c["other_differs_pct"] is not None:
             out.append(
-                f"token counts disagree in {self.count_disagreements} of {self.samples} samples: LoadGen got "
-                f"{c['tokens']:,} from {c['source']}; {c['other_source']} gives {c['other_tokens']:,} "
-                f"({c['other_differs_pct']:+.1f}%)"
+                f"token counts disagree in {self.count_disagreements} of {self.samples} samples: "
+                + token_count_comparison(c)
             )
         return out
 
@@ -175,7 +179,7 @@ class TrtllmBackend(Backend):
         health_timeout_s: float = HEALTH_TIMEOUT_S,
         stall_timeout_s: float = STALL_TIMEOUT_S,
         alive: Callable[[], None] | None = None,
-        on_wait: Callable[[str, str], None] | None = None,
+        on_wait: Callable[[str, str, float], None] | None = None,
     ) -> None:
         super().__init__()
         if not endpoints:
@@ -368,8 +372,8 @@ class TrtllmBackend(Backend):
                             kind="timeout",
                         ) from None
                     self.ready_retries += 1
-                    if self.on_wait is not None:
-                        self.on_wait(ep.url, exc.kind)
+                    if self.on_wait is not None:  # (url, why, seconds left of the readiness wait)
+                        self.on_wait(ep.url, exc.kind, max(0.0, deadline - self.loop.time()))
                     await asyncio.sleep(delay)
                     delay = min(delay * 2, BACKOFF_MAX_S)
 
@@ -442,8 +446,6 @@ class TrtllmBackend(Backend):
             st.samples_without_server_count += 1
         else:
             st.server_completion_tokens += count
-            st.compared_loadgen_tokens += len(ids)
-            st.compared_other_tokens += count
             if count != len(ids):
                 st.count_disagreements += 1
         if max_tokens and max_tokens > 0 and len(ids) > max_tokens:
@@ -458,6 +460,11 @@ class TrtllmBackend(Backend):
             ids = ids[:max_tokens]
         st.logged_tokens += len(ids)
         st.loadgen_tokens += len(ids)
+        if count is not None:
+            # compared with what LoadGen got (after any clip), so the two figures stated and their gap agree
+            st.compared_samples += 1
+            st.compared_loadgen_tokens += len(ids)
+            st.compared_other_tokens += count
         return np.asarray(ids, dtype=np.int32)
 
     def _first_token(self, r: Request, new_ids: list[int] | None, text: str) -> int | None:
