@@ -311,3 +311,21 @@ def test_downloads_go_through_the_environments_proxy(tmp_path, monkeypatch) -> N
         proxy.server_close()
         origin.stop()
     assert seen == [url] and (tmp_path / "f.incomplete").read_bytes() == b"through the proxy"
+
+
+@pytest.mark.parametrize("mode", ["trickle", "drip-headers"])
+def test_a_trickling_hub_api_ends_setup_within_the_bound(tmp_path, monkeypatch, _isolated_home, mode: str) -> None:
+    """The hub's own API (the listing huggingface_hub fetches) trickling or dripping its headers: setup stops
+    within two stall windows with one error naming the endpoint, instead of planning for ever."""
+    monkeypatch.setenv("REPRO_DOWNLOAD_STALL_S", "1")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
+    monkeypatch.setenv("HF_HUB_DISABLE_XET", "1")
+    with TrickleServer(mode, interval=0.3, size=100_000) as srv:
+        monkeypatch.setenv("HF_ENDPOINT", srv.url)
+        recipe = write_recipe(tmp_path, revision="a" * 40, base_url=srv.url, sha256={"sampled": "0" * 64})
+        t0 = time.monotonic()
+        res = cli("setup", "--recipe", str(recipe))
+        took = time.monotonic() - t0
+    assert res.exit_code in (1, 2), res.output
+    assert srv.url in res.stderr and "no complete answer within 2 s" in res.stderr
+    assert took < 2 * 1 + 3

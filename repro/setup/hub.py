@@ -137,10 +137,15 @@ def plan_model(
     from huggingface_hub import HfApi
     from huggingface_hub.utils import filter_repo_objects
 
+    from repro.setup.transfer import Limits, deadline
+
     try:
-        info = HfApi(endpoint=endpoint(), token=token).repo_info(
-            repo_id, revision=revision, repo_type=repo_type, files_metadata=True
-        )
+        with deadline(Limits.from_env(), f"{shown_endpoint()} (listing {repo_id})"):
+            info = HfApi(endpoint=endpoint(), token=token).repo_info(
+                repo_id, revision=revision, repo_type=repo_type, files_metadata=True
+            )
+    except ReproError:
+        raise
     except Exception as exc:  # noqa: BLE001 - translated below or re-raised
         mapped = _hub_error(exc, repo_id, revision) or _network_error(exc)
         if mapped is None:
@@ -310,8 +315,11 @@ def _download_one(plan: ModelPlan, remote: RemoteFile, dest: Path, token: str | 
     from huggingface_hub import get_hf_file_metadata, hf_hub_download, hf_hub_url
 
     url = hf_hub_url(plan.repo_id, remote.path, revision=plan.commit, repo_type=plan.repo_type, endpoint=endpoint())
+    from repro.setup.transfer import Limits, deadline
+
     try:
-        meta = get_hf_file_metadata(url, token=token)
+        with deadline(Limits.from_env(), f"{shown_endpoint()} (metadata of {remote.path})"):
+            meta = get_hf_file_metadata(url, token=token)
         if meta.commit_hash and meta.commit_hash != plan.commit:
             raise StepFailed(
                 f"{plan.repo_id}/{remote.path}: the hub served commit {meta.commit_hash}, expected {plan.commit}.",

@@ -16,14 +16,16 @@ from __future__ import annotations
 import contextlib
 import http.client
 import os
+import signal
 import socket
 import stat
 import threading
 import time
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 from urllib.parse import urljoin, urlsplit
 
 from repro.core.errors import ReproError, StepFailed
@@ -155,6 +157,31 @@ def open_url(
     raise TransferError(
         f"{shown(url)}: more than {MAX_REDIRECTS} redirects.", "check the mirror (HF_ENDPOINT), then `repro setup`"
     )
+
+
+@contextlib.contextmanager
+def deadline(limits: Limits, what: str) -> Iterator[None]:
+    """A total time bound (two stall windows) for a hub metadata call made through huggingface_hub, whose client
+    has per-read timeouts only: a trickling API answer would otherwise keep `repro setup` planning for ever.
+    SIGALRM interrupts the blocking read in the main thread; elsewhere the call runs unbounded, as before."""
+    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer"):
+        yield
+        return
+    seconds = 2 * limits.stall_s
+
+    def expire(signum: int, frame: Any) -> None:
+        raise TransferError(
+            f"{what}: no complete answer within {seconds:g} s (the server is stalling or trickling).",
+            "check the network or HF_ENDPOINT, then `repro setup`",
+        )
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 def _http_error(url: str, status: int) -> ReproError:
