@@ -223,8 +223,10 @@ def build_rows(
     kind: str,
     table: list[dict[str, Any]] | None,
     family: str = "llama2-70b",
+    elsewhere: Path | None = None,
 ) -> list[dict[str, str]]:
     by_location = {_location(e): e for e in table or []}
+    other_sources = _elsewhere_sources(elsewhere)
     metrics = FAMILIES[family]["metrics"]
     rows = []
     summaries = root.glob("*/*/results/*/*/*/performance/run_1/mlperf_log_summary.txt")
@@ -244,8 +246,12 @@ def build_rows(
 
         from_table = []
         system_json = root / division / submitter / "systems" / f"{system}.json"
+        other = _system_elsewhere(elsewhere, other_sources, f"{division}/{submitter}/systems/{system}.json")
         if system_json.is_file():
             sysinfo = json.loads(system_json.read_text())
+        elif other is not None:  # that round's JSON: only the hardware (count, accelerator), not its software
+            found_elsewhere = json.loads(other[0].read_text())
+            sysinfo = {k: found_elsewhere[k] for k in COUNT_FIELDS} | {"system_name": ""}
         elif entry is not None:
             sysinfo = {k: entry[{"system_name": "SystemName"}.get(k, k)] for k in SYSTEM_FIELDS}
             from_table.append("systems")
@@ -292,7 +298,9 @@ def build_rows(
             source_repo=repo,
             source_commit=commit,
             source_path=str(rel),
-            source_kind=kind + ("+summary-table(" + ",".join(from_table) + ")" if from_table else ""),
+            source_kind=kind
+            + (f"+{other[1]}" if other is not None and not system_json.is_file() else "")
+            + ("+summary-table(" + ",".join(from_table) + ")" if from_table else ""),
         )
         for key in (*metrics, "tokens_per_sample", "gen_num"):
             if key in acc:
@@ -308,6 +316,41 @@ def build_rows(
                 row["summary_nodes"] = str(entry.get("number_of_nodes", entry.get("Nodes", "")))
         rows.append(row)
     return rows
+
+
+# What a system JSON read from another round gives a row: the accelerator and its count, never the software.
+COUNT_FIELDS = ("accelerator_model_name", "accelerators_per_node", "number_of_nodes")
+
+
+def _elsewhere_sources(elsewhere: Path | None) -> dict[str, str]:
+    """`--systems-elsewhere DIR`: its SOURCES.json maps each subfolder to the repository and full commit its files
+    were read from and their kind: `system-json` (the same system's JSON of another round, verbatim) or
+    `summary-readme` (the count transcribed from the round's own generated summary of the system, README.md /
+    summary.html); returns subfolder -> the source_kind suffix naming it."""
+    if elsewhere is None:
+        return {}
+    doc = json.loads((elsewhere / "SOURCES.json").read_text())
+    out = {}
+    for folder, src in doc["folders"].items():
+        if not re.fullmatch(r"[0-9a-f]{40}", str(src.get("commit", ""))):
+            raise SystemExit(f"{elsewhere}/SOURCES.json: {folder}: commit is not a full 40-character hash")
+        kind = src.get("kind", "system-json")
+        if kind not in ("system-json", "summary-readme"):
+            raise SystemExit(f"{elsewhere}/SOURCES.json: {folder}: kind {kind!r} is not system-json or summary-readme")
+        out[folder] = f"{kind}-from({src['repository']}@{src['commit']})"
+    return out
+
+
+def _system_elsewhere(elsewhere: Path | None, sources: dict[str, str], rel: str) -> tuple[Path, str] | None:
+    """The same system's JSON read from another stored repository or round (the copy in ROOT lacks it): the first
+    SOURCES.json folder, in sorted order, holding `rel`, with where it came from. Only COUNT_FIELDS are taken."""
+    if elsewhere is None:
+        return None
+    for folder in sorted(sources):
+        path = elsewhere / folder / rel
+        if path.is_file():
+            return path, sources[folder]
+    return None
 
 
 def extract(git_dir: Path, family: str, into: Path) -> str:
@@ -344,6 +387,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--commit", required=True, help="full commit hash the files come from")
     ap.add_argument("--kind", default="git-snapshot", help="git-snapshot or stored-file-index")
     ap.add_argument("--table", type=Path, help="the round's results table as a JSON list of entries with Location")
+    ap.add_argument(
+        "--systems-elsewhere",
+        type=Path,
+        help="folder of system JSONs read from other stored repositories or rounds (owner+name/<division>/<submitter>/"
+        "systems/<system>.json, with SOURCES.json): used where ROOT lacks a system's JSON, named in source_kind",
+    )
     ap.add_argument("--header", action="store_true", help="print the CSV header first")
     ap.add_argument("--crlf", action="store_true", help="end rows with CRLF (the v4.1, v5.1 and v6.0 70B rows do)")
     args = ap.parse_args(argv)
@@ -358,7 +407,9 @@ def main(argv: list[str] | None = None) -> int:
                 ap.error(f"{args.root}: HEAD is {head}, not --commit {args.commit}")
         table_path = root / args.table if args.git_dir and args.table else args.table
         table = json.loads(table_path.read_text()) if table_path else None
-        rows = build_rows(root, args.round, args.repo, args.commit, args.kind, table, args.benchmark)
+        rows = build_rows(
+            root, args.round, args.repo, args.commit, args.kind, table, args.benchmark, args.systems_elsewhere
+        )
     out = csv.DictWriter(sys.stdout, fieldnames=columns(args.benchmark), lineterminator="\r\n" if args.crlf else "\n")
     if args.header:
         out.writeheader()

@@ -25,6 +25,8 @@ MIRRORS = Path(os.environ.get("REPRO_RESULTS_MIRRORS", "/work/.mirror"))
 V41 = ("mlcommons/inference_results_v4.1", "198fc46799b3328b36ee4bcbdebfa2db5a8e6183")
 V51 = ("mlcommons/inference_results_v5.1", "965182b03376a00fcae415c54e560e1c83937932")
 V60 = ("gbeezybez/inference_results_v6.0", "232fbf90fceb1d55b633030556fb02deddb4517b")
+V50 = ("ntuhpc/mlperf_inference_results_v5.0", "cf354115915ea369f05db424b051da8c5bf957dc")  # mirror, stored files
+V50_STORED = REPO / "tests" / "fixtures" / "stored" / "v5.0"
 
 
 def _rebuild(round_: str, repo: str, commit: str, *extra: str) -> bytes:
@@ -36,14 +38,29 @@ def _rebuild(round_: str, repo: str, commit: str, *extra: str) -> bytes:
     return subprocess.run(args, check=True, capture_output=True, timeout=600).stdout
 
 
+def _rebuild_v50_405b() -> bytes:
+    """v5.0 has no fetchable snapshot (too many files): its 405B rows come from the files read one by one from the
+    stored mirror and kept under tests/fixtures/stored/v5.0 (SOURCE.json there gives the command)."""
+    args = [sys.executable, str(SCRIPT), str(V50_STORED), "--benchmark", "llama3.1-405b", "--round", "v5.0"]
+    args += ["--repo", V50[0], "--commit", V50[1], "--kind", "stored-file-index", "--header"]
+    args += [
+        "--systems-elsewhere",
+        str(V50_STORED / "elsewhere"),
+        "--table",
+        str(V50_STORED / "summary-table-405b.json"),
+    ]
+    return subprocess.run(args, check=True, capture_output=True, timeout=600).stdout
+
+
 @pytest.mark.slow
 def test_the_build_script_rebuilds_the_shipped_rows_from_the_fetched_repositories() -> None:
     """scripts/build_published_index.py --git-dir on the fetched results repositories (the commits sources.json
-    names) writes published-llama3.1-405b.csv, and the v4.1, v5.1 and v6.0 rows of published-llama2-70b.csv,
-    byte for byte. Needs the repositories fetched under $REPRO_RESULTS_MIRRORS (owner+name/repo), as the search
-    tool's `fetch` lays them out."""
+    names) writes published-llama3.1-405b.csv (its v5.0 rows from the saved stored files), and the v4.1, v5.1 and
+    v6.0 rows of published-llama2-70b.csv, byte for byte. Needs the repositories fetched under
+    $REPRO_RESULTS_MIRRORS (owner+name/repo), as the search tool's `fetch` lays them out."""
     table = ("--table", "summary_results.json")
-    l405 = _rebuild("v5.1", *V51, "--benchmark", "llama3.1-405b", *table, "--header")
+    l405 = _rebuild_v50_405b()  # the header and the v5.0 rows, from the saved stored files (no fetched repo)
+    l405 += _rebuild("v5.1", *V51, "--benchmark", "llama3.1-405b", *table)
     l405 += _rebuild("v6.0", *V60, "--benchmark", "llama3.1-405b", *table)
     assert l405 == INDEX_405B_CSV.read_bytes()
     shipped = INDEX_CSV.read_bytes().split(b"\r\n")

@@ -908,9 +908,12 @@ def _outside_index(ident: ResultIdentity) -> str | None:
     if not ident.round:
         return None
     rows = load_index().rows
+    if ident.benchmark and any(r.benchmark_name == ident.benchmark for r in rows):
+        rows = tuple(r for r in rows if r.benchmark_name == ident.benchmark)  # v5.0: 405B only, no Llama-2-70B
     rounds = sorted({r.round for r in rows}, key=lambda r: tuple(int(x) for x in re.findall(r"\d+", r)))
     if ident.round not in rounds:
-        return f"round {ident.round} is outside the shipped index (it holds {', '.join(rounds)})"
+        which = f" for {ident.benchmark}" if ident.benchmark else ""
+        return f"round {ident.round} is outside the shipped index{which} (it holds {', '.join(rounds)})"
     submitters = sorted({r.submitter for r in rows if r.round == ident.round})
     if ident.submitter and ident.submitter.lower() not in {s.lower() for s in submitters} and len(submitters) <= 3:
         return (

@@ -1,0 +1,212 @@
+"""Issue 33 item 3: the Llama-3.1-405B results of MLPerf Inference v5.0 in the published index. No snapshot of a v5.0
+results repository can be fetched here; the rows are read file by file from the stored copy
+ntuhpc/mlperf_inference_results_v5.0 and the files read are kept verbatim under
+tests/fixtures/stored/v5.0 (summary logs, accuracy.txt, system JSONs; SOURCE.json says what and from where).
+These tests rebuild the rows from those files and verify each result as itself, with no network."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import shutil
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from repro.core.benchmarks import load_benchmark
+from repro.core.published import INDEX_405B_CSV, SOURCES_JSON, PublishedResult, load_index
+from repro.results.verify import verify_dir
+
+REPO = Path(__file__).resolve().parents[1]
+SCRIPT = REPO / "scripts" / "build_published_index.py"
+STORED = REPO / "tests" / "fixtures" / "stored" / "v5.0"
+MIRROR = ("ntuhpc/mlperf_inference_results_v5.0", "cf354115915ea369f05db424b051da8c5bf957dc")
+
+
+def _v50() -> list[PublishedResult]:
+    return [r for r in load_index().rows if r.round == "v5.0"]
+
+
+def _rebuild(*extra: str) -> bytes:
+    args = [sys.executable, str(SCRIPT), str(STORED), "--benchmark", "llama3.1-405b", "--round", "v5.0"]
+    args += ["--repo", MIRROR[0], "--commit", MIRROR[1], "--kind", "stored-file-index"]
+    args += ["--systems-elsewhere", str(STORED / "elsewhere"), "--table", str(STORED / "summary-table-405b.json")]
+    args += extra
+    return subprocess.run(args, check=True, capture_output=True, timeout=120).stdout
+
+
+def test_the_v50_rows_are_rebuilt_byte_for_byte_from_the_stored_files() -> None:
+    """scripts/build_published_index.py on the saved files writes exactly the v5.0 rows the index ships (they come
+    first, after the header); without the other rounds' system JSONs the NVIDIA rows cannot be built at all."""
+    shipped = INDEX_405B_CSV.read_bytes().splitlines(keepends=True)
+    want = b"".join([shipped[0], *(line for line in shipped[1:] if line.startswith(b"v5.0,"))])
+    assert _rebuild("--header") == want
+    assert shipped[1 : len(want.splitlines())] == want.splitlines(keepends=True)[1:]
+    bare = subprocess.run(
+        [sys.executable, str(SCRIPT), str(STORED), "--benchmark", "llama3.1-405b", "--round", "v5.0"]
+        + ["--repo", MIRROR[0], "--commit", MIRROR[1], "--kind", "stored-file-index"],
+        capture_output=True,
+        timeout=120,
+    )
+    assert bare.returncode != 0 and b"NVIDIA/results/B200-SXM-180GBx8_TRT" in bare.stderr
+    assert b"no system JSON and no table entry" in bare.stderr
+
+
+def test_every_stored_v50_405b_result_is_indexed_as_read() -> None:
+    rows = _v50()
+    assert Counter((r.division, r.scenario) for r in rows) == {("closed", "Offline"): 13, ("closed", "Server"): 13}
+    systems = {(r.submitter, r.system_folder) for r in rows}
+    assert len(systems) == 13 and {s for s, _ in systems} == {
+        "ASUSTeK",
+        "Cisco",
+        "Dell",
+        "GigaComputing",
+        "Google",
+        "NVIDIA",
+        "Quanta_Cloud_Technology",
+        "Supermicro",
+    }
+    assert all(r.benchmark_name == "llama3.1-405b" and r.model_folder == "llama3_1-405b" for r in rows)
+    assert {r.result_validity for r in rows} == {"VALID"} and not any(r.result_id for r in rows)
+    assert all(r.source_repo == MIRROR[0] and r.source_commit == MIRROR[1] for r in rows)
+    # no v5.0 results table is stored: each row is checked against its system's own summary (README.md)
+    assert {r.summary_crosscheck for r in rows} == {"ok"}
+    assert all(r.gen_num == 8313 and set(r.metrics) == {"exact_match", "rougeL"} for r in rows)
+    # every v5.0 405B result read is an 8-GPU system but NVIDIA's GB200 NVL72 rack (4 per node x 18)
+    assert Counter(r.total_accelerators for r in rows) == {8: 24, 72: 2}
+    (rack,) = [r for r in rows if r.total_accelerators == 72 and r.scenario == "Offline"]
+    assert (rack.accelerators_per_node, rack.number_of_nodes, rack.tokens_per_second) == (4, 18, 13886.4)
+    (nv,) = [
+        r for r in rows if r.submitter == "NVIDIA" and r.system_folder.startswith("B200") and r.scenario == "Offline"
+    ]
+    assert (nv.tokens_per_second, nv.per_accelerator) == (1526.29, 1526.29 / 8)
+
+
+def test_counts_from_another_round_are_named_and_carry_no_software() -> None:
+    """NVIDIA's v5.0 B200 x8 and H200 x8 system JSONs are stored nowhere: their count (and accelerator) come from the
+    same folder's JSON of another round, which source_kind names with its repository and commit; that round's
+    software (framework, host, system name) is not written into a v5.0 row."""
+    sources = json.loads((STORED / "elsewhere" / "SOURCES.json").read_text())["folders"]
+    nvidia = [r for r in _v50() if r.submitter == "NVIDIA"]
+    assert len(nvidia) == 6
+    for r in nvidia:
+        (folder,) = [
+            f
+            for f in sources
+            if (STORED / "elsewhere" / f / "closed/NVIDIA/systems" / f"{r.system_folder}.json").is_file()
+        ]
+        src = sources[folder]
+        kind = src["kind"]
+        assert r.source_kind == f"stored-file-index+{kind}-from({src['repository']}@{src['commit']})"
+        assert r.framework == "" and r.host_processor_model_name == "" and r.system_name == ""
+    others = [r for r in _v50() if r.submitter != "NVIDIA"]
+    assert {r.source_kind for r in others} == {"stored-file-index"} and all(r.framework for r in others)
+
+
+def _as_published(row: PublishedResult, into: Path) -> Path:
+    """The row's result folder in the v5.0 layout, from the saved files: summary log, accuracy.txt, system JSON (for
+    NVIDIA's two systems, the other round's JSON the row's count came from)."""
+    folder = Path(row.source_path).parents[2]
+    base = into / row.key.replace("/", "_") / "inference_results_v5.0"  # the round is read from the path
+    sysrel = Path(row.division, row.submitter, "systems", f"{row.system_folder}.json")
+    system = STORED / sysrel if (STORED / sysrel).is_file() else next((STORED / "elsewhere").glob(f"*/{sysrel}"))
+    for src, rel in (
+        (
+            STORED / folder / "performance/run_1/mlperf_log_summary.txt",
+            folder / "performance/run_1/mlperf_log_summary.txt",
+        ),
+        (STORED / folder / "accuracy/accuracy.txt", folder / "accuracy/accuracy.txt"),
+        (system, sysrel),
+    ):
+        (base / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(src, base / rel)
+    return base / folder
+
+
+def test_every_v50_row_verifies_as_itself(tmp_path: Path) -> None:
+    """Each indexed v5.0 result, laid out as its repository has it, is recognised as its own record and PASSes with
+    the index's per-accelerator figure at +0.0%, its accuracy judged by exact_match and rougeL."""
+    failures = []
+    for r in _v50():
+        v = verify_dir(_as_published(r, tmp_path))
+        mine = v.record is not None and v.record.row.key == r.key and v.per_gpu == r.per_accelerator
+        checks = {c.name for c in v.checks}
+        if not (mine and v.status == "PASS" and v.deviation_pct == 0.0 and "accuracy exact_match" in checks):
+            failures.append(f"{r.key}: {v.status} {v.per_gpu} {v.deviation_pct} {v.reasons[:2]}")
+    assert not failures, "\n".join(failures)
+
+
+def test_stored_files_are_small_and_their_source_is_declared() -> None:
+    """Only files verify reads are kept (summary log, accuracy.txt, system JSON), each under 1 MB, and SOURCE.json
+    lists every one with the repository and commit it was read from."""
+    doc = json.loads((STORED / "SOURCE.json").read_text())
+    assert (doc["repository"], doc["commit"]) == MIRROR
+    kept = sorted(str(p.relative_to(STORED)) for p in STORED.rglob("*") if p.is_file() and p.name != "SOURCE.json")
+    listed = sorted([*doc["files"], "summary-table-405b.json", "elsewhere/SOURCES.json", *_elsewhere_files()])
+    assert kept == listed
+    assert all(p.stat().st_size < 1_000_000 for p in STORED.rglob("*") if p.is_file())
+    assert {Path(f).name for f in doc["files"]} == {"mlperf_log_summary.txt", "accuracy.txt"} | {
+        Path(f).name for f in doc["files"] if "/systems/" in f
+    }
+
+
+def _elsewhere_files() -> list[str]:
+    folders = json.loads((STORED / "elsewhere" / "SOURCES.json").read_text())["folders"]
+    return [f"elsewhere/{name}/{f}" for name, src in folders.items() for f in src["files"]]
+
+
+def test_sources_json_names_the_v50_mirror_and_the_other_rounds() -> None:
+    doc = json.loads(SOURCES_JSON.read_text())
+    (v50,) = [s for s in doc["sources"] if s["round"] == "v5.0" and s["file"] == "published-llama3.1-405b.csv"]
+    assert (v50["repository"].split(" ")[0], v50["commit"], v50["results"]) == (*MIRROR, 26)
+    assert "mirror" in v50["how"]
+    folders = json.loads((STORED / "elsewhere" / "SOURCES.json").read_text())["folders"]
+    assert {(s["repository"], s["commit"]) for s in v50["system_jsons_from"]} == {
+        (f["repository"], f["commit"]) for f in folders.values()
+    }
+
+
+def test_the_405b_benchmark_file_has_v50_with_the_v50_checkers_scenarios() -> None:
+    """v5.0's submission checker (tag v5.0) required Offline and Server for llama3.1-405b and had no Interactive;
+    the limits are the same as later rounds' (6,000/175 ms)."""
+    bench = load_benchmark("llama3.1-405b")
+    assert "v5.0" in bench.rounds
+    in_v50 = sorted(n for n, s in bench.scenarios.items() if not s.rounds or "v5.0" in s.rounds)
+    assert in_v50 == ["Offline", "Server"]
+    server = bench.scenarios["Server"]
+    assert (server.ttft_ms, server.tpot_ms) == (6000, 175)
+    assert "checker-v50" in server.sources and "checker-v50" in bench.scenarios["Offline"].sources
+    assert bench.sources["checker-v50"].commit == "dcd0c3eadb6189051ba0efe0a1f251a995fe8895"
+
+
+@pytest.mark.parametrize("column", ["tokens_per_second", "exact_match", "rougeL", "tokens_per_sample"])
+def test_the_rows_say_what_the_saved_files_say(column: str) -> None:
+    """A cross-check that does not go through the build script: each figure of a v5.0 row is the one its saved
+    summary log or accuracy.txt states, read here with plain string matching."""
+    with INDEX_405B_CSV.open(newline="") as fh:
+        rows = [r for r in csv.DictReader(fh) if r["round"] == "v5.0"]
+    for r in rows:
+        folder = STORED / Path(r["source_path"]).parents[2]
+        if column == "tokens_per_second":
+            key = "Tokens per second:" if r["scenario"] == "Offline" else "Completed tokens per second:"
+            text = (folder / "performance/run_1/mlperf_log_summary.txt").read_text()
+            (line,) = [x for x in io.StringIO(text) if x.startswith(key)]
+            assert float(line.split(":")[1]) == float(r[column])
+        else:
+            text = (folder / "accuracy/accuracy.txt").read_text()
+            stated = float(text.split(f"'{column}': ")[1].split(",")[0].split("}")[0])
+            assert round(stated, 6) == float(r[column])
+
+
+def test_every_summary_table_entry_is_an_indexed_row() -> None:
+    """The per-system summaries list each system's llama3_1-405b Server and Offline figures; every one of them is
+    an indexed row (no summarised result whose logs were left unread) and agrees with its summary log."""
+    table = json.loads((STORED / "summary-table-405b.json").read_text())
+    rows = {str(Path(r.source_path).parents[2]): r for r in _v50()}
+    assert sorted(e["Location"] for e in table) == sorted(rows)
+    for e in table:
+        assert abs(rows[e["Location"]].tokens_per_second - e["Performance_Result"]) <= 0.02
