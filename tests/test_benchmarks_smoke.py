@@ -30,6 +30,7 @@ RESULT_LINE = {
     "hostile_inputs.py": r"TOTAL\s+tried\s+[1-9]\d*\s+tracebacks\s+\d+",
     "http_client.py": r"offline: repro/plain CPU cost ratio [\d.]+",
     "log_peak_memory.py": r"billion-laughs recipe, recipes validate\s+input\s+[\d.]+ MB\s+peak RSS\s+\d+ MB",
+    "text_answer_memory.py": r"MB answer: reference \+[\d,.]+ MB, repro \+[\d,.]+ MB, ratio [\d.]+x, same ids: True",
 }
 
 SCRIPTS = sorted(p.name for p in BENCH.glob("*.py") if not p.name.startswith("_"))
