@@ -171,3 +171,25 @@ def test_the_progress_bar_keeps_20_cells_with_the_projection_below() -> None:
             output._consoles["err_console"] = saved
         else:
             output._consoles.pop("err_console", None)
+
+
+@pytest.mark.slow
+def test_the_demo_is_per_cpu_in_verify_and_report_alike() -> None:
+    """Issue 37 item 5: the report called the demo's figure "per GPU" while verify said "per CPU"."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from repro.cli import app
+    from repro.report.model import build_report
+    from repro.ui.report import report as report_view
+
+    run = CliRunner().invoke(app, ["run", "offline", "--recipe", "demo", "--samples", "8", "--json"])
+    run_dir = json.loads(run.stdout)["details"]["run_dir"]
+    verdict = json.loads(CliRunner().invoke(app, ["verify", run_dir, "--json"]).stdout)
+    assert "A demo run is never a reproduction, so verify exits 1" in verdict["hint"]
+    r = build_report([Path(run_dir)], "demo")
+    assert r.unit == "CPU" and "tokens/s per CPU over 1 VM(s)" in r.headline
+    text = "\n".join(render(report_view(r), 120))
+    own = text.split("2. ")[1] if "2. " in text else text  # the run's own section, after the published one
+    assert "per CPU" in own and "┃ per GPU" not in own

@@ -162,3 +162,131 @@ def test_ctrl_c_during_the_bar_leaves_one_final_frame(tmp_path):
     assert bars[0].rstrip().endswith("interrupted"), bars
     assert "^C" not in text
     assert " echo " in text and " -echo " not in text, text
+
+
+# ---------------------------------------------------------------- issue 37: one story at 80x24
+UNIT_AFTER_NUMBER = re.compile(r"^\s*[│┃]?\s*(s|ms|min|GB|MB|%|GPUs?|CPUs?|tokens/s|queries/s)\b")
+
+
+def _screen_checks(lines: list[str]) -> None:
+    """Every table keeps its columns (none cut with …, none left out), no number is split from its unit, the bar
+    keeps >= 20 cells."""
+    text = "\n".join(lines)
+    assert "too narrow for" not in text, text
+    for line in lines:
+        if line.startswith("┃"):
+            assert "…" not in line, line
+    for a, b in zip(lines, lines[1:], strict=False):
+        ends_in_number = re.search(r"\d[│ ]*$", a.rstrip(" │"))
+        assert not (ends_in_number and UNIT_AFTER_NUMBER.match(b)), (a, b)
+        assert not re.search(r"\d{2}:\d{2}:\d{2}\+\d{2}:$", a.rstrip(" │")), (a, b)  # an ISO time cut in two
+
+
+def _status_next(ws: Path) -> str:
+    cli = [sys.executable, "-c", "from repro.cli import main; main()", "status", "--json"]
+    env = {"REPRO_HOME": str(ws), "REPRO_IMDS_URL": "http://127.0.0.1:9/", "PATH": "/usr/bin:/bin"}
+    return str(
+        json.loads(subprocess.run(cli, capture_output=True, text=True, timeout=120, env=env).stdout)["next_command"]
+    )
+
+
+def _nexts(lines: list[str]) -> list[str]:
+    return [line.removeprefix("Next: ").strip() for line in lines if line.startswith("Next: ")]
+
+
+def _bar_frames(term: Tmux, until: str, timeout: float = 300) -> list[str]:
+    frames: list[str] = []
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and not re.search(until, (screen := term.screen())):
+        frames += [line for line in screen.splitlines() if re.match(r"LoadGen Offline \S+ [\d,]+/[\d,]+ ", line)]
+        time.sleep(0.2)
+    return frames
+
+
+def _interrupt_mid_bar(term: Tmux) -> list[str]:
+    term.expect(r"LoadGen Offline \S+ [1-9][\d,]*/[\d,]+ ", timeout=240)
+    term.send("C-c")
+    term.expect(r"EXIT=\d+", timeout=60)
+    return term.history()
+
+
+@pytest.mark.slow
+def test_one_story_at_80x24_after_a_run_and_after_ctrl_c(tmp_path):
+    """Issue 37 done-when: the guided flow, a run and Ctrl-C at 80x24: status, the run and the guided flow name the
+    same next command each time, tables keep their columns, no number loses its unit, the bar keeps >= 20 cells."""
+    ws = tmp_path / "ws"
+    env = {"REPRO_HOME": str(ws), "REPRO_IMDS_URL": "http://127.0.0.1:9/metadata/instance", "TERM": "xterm"}
+
+    # 1. `repro` alone: the front door, setup, the run with its bar, verify; then status names the flow's Next
+    term = Tmux(tmp_path, tmp_path, env)
+    try:
+        term.expect(r"Run it\s+now\? \[y/n\]", timeout=120)
+        term.send("y", "Enter")
+        term.expect(r"Run setup now\? \[y/n\]")
+        term.send("y", "Enter")
+        term.expect(r"Run run-offline now\? \[y/n\]")
+        term.send("y", "Enter")
+        frames = _bar_frames(term, r"EXIT=\d+")
+        term.expect(r"EXIT=\d+", timeout=120)
+        lines = term.history()
+    finally:
+        term.close()
+    assert "EXIT=0" in "\n".join(lines), "\n".join(lines[-40:])
+    assert frames and all(len(re.match(r"LoadGen Offline (\S+) ", f).group(1)) >= 20 for f in frames), frames
+    assert any("projected" in line for line in lines)  # the projection is on its own line, not in the bar's
+    assert not any(line.startswith("LoadGen Offline") and "projected" in line for line in lines)
+    _screen_checks(lines)
+    flow_next = _nexts(lines)
+    assert len(flow_next) == 1 and flow_next[0].startswith("repro report ")
+    assert _status_next(ws) == flow_next[0]
+
+    # 2. `repro run offline` interrupted mid-bar: its Next is what status names
+    term = Tmux(tmp_path, tmp_path, env, args=("run", "offline", "--recipe", "demo"))
+    try:
+        lines = _interrupt_mid_bar(term)
+    finally:
+        term.close()
+    assert "EXIT=130" in "\n".join(lines)
+    run_next = _nexts(lines)
+    assert run_next == ["repro run offline --recipe demo"], lines[-20:]
+    assert _status_next(ws) == run_next[0]
+
+    # 3. the guided flow resumes the interrupted run (asks once, "again"), is interrupted: status names its Next
+    term = Tmux(tmp_path, tmp_path, env, args=("guide", "--recipe", "demo"))
+    try:
+        term.expect(r"Run run-offline now again\? \[y/n\]", timeout=120)
+        term.send("y", "Enter")
+        lines = _interrupt_mid_bar(term)
+    finally:
+        term.close()
+    assert "EXIT=130" in "\n".join(lines)
+    assert not any("running it again" in line for line in lines)
+    guide_next = _nexts(lines)
+    assert guide_next == ["repro guide --recipe demo"], lines[-20:]
+    assert _status_next(ws) == guide_next[0]
+
+    # 4. a run to the end: its verdict counts as verify; its Next is status's; status's table keeps its columns
+    term = Tmux(tmp_path, tmp_path, env, args=("run", "offline", "--recipe", "demo"))
+    try:
+        term.expect(r"EXIT=\d+", timeout=300)
+        lines = term.history()
+    finally:
+        term.close()
+    assert "EXIT=0" in "\n".join(lines)
+    _screen_checks(lines)
+    header = next(line for line in lines if line.startswith("┃ check"))
+    assert [c.strip() for c in header.strip("┃").split("┃")] == ["check", "result", "detail"]
+    run_next = _nexts(lines)
+    assert len(run_next) == 1 and run_next[0].startswith("repro report ")
+    assert _status_next(ws) == run_next[0]
+    term = Tmux(tmp_path, tmp_path, env, args=("status",))
+    try:
+        term.expect(r"EXIT=\d+", timeout=120)
+        lines = term.history()
+    finally:
+        term.close()
+    _screen_checks(lines)
+    header = next(line for line in lines if line.startswith("┃ step"))
+    assert [c.strip() for c in header.strip("┃").split("┃")] == ["step", "state", "finished", "why"]
+    assert sum(bool(re.search(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\+00:00", line)) for line in lines) >= 2
+    assert [s for s in _nexts(lines)] == run_next

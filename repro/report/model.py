@@ -322,10 +322,15 @@ class Report:
         return [n for n, _ in kept], [v for _, v in kept]
 
     @property
+    def unit(self) -> str:
+        """The run's accelerator word: verify's rows and this report say the same "per CPU" for the demo."""
+        return "CPU" if self.recipe.system.gpu_arch == "cpu" else "GPU"
+
+    @property
     def headline(self) -> str:
         lab = f" [{self.label}]" if self.label else ""
         return (
-            f"Measured: {fmt_num(self.per_gpu)} tokens/s per GPU over {len(self.used)} VM(s), "
+            f"Measured: {fmt_num(self.per_gpu)} tokens/s per {self.unit} over {len(self.used)} VM(s), "
             f"{fmt_num(self.total_tokens_per_s)} tokens/s in total{lab}."
         )
 
@@ -341,7 +346,7 @@ class Report:
             [
                 Column("profile"),
                 Column("tokens/interaction", numeric=True, keep=5),
-                Column("per GPU", numeric=True, keep=8),
+                Column(f"per {self.unit}", numeric=True, keep=8),
                 Column("per VM", numeric=True, keep=7),
                 Column("total", numeric=True),
             ],
@@ -432,7 +437,15 @@ class Report:
             row_class=["own" if c.own else "" for c in self.comparisons],
             footnotes=notes,
         )
-        blocks: list[Paragraph | Table | Chart] = [table, Chart("comparison", "tokens/s per GPU, yours vs published")]
+        blocks: list[Paragraph | Table | Chart] = [
+            table,
+            Chart(
+                "comparison",
+                "tokens/s per GPU, yours vs published"
+                if self.unit == "GPU"
+                else f"tokens/s per {self.unit} (yours) vs per GPU (published)",
+            ),
+        ]
         if self.standing:
             blocks += [
                 Paragraph(self.standing.sentence + lab),
@@ -447,7 +460,7 @@ class Report:
             [
                 Column(self.rack.unit),
                 Column("tokens/s", numeric=True, keep=8),
-                Column("per GPU", numeric=True),
+                Column(f"per {self.unit}", numeric=True),
                 Column("deviation", numeric=True, keep=7),
                 Column("verdict"),
                 Column("mean W", numeric=True, keep=3),

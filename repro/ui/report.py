@@ -19,7 +19,9 @@ from repro.report.tables import Chart, Paragraph, Table
 from repro.ui.fit import fitted
 
 
-def bar_chart(names: list[str], values: list[float], width: int, title: str, yours: str = "cyan") -> list[Text]:
+def bar_chart(
+    names: list[str], values: list[float], width: int, title: str, yours: str = "cyan", unit: str = "GPU"
+) -> list[Text]:
     """One text bar per value, scaled to the widest; each labelled with its exact figure."""
     if not values:
         return [Text("(no chart: no tokens/s value is a plottable number)")]
@@ -37,7 +39,12 @@ def bar_chart(names: list[str], values: list[float], width: int, title: str, you
         line.append(" " * (bar_w - n) + f" {fmt_num(value):>{num_w}}")
         line.no_wrap = True
         lines.append(line)
-    lines.append(Text(f"{'':<{label_w}} full bar = {fmt_num(top / 1000)}k tokens/s per GPU", style="dim"))
+    lines.append(
+        Text(
+            f"{'':<{label_w}} full bar = {fmt_num(top / 1000)}k tokens/s{' per GPU' if unit == 'GPU' else ''}",
+            style="dim",
+        )
+    )
     return lines
 
 
@@ -68,7 +75,10 @@ class ReportView:
                     names, values = r.chart_bars()
                     inside = r.own_in_band()
                     yours = "cyan" if inside is None else "green" if inside else "red"
-                    yield from bar_chart(names, values, min(width, 100), "tokens/s per GPU" + _lab(r), yours)
+                    title = (
+                        "tokens/s per GPU" if r.unit == "GPU" else f"tokens/s per {r.unit} (yours), per GPU (published)"
+                    )
+                    yield from bar_chart(names, values, min(width, 100), title + _lab(r), yours, r.unit)
         for kind, path in r.outputs.items():
             yield Text(f"{kind}: {one_line(path)}")
 
