@@ -484,6 +484,14 @@ class Report:
             footnotes=notes,
         )
         blocks: list[Paragraph | Table | Chart] = [table]
+        # A verdict other than PASS says why, as verify and aggregate do: a FAIL with no reason is no evidence.
+        blocks += [
+            Paragraph(f"{r['vm']}: {r['status']}: {reason}")
+            for r in rows
+            if r["status"] != "PASS"
+            for reason in r["reasons"]
+            if reason
+        ]
         if self.multi:
             blocks += self._rack_blocks()
         return Section(f"{'2. Rack table' if self.multi else '2. Run'}{lab}", blocks)
