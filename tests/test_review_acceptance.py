@@ -40,3 +40,25 @@ def test_report_says_why_a_run_fails_as_verify_does(fixtures: Path, tmp_path: Pa
 def test_report_of_a_passing_run_lists_no_reasons(fixtures: Path) -> None:
     text = cli_process("report", str(fixtures / AZ405 / "llama3.1-405b" / "Offline")).stdout
     assert "Offline: PASS" not in text and ": FAIL:" not in text
+
+
+def _at_80(*args: str) -> str:
+    env = {**os.environ, "COLUMNS": "80", "LINES": "50", "TERM": "xterm"}
+    return run_in_pty([*CLI, *args], env, size=(50, 80))
+
+
+def test_published_listing_keeps_every_figure_whole_at_80_columns() -> None:
+    """Eleven columns do not fit 80: whole columns move to a second table instead of '19,51…' in every row."""
+    text = _at_80("published", "--benchmark", "llama3.1-405b")
+    assert "…" not in text, text[:3000]
+    assert all(len(line) <= 80 for line in text.splitlines()), max(text.splitlines(), key=len)
+    row = next(ln for ln in text.splitlines() if "5.1-0008" in ln and "Offline" in ln)
+    assert "847.233" in row and "211.8" in row and "llama3.1-405b" in row, row
+    assert any("5.1-0008" in ln and "Azure" in ln for ln in text.splitlines())  # the submitter, in its own table
+
+
+def test_published_show_folds_the_key_and_source_path_at_80_columns() -> None:
+    text = _at_80("published", "show", "5.1-0008")
+    assert "…" not in text, text[:3000]
+    flat = "".join(ln.strip("│ ") for ln in text.splitlines())
+    assert "v5.1/closed/Azure/ND_GB200_v6/llama3.1-405b/Offline" in flat.replace("│", "").replace(" ", "")

@@ -5,12 +5,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from rich.console import Group
+from rich.console import Console, ConsoleOptions, Group, RenderResult
 from rich.table import Table
 from rich.text import Text
 
 from repro.core.fmt import fmt_num
 from repro.core.published import Filters, PublishedIndex, PublishedResult
+from repro.report.tables import Column
+from repro.report.tables import Table as ReportTable
 from repro.results.audit import AuditLine
 from repro.results.compare import Comparison
 
@@ -65,32 +67,24 @@ class PublishedList:
             "results": [r.to_json() for r in self.rows],
         }
 
-    def __rich__(self) -> Group:
-        t = Table(
-            title=f"Published MLPerf LLM results: {len(self.rows)} of {len(self.index.rows)} "
-            f"(filters: {self.filters.describe()}; sorted by {self.sort})",
-            title_justify="left",
-        )
-        for col in (
-            "ID",
-            "round",
-            "div",
-            "submitter",
-            "system",
-            "accelerator",
-            "GPUs",
-            "benchmark",
-            "scenario",
-            "tokens/s",
-            "per GPU",
-        ):
-            t.add_column(
-                col,
-                justify="right" if col in ("tokens/s", "per GPU") else "left",
-                no_wrap=col not in ("system", "accelerator", "submitter"),
-            )
-        for r in self.rows:
-            t.add_row(
+    def table(self) -> ReportTable:
+        """The listing as plain data with a keep-priority per column: at 80 columns the ID, benchmark, scenario,
+        GPUs and figures stay on screen whole; who and what system move, whole, to a second table."""
+        cols = [
+            Column("ID"),
+            Column("round", keep=4),
+            Column("div", keep=5),
+            Column("submitter", keep=3),
+            Column("system", keep=1),
+            Column("accelerator", keep=2),
+            Column("GPUs", keep=6),
+            Column("benchmark"),
+            Column("scenario"),
+            Column("tokens/s", numeric=True, keep=7),
+            Column("per GPU", numeric=True),
+        ]
+        rows = [
+            [
                 r.result_id or "-",
                 r.round,
                 r.division,
@@ -102,14 +96,26 @@ class PublishedList:
                 r.scenario,
                 tokens_text(r.tokens_per_second),
                 fmt_num(r.per_accelerator),
-            )
-        hint = Text(
+            ]
+            for r in self.rows
+        ]
+        caption = (
+            f"Published MLPerf LLM results: {len(self.rows)} of {len(self.index.rows)} "
+            f"(filters: {self.filters.describe()}; sorted by {self.sort})"
+        )
+        return ReportTable(cols, rows, caption)
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        from repro.ui.fit import fitted
+
+        yield from fitted(self.table(), options)
+        yield Text(
             "GPUs = per node x nodes (system JSON). `repro published show ID` for one result; "
             "rows without an ID "
             "(v4.0, v4.1, v6.1): `repro published show ROUND/DIVISION/SUBMITTER/SYSTEM`.",
             style="dim",
         )
-        return Group(t, hint, provenance_line(self.index))
+        yield provenance_line(self.index)
 
 
 @dataclass
@@ -126,7 +132,7 @@ class PublishedShow:
         for r in self.rows:
             t = Table(title=f"{r.ref}", title_justify="left", show_header=False)
             t.add_column("field", no_wrap=True)
-            t.add_column("value")
+            t.add_column("value", overflow="fold")  # keys and source paths are copied: folded, never cut
             for name, value in (
                 ("result ID", r.result_id or "none (round without IDs)"),
                 ("key", r.key),
