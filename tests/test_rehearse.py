@@ -33,7 +33,7 @@ def attested_statement(path: Path) -> dict:
     return json.loads(base64.b64decode(json.loads(path.read_text())["payload"]))
 
 
-GPU_RECIPES = ["nd-gb300-v6", "nd-gb200-v6", "nd-h100-v5", "nd-h200-v5", "nc-h100-v5"]
+GPU_RECIPES = ["nd-gb300-v6", "nd-gb200-v6", "nd-gb200-v6-405b", "nd-h100-v5", "nd-h200-v5", "nc-h100-v5"]
 
 
 def test_scaling_is_printed_and_keeps_the_recipe_shape() -> None:
@@ -219,6 +219,33 @@ def test_setup_meets_the_gate_as_on_the_hub(tmp_path: Path) -> None:
     assert not [p for p in ws.root.rglob("*") if p.is_file() and TOKEN.encode() in p.read_bytes()]
 
 
+def test_405b_setup_takes_the_pinned_r2_path(tmp_path: Path) -> None:
+    """nd-gb200-v6-405b: the gated Llama-3.1-405B repo id and MLCommons' revision on the stand-in hub; its dataset
+    has no direct URL and no published checksum, so the stand-in does what setup's refusal tells a user: the R2
+    downloader's two files placed in the data folder, pinned in the recipe copy. Setup checks and unpickles them,
+    and the prepared set keeps each sample's metric for the 405B accuracy evaluation."""
+    from repro.rehearse.rehearsal import OUT_LEN, VOCAB, tiny_prompts
+    from repro.rehearse.setup_step import gated_setup
+    from repro.setup.dataset import load_prepared
+
+    recipe = get_recipe("nd-gb200-v6-405b")
+    ws = Workspace.open(tmp_path / "ws")
+    prompts = tiny_prompts()
+    out = gated_setup(recipe, ws, prompts, OUT_LEN, VOCAB)
+    assert [a["http"] for a in out["attempts"]] == [401, 403, 200] and out["status"] == "done"
+    assert (out["repo_id"], out["revision"]) == (
+        "meta-llama/Llama-3.1-405B-Instruct",
+        "be673f326cab4cd22ccfef76109faf68e41aa5f1",
+    )
+    assert out["dataset_files"] == [] and out["dataset_placed"] == sorted(recipe.dataset.files.values())
+    assert out["derived_from_sampled"] == []
+    prepared = load_prepared(Path(out["prepared_dir"]))
+    assert len(prepared) == len(prompts) and prepared.metrics is not None
+    assert set(prepared.metrics) == {"rouge", "niah_em", "qa_em"}
+    calib = Path(out["prepared_dir"]) / "mlperf_llama3.1_405b_dataset_512_processed_fp16_calibration" / "data.parquet"
+    assert calib.is_file()
+
+
 def test_standin_trtllm_tools_take_the_build_plans_flags_and_refuse_others(tmp_path: Path) -> None:
     """The stand-in quantize.py and trtllm-build parse with the pinned release's contract: every command repro's build
     plan runs through them writes the files the real tools write; an unknown flag exits 2 as argparse does."""
@@ -269,7 +296,7 @@ def test_standin_trtllm_tools_take_the_build_plans_flags_and_refuse_others(tmp_p
             )
             assert refused.returncode == 2 and "unrecognized arguments: --no_such_flag=1" in refused.stderr
             ran += 1
-    assert ran == 2  # gb200's quantize.py and trtllm-build; the PyTorch recipes quantize with ModelOpt
+    assert ran == 4  # both gb200 recipes' quantize.py and trtllm-build; the PyTorch recipes quantize with ModelOpt
     refused = subprocess.run([str(bin_dir / "quantize.py"), "--qformat=fp8", "--bogus"], capture_output=True, text=True)
     assert refused.returncode == 2 and "unrecognized arguments: --bogus" in refused.stderr
 

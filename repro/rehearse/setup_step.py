@@ -56,14 +56,31 @@ def tiny_model_files(vocab: int, tokenizer_dir: Path) -> dict[str, bytes]:
     return files
 
 
-def tiny_dataset(prompts: list[list[int]], out_len: int) -> dict[str, bytes]:
-    """MLPerf's two OpenOrca pickles in their columns (tok_input, tok_input_length, output; calibration: input),
-    pickled with object columns as MLPerf's pandas wrote them, so setup's DataFrame-only unpickler reads them."""
+def tiny_dataset(prompts: list[list[int]], out_len: int, fmt: str = "mlperf-openorca-pkl") -> dict[str, bytes]:
+    """MLPerf's two pickles in the benchmark's columns, pickled with object columns as MLPerf's pandas wrote them,
+    so setup's DataFrame-only unpickler reads them. OpenOrca (llama2-70b): tok_input, tok_input_length, output;
+    calibration: input. llama3.1-405b: input, tok_input, tok_input_len, gt_output and each sample's metric (rouge,
+    niah_em, qa_em in turn, as the real set mixes them); calibration: input, tok_input, tok_input_len."""
     import pandas as pd
 
     from repro.setup.safe_pickle import dataframe_pickle_bytes as pkl
 
     texts = [" ".join(f"w{t}" for t in p) for p in prompts]
+    if fmt == "mlperf-llama3.1-405b-pkl":
+        kinds = ["rouge", "niah_em", "qa_em"]
+        sampled = pd.DataFrame(
+            {
+                "input": texts,
+                "tok_input": prompts,
+                "tok_input_len": [len(p) for p in prompts],
+                "gt_output": [" ".join(["w3"] * out_len)] * len(prompts),
+                "metric": [kinds[i % 3] for i in range(len(prompts))],
+            }
+        )
+        calibration = pd.DataFrame(
+            {"input": texts[:8], "tok_input": prompts[:8], "tok_input_len": [len(p) for p in prompts[:8]]}
+        )
+        return {"sampled": pkl(sampled), "calibration": pkl(calibration)}
     sampled = pd.DataFrame(
         {
             "input": texts,
@@ -81,14 +98,17 @@ def setup_recipe(recipe: Recipe, urls: dict[str, str], data: dict[str, bytes], s
 
     A file the real recipe pins (a published SHA-256) is pinned here to the stand-in's own bytes, which this
     rehearsal made; a file the real recipe leaves unpinned stays unpinned, so setup takes the same path as on a
-    GPU VM (the calibration set is derived from the sampled set, never unpickled)."""
+    GPU VM (the calibration set is derived from the sampled set, never unpickled). A benchmark with no published
+    checksum and no raw data (llama3.1-405b) is set up on a VM by pinning the R2 downloader's files in a copy of the
+    recipe, as setup's refusal says: the stand-in takes that step with its own bytes."""
     from repro.setup.download import pinned_sha256
 
+    user_pins = recipe.dataset.raw is None
     dataset = recipe.dataset.model_copy(
         update={
             "urls": urls,
             "sha256": {
-                role: hashlib.sha256(b).hexdigest() if pinned_sha256(recipe, role) else "unknown"
+                role: hashlib.sha256(b).hexdigest() if (user_pins or pinned_sha256(recipe, role)) else "unknown"
                 for role, b in data.items()
             },
             "samples": samples,
@@ -130,9 +150,10 @@ def gated_setup(recipe: Recipe, ws: Workspace, prompts: list[list[int]], out_len
     """Setup three times as a user meets the gate: no token (401), a token before the license is accepted (403),
     then after (200, files downloaded and verified). Each refusal's message is kept; the token never is."""
     from repro.rehearse.hub import HubServer, Repo
-    from repro.setup.download import run_setup
+    from repro.setup.download import data_dir, run_setup
 
-    data = tiny_dataset(prompts, out_len)
+    data = tiny_dataset(prompts, out_len, recipe.dataset.format)
+    placed: list[str] = []
     with tempfile.TemporaryDirectory(prefix="repro-rehearse-model-") as tmp, HubServer() as hub:
         files = tiny_model_files(vocab, write_tokenizer(Path(tmp) / "tok", vocab))
         repo = hub.add(Repo(recipe.model.repo_id, files, commit=recipe.model.revision, gated=True))
@@ -143,6 +164,12 @@ def gated_setup(recipe: Recipe, ws: Workspace, prompts: list[list[int]], out_len
             hub.static[key] = data[role]
             urls[role] = f"{hub.url}/static/{key}"
         rec = setup_recipe(recipe, urls, data, len(prompts))
+        for role, fname in recipe.dataset.files.items():
+            if role not in urls and role in recipe.dataset.r2_uri:  # what MLCommons' R2 downloader leaves there
+                dest = data_dir(ws, rec) / fname
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                dest.write_bytes(data[role])
+                placed.append(fname)
         attempts: list[dict[str, Any]] = []
         for attempt, token in (("no token", None), ("token, license not accepted", TOKEN)):
             seen = len(hub.errors)
@@ -167,6 +194,7 @@ def gated_setup(recipe: Recipe, ws: Workspace, prompts: list[list[int]], out_len
         "status": out.status,
         "model_files": sorted(p.rsplit("/", 1)[-1] for p in downloads),
         "dataset_files": fetched,
+        "dataset_placed": sorted(placed),
         "derived_from_sampled": sorted(role for role, sha in rec.dataset.sha256.items() if sha == "unknown"),
         "model_dir": out.details.get("model_dir"),
         "prepared_dir": out.details.get("prepared_dir"),
