@@ -62,3 +62,17 @@ def test_published_show_folds_the_key_and_source_path_at_80_columns() -> None:
     assert "…" not in text, text[:3000]
     flat = "".join(ln.strip("│ ") for ln in text.splitlines())
     assert "v5.1/closed/Azure/ND_GB200_v6/llama3.1-405b/Offline" in flat.replace("│", "").replace(" ", "")
+
+
+def test_series_of_identical_runs_audits_at_plus_zero_as_the_single_run(fixtures: Path, tmp_path: Path) -> None:
+    """The mean of three identical 211.80825 runs is 211.80824999...: float noise printed '-0.0%' beside the
+    single run's '+0.0%' for the same logs."""
+    runs = [str(copy_bundle(fixtures, AZ405, tmp_path / n) / "llama3.1-405b" / "Offline") for n in "abc"]
+    single = cli_process("verify", runs[0]).stdout
+    series = cli_process("verify", *runs)
+    assert series.returncode == 0, series.stderr
+    assert "MLPerf audit: +0.0% vs the published 211.8 per GPU" in single
+    assert "MLPerf audit of the mean: +0.0% vs the published 211.8 per GPU" in series.stdout, series.stdout
+    assert "-0.0%" not in series.stdout
+    doc = json.loads(cli_process("verify", *runs, "--json").stdout)
+    assert doc["status"] == "PASS" and json.dumps(doc["audit_2pct"]).count("-0.0") == 0

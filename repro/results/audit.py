@@ -89,7 +89,8 @@ class AuditLine:
 
     @property
     def text(self) -> str:
-        where = f"{self.deviation_pct:+.1f}% vs the published {self.published_per_gpu:,.1f} per GPU"
+        # + 0.0 turns a -0.0 left by float noise (the mean of identical runs) into the +0.0% the single run shows
+        where = f"{round(self.deviation_pct, 1) + 0.0:+.1f}% vs the published {self.published_per_gpu:,.1f} per GPU"
         if self.within:
             return f"{where}: within MLPerf's {AUDIT_PCT:g}% audit threshold (not materially different)"
         return f"{where}: materially different (beyond MLPerf's {AUDIT_PCT:g}% audit threshold)"
@@ -97,7 +98,7 @@ class AuditLine:
     def to_json(self) -> dict[str, Any]:
         return {
             "threshold_pct": AUDIT_PCT,
-            "deviation_pct": round(self.deviation_pct, 2),
+            "deviation_pct": round(self.deviation_pct, 2) + 0.0,
             "within": self.within,
             "verdict": "within 2%" if self.within else "materially different",
         }
