@@ -76,3 +76,16 @@ def test_series_of_identical_runs_audits_at_plus_zero_as_the_single_run(fixtures
     assert "-0.0%" not in series.stdout
     doc = json.loads(cli_process("verify", *runs, "--json").stdout)
     assert doc["status"] == "PASS" and json.dumps(doc["audit_2pct"]).count("-0.0") == 0
+
+
+def test_interactive_help_names_no_one_benchmarks_limits(tmp_path: Path) -> None:
+    """The help said 'llama2-70b ... TTFT 450 ms / TPOT 40 ms' for every recipe; 405B's limits are 4,500/80 ms,
+    read from its benchmark file as the dry run shows."""
+    for cmd in (["run", "interactive"], ["tune", "interactive"]):
+        text = cli_process(*cmd, "--help").stdout
+        assert "450 ms" not in text and "llama2-70b" not in text and "Interactive TTFT/TPOT limits" in text, text
+    env = {"REPRO_HOME": str(tmp_path / "home")}
+    plan = cli_process("run", "interactive", "--recipe", "nd-gb200-v6-405b", "--dry-run", env=env)
+    assert plan.returncode == 0, plan.stderr
+    assert "llama3_1-405b-interactive.Server.ttft_latency = 4500" in plan.stdout
+    assert "llama3_1-405b-interactive.Server.tpot_latency = 80" in plan.stdout

@@ -646,5 +646,5 @@ def interactive(
     dry_run: DryRunOpt = False,
     json: JsonOpt = False,
 ) -> None:
-    """Run llama2-70b Interactive: LoadGen's Server scenario under TTFT 450 ms / TPOT 40 ms, verified by its rules."""
+    """Run the Interactive scenario: LoadGen's Server scenario under the benchmark's Interactive TTFT/TPOT limits."""
     _run("Interactive", locals())

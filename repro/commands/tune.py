@@ -160,5 +160,5 @@ def interactive(
     dry_run: DryRunOpt = False,
     json: JsonOpt = False,
 ) -> None:
-    """As `tune server`, under the Interactive limits (TTFT 450 ms, TPOT 40 ms); `repro run interactive` uses it."""
+    """As `tune server`, under the benchmark's Interactive TTFT/TPOT limits; `repro run interactive` uses it."""
     _tune("Interactive", **locals())
