@@ -45,10 +45,21 @@ def open_regular(path: Path | str) -> BinaryIO:
         raise
 
 
+_CHUNK = 1 << 20
+
+
 def read_head(path: Path | str, limit: int) -> tuple[bytes, bool]:
     """At most `limit` bytes of a regular file and whether there was more; never opens a FIFO or device blocking."""
+    chunks: list[bytes] = []
+    got = 0
     with open_regular(path) as fh:
-        data = fh.read(limit + 1)
+        while got <= limit:  # in chunks: read(limit + 1) allocates the whole limit up front, even for a tiny file
+            chunk = fh.read(min(_CHUNK, limit + 1 - got))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            got += len(chunk)
+    data = b"".join(chunks)
     return data[:limit], len(data) > limit
 
 
