@@ -89,3 +89,16 @@ def test_interactive_help_names_no_one_benchmarks_limits(tmp_path: Path) -> None
     assert plan.returncode == 0, plan.stderr
     assert "llama3_1-405b-interactive.Server.ttft_latency = 4500" in plan.stdout
     assert "llama3_1-405b-interactive.Server.tpot_latency = 80" in plan.stdout
+
+
+def test_against_gives_verifys_verdict_and_figures_for_405b(fixtures: Path, tmp_path: Path) -> None:
+    """`--against 5.1-0008` on the lowered bundle FAILs with plain verify's reason and exit code; its header
+    keeps 405B's third decimal (847.233) as the summary log and `repro published` print it."""
+    run = _lowered_405b(fixtures, tmp_path)
+    plain = json.loads(cli_process("verify", str(run), "--json").stdout)
+    proc = cli_process("verify", str(run), "--against", "5.1-0008", "--json")
+    doc = json.loads(proc.stdout)
+    assert proc.returncode == 1 and doc["status"] == plain["status"] == "FAIL"
+    assert doc["reasons"] == plain["reasons"]
+    text = cli_process("verify", str(fixtures / AZ405 / "llama3.1-405b" / "Offline"), "--against", "5.1-0008")
+    assert text.returncode == 0 and "847.233 tokens/s / 4 = 211.8 per accelerator" in text.stdout, text.stdout[:400]

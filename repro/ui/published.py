@@ -184,7 +184,7 @@ class ComparisonView:
     def table(self) -> Table:
         c, f = self.comparison, self.comparison.facts
         t = Table(
-            title=f"{self.title}: {f.tokens_per_s:,.2f} tokens/s / {f.accelerators} = "
+            title=f"{self.title}: {tokens_text(f.tokens_per_s)} tokens/s / {f.accelerators} = "
             f"{f.per_accelerator:,.1f} per accelerator "
             f"({f.scenario}, {f.accelerator or 'accelerator unknown'})",
             title_justify="left",
