@@ -1,4 +1,5 @@
-"""Hugging Face transformers on CPU or GPU: the demo's engine and an fp16 baseline on a GPU VM.
+"""Hugging Face transformers on CPU or GPU: an fp16 baseline on a GPU VM, and the demo with `--backend hf` (its own
+backend is numpy.py: no torch). Needs the `hf` extra.
 
 Greedy decoding in batches with left padding; the first decoding step reports every sample's first
 token, so TTFT and TPOT are measured, not inferred. On GPUs the model is spread over every visible GPU

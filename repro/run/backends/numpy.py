@@ -12,6 +12,7 @@ It runs on the CPU wherever it is (a GPU, if any, stays idle), and says so in ru
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -336,18 +337,27 @@ def greedy(
     return [np.asarray(o, dtype=np.int32) for o in out], kept
 
 
+_BLAS_THREADS: list[int] = []  # set once per process: see limit_blas_threads
+_BLAS_LOCK = threading.Lock()
+
+
 def limit_blas_threads() -> int:
-    """numpy's BLAS to REPRO_CPU_THREADS threads (default 1), for the whole process, and the number set.
+    """numpy's BLAS to REPRO_CPU_THREADS threads (default 1), once per process, and the number set.
 
     The demo's matrices are tiny: on a busy 2-core VM a 64x64 by 64x983 product took 8 ms with OpenBLAS's
-    threads and 0.07 ms with one; its spinning threads also fight LoadGen's for the cores (as torch's did)."""
-    from threadpoolctl import threadpool_limits
+    threads and 0.07 ms with one; its spinning threads also fight LoadGen's for the cores (as torch's did).
+    Only once: OpenBLAS's thread count is not to be changed while another backend's worker (a tune's previous
+    probe) may still be inside a product."""
+    with _BLAS_LOCK:
+        if not _BLAS_THREADS:
+            from threadpoolctl import threadpool_limits
 
-    from repro.run.backends.hf import cpu_threads
+            from repro.run.backends.hf import cpu_threads
 
-    threads = cpu_threads()
-    threadpool_limits(limits=threads, user_api="blas")
-    return threads
+            threads = cpu_threads()
+            threadpool_limits(limits=threads, user_api="blas")
+            _BLAS_THREADS.append(threads)
+        return _BLAS_THREADS[0]
 
 
 class NumpyBackend(BatchQueueBackend):
