@@ -28,11 +28,12 @@ def test_report_says_why_a_run_fails_as_verify_does(fixtures: Path, tmp_path: Pa
     doc = json.loads(verify.stdout)
     assert doc["status"] == "FAIL" and any(r.startswith(EM_LOW) for r in doc["reasons"]), doc["reasons"]
 
-    md = tmp_path / "r.md"
-    text = cli_process("report", str(run), "--markdown", str(md))
+    md, html = tmp_path / "r.md", tmp_path / "r.html"
+    text = cli_process("report", str(run), "--markdown", str(md), "--html", str(html))
     assert text.returncode == 0, text.stderr
     assert f"FAIL: {EM_LOW}" in text.stdout, text.stdout
     assert f"FAIL: {EM_LOW.replace('<', '&lt;')}" in md.read_text()
+    assert f"FAIL: {EM_LOW.replace('<', '&lt;')}" in html.read_text()
     rows = json.loads(cli_process("report", str(run), "--json").stdout)["vms"]
     assert [r["status"] for r in rows] == ["FAIL"] and rows[0]["reasons"] == doc["reasons"]
 
