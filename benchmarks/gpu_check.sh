@@ -81,7 +81,13 @@ import json, sys
 try:
     doc = json.load(open(sys.argv[1]))
 except Exception:
-    print("(no JSON)"); sys.exit()
+    doc = {}
+if not doc:  # a failed step prints its one-line error on stderr
+    log = sys.argv[1][: -len(".json")] + ".log"
+    lines = [ln for ln in open(log, errors="replace") if ln.startswith("error:")]
+    print(lines[0].strip()[:160] if lines else "(no JSON)"); sys.exit()
+if isinstance(doc.get("error"), dict):
+    print("error: " + str(doc["error"].get("message", ""))[:160]); sys.exit()
 d = doc.get("details") or {}
 bits = []
 for k in ("status", "verdict", "summary"):
@@ -95,7 +101,7 @@ for c in doc.get("checks") or []:
         bits.append(f"{c['name']}: {c['status']}")
 if doc.get("chosen_qps") is not None:
     bits.append(f"chosen_qps={doc['chosen_qps']} confirmed={doc.get('confirmed')}")
-print("; ".join(bits) or "(ok)")
+print("; ".join(bits) or "(done)")
 PY
 }
 
@@ -113,11 +119,17 @@ expect doctor-nd-h100-v5 0 1
 step doctor-demo repro doctor --recipe demo -w "$WS" --json
 expect doctor-demo 0
 
-# 2. the demo (on CUDA when there is one)
+# 2. the demo: its own backend, then (with a GPU) the hf backend on CUDA
 DEMO_SIZE=(--duration 10)
 [ "$CPU_ONLY" = 1 ] && DEMO_SIZE=(--samples 64)
 step demo-offline repro run offline --recipe demo -w "$WS" "${DEMO_SIZE[@]}" --json
 expect demo-offline 0
+if [ "$CPU_ONLY" = 0 ]; then  # the demo's own backend is numpy on the CPU; hf runs the same model on CUDA
+    step demo-offline-hf-cuda repro run offline --recipe demo --backend hf -w "$WS" "${DEMO_SIZE[@]}" --json
+    expect demo-offline-hf-cuda 0
+else
+    note "demo-offline-hf-cuda   SKIP (needs a GPU)"
+fi
 
 # 3. a random-weight Llama on the demo tokenizer, served by transformers serve
 MODEL="$OUT/random-llama"

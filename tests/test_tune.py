@@ -202,7 +202,8 @@ def tuned_standin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[li
         w = ["--recipe", "nd-h100-v5", "-w", str(ws.root), "--endpoint", srv.url]
         res = runner.invoke(
             app,
-            ["tune", "server", *w, "--start-qps", "30", "--probe-seconds", "6", "--probe-queries", "240", "--json"],
+            ["tune", "server", *w, "--start-qps", "30", "--probe-seconds", "6", "--probe-queries", "240", "--json"]
+            + ["--run-samples", str(early_stopping_queries(0)), "--max-minutes", "4"],
         )
         assert res.exit_code == 0, res.output
         yield w, json.loads(res.stdout)
@@ -210,10 +211,14 @@ def tuned_standin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[li
 
 @pytest.mark.slow
 def test_tuned_rate_is_just_under_the_computed_capacity(tuned_standin: tuple[list[str], dict]) -> None:
-    """tune -> within 10% below 40 q/s, saved for the recipe it was tuned with."""
+    """tune -> within 20% below 40 q/s, saved for the recipe it was tuned with. No fixed margin now: what keeps the
+    rate under capacity is the queue-growth test, whose point estimate over 6 s probes fails a rate whose wait
+    rises by more than 10 ms a second; near saturation (M/D/4 at 90%+ load) the wait wanders by that much, so the
+    rate lands 10-20% below capacity (the old 5% margin on a 25 ms/s threshold landed within 10%)."""
     _w, tuned = tuned_standin
     rate = tuned["chosen_qps"]
-    assert 0.9 * CAPACITY <= rate <= CAPACITY, tuned["probes"]
+    assert 0.8 * CAPACITY <= rate <= CAPACITY, tuned["probes"]
+    assert tuned["confirmed"] is True and tuned["warmup"]
     assert tuned["lowest_failing_qps"] > tuned["highest_passing_qps"] >= rate
     saved = json.loads(Path(tuned["file"]).read_text())
     assert saved["chosen_qps"] == rate and saved["recipe_hash"] == get_recipe("nd-h100-v5").hash()
