@@ -307,3 +307,22 @@ def test_the_guided_flow_stops_at_the_one_gpu_fail_before_any_download(tmp_path)
     assert proc.returncode == 1, out[-2000:]
     assert "not even one server fits" in out and "repro doctor" in out
     assert not any((ws / "models").glob("*")) and not any((ws / "engines").glob("*"))
+
+
+@pytest.mark.parametrize("tp,servers,level", [(8, 1, "PASS"), (4, 2, "FAIL")])
+def test_405b_recipe_memory_from_its_benchmark(tmp_path, tp, servers, level):
+    """A recipe file naming the llama3.1-405b benchmark (none ships; a user may write one): 405.85e9 FP8 parameters
+    over tp 8 are 50.7 GB per 80 GB H100, with KV room; over tp 4 they are 101.5 GB and cannot load."""
+    raw = yaml.safe_load((recipes_dir() / "nd-h100-v5.yaml").read_text())
+    raw.update(name="h100-405b", benchmark="llama3.1-405b")
+    raw["trtllm"].update(tp_size=tp, servers_per_vm=servers, gpu_batch_size=512)
+    raw["trtllm"]["runtime_flags"]["max_seq_len"] = 20000
+    path = tmp_path / "h100-405b.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    rows = _rows(run_doctor(str(path), Workspace(tmp_path / "ws"), info=_hopper()))
+    assert rows["GPU count"][0] == "PASS"
+    mem_level, detail, fix = rows["GPU memory"]
+    assert mem_level == level, detail
+    assert f"weights {405.853388800 / tp:,.1f} of 85.5 GB" in detail
+    if level == "FAIL":
+        assert "the weights alone do not fit" in detail and "tp_size" in fix

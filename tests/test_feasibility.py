@@ -1,16 +1,25 @@
 """The feasibility arithmetic doctor shows (repro/core/feasibility.py), on every benchmark's model shape.
 
-Shapes are the models' own config.json values (meta-llama/Llama-2-70b-chat-hf: 80 layers, 64 heads, 8 KV heads,
-hidden 8192; meta-llama/Llama-3.1-405B-Instruct: 126 layers, 128 heads, 8 KV heads, hidden 16384)."""
+Shapes are read from the benchmark files (repro/data/benchmarks/: Llama-2-70B 80 layers, 8 KV heads, head dim 128,
+68.98e9 parameters; Llama-3.1-405B 126 layers, 8 KV heads, head dim 128, 405.85e9 parameters)."""
 
 from __future__ import annotations
 
 import pytest
 
+from repro.core.benchmarks import load_benchmark
 from repro.core.feasibility import GB, RESERVE_GB, ModelShape, kv_bytes_per_token, memory_fit, server_fit
 
-L70 = ModelShape(68.98e9, 80, 8, 128, "Llama-2-70B config.json")
-L405 = ModelShape(405.85e9, 126, 8, 128, "Llama-3.1-405B config.json")
+
+def _shape(name: str) -> ModelShape:
+    model = load_benchmark(name).model
+    assert model.architecture is not None
+    a = model.architecture
+    return ModelShape(float(model.parameters), a.layers, a.kv_heads, a.head_dim, f"benchmark {name}")
+
+
+L70 = _shape("llama2-70b-99")
+L405 = _shape("llama3.1-405b")
 
 
 def test_server_fit_counts_whole_servers():
@@ -34,14 +43,14 @@ def test_70b_fp8_on_one_h100_does_not_fit_and_on_two_it_does():
     one = memory_fit(
         L70, gpu_gb=80.0, weight_bytes=1, kv_bytes=1, tp=1, pp=1, batch=896, max_seq_len=2048, typical_tokens=265
     )
-    assert one.weights_gb == pytest.approx(68.98)
-    assert one.pool_gb == pytest.approx((80 - 68.98 - RESERVE_GB) * 0.9)
+    assert one.weights_gb == pytest.approx(68.976648192)
+    assert one.pool_gb == pytest.approx((80 - 68.976648192 - RESERVE_GB) * 0.9)
     assert one.pool_tokens == int(one.pool_gb * GB / 163_840)
     assert one.level == "WARN" and "265" in one.detail()
     two = memory_fit(
         L70, gpu_gb=80.0, weight_bytes=1, kv_bytes=1, tp=2, pp=1, batch=896, max_seq_len=2048, typical_tokens=265
     )
-    assert two.level == "PASS" and two.weights_gb == pytest.approx(34.49)
+    assert two.level == "PASS" and two.weights_gb == pytest.approx(34.488324096)
     assert two.full_batch_kv_gb == pytest.approx(896 * 2048 * 81_920 / GB)
 
 
