@@ -103,3 +103,17 @@ def test_against_gives_verifys_verdict_and_figures_for_405b(fixtures: Path, tmp_
     assert doc["reasons"] == plain["reasons"]
     text = cli_process("verify", str(fixtures / AZ405 / "llama3.1-405b" / "Offline"), "--against", "5.1-0008")
     assert text.returncode == 0 and "847.233 tokens/s / 4 = 211.8 per accelerator" in text.stdout, text.stdout[:400]
+
+
+def test_aggregate_that_sums_nothing_is_no_pass(fixtures: Path) -> None:
+    """A 4-node, 32-GPU system alone: excluded as a whole system's figure, so nothing is summed; the aggregate
+    said all_pass true, exit 0, over an empty total. Now exit 1 with a note naming the command that judges it."""
+    cisco = fixtures / "v5.1_Cisco_HGX-H100_H100-SXM-80GBx32_TRT_llama2-70b-99_Offline"
+    proc = cli_process("aggregate", str(cisco), "--json")
+    doc = json.loads(proc.stdout)
+    assert proc.returncode == 1 and doc["all_pass"] is False and doc["stats"] == {}, doc["stats"]
+    assert "a system of 4 nodes and 32 accelerators" in doc["excluded_why"][cisco.name]
+    assert any(n.startswith("nothing summed") and "repro verify DIR" in n for n in doc["notes"]), doc["notes"]
+    text = cli_process("aggregate", str(cisco))
+    assert text.returncode == 1 and "note: nothing summed" in text.stdout
+    assert cli_process("verify", str(cisco)).returncode == 0  # the system itself passes as itself

@@ -111,7 +111,8 @@ class RackReport:
         if self.errors:
             return ERROR_EXIT
         ok = all(r.verdict is not None and r.verdict.status == "PASS" for r in self.rows)
-        return 0 if ok and self.missing_count == 0 and self.rows else 1
+        # No evidence, no PASS: a rack where every folder is excluded (a whole multi-node system) summed nothing.
+        return 0 if ok and self.missing_count == 0 and self.counted else 1
 
     @property
     def title(self) -> str:
@@ -497,6 +498,11 @@ def aggregate(
     _refuse_mixed(rows)
     notes += _exclude(rows, chosen, "VM" if chosen is not None and chosen.system.vm_size else "node")
     notes += _repeats(rows)
+    if rows and not any(r.counted for r in rows):
+        notes.append(
+            "nothing summed: every folder is excluded (why: in the table); "
+            "`repro verify DIR` judges a whole system's result on its own"
+        )
     rows.sort(key=lambda r: _natural(r.name))
     nodes_of = {run.system_node_of for _, run, _, _ in resolved if run.system_node_of and run.system}
     if len(nodes_of) == 1 and (system := resolved[0][1].system):
