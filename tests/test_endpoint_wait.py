@@ -26,8 +26,10 @@ def test_the_wait_is_said_at_once_then_at_most_every_interval() -> None:
     wait("http://127.0.0.1:1", "refused", 1799.2)
     wait("http://127.0.0.1:1", "refused", 1795.0)  # a retry 4 s later: not said again
     wait("http://127.0.0.1:2", "not-ready", 60.0)
+    wait("http://admin:S3cretPass@127.0.0.1:3", "refused", 10.0)  # a password in the URL is never printed
     lines = out.getvalue().splitlines()
-    assert lines == [
+    assert "S3cretPass" not in out.getvalue() and "http://***@127.0.0.1:3" in lines[-1]
+    assert lines[:2] == [
         "[repro] waiting for http://127.0.0.1:1: nothing is listening there yet (connection refused); 0:29:59 left "
         "(--ready-timeout), Ctrl-C stops the run",
         "[repro] waiting for http://127.0.0.1:2: it answers but is not ready yet (still loading?); 0:01:00 left "

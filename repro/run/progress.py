@@ -227,6 +227,8 @@ class ReadyWait:
         self._said[url] = now
         why = self.WHY.get(kind, kind)
         line = f"[repro] waiting for {url}: {why}; {fmt_duration(left_s)} left (--ready-timeout), Ctrl-C stops the run"
+        from repro.core.secrets import redact
+
         stream = self.stream or sys.stderr
-        stream.write(line + "\n")
+        stream.write(redact(line) + "\n")  # a URL's password (http://user:pass@host) never reaches the terminal
         stream.flush()
