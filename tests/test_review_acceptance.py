@@ -117,3 +117,27 @@ def test_aggregate_that_sums_nothing_is_no_pass(fixtures: Path) -> None:
     text = cli_process("aggregate", str(cisco))
     assert text.returncode == 1 and "note: nothing summed" in text.stdout
     assert cli_process("verify", str(cisco)).returncode == 0  # the system itself passes as itself
+
+
+def test_attest_verify_gives_the_attested_verdicts_reasons(fixtures: Path, tmp_path: Path) -> None:
+    """`attest verify` of a FAIL run said only 'verdict FAIL'; it now lists the reasons verify gives, in both views,
+    and a one-byte edit of a log is named."""
+    run = _lowered_405b(fixtures, tmp_path)
+    env = {"REPRO_HOME": str(tmp_path / "home")}
+    assert cli_process("attest", str(run), env=env).returncode == 0
+    key = tmp_path / "home" / "keys" / "attest-ed25519.pem.pub"
+    args = ("attest", "verify", str(run / "attestation.intoto.json"), "--key", str(key))
+    text = cli_process(*args, env=env)
+    assert text.returncode == 0 and "attested verdict FAIL again" in text.stdout, text.stdout + text.stderr
+    assert f"  - {EM_LOW}" in text.stdout
+    doc = json.loads(cli_process(*args, "--json", env=env).stdout)
+    assert doc["verified"] is True and doc["attested_verdict"] == "FAIL"
+    assert len(doc["attested_reasons"]) == 1 and doc["attested_reasons"][0].startswith(EM_LOW)
+    summary = run / "performance" / "run_1" / "mlperf_log_summary.txt"
+    data = bytearray(summary.read_bytes())
+    data[-2] = ord("x") if data[-2] != ord("x") else ord("y")
+    summary.write_bytes(bytes(data))
+    bad = cli_process(*args, env=env)
+    assert bad.returncode == 1 and "performance/run_1/mlperf_log_summary.txt: changed since it was attested" in (
+        bad.stdout
+    )

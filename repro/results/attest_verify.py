@@ -43,6 +43,7 @@ class Verification:
     subjects: int = 0
     status: str | None = None
     label: str | None = None
+    reasons: list[str] = field(default_factory=list)  # the attested verdict's own reasons, as verify prints them
     differences: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     vms: list[Verification] = field(default_factory=list)
@@ -65,6 +66,7 @@ class Verification:
             "trusted_key": str(self.key_source) if self.key_source else None,
             "subjects_checked": self.subjects,
             "attested_verdict": self.status,
+            "attested_reasons": self.reasons,
             "label": self.label,
             "differences": self.differences,
             "notes": self.notes,
@@ -222,6 +224,8 @@ def verify_file(
     verdict = predicate.get("verdict") if isinstance(predicate.get("verdict"), dict) else {}
     result.status = verdict.get("status") or ("PASS" if verdict.get("all_pass") else "FAIL")
     result.label = (predicate.get("run") or {}).get("label")
+    reasons = verdict.get("reasons")
+    result.reasons = [str(r) for r in reasons] if isinstance(reasons, list) else []
     attested = {s["name"]: str(s["digest"].get("sha256")) for s in statement["subject"]}
     exclude = tuple(str(x) for x in predicate.get("excluded") or [])
     problems: list[str] = []

@@ -69,6 +69,7 @@ def verification(v: Verification) -> Group:
             f"{v.subjects} files unchanged, repro verify gives the attested verdict {v.status} again."
         )
         lines.append(Prose(text))
+        lines += [Prose(Text(f"  - {r}")) for r in v.reasons]
     else:
         text = Text("Not verified: ", style="bold red") + Text(f"{v.file} does not hold for {v.logs}:")
         lines.append(Prose(text))
