@@ -249,6 +249,8 @@ def test_five_server_runs_at_the_tuned_rate_are_valid(tuned_standin: tuple[list[
     assert search["target_qps"] == rate and len(search["search"]) == len(tuned["probes"])
     chart = md.read_text().split("## Tuned rate", 1)[1]
     assert f"{tuned['lowest_failing_qps']:,.2f}" in chart and "FAIL" in chart and "pass" in chart
+    assert "the highest rate whose p99 upper bounds are within the limits" in " ".join(chart.split())
+    assert info["target_qps_source"]["confirmed"] is True
 
 
 @pytest.mark.slow

@@ -587,6 +587,7 @@ def tune_blocks(tune: dict[str, Any]) -> list[Paragraph | Table | Chart]:
         f"{fmt_num(tune.get('highest_passing_qps'), 2)}, lowest failing {fmt_num(tune.get('lowest_failing_qps'), 2)}, "
         f"margin {float(tune.get('margin') or 0):.0%}; TTFT limit {fmt_num(ttft_limit, 0)} ms (the | in the bar)."
     )
+    head += f" {tune['choice'][:400]}." if isinstance(tune.get("choice"), str) else ""
     table = Table(
         [
             Column("rate q/s", numeric=True),

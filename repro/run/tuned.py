@@ -49,10 +49,26 @@ def read_tuned(ws: Workspace, recipe: Recipe, scenario: str) -> dict[str, Any] |
         "highest_passing_qps": doc.get("highest_passing_qps"),
         "lowest_failing_qps": doc.get("lowest_failing_qps"),
         "margin": doc.get("margin"),
+        "choice": doc.get("choice") if isinstance(doc.get("choice"), str) else None,
+        "confirmed": doc.get("confirmed") if isinstance(doc.get("confirmed"), bool) else None,
         "endpoints": doc.get("endpoints"),
         "limits_ms": doc.get("limits_ms"),
         "search": [
-            {k: p.get(k) for k in ("target_qps", "ttft_p99_ms", "tpot_p99_ms", "passed", "reason")}
+            {
+                k: p.get(k)
+                for k in (
+                    "target_qps",
+                    "ttft_p99_ms",
+                    "tpot_p99_ms",
+                    "ttft_p99_bound_ms",
+                    "tpot_p99_bound_ms",
+                    "bound_confidence",
+                    "queries",
+                    "kind",
+                    "passed",
+                    "reason",
+                )
+            }
             for p in doc.get("probes") or []
             if isinstance(p, dict)
         ],
