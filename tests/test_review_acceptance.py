@@ -141,3 +141,16 @@ def test_attest_verify_gives_the_attested_verdicts_reasons(fixtures: Path, tmp_p
     assert bad.returncode == 1 and "performance/run_1/mlperf_log_summary.txt: changed since it was attested" in (
         bad.stdout
     )
+
+
+def test_another_benchmark_is_the_first_reason_not_the_band(fixtures: Path) -> None:
+    """Azure's 405B bundle against the Llama-2-70B recipe: the first line a user reads says why (another
+    benchmark), not '98.4% below the published 13,015.4 per GPU', a comparison with another model's number."""
+    doc = json.loads(
+        cli_process(
+            "verify", str(fixtures / AZ405 / "llama3.1-405b" / "Offline"), "--recipe", "nd-gb200-v6", "--json"
+        ).stdout
+    )
+    assert doc["status"] == "NOT A REPRODUCTION", doc["reasons"]
+    assert doc["reasons"][0].startswith("a llama3.1-405b run") and "another benchmark" in doc["reasons"][0]
+    assert doc["reasons"][1].startswith("98.4% below")

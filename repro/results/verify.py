@@ -790,6 +790,7 @@ def evaluate(run: LoadGenRun, ident: ResultIdentity, recipe: Recipe | None) -> V
     other_model = recipe is not None and bench is not None and bench.mlperf_model != recipe.bench.mlperf_model
 
     status: Status
+    lead = 1  # the reasons the branches below insert first (demo, accelerator, division) stay first
     if run.label or (recipe is not None and recipe.demo):
         reasons.insert(0, f"{run.label or 'demo'} run: it rehearses the flow and is never a reproduction")
         status = "NOT A REPRODUCTION"
@@ -809,8 +810,9 @@ def evaluate(run: LoadGenRun, ident: ResultIdentity, recipe: Recipe | None) -> V
         )
         status = "NOT A REPRODUCTION"
     elif other_model and not evidence.failed:
-        status = "NOT A REPRODUCTION"
+        status, lead = "NOT A REPRODUCTION", 0
     elif band is None:
+        lead = 0
         if published is None:
             assert recipe is not None
             have = ", ".join(p.scenario for p in (recipe.published, *recipe.published_scenarios))
@@ -820,18 +822,21 @@ def evaluate(run: LoadGenRun, ident: ResultIdentity, recipe: Recipe | None) -> V
             reasons.append(f"no published result for {title} ({published.note or published.source})")
         status = "NO REFERENCE"
     elif failed:
-        status = "FAIL"
+        status, lead = "FAIL", 0
     elif hw.same is None:
         reasons.insert(0, f"accelerator unknown: {hw.why}")
         status = "NOT A REPRODUCTION"
     elif other_benchmark or missing:
-        status = "NOT A REPRODUCTION"
+        status, lead = "NOT A REPRODUCTION", 0
     else:
-        status = "PASS"
+        status, lead = "PASS", 0
     if (other_benchmark or other_model) and recipe is not None:
-        reasons.append(
+        # Before the band's figures: against another benchmark's number they say nothing; the demo, accelerator or
+        # division reason inserted first above stays first.
+        reasons.insert(
+            lead,
             f"a {ident.benchmark} run ({ident.benchmark_source}) against recipe {recipe.name}'s "
-            f"{recipe.benchmark} result: another benchmark is never a reproduction"
+            f"{recipe.benchmark} result: another benchmark is never a reproduction",
         )
     if division == "open":
         notes.insert(
