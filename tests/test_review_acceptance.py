@@ -154,3 +154,19 @@ def test_another_benchmark_is_the_first_reason_not_the_band(fixtures: Path) -> N
     assert doc["status"] == "NOT A REPRODUCTION", doc["reasons"]
     assert doc["reasons"][0].startswith("a llama3.1-405b run") and "another benchmark" in doc["reasons"][0]
     assert doc["reasons"][1].startswith("98.4% below")
+
+
+def test_aggregate_states_its_verdict_as_its_exit_code_and_json_do(fixtures: Path, tmp_path: Path) -> None:
+    """aggregate printed per-VM verdicts and exited 1 with no line saying so; the rack verdict is now one line in
+    the terminal and Markdown views, and `verdict` in --json beside all_pass."""
+    rack = copy_bundle(fixtures, "azure-nd-gb300-v6-rack", tmp_path / "rack")
+    (rack / "ND_GB300_v6_4" / "llama2-70b-99").rename(rack / "ND_GB300_v6_4" / "llama2-70b-99.9")
+    md = tmp_path / "rack.md"
+    text = cli_process("aggregate", str(rack), "--markdown", str(md))
+    doc = json.loads(cli_process("aggregate", str(rack), "--json").stdout)
+    line = "not all PASS: FAIL: ND_GB300_v6_16/llama2-70b-99; NOT A REPRODUCTION: ND_GB300_v6_4/llama2-70b-99.9"
+    assert text.returncode == 1 and doc["all_pass"] is False and doc["verdict"] == line
+    assert f"Rack verdict: {line}" in text.stdout
+    assert f"**Rack verdict:** {line}" in md.read_text()
+    ok = cli_process("aggregate", str(fixtures / AZ405 / "llama3.1-405b" / "Offline"), "--json")
+    assert ok.returncode == 0 and json.loads(ok.stdout)["verdict"] == "PASS: all 1 VM(s) summed PASS"

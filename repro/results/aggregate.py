@@ -115,6 +115,23 @@ class RackReport:
         return 0 if ok and self.missing_count == 0 and self.counted else 1
 
     @property
+    def verdict_line(self) -> str:
+        """The rack's verdict in one line, what the exit code says: every view prints it, the JSON carries it."""
+        u = self.unit
+        if self.exit_code == 0:
+            return f"PASS: all {len(self.counted)} {u}(s) summed PASS"
+        why = [f"{len(self.errors)} {u}(s) unreadable"] if self.errors else []
+        for status in ("FAIL", "NOT A REPRODUCTION", "NO REFERENCE"):
+            names = [r.name for r in self.rows if r.verdict is not None and r.verdict.status == status]
+            if names:
+                why.append(f"{status}: {', '.join(names)}")
+        if self.missing_count:
+            why.append(f"{self.missing_count} of {self.expect} expected {u}s missing")
+        if not self.counted:
+            why.append("nothing summed")
+        return f"{'ERROR' if self.errors else 'not all PASS'}: {'; '.join(why)}"
+
+    @property
     def title(self) -> str:
         return self.recipe.title if self.recipe else "each run against its own published record"
 
@@ -161,6 +178,7 @@ class RackReport:
             "notes": self.notes,
             "vms": [r.to_json() for r in self.rows],
             "all_pass": self.exit_code == 0,
+            "verdict": self.verdict_line,
         }
 
     def summary_rows(self) -> list[tuple[str, str, str]]:
@@ -211,6 +229,7 @@ class RackReport:
                 )
         if self.missing_count:
             lines += ["", f"{self.missing_count} of {self.expect} expected {self.unit}s have no result folder."]
+        lines += ["", f"**Rack verdict:** {md_cell(self.verdict_line)}"]
         if self.notes:
             lines += [""] + [f"- {md_cell(n)}" for n in self.notes]
         return "\n".join(lines) + "\n"

@@ -108,6 +108,8 @@ def render_rack(report: RackReport) -> Group:
         parts.append(
             Text(f"{report.missing_count} of {report.expect} expected {unit}s have no result folder.", style="red")
         )
+    ok = report.exit_code == 0
+    parts.append(Text("Rack verdict: ", style="bold") + Text(report.verdict_line, "bold green" if ok else "bold red"))
     parts += [Text(f"note: {n}", style="dim") for n in report.notes]
     return Group(*parts)
 
