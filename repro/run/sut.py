@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -162,3 +162,39 @@ class LoadGenSUT:
     def destroy(self) -> None:
         self.lg.DestroyQSL(self.qsl)
         self.lg.DestroySUT(self.sut)
+
+
+class KeptThreads:
+    """Daemon threads that never exit, each taking the next job when idle: for work that calls into LoadGen from a
+    thread of repro's own (a tune probe's watcher answering every outstanding query when it stops the probe).
+
+    LoadGen 6.0.17's logger keeps each thread's log; when the thread exits, its IO thread can still swap that log's
+    buffers after freeing it: a segfault in mlperf::logging::TlsLogger::SwapBuffers (core dump), seen in 2 of 5
+    `repro tune interactive --recipe demo` runs, whose watcher thread drained hundreds of queries and then exited."""
+
+    def __init__(self) -> None:
+        import queue
+
+        self._jobs: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
+        self._idle = 0
+        self._lock = threading.Lock()
+
+    def run(self, job: Callable[[], None], name: str = "repro-kept") -> None:
+        with self._lock:
+            if self._idle:
+                self._idle -= 1
+            else:
+                threading.Thread(target=self._loop, name=name, daemon=True).start()
+            self._jobs.put(job)
+
+    def _loop(self) -> None:
+        while True:
+            job = self._jobs.get()
+            try:
+                job()
+            finally:
+                with self._lock:
+                    self._idle += 1
+
+
+KEPT_THREADS = KeptThreads()

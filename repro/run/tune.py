@@ -745,7 +745,9 @@ def _watch(
                     sut.stop()
                     return
 
-    threading.Thread(target=loop, name="repro-tune-watch", daemon=True).start()
+    from repro.run.sut import KEPT_THREADS
+
+    KEPT_THREADS.run(loop, name="repro-tune-watch")  # it may answer LoadGen (sut.stop): a thread that never exits
 
 
 def atomic_json(path: Path, doc: dict[str, Any]) -> None:
