@@ -11,6 +11,14 @@ def fmt_num(value: Any, digits: int = 1) -> str:
     return f"{float(value):,.{digits}f}"
 
 
+def fmt_rate(value: Any) -> str:
+    """A tokens/s figure as published results print it: 1 decimal from 1,000 up, 2 below (211.81 per GPU for
+    Llama-3.1-405B, not 211.8), so a small per-GPU figure keeps the precision it is published with."""
+    if value is None or value == "unknown":
+        return "unknown"
+    return fmt_num(value, 1 if abs(float(value)) >= 1000 else 2)
+
+
 def end_sentence(text: str) -> str:
     """The text ending in exactly one stop: messages quote reasons and hints that may or may not end with one."""
     text = text.rstrip()

@@ -16,7 +16,7 @@ from typing import Any
 
 from repro.core.accelerators import chips
 from repro.core.errors import InputError, ReproError
-from repro.core.fmt import fmt_num
+from repro.core.fmt import fmt_num, fmt_rate
 from repro.core.published import Accelerator
 from repro.core.recipes import Recipe, get_recipe
 from repro.core.safeio import sha256_regular
@@ -206,7 +206,11 @@ class RackReport:
             (f"average per {u}", fmt_num(s["mean"]), pub("mean_tokens_per_s")),
             (f"median per {u}", fmt_num(s["median"]), pub("median_tokens_per_s")),
             ("spread (max-min)/mean", spread, pub_spread),
-            ("tokens/s per GPU", fmt_num(s.get("per_gpu")), fmt_num(pub_fig.tokens_per_s_per_gpu) if pub_fig else "-"),
+            (
+                "tokens/s per GPU",
+                fmt_rate(s.get("per_gpu")),
+                fmt_rate(pub_fig.tokens_per_s_per_gpu) if pub_fig else "-",
+            ),
         ]
 
     def to_markdown(self) -> str:
@@ -224,7 +228,7 @@ class RackReport:
             else:
                 dev = f"{v.deviation_pct:+.1f}%" if v.deviation_pct is not None else "-"
                 lines.append(
-                    f"| {md_cell(r.name)} | {fmt_num(v.run.tokens_per_s)} | {fmt_num(v.per_gpu)} | {dev} | "
+                    f"| {md_cell(r.name)} | {fmt_num(v.run.tokens_per_s)} | {fmt_rate(v.per_gpu)} | {dev} | "
                     f"{r.status} | {md_cell('; '.join(v.reasons))}{excluded_text(r)} |"
                 )
         if self.missing_count:

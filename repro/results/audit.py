@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from repro.core.accelerators import accelerator_of, chips
 from repro.core.errors import InputError
+from repro.core.fmt import fmt_rate
 from repro.core.safeio import read_text_bounded
 
 if TYPE_CHECKING:
@@ -90,7 +91,8 @@ class AuditLine:
     @property
     def text(self) -> str:
         # + 0.0 turns a -0.0 left by float noise (the mean of identical runs) into the +0.0% the single run shows
-        where = f"{round(self.deviation_pct, 1) + 0.0:+.1f}% vs the published {self.published_per_gpu:,.1f} per GPU"
+        dev = round(self.deviation_pct, 1) + 0.0
+        where = f"{dev:+.1f}% vs the published {fmt_rate(self.published_per_gpu)} per GPU"
         if self.within:
             return f"{where}: within MLPerf's {AUDIT_PCT:g}% audit threshold (not materially different)"
         return f"{where}: materially different (beyond MLPerf's {AUDIT_PCT:g}% audit threshold)"

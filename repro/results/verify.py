@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from repro.core.accelerators import accelerator_of
 from repro.core.benchmarks import Benchmark, benchmark_names, load_benchmark
 from repro.core.errors import InputError
+from repro.core.fmt import fmt_rate
 from repro.core.recipes import Published, Recipe, by_system_name, get_recipe, registry_recipe
 from repro.results.audit import (
     AuditLine,
@@ -151,7 +152,7 @@ class Verdict:
                 "detail": hw.why,
             },
             "tokens_per_s": _finite_or_none(self.run.tokens_per_s),
-            "tokens_per_s_per_gpu": _finite_or_none(self.per_gpu, 1),
+            "tokens_per_s_per_gpu": _finite_or_none(self.per_gpu, 2 if abs(self.per_gpu or 0) < 1000 else 1),
             "published": None
             if pub is None
             else {
@@ -240,15 +241,15 @@ def _within(per_gpu: float, band: tuple[float, float], centre: float) -> tuple[b
     dev = (per_gpu / centre - 1) * 100
     if per_gpu < low:
         return False, (
-            f"{abs(dev):.1f}% below the published {centre:,.1f} per GPU "
-            f"({(1 - per_gpu / low) * 100:.1f}% under the band floor {low:,.1f})"
+            f"{abs(dev):.1f}% below the published {fmt_rate(centre)} per GPU "
+            f"({(1 - per_gpu / low) * 100:.1f}% under the band floor {fmt_rate(low)})"
         )
     if per_gpu > high:
         return False, (
-            f"{dev:.1f}% above the published {centre:,.1f} per GPU "
-            f"({(per_gpu / high - 1) * 100:.1f}% over the band ceiling {high:,.1f}); check the GPU count"
+            f"{dev:.1f}% above the published {fmt_rate(centre)} per GPU "
+            f"({(per_gpu / high - 1) * 100:.1f}% over the band ceiling {fmt_rate(high)}); check the GPU count"
         )
-    return True, f"{dev:+.1f}% vs the published {centre:,.1f} per GPU, inside ±{(high / centre - 1) * 100:.0f}%"
+    return True, f"{dev:+.1f}% vs the published {fmt_rate(centre)} per GPU, inside ±{(high / centre - 1) * 100:.0f}%"
 
 
 class NoRecipeFor(InputError):

@@ -7,7 +7,7 @@ from rich.markup import escape as _markup_escape
 from rich.table import Table
 from rich.text import Text
 
-from repro.core.fmt import fmt_num
+from repro.core.fmt import fmt_num, fmt_rate
 from repro.core.textsafe import one_line
 from repro.report.explain import Explanation
 
@@ -30,7 +30,7 @@ def explanation(e: Explanation) -> Group:
         figures.add_column(col, justify="left" if not col else "right", no_wrap=not col)
     figures.add_row("", escape(e.run.name), escape(e.reference.name))
     figures.add_row("tokens/s", fmt_num(e.run.tokens_per_s), fmt_num(e.reference.tokens_per_s))
-    figures.add_row("tokens/s per GPU", fmt_num(e.run.per_gpu), fmt_num(e.reference.per_gpu))
+    figures.add_row("tokens/s per GPU", fmt_rate(e.run.per_gpu), fmt_rate(e.reference.per_gpu))
     figures.add_row("samples/s", fmt_num(e.run.samples_per_s, 2), fmt_num(e.reference.samples_per_s, 2))
     figures.add_row(
         "output tokens/sample", fmt_num(e.run.tokens_per_sample, 1), fmt_num(e.reference.tokens_per_sample, 1)

@@ -8,7 +8,7 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from repro.core.fmt import fmt_num
+from repro.core.fmt import fmt_num, fmt_rate
 from repro.core.textsafe import one_line
 from repro.results.aggregate import RackReport, excluded_text
 from repro.results.series import Series
@@ -47,11 +47,11 @@ def render_verdict(v: Verdict) -> Group:
         where = published_phrase(pub, recipe is not None and recipe.demo)
     else:
         where = f"no published {v.scenario} result in {v.reference}"
-    table.add_row(f"tokens/s per {unit}", fmt_num(v.per_gpu), Words(where))
+    table.add_row(f"tokens/s per {unit}", fmt_rate(v.per_gpu), Words(where))
     if v.band and pub is not None:
         table.add_row(
             f"band ±{pub.band_pct:g}%",
-            f"{fmt_num(v.band[0])}–{fmt_num(v.band[1])}",
+            f"{fmt_rate(v.band[0])}–{fmt_rate(v.band[1])}",
             "deviation " + (f"{v.deviation_pct:+.1f}%" if v.deviation_pct is not None else "unknown"),
         )
     for c in v.checks:
@@ -98,7 +98,7 @@ def render_rack(report: RackReport) -> Group:
         per_vm.add_row(
             r.name,
             fmt_num(v.run.tokens_per_s),
-            fmt_num(v.per_gpu),
+            fmt_rate(v.per_gpu),
             dev,
             Text(r.status, style),
             note.strip(),

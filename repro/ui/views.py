@@ -13,7 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from repro.core.errors import RecipeError
-from repro.core.fmt import fmt_num
+from repro.core.fmt import fmt_rate
 from repro.core.recipes import Published, Recipe, load_recipe_file
 
 
@@ -42,7 +42,7 @@ def published_phrase(pub: Published, demo: bool = False) -> str:
         facts.append(f"MLPerf {pub.mlperf_round}")
     if _known(pub.mlperf_id):
         facts.append(f"ID {pub.mlperf_id}")
-    return f"published {fmt_num(pub.tokens_per_s_per_gpu)}" + (f" ({', '.join(facts)})" if facts else "")
+    return f"published {fmt_rate(pub.tokens_per_s_per_gpu)}" + (f" ({', '.join(facts)})" if facts else "")
 
 
 @dataclass
@@ -93,7 +93,7 @@ class RecipeList:
                     r.precision,
                     r.backend,
                     _as_published(r.published.tokens_per_s_per_vm),
-                    fmt_num(r.published.tokens_per_s_per_gpu),
+                    fmt_rate(r.published.tokens_per_s_per_gpu),
                     _result(r),
                     status,
                 ]
