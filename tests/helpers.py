@@ -169,3 +169,18 @@ def edit_json(path: Path, **changes: object) -> None:
     doc = json.loads(path.read_text())
     doc.update(changes)
     path.write_text(json.dumps(doc))
+
+
+def edit_detail(path: Path, key: str, value: object) -> None:
+    """Set `key`'s value in a copied mlperf_log_detail.txt (the line must be there), so an edit of the summary
+    leaves the two files agreeing: a test of the verdict on another figure is not refused as a contradiction."""
+    text = path.read_text()
+    pattern = re.compile(r'("key": "' + re.escape(key) + r'", "value": )("[^"]*"|[^,]+)')
+    assert pattern.search(text), f"{key} not in {path}"
+    path.write_text(pattern.sub(lambda m: m.group(1) + json.dumps(value), text))
+
+
+def drop_detail(path: Path, *keys: str) -> None:
+    """Remove the lines logging `keys` from a copied mlperf_log_detail.txt."""
+    lines = path.read_text().splitlines(True)
+    path.write_text("".join(ln for ln in lines if not any(f'"key": "{k}"' in ln for k in keys)))

@@ -99,9 +99,11 @@ def test_a_run_shorter_than_its_own_min_duration_fails(fixtures: Path, tmp_path:
 
 
 def test_a_summary_alone_can_contradict_itself_and_against_does_not_pass_it(fixtures: Path, tmp_path: Path) -> None:
-    """The GB200 bundle has no detail log: its summary alone says 'Min duration satisfied : Yes' over 300 s of a
-    2,400 s setting. Neither the verdict nor `verify --against` (the published-record comparison) PASSes it."""
+    """The GB200 bundle with its detail log removed: its summary alone says 'Min duration satisfied : Yes' over
+    300 s of a 2,400 s setting. Neither the verdict nor `verify --against` (the published-record comparison) PASSes
+    it, and the contradiction FAILs it beyond the missing detail log."""
     root = _gb200(fixtures, tmp_path)
+    (root / GB200_PERF / "mlperf_log_detail.txt").unlink()
     _edit(
         root / GB200_PERF / "mlperf_log_summary.txt",
         "Max latency (ns)                : 3225601298025",

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from helpers import cli, copy_bundle, edit
 
-GB200 = "azure-nd-gb200-v6-v5.1"  # a summary-only run (no detail log), with accuracy.txt
+GB200 = "azure-nd-gb200-v6-v5.1"  # summary + detail log, with accuracy.txt
 GB200_RUN = "llama2-70b-99/Offline/performance/run_1"
 INTEL = "v6.0_Intel_1-node-4x-BMG-B60_llama2-70b-99_Offline"  # summary + detail log
 CISCO16 = "v5.1_Cisco_C885A_M8_H200_SXM_141GBx16_TRT_llama2-70b-99_Offline_truncated_test06"
@@ -55,11 +55,18 @@ def test_dropped_keys_alone_are_missing_evidence(fixtures: Path, tmp_path: Path)
     assert any("were not read" in r for r in doc["reasons"])
 
 
-# --- (b) a summary with no detail log is checked against itself and against what LoadGen always writes ----------
+# --- (b) a summary with no detail log is never evidence, and is checked against itself besides ------------------
+# (every path that prints a verdict: tests/test_no_detail_log.py)
+
+
+def _summary_only(fixtures: Path, dst: Path) -> Path:
+    b = copy_bundle(fixtures, GB200, dst)
+    (b / GB200_RUN / "mlperf_log_detail.txt").unlink()
+    return b
 
 
 def test_summary_stating_result_twice_fails(fixtures: Path, tmp_path: Path) -> None:
-    b = copy_bundle(fixtures, GB200, tmp_path / "b")
+    b = _summary_only(fixtures, tmp_path / "b")
     edit(b / GB200_RUN / "mlperf_log_summary.txt", "Result is : VALID", "Result is : INVALID\nResult is : VALID")
     code, doc = _verify(b)
     assert code == 1 and doc["status"] == "FAIL"
@@ -68,14 +75,14 @@ def test_summary_stating_result_twice_fails(fixtures: Path, tmp_path: Path) -> N
 
 @pytest.mark.parametrize("sep", ["\x1e", "\x1c", "\x1d", "\u2028", "\x85"])
 def test_lines_split_on_record_separators_are_one_line(fixtures: Path, tmp_path: Path, sep: str) -> None:
-    b = copy_bundle(fixtures, GB200, tmp_path / "b")
+    b = _summary_only(fixtures, tmp_path / "b")
     edit(b / GB200_RUN / "mlperf_log_summary.txt", "Result is : VALID", f"Result is : INVALID{sep}Result is : VALID")
     code, doc = _verify(b)
     assert code == 1 and doc["status"] != "PASS"
 
 
 def test_hand_typed_ten_line_summary_is_not_evidence(fixtures: Path, tmp_path: Path) -> None:
-    b = copy_bundle(fixtures, GB200, tmp_path / "b")
+    b = _summary_only(fixtures, tmp_path / "b")
     (b / GB200_RUN / "mlperf_log_summary.txt").write_text(
         "SUT name : x\nScenario : Offline\nMode : PerformanceOnly\nTokens per second: 52061.6\n"
         "Result is : VALID\n  Min duration satisfied : Yes\nTest Parameters Used\n"
@@ -83,7 +90,15 @@ def test_hand_typed_ten_line_summary_is_not_evidence(fixtures: Path, tmp_path: P
     )
     code, doc = _verify(b)
     assert code == 1 and doc["status"] == "NOT A REPRODUCTION", doc["status"]
-    assert any("no mlperf_log_detail.txt to cross-check it" in r for r in doc["reasons"]), doc["reasons"]
+    assert any("no mlperf_log_detail.txt beside mlperf_log_summary.txt" in r for r in doc["reasons"]), doc["reasons"]
+    assert any("also lacks" in g for g in doc["evidence_gaps"]), doc["evidence_gaps"]
+
+
+def test_complete_summary_without_detail_log_is_not_evidence(fixtures: Path, tmp_path: Path) -> None:
+    """The real published summary, whole: without its detail log it cannot PASS (it does with it, above)."""
+    code, doc = _verify(_summary_only(fixtures, tmp_path / "b"))
+    assert code == 1 and doc["status"] == "NOT A REPRODUCTION", doc["status"]
+    assert doc["evidence_gaps"][0].startswith("no mlperf_log_detail.txt beside mlperf_log_summary.txt")
 
 
 # --- (c) accuracy.txt and TEST06's verify_accuracy.txt stating a score or a check twice --------------------------

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from helpers import cli, copy_bundle, edit
+from helpers import cli, copy_bundle, edit, edit_detail
 
 GB200 = "azure-nd-gb200-v6-v5.1"
 INT64 = "v5.1_Intel_1-node-4x-BMG-Pro-B60-Dual_llama2-70b-99_Offline_int64"
@@ -147,6 +147,7 @@ def test_aggregate_excludes_a_row_that_is_not_a_reproduction(fixtures: Path, tmp
 def test_in_band_but_materially_different_is_said(fixtures: Path, tmp_path: Path) -> None:
     b = copy_bundle(fixtures, GB200, tmp_path / "b")
     edit(b / "llama2-70b-99/Offline/performance/run_1/mlperf_log_summary.txt", "52061.6", "53623.4")  # +3.0%
+    edit_detail(b / "llama2-70b-99/Offline/performance/run_1/mlperf_log_detail.txt", "result_tokens_per_second", 53623.4)
     doc = json.loads(cli("verify", str(b), "--json").output)
     assert doc["status"] == "PASS" and doc["audit_2pct"] == {
         "threshold_pct": 2.0,

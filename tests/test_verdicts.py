@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from golden_util import check_golden
-from helpers import copy_bundle, edit, edit_json
+from helpers import copy_bundle, drop_detail, edit, edit_detail, edit_json
 from typer.testing import CliRunner
 
 from repro.cli import app
@@ -155,6 +155,7 @@ def test_nc_h100_v5_above_its_v4_0_band_fails_and_names_the_newer_software(
         json.dumps({"recipe": "nc-h100-v5", "gpus": {"count": 2, "names": ["NVIDIA H100 NVL"] * 2}})
     )
     edit(run_dir / "mlperf_log_summary.txt", "Tokens per second: 24524.9", f"Tokens per second: {tokens}")
+    edit_detail(run_dir / "mlperf_log_detail.txt", "result_tokens_per_second", float(tokens))
     v = verify_dir(run_dir)
     assert v.recipe.name == "nc-h100-v5" and v.hardware.same is True and v.status == status
     software = [n for n in v.notes if "TensorRT-LLM 1.1.0" in n and "TensorRT 9.3.0" in n]
@@ -227,6 +228,7 @@ def test_server_run_is_judged_against_the_published_server_figure(fixtures: Path
         "Completed tokens per second: 21605.79",
         "Completed tokens per second: 46016.49",
     )
+    edit_detail(run_dir / "mlperf_log_detail.txt", "result_completed_tokens_per_second", 46016.5)
     ok = verify_dir(run_dir, recipe=get_recipe("nd-gb200-v6"))
     assert ok.status == "PASS" and ok.exit_code == 0 and round(ok.per_gpu, 1) == 11504.1
     assert ok.band == pytest.approx((11504.1 * 0.95, 11504.1 * 1.05))
@@ -361,6 +363,7 @@ def test_no_pass_without_evidence_of_run_length(fixtures: Path, tmp_path: Path) 
     summary = run_dir / "mlperf_log_summary.txt"
     edit(summary, "  Min duration satisfied : Yes\n", "")
     edit(summary, "min_duration (ms): 2400000\n", "")
+    drop_detail(run_dir / "mlperf_log_detail.txt", "effective_min_duration_ms", "result_min_duration_met")
     v = verify_dir(run_dir, recipe="nd-gb200-v6")
     inside = next(c for c in v.checks if c.name == "inside band")
     assert inside.ok and v.status == "NOT A REPRODUCTION" and v.exit_code == 1
@@ -438,6 +441,8 @@ def test_all_eighteen_published_vms_show_the_median_claim_disagrees(fixtures: Pa
         dst.joinpath("mlperf_log_summary.txt").write_text(
             re.sub(r"Tokens per second: [\d.]+", f"Tokens per second: {tokens}", src.read_text())
         )
+        shutil.copy(src.with_name("mlperf_log_detail.txt"), dst)  # no detail log, no PASS
+        edit_detail(dst / "mlperf_log_detail.txt", "result_tokens_per_second", float(tokens))
     shutil.copy(fixtures / RACK / "ND_GB300_v6.json", root)
     report = aggregate([root])
     s = report.stats

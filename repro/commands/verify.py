@@ -85,6 +85,8 @@ def verify(
     else:  # judged against its own published record: a report needs a recipe, the record is what to read next
         assert verdict.record is not None
         then = shlex.join(["repro", "published", "show", verdict.record.row.ref])
+    if verdict.run.detail_path is None:  # no detail log, no PASS: once it is copied in, the same command again
+        then = shlex.join(["repro", "verify", str(result_dir)])
     emit(WithNext(_priced(verdict, price_per_hour), then, hint=labelled_exit(verdict)), json)
     raise typer.Exit(verdict.exit_code)
 

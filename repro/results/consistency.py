@@ -19,6 +19,7 @@ from pydantic import BaseModel
 from repro.core.safeio import CHUNK, open_regular
 
 ACCURACY_LOG = "mlperf_log_accuracy.json"
+DETAIL_LOG = "mlperf_log_detail.txt"
 # MLCommons' tools/submission/truncate_accuracy_log.py (mlcommons/inference @05bfef9) hashes the full log into
 # accuracy.txt, then keeps its first and last 4,096 bytes around "\n\n...\n\n" (8,199 bytes). It leaves alone a
 # log that already has a hash and is under MAX_ACCURACY_LOG_SIZE; a larger log is the full one.
@@ -46,8 +47,8 @@ _SETTING_KEYS = {
 _DETAIL_NUMBERS = (*_SETTING_KEYS.values(), "generated_query_duration")
 _DETAIL_NUMBER_SUFFIXES = ("_ns", "_per_second", "_per_sec", "_count")
 
-# The Test Parameters every LoadGen summary of an LLM run prints (v4.0 on); a summary without a detail log is
-# evidence only when it has them all, since nothing else in the folder cross-checks it.
+# The Test Parameters every LoadGen summary of an LLM run prints (v4.0 on); a summary without a detail log is never
+# evidence, and the verdict names those it lacks besides.
 SUMMARY_PARAMS = (
     "samples_per_query",
     "target_qps",
@@ -223,19 +224,22 @@ def evidence_gaps(
 
 
 def _summary_only_gaps(s_name: str, summary: dict[str, Any]) -> list[str]:
-    """A summary with no detail log beside it: nothing cross-checks it, so it is evidence only when it is complete
-    as LoadGen writes it (MLCommons' submission checker requires the detail log too)."""
+    """A summary with no detail log beside it is never evidence: nothing cross-checks it (a hand-typed complete
+    summary reads like a real one), and MLCommons' submission checker rejects a result whose detail log is missing
+    (REQUIRED_PERF_FILES, tools/submission/submission_checker/constants.py, mlcommons/inference @b66003e1). What
+    else it lacks is said after."""
+    gaps = [
+        f"no {DETAIL_LOG} beside {s_name}: MLCommons' submission checker rejects a result without its detail log; "
+        f"copy the run's {DETAIL_LOG} beside the summary and verify again"
+    ]
     params = {k.lower() for k in summary.get("params", {})}
     missing = [k for k in SUMMARY_PARAMS if k not in params]
     latency = summary.get("latency", {})
     missing += [k for k, stat in zip(SUMMARY_STATS, ("min", "max", "mean"), strict=True) if stat not in latency]
-    if not missing:
-        return []
-    shown = ", ".join(missing[:4]) + (f" and {len(missing) - 4} more" if len(missing) > 4 else "")
-    return [
-        f"{s_name} lacks {shown}, which LoadGen always writes, and there is no mlperf_log_detail.txt to cross-check "
-        "it (MLCommons' submission checker requires one)"
-    ]
+    if missing:
+        shown = ", ".join(missing[:4]) + (f" and {len(missing) - 4} more" if len(missing) > 4 else "")
+        gaps.append(f"{s_name} also lacks {shown}, which LoadGen always writes")
+    return gaps
 
 
 def accuracy_log_hash(accuracy_txt: Path, hashes: list[str], *, ours: bool) -> HashCheck | None:
