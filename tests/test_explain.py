@@ -68,12 +68,19 @@ def test_azure_gb200_against_nvidia_gb200_names_the_real_differences() -> None:
     assert not [c for c in e.causes if c.effect == "moves"]
 
 
-def test_h200_hpe_against_dell_names_stack_and_settings() -> None:
+def test_h200_hpe_against_dell_names_stack_and_settings(tmp_path: Path) -> None:
     e = explain(HPE_H200, against="5.1-0026")
     diffs = {d.key: (d.yours, d.reference) for d in e.diffs}
     assert diffs["target_qps"] == (112, 150)
     assert diffs["CUDA"] == ("12.9", "12.8")
     assert diffs["driver"] == ("570.86.15", "570.133")
+    # the settings are its own detail log's; without it, the shipped copy of the published log stands in
+    assert not any("shipped copy" in n for n in e.notes)
+    bare = tmp_path / "hpe"
+    shutil.copytree(HPE_H200, bare)
+    (bare / "performance/run_1/mlperf_log_detail.txt").unlink()
+    e = explain(bare, against="5.1-0026")
+    assert {d.key: (d.yours, d.reference) for d in e.diffs}["target_qps"] == (112, 150)
     assert any("published log of 5.1-0049" in n for n in e.notes)
 
 

@@ -146,8 +146,9 @@ def test_aggregate_excludes_a_row_that_is_not_a_reproduction(fixtures: Path, tmp
 
 def test_in_band_but_materially_different_is_said(fixtures: Path, tmp_path: Path) -> None:
     b = copy_bundle(fixtures, GB200, tmp_path / "b")
-    edit(b / "llama2-70b-99/Offline/performance/run_1/mlperf_log_summary.txt", "52061.6", "53623.4")  # +3.0%
-    edit_detail(b / "llama2-70b-99/Offline/performance/run_1/mlperf_log_detail.txt", "result_tokens_per_second", 53623.4)
+    run = b / "llama2-70b-99/Offline/performance/run_1"
+    edit(run / "mlperf_log_summary.txt", "52061.6", "53623.4")  # +3.0%
+    edit_detail(run / "mlperf_log_detail.txt", "result_tokens_per_second", 53623.4)
     doc = json.loads(cli("verify", str(b), "--json").output)
     assert doc["status"] == "PASS" and doc["audit_2pct"] == {
         "threshold_pct": 2.0,
