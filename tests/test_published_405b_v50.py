@@ -128,14 +128,25 @@ def _as_published(row: PublishedResult, into: Path) -> Path:
 
 
 def test_every_v50_row_verifies_as_itself(tmp_path: Path) -> None:
-    """Each indexed v5.0 result, laid out as its repository has it, is recognised as its own record and PASSes with
-    the index's per-accelerator figure at +0.0%, its accuracy judged by exact_match and rougeL."""
+    """Each indexed v5.0 result, laid out as its repository has it, is recognised as its own record with the index's
+    per-accelerator figure at +0.0%, its accuracy judged by exact_match and rougeL, every check passing. Only the
+    summary is kept here, so no row PASSes: the one reason is the missing detail log (no detail log, no PASS;
+    MLCommons' checker requires it, issue 36 item 3b)."""
     failures = []
     for r in _v50():
         v = verify_dir(_as_published(r, tmp_path))
         mine = v.record is not None and v.record.row.key == r.key and v.per_gpu == r.per_accelerator
         checks = {c.name for c in v.checks}
-        if not (mine and v.status == "PASS" and v.deviation_pct == 0.0 and "accuracy exact_match" in checks):
+        failed = [c.name for c in v.checks if c.fails and c.ok is False]
+        only_detail = len(v.reasons) == 1 and "no mlperf_log_detail.txt beside mlperf_log_summary.txt" in v.reasons[0]
+        if not (
+            mine
+            and v.status == "NOT A REPRODUCTION"
+            and only_detail
+            and not failed
+            and v.deviation_pct == 0.0
+            and "accuracy exact_match" in checks
+        ):
             failures.append(f"{r.key}: {v.status} {v.per_gpu} {v.deviation_pct} {v.reasons[:2]}")
     assert not failures, "\n".join(failures)
 
