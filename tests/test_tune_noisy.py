@@ -7,8 +7,8 @@ decoding, and a FIFO queue beyond its slots. Where the numbers come from:
     make it 119 ms; 3 ids an answer (2 words + EOS), so TPOT is the mean of 2 gaps;
   * jitter sigma 0.3 (the mean of two gaps varies by ~21%): at 16 busy slots p99 TPOT is ~1.6 x 119 ms, near the
     200 ms limit, and the queue saturates near 16 / (3 x 119 ms) = 45 q/s: both limits bind in the same region;
-  * 1 token in 1,000 stalls 0.5 s: ~0.2% of answers have a TPOT over 200 ms at any rate, under the 1% that p99
-    allows but enough that a 200-query probe's p99 sits on two samples.
+  * 1 token in 2,000 stalls 0.5 s: ~0.1% of answers have a TPOT over 200 ms at any rate, under the 1% that p99
+    allows but enough that a 200-query probe's p99 sits on two samples (1,500 queries allow 6 over: 0.4%).
 The search, its warm-up and the confirmation run through the real LoadGen and the real HTTP client; then three runs
 of 1,500 queries at the chosen rate must all be VALID by LoadGen's own verdict.
 """
@@ -35,7 +35,7 @@ NOISY = {
     "STANDIN_OUT_LEN": "2",
     "STANDIN_DECODE_SLOPE": "0.25",
     "STANDIN_JITTER": "0.3",
-    "STANDIN_STALL_P": "0.001",
+    "STANDIN_STALL_P": "0.0005",
     "STANDIN_STALL_S": "0.5",
 }
 RUN_SAMPLES = 1500
