@@ -17,7 +17,7 @@ from helpers import cli
 
 from repro.core.errors import InputError
 from repro.core.hints import split_hint
-from repro.core.recipes import by_vm_size, get_recipe
+from repro.core.recipes import get_recipe
 from repro.core.workspace import Workspace
 from repro.engine.container import managed_containers
 from repro.rehearse.rehearsal import Scaling, doctor_step, plan, rehearse
@@ -344,10 +344,9 @@ def test_rehearsal_runs_offline_and_server_valid_and_leaves_nothing(client, name
     for v, run in zip(result.verify, result.runs, strict=True):
         assert v["verdict"] == "NOT A REPRODUCTION" and v["label"] == "rehearsal" and v["reproduction"] is False
         assert v["exit_code"] == 1 and v["as_rehearsal"] and v["scenario"] == run["scenario"]
-        # a recipe that is not its VM size's default (nd-gb200-v6-405b beside nd-gb200-v6) is named in the hint
-        named = "" if by_vm_size(str(get_recipe(name).system.vm_size)).name == name else f" --recipe {name}"  # type: ignore[union-attr]
-        want = f"repro report {run['run_dir']} --html report.html"
-        assert v["next_command"].startswith(want + named) if named else v["next_command"] == want
+        # the hint keeps the flags the verify step was given (recipe, workspace), as every Next line does
+        want = f"repro report {run['run_dir']} --html report.html --recipe {name} --workspace "
+        assert v["next_command"].startswith(want), v["next_command"]
     assert [r["result_dir"] for r in result.report] == [r["run_dir"] for r in result.runs]
     for rep in result.report:
         assert rep["written"] and rep["label"] == "rehearsal" and rep["reproduction"] is False
