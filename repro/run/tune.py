@@ -76,8 +76,9 @@ WARMUP_QUERIES = 64
 """Before the first probe, this long at the start rate (at least this many queries), not judged: the issue-34 H100's
 first probe was cold (p99 TTFT 1,157 ms at 10 q/s, 604 ms at 20 q/s)."""
 WARMUP_WAIT_S = 300.0
-"""The warm-up stops only when a query has waited this long: `transformers serve` loads its model on the first
-request, TensorRT-LLM builds CUDA graphs on the first batches."""
+"""Until the server's first answer the warm-up waits this long: `transformers serve` loads its model on the first
+request, TensorRT-LLM builds CUDA graphs on the first batches. Once it answers, the warm-up stops as a probe does
+(a query waiting ABORT_FACTOR TTFT limits): a start rate far above capacity must not drain its queue for minutes."""
 SEARCH_SHARE = 0.5
 """Of --max-minutes, the most the bracketing search may take; the rest confirms the chosen rate near the limit."""
 CONFIRM_STEP = 0.05
@@ -98,6 +99,11 @@ class Timeline:
         self.first: dict[int, float] = {}
         self.done: dict[int, tuple[float, int]] = {}
         self.lock = threading.Lock()
+
+    def answered(self) -> bool:
+        """Whether any query has had its first token yet (the server is past its cold start)."""
+        with self.lock:
+            return bool(self.first)
 
     def oldest_waiting(self) -> float | None:
         """Issue time of the oldest query still without a first token."""
@@ -629,11 +635,12 @@ def tune(
         expected = max(queries, int(rate * min_s))
         over = (allowed_over(expected) or 0) if kind != "warm-up" else None
         # a cold server may take minutes for its first answer (a lazy model load): the warm-up waits for it
-        wait_s = WARMUP_WAIT_S if kind == "warm-up" else ABORT_FACTOR * limits[0] / 1000
+        wait_s = ABORT_FACTOR * limits[0] / 1000
+        cold_s = WARMUP_WAIT_S if kind == "warm-up" else wait_s
         hooks = RunHooks(
             progress=False,
             backend_factory=timed_factory(tl),
-            on_started=lambda sut: _watch(sut, tl, wait_s, stopped, limits, over),
+            on_started=lambda sut: _watch(sut, tl, wait_s, stopped, limits, over, cold_s),
         )
         out = execute(plan_run(options), hooks)  # a probe is never a dry run: the plan goes straight through
         log_dir = Path(out.details["log_dir"])
@@ -739,16 +746,19 @@ def _watch(
     stopped: list[str],
     limits: tuple[float, float] | None = None,
     allowed: int | None = None,
+    cold_limit_s: float | None = None,
 ) -> None:
-    """Stop a probe whose oldest waiting query is past `limit_s`, or with more queries over a limit than its bound
-    allows (`allowed`): it has failed whatever follows (the harness answers the rest and LoadGen ends)."""
+    """Stop a probe whose oldest waiting query is past `limit_s` (`cold_limit_s` until the server's first answer),
+    or with more queries over a limit than its bound allows (`allowed`): it has failed whatever follows (the
+    harness answers the rest and LoadGen ends)."""
 
     def loop() -> None:
         while not sut.finished.wait(0.25):
             now = time.monotonic()
             oldest = tl.oldest_waiting()
-            if oldest is not None and now - oldest > limit_s:
-                stopped.append(f"a query waited over {limit_s:g} s for its first token: probe stopped early")
+            wait = limit_s if cold_limit_s is None or tl.answered() else cold_limit_s
+            if oldest is not None and now - oldest > wait:
+                stopped.append(f"a query waited over {wait:g} s for its first token: probe stopped early")
                 sut.stop()
                 return
             if limits is not None and allowed is not None:
