@@ -18,7 +18,7 @@ from repro.core.errors import InputError
 from repro.core.fsutil import sha256_file
 from repro.core.recipes import get_recipe
 from repro.results import accuracy as A
-from repro.results.logs import parse_accuracy_txt
+from repro.results.logfiles import parse_accuracy_txt
 
 WORDS = [
     "the",

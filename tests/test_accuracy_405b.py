@@ -14,7 +14,7 @@ import pytest
 
 from repro.core.benchmarks import load_benchmark
 from repro.results import accuracy as A
-from repro.results.logs import parse_accuracy_txt
+from repro.results.logfiles import parse_accuracy_txt
 
 B405 = load_benchmark("llama3.1-405b")
 U1 = "0a1b2c3d-4e5f-6a7b-8c9d-0e1f2a3b4c5d"

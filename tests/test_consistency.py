@@ -22,7 +22,8 @@ from pathlib import Path
 import pytest
 
 from repro.results.compare import verify_against
-from repro.results.logs import parse_detail, parse_run
+from repro.results.logfiles import parse_detail
+from repro.results.logs import parse_run
 from repro.results.verify import verify_dir
 
 GB300 = "azure-nd-gb300-v6-rack"
@@ -423,7 +424,7 @@ _RACE = """
 import sys
 from pathlib import Path
 from repro.core.errors import InputError
-from repro.results.logs import parse_detail
+from repro.results.logfiles import parse_detail
 ok = refused = 0
 for _ in range(int(sys.argv[2])):
     try:

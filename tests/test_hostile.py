@@ -565,7 +565,7 @@ def test_11_report_with_absurd_tokens_per_s(value: str, fixtures: Path, tmp_path
 # 1 GB pytest `before` was 1 GB and up to that much growth read as none.
 _PEAK = """
 import sys
-from repro.results.logs import parse_detail
+from repro.results.logfiles import parse_detail
 def hwm():
     return int(next(ln.split()[1] for ln in open("/proc/self/status") if ln.startswith("VmHWM:")))
 before = hwm()

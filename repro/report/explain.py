@@ -28,7 +28,8 @@ from repro.results.compare import pick_perf_run
 from repro.results.hardware import run_accelerator
 from repro.results.identity import ResultIdentity, identify
 from repro.results.index_match import effective_scenario
-from repro.results.logs import LoadGenRun, benchmark_target, find_runs, parse_detail
+from repro.results.logfiles import parse_detail
+from repro.results.logs import LoadGenRun, benchmark_target, find_runs
 
 SETTINGS_JSON = DATA_DIR / "settings.json"
 NOISE_PCT = 2.0  # run-to-run spread of one system (MLPerf reruns differ by 1-2%): a smaller gap needs no cause

@@ -24,7 +24,7 @@ from repro.results.logs import LoadGenRun, benchmark_target, find_runs
 from repro.results.pick import pick_run
 
 if TYPE_CHECKING:
-    from repro.results.verify import Evidence
+    from repro.results.checks import Evidence
 
 BAND_PCT = 5.0
 # MLPerf llama2-70b Interactive: TTFT 450 ms / TPOT 40 ms (Server: 2,000 / 200); the log prints "Scenario : Server".
@@ -269,7 +269,7 @@ def compare(
         reasons.append(f"{facts.label} run: it rehearses the flow and is never a reproduction")
     if not facts.valid:
         reasons.append("LoadGen marked the run INVALID")
-    from repro.results.verify import failure_reasons
+    from repro.results.checks import failure_reasons
 
     reasons += [r for r in failure_reasons(evidence.failed, evidence) if r not in reasons]
     for e in entries:
@@ -340,7 +340,7 @@ def verify_against(
 ) -> Comparison:
     """`repro verify RUN --against REF...`: the run's tokens/s per accelerator against each named published result,
     with every check plain verify runs (validity, duration, scenario rules, accuracy, TEST06, consistency)."""
-    from repro.results.verify import evidence_checks
+    from repro.results.checks import evidence_checks
 
     idx = index or load_index()
     run = pick_perf_run(Path(path), scenario)

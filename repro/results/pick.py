@@ -6,7 +6,8 @@ from pathlib import Path
 
 from repro.core.errors import InputError
 from repro.core.safeio import sha256_regular
-from repro.results.logs import SUMMARY, LoadGenRun
+from repro.results.logfiles import SUMMARY
+from repro.results.logs import LoadGenRun
 
 
 def _is_compliance(run: LoadGenRun, root: Path) -> bool:
