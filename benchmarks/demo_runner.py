@@ -7,7 +7,7 @@
     own process, alternating, in one fresh workspace (the model is built once, before the first pair). Reported per
     side: LoadGen's tokens/s (each run sizes itself from a probe of its own backend, as the demo does) and the whole
     command's wall time (start-up, model load, probe, LoadGen run). Ratio = numpy / hf tokens/s and hf / numpy wall
-    time (above 1: the numpy runner is faster).
+    time (above 1: the numpy runner is faster). Both sides alternate through benchmarks/_sidebyside.py.
 Needs torch for the hf side (the `test` or `hf` extra). The hf engine side is pinned to the CPU; the command side
 uses a GPU where there is one (as the hf backend does), while the numpy runner stays on the CPU everywhere.
 
@@ -23,7 +23,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -31,31 +30,8 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(REPO))
+from _backend_sink import CountingSink, submit_all  # noqa: E402
 from _sidebyside import alternate  # noqa: E402
-
-
-class CountingSink:
-    def __init__(self) -> None:
-        self.expected = self.done = self.tokens = 0
-        self.finished = threading.Event()
-        self.error: BaseException | None = None
-
-    def expect(self, n: int) -> None:
-        self.expected, self.done, self.tokens = n, 0, 0
-        self.finished.clear()
-
-    def first_tokens(self, events: Any) -> None:
-        pass
-
-    def completed(self, events: Any) -> None:
-        self.done += len(events)
-        self.tokens += sum(len(e[1]) for e in events)
-        if self.done >= self.expected:
-            self.finished.set()
-
-    def failed(self, exc: BaseException) -> None:
-        self.error = exc
-        self.finished.set()
 
 
 def engine(ws: Path, pairs: int, rounds: int, max_tokens: int) -> None:
@@ -76,12 +52,7 @@ def engine(ws: Path, pairs: int, rounds: int, max_tokens: int) -> None:
         be.start(sinks[name])
 
     def go(name: str) -> None:
-        sink = sinks[name]
-        sink.expect(len(reqs))
-        backends[name].submit(reqs)
-        if not sink.finished.wait(600) or sink.error is not None:
-            raise SystemExit(f"{name}: did not finish ({sink.error})")
-        counts[name] = sink.tokens
+        counts[name] = submit_all(name, backends[name], sinks[name], reqs)
 
     go("numpy"), go("hf")  # warm-up: lazy initialisation on both sides
     pair = alternate("engine", lambda: go("numpy"), lambda: go("hf"), pairs)
@@ -133,16 +104,17 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         engine(Path(tmp), pairs if args.smoke else 2 * pairs + 1, 1 if args.smoke else 4, 4 if args.smoke else 32)
     rates: dict[str, list[float]] = {"numpy": [], "hf": []}
-    walls: dict[str, list[float]] = {"numpy": [], "hf": []}
+
+    def command(ws: Path, backend: str) -> None:
+        rate, wall, device = one(ws, backend, extra)
+        rates[backend].append(rate)
+        print(f"{backend} ({device}): {rate:,.1f} tokens/s, command {wall:.1f} s", flush=True)
+
     with tempfile.TemporaryDirectory() as tmp:
         ws = Path(tmp)
         one(ws, "numpy", ["--samples", "8"])  # builds the demo model and dataset once, outside the timings
-        for i in range(pairs):
-            for backend in ("numpy", "hf") if i % 2 == 0 else ("hf", "numpy"):
-                rate, wall, device = one(ws, backend, extra)
-                rates[backend].append(rate)
-                walls[backend].append(wall)
-                print(f"{backend} ({device}): {rate:,.1f} tokens/s, command {wall:.1f} s", flush=True)
+        pair = alternate("command", lambda: command(ws, "numpy"), lambda: command(ws, "hf"), pairs)
+    walls = {"numpy": pair.repro_s, "hf": pair.reference_s}
     med = {b: (statistics.median(rates[b]), statistics.median(walls[b])) for b in rates}
     print(
         f"demo: numpy {med['numpy'][0]:,.1f} tokens/s, hf {med['hf'][0]:,.1f} tokens/s, "

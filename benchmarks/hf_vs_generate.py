@@ -18,7 +18,6 @@ import argparse
 import statistics
 import sys
 import tempfile
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +25,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from _backend_sink import CountingSink, submit_all  # noqa: E402
 from _sidebyside import alternate  # noqa: E402
 
 from repro.core.workspace import Workspace  # noqa: E402
@@ -33,38 +33,6 @@ from repro.run.backends.base import Request  # noqa: E402
 from repro.run.backends.hf import HFBackend  # noqa: E402
 from repro.setup.dataset import PreparedDataset, load_prepared  # noqa: E402
 from repro.setup.demo import prepare_demo  # noqa: E402
-
-
-class CountingSink:
-    def __init__(self) -> None:
-        self.expected = self.done = self.tokens = 0
-        self.finished = threading.Event()
-        self.error: BaseException | None = None
-
-    def expect(self, n: int) -> None:
-        self.expected, self.done, self.tokens = n, 0, 0
-        self.finished.clear()
-
-    def first_tokens(self, events: Any) -> None:
-        pass
-
-    def completed(self, events: Any) -> None:
-        self.done += len(events)
-        self.tokens += sum(len(e[1]) for e in events)
-        if self.done >= self.expected:
-            self.finished.set()
-
-    def failed(self, exc: BaseException) -> None:
-        self.error = exc
-        self.finished.set()
-
-
-def run_repro(backend: HFBackend, sink: CountingSink, reqs: list[Request]) -> int:
-    sink.expect(len(reqs))
-    backend.submit(reqs)
-    if not sink.finished.wait(600) or sink.error is not None:
-        raise RuntimeError(f"hf backend did not finish: {sink.error}")
-    return sink.tokens
 
 
 def run_reference(model: Any, eos: int | None, pad: int, reqs: list[Request], batch: int) -> int:
@@ -130,7 +98,7 @@ def main() -> int:
 
         def ours(n: int) -> int:
             next_id[0] += n
-            return run_repro(backend, sink, requests(dataset, n, args.max_tokens, next_id[0]))
+            return submit_all("hf", backend, sink, requests(dataset, n, args.max_tokens, next_id[0]))
 
         def theirs(n: int) -> int:
             return run_reference(model, eos, pad, requests(dataset, n, args.max_tokens, 0), args.batch)
