@@ -1,19 +1,131 @@
-"""A hostile OpenAI-compatible server on 127.0.0.1, over raw sockets (issue 29 item 3 and the fuzz suite).
+"""Raw-socket HTTP servers on 127.0.0.1 that misbehave the ways a hostile mirror, CDN or inference server can.
 
-It answers readiness honestly (GET /v1/models, and the 10-token probe repro sends first) and then, for every
-real request (max_tokens above 10), behaves as `mode` says: stays silent, streams without ever ending, sends a
-body with no length that never ends, lies in Content-Length (short or huge), drips its headers a byte a second,
-ignores max_tokens, or reports a usage count that disagrees with the ids it sends. `mode="script"` sends
-`raw` (bytes) as the whole answer, for the fuzz suite's generated responses.
+One base (`RawServer`: bind, accept, close) and the misbehaviours both kinds share (a byte drip, an endless
+body), under two faces:
+
+- `TrickleServer` (issue #36 item 6), a file mirror for the downloader: `trickle` sends headers then one body
+  byte every `interval` s; `silent` accepts and never answers; `drip-headers` sends its status line and headers
+  one byte every `interval` s, for ever; `endless` sends a body with no Content-Length that never ends;
+  `long-length` announces a Content-Length larger than asked for. Every request's raw head is kept in `requests`.
+- `HostileServer` (issue 29 item 3 and the fuzz suite), an OpenAI-compatible endpoint: it answers readiness
+  honestly (GET /v1/models, and the 10-token probe repro sends first) and then, for every real request
+  (max_tokens above 10), behaves as `mode` says: stays silent, streams without ever ending, sends a body with
+  no length that never ends, lies in Content-Length (short or huge), drips its headers a byte a second, ignores
+  max_tokens, or reports a usage count that disagrees with the ids it sends. `mode="script"` sends `raw`
+  (bytes) as the whole answer, for the fuzz suite's generated responses.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import socket
 import threading
 import time
+from collections.abc import Iterable
 from typing import Any
+
+
+class RawServer:
+    """A listening socket with one thread per connection; subclasses answer in `_serve`."""
+
+    def __init__(self, backlog: int = 64) -> None:
+        self.sock = socket.socket()
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(backlog)
+        self.port = self.sock.getsockname()[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.stop = threading.Event()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def close(self) -> None:
+        self.stop.set()
+        self.sock.close()
+
+    def __enter__(self) -> RawServer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _accept(self) -> None:
+        while not self.stop.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+
+    def _serve(self, conn: socket.socket) -> None:
+        raise NotImplementedError
+
+    def _drip(self, conn: socket.socket, data: Iterable[int], interval: float) -> None:
+        """Send `data` one byte every `interval` s until it runs out or the server stops."""
+        for byte in data:
+            if self.stop.wait(interval):
+                return
+            conn.sendall(bytes([byte]))
+
+    def _flood(self, conn: socket.socket, head: bytes, block: bytes, seconds: float) -> None:
+        """Send `head`, then `block` again and again for `seconds` (a body that never ends)."""
+        conn.sendall(head)
+        deadline = time.monotonic() + seconds
+        while not self.stop.is_set() and time.monotonic() < deadline:
+            conn.sendall(block)
+
+
+TRICKLE_MODES = ("trickle", "silent", "drip-headers", "endless", "long-length")
+
+
+class TrickleServer(RawServer):
+    """A file mirror that stalls, drips or never ends (see the module docstring)."""
+
+    def __init__(self, mode: str, *, interval: float = 0.2, size: int = 10_000) -> None:
+        assert mode in TRICKLE_MODES, mode
+        self.mode, self.interval, self.size = mode, interval, size
+        self.requests: list[bytes] = []
+        super().__init__(backlog=64)
+
+    def __enter__(self) -> TrickleServer:
+        return self
+
+    def _serve(self, conn: socket.socket) -> None:
+        try:
+            head = b""
+            while b"\r\n\r\n" not in head:
+                part = conn.recv(4096)
+                if not part:
+                    return
+                head += part
+            self.requests.append(head)
+            if head.startswith(b"HEAD ") and self.mode != "silent":
+                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % self.size)
+                return
+            getattr(self, "_" + self.mode.replace("-", "_"))(conn)
+        except OSError:
+            pass
+        finally:
+            conn.close()
+
+    def _trickle(self, conn: socket.socket) -> None:
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % self.size)
+        self._drip(conn, itertools.repeat(ord("x")), self.interval)
+
+    def _silent(self, conn: socket.socket) -> None:
+        self.stop.wait(120)
+
+    def _drip_headers(self, conn: socket.socket) -> None:
+        self._drip(conn, b"HTTP/1.1 200 OK\r\nX-Slow: " + b"a" * 100_000, self.interval)
+
+    def _endless(self, conn: socket.socket) -> None:
+        self._flood(conn, b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n", b"y" * 65536, 120)
+
+    def _long_length(self, conn: socket.socket) -> None:
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % (self.size * 1000))
+        conn.sendall(b"z" * self.size)
+        self.stop.wait(60)
+
 
 MODES = (
     "honest",
@@ -44,37 +156,17 @@ def _json_answer(ids: list[int], usage: int) -> bytes:
     return b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body) + body
 
 
-class HostileServer:
+class HostileServer(RawServer):
+    """An OpenAI-compatible endpoint, honest at readiness, hostile after (see the module docstring)."""
+
     def __init__(self, mode: str, raw: bytes = b"", hold_s: float = 60.0) -> None:
         assert mode in MODES, mode
         self.mode, self.raw, self.hold_s = mode, raw, hold_s
-        self.sock = socket.socket()
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(256)
-        self.port = self.sock.getsockname()[1]
-        self.url = f"http://127.0.0.1:{self.port}"
         self.real_requests = 0
-        self.stop = threading.Event()
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def close(self) -> None:
-        self.stop.set()
-        self.sock.close()
+        super().__init__(backlog=256)
 
     def __enter__(self) -> HostileServer:
         return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
-
-    def _accept(self) -> None:
-        while not self.stop.is_set():
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
 
     @staticmethod
     def _read_request(f: Any) -> tuple[str, str, dict[str, Any]] | None:
@@ -143,11 +235,8 @@ class HostileServer:
             self._hold()
             return False
         if mode == "endless-body":
-            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n\r\n")
-            block = b"[" + b"1," * (1 << 15)
-            deadline = time.monotonic() + self.hold_s
-            while time.monotonic() < deadline and not self.stop.is_set():
-                conn.sendall(block)
+            head = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n\r\n"
+            self._flood(conn, head, b"[" + b"1," * (1 << 15), self.hold_s)
             return False
         if mode == "short-content-length":
             answer = _json_answer(_ids(n), n)
@@ -162,10 +251,7 @@ class HostileServer:
             return False
         if mode == "drip-headers":
             conn.sendall(b"HTTP/1.1 200 OK\r\n")
-            deadline = time.monotonic() + self.hold_s
-            while time.monotonic() < deadline and not self.stop.is_set():
-                conn.sendall(b"X")
-                time.sleep(1)
+            self._drip(conn, b"X" * int(self.hold_s), 1.0)
             return False
         if mode == "inflated":
             conn.sendall(_json_answer(_ids(n * 5), n * 5))

@@ -748,7 +748,7 @@ def test_every_transfer_ends_within_its_bound(mode: str, interval: float, size: 
     the expected bytes on disk; only a complete body finishes."""
     import time
 
-    from trickle_server import TrickleServer
+    from hostile_server import TrickleServer
 
     from repro.core.errors import ReproError
     from repro.setup.transfer import Limits, download

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 from helpers import cli
+from hostile_server import TrickleServer
 from hubserver import HubServer, Repo
 from setup_helpers import MODEL_REPO, build_tokenizer_dir, model_files, write_recipe
-from trickle_server import TrickleServer
 
 from repro.core.errors import ReproError
 from repro.core.fsutil import sha256_file
