@@ -14,6 +14,7 @@ import pytest
 from repro.report.html import render_html
 from repro.report.markdown import render_markdown
 from repro.report.model import build_report
+from repro.report.sections import sections
 from repro.report.tables import Table
 
 CLI = "from repro.cli import main; main()"
@@ -57,7 +58,7 @@ def test_every_table_cell_appears_in_all_three_views(fixtures: Path) -> None:
     rep = build_report([fixtures / "azure-nd-gb300-v6-rack"])
     md, html = render_markdown(rep), render_html(rep)
     wide = _terminal(["report", str(fixtures / "azure-nd-gb300-v6-rack")], 250)
-    for section in rep.sections():
+    for section in sections(rep):
         for block in section.blocks:
             if isinstance(block, Table):
                 for row in block.rows:
@@ -80,7 +81,7 @@ def test_report_at_80_columns_never_breaks_or_truncates_a_number(fixtures: Path)
             assert not cell.startswith((",", ".")) and not cell.endswith((",", ".")), line
     # columns that do not fit go, whole, to a second table keyed by the system: nothing is lost
     rep = build_report([fixtures / "azure-nd-gb300-v6-rack"])
-    for section in rep.sections():
+    for section in sections(rep):
         for block in section.blocks:
             if isinstance(block, Table):
                 for row in block.rows:
@@ -102,14 +103,14 @@ def test_terminal_chart_reads_in_thousands_and_business_has_one_precision(fixtur
     assert "e3" not in out and "e4" not in out
     assert "full bar = 15.7k tokens/s per GPU" in out
     rep = build_report([fixtures / "azure-nd-gb300-v6-rack"])
-    business = next(b for s in rep.sections() if s.heading.startswith("3.") for b in s.blocks if isinstance(b, Table))
+    business = next(b for s in sections(rep) if s.heading.startswith("3.") for b in s.blocks if isinstance(b, Table))
     decimals = {len(cell.split(".")[1]) for row in business.rows for cell in row[2:]}
     assert decimals == {1}
 
 
 def test_vms_sort_naturally_and_published_vms_outside_the_band_are_named(fixtures: Path) -> None:
     rep = build_report([fixtures / "azure-nd-gb300-v6-rack"])
-    run = next(b for s in rep.sections() if s.heading.startswith("2.") for b in s.blocks if isinstance(b, Table))
+    run = next(b for s in sections(rep) if s.heading.startswith("2.") for b in s.blocks if isinstance(b, Table))
     assert [r[0] for r in run.rows] == ["ND_GB300_v6_1", "ND_GB300_v6_4", "ND_GB300_v6_16"]
     sentence = rep.published_vms_outside_band()
     assert sentence is not None and "ND_GB300_v6_16 57,599.1 (0.3% below it)" in sentence

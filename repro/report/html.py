@@ -12,6 +12,7 @@ from html import escape
 from matplotlib.figure import Figure
 
 from repro.report.model import Report
+from repro.report.sections import sections
 from repro.report.tables import Chart, Paragraph, Table, natural_key
 
 CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'"
@@ -186,7 +187,7 @@ def _render_html(report: Report) -> str:
         parts.append(f'<p class="banner">{escape(report.banner)}</p>')
     parts.append(f"<p>{escape(report.headline)}</p>")
     n_tables = 0
-    for section in report.sections():
+    for section in sections(report):
         parts.append(f"<h2>{escape(section.heading)}</h2>")
         listed = section.heading in ("Notes", "Sources")
         if listed:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from repro.core.textsafe import md_cell, md_code
+from repro.report.sections import sections
 from repro.report.tables import Chart, Paragraph, Table
 
 if TYPE_CHECKING:
@@ -31,7 +32,7 @@ def render_markdown(report: Report) -> str:
     if report.banner:
         lines += [f"> **{md_cell(report.banner)}**", ""]
     lines += [report.headline]
-    for section in report.sections():
+    for section in sections(report):
         lines += ["", f"## {section.heading}", ""]
         for block in section.blocks:
             if isinstance(block, Table):

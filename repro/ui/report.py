@@ -15,6 +15,7 @@ from rich.text import Text
 from repro.core.fmt import fmt_num
 from repro.core.textsafe import one_line
 from repro.report.model import Report
+from repro.report.sections import sections
 from repro.report.tables import Chart, Paragraph, Table
 from repro.ui.fit import fitted
 
@@ -59,7 +60,7 @@ class ReportView:
         if r.banner:
             yield Text(r.banner, style="bold yellow")
         yield Text(one_line(r.headline))
-        for section in r.sections():
+        for section in sections(r):
             yield Text("")
             yield Text(section.heading, style="bold")
             for block in section.blocks:
