@@ -14,7 +14,9 @@ accuracy from `<Scenario>/accuracy/accuracy.txt`; `min_duration_ms_detail` and `
 the round's own `summary_results.json`, or a JSON list of its entries with `Location`), each row is joined to it on
 Location for the result ID (when the table has one) and the `summary_crosscheck`; a folder whose name is not the
 benchmark's is kept when the table lists it under the benchmark; a row whose system JSON or accuracy.txt the copy lacks
-takes those fields from the table entry and says so in `source_kind`.
+takes those fields from the table entry and says so in `source_kind`. MLCommons' cm4mlperf-results export is such a
+list too: its `MlperfModel` names the benchmark, `Model` the folder, and `accelerators_per_node` x `number_of_nodes`
+the accelerator count.
 
     python scripts/build_published_index.py SNAPSHOT --round v6.1 --repo intel-ai-tce/inference_results_v6.1 \
         --commit SHA --kind stored-file-index --table SNAPSHOT/summary-table-llama2.json >> rows.csv
@@ -185,6 +187,8 @@ def _crosscheck(tps: float, total: int, nodes: int, entry: dict[str, Any] | None
         problems.append(f"tokens/s {tps:g} != table {table_tps:g}")
     if "total_accelerators" in entry and _count(entry["total_accelerators"]) != total:
         problems.append(f"accelerators {total} != table {entry['total_accelerators']}")
+    if "total_accelerators" not in entry and "accelerators_per_node" in entry and _table_total(entry) != total:
+        problems.append(f"accelerators {total} != table {_table_total(entry)}")
     if "number_of_nodes" in entry and _count(entry["number_of_nodes"]) != nodes:
         problems.append(f"nodes {nodes} != table {entry['number_of_nodes']}")
     if "total_accelerators" not in entry and "a#" in entry and _count(entry["a#"]) != total:
@@ -199,6 +203,21 @@ def _crosscheck(tps: float, total: int, nodes: int, entry: dict[str, Any] | None
     return "; ".join(problems) or "ok"
 
 
+def _table_total(entry: dict[str, Any]) -> int:
+    """A cm4mlperf-results entry's accelerator count: per node x nodes (its `number_of_nodes` defaults to 1)."""
+    return _count(entry["accelerators_per_node"]) * _count(entry.get("number_of_nodes", 1))
+
+
+def _table_accelerators(entry: dict[str, Any]) -> str:
+    """The count the table states, as it states it: total_accelerators (v6.1), per node x nodes (cm4mlperf-results),
+    else `a#` (summary_results.json; per node in multi-node results)."""
+    if "total_accelerators" in entry:
+        return str(entry["total_accelerators"])
+    if "accelerators_per_node" in entry:
+        return str(_table_total(entry))
+    return str(entry.get("a#", ""))
+
+
 def _location(entry: dict[str, Any]) -> str:
     """A table entry's result folder as `<...>/<Scenario>/performance/run_1` (v5.1 writes it without the tail, v6.0
     with `./` before it)."""
@@ -210,8 +229,8 @@ def _benchmark(model: str, family: str, entry: dict[str, Any] | None) -> str | N
     """The benchmark column of a results folder: by its name, else by the table's Model for its Location."""
     names = FAMILIES[family]["benchmarks"]
     value = names.get(model) or names.get(model.replace("_", "."))
-    if value is None and entry is not None:
-        value = names.get(str(entry.get("Model", "")))
+    if value is None and entry is not None:  # summary_results.json: Model; cm4mlperf-results: MlperfModel
+        value = names.get(str(entry.get("Model", ""))) or names.get(str(entry.get("MlperfModel", "")))
     return value
 
 
@@ -312,7 +331,7 @@ def build_rows(
             if entry is not None:
                 row["result_id"] = entry.get("ID") or ""
                 row["summary_tokens_per_second"] = _num(str(entry.get("Result", entry.get("Performance_Result"))))
-                row["summary_accelerators"] = str(entry.get("total_accelerators", entry.get("a#", "")))
+                row["summary_accelerators"] = _table_accelerators(entry)
                 row["summary_nodes"] = str(entry.get("number_of_nodes", entry.get("Nodes", "")))
         rows.append(row)
     return rows

@@ -2,7 +2,9 @@
 results repository can be fetched here; the rows are read file by file from the stored copy
 ntuhpc/mlperf_inference_results_v5.0 and the files read are kept verbatim under
 tests/fixtures/stored/v5.0 (summary logs, accuracy.txt, system JSONs; SOURCE.json says what and from where).
-These tests rebuild the rows from those files and verify each result as itself, with no network."""
+The round's enumeration is MLCommons' own results export (mlcommons/cm4mlperf-results, its v5.0 entries transcribed
+in results-table-405b.json). These tests rebuild the rows from those files, check them against that table, and verify
+each result as itself, with no network."""
 
 from __future__ import annotations
 
@@ -34,7 +36,7 @@ def _v50() -> list[PublishedResult]:
 def _rebuild(*extra: str) -> bytes:
     args = [sys.executable, str(SCRIPT), str(STORED), "--benchmark", "llama3.1-405b", "--round", "v5.0"]
     args += ["--repo", MIRROR[0], "--commit", MIRROR[1], "--kind", "stored-file-index"]
-    args += ["--systems-elsewhere", str(STORED / "elsewhere"), "--table", str(STORED / "summary-table-405b.json")]
+    args += ["--systems-elsewhere", str(STORED / "elsewhere"), "--table", str(STORED / "results-table-405b.json")]
     args += extra
     return subprocess.run(args, check=True, capture_output=True, timeout=120).stdout
 
@@ -58,11 +60,16 @@ def test_the_v50_rows_are_rebuilt_byte_for_byte_from_the_stored_files() -> None:
 
 def test_every_stored_v50_405b_result_is_indexed_as_read() -> None:
     rows = _v50()
-    assert Counter((r.division, r.scenario) for r in rows) == {("closed", "Offline"): 13, ("closed", "Server"): 13}
-    systems = {(r.submitter, r.system_folder) for r in rows}
-    assert len(systems) == 13 and {s for s, _ in systems} == {
+    assert Counter((r.division, r.scenario) for r in rows) == {
+        ("closed", "Offline"): 14,
+        ("closed", "Server"): 14,
+        ("open", "Offline"): 6,
+    }
+    closed = {(r.submitter, r.system_folder) for r in rows if r.division == "closed"}
+    assert len(closed) == 14 and {s for s, _ in closed} == {
         "ASUSTeK",
         "Cisco",
+        "coreweave",
         "Dell",
         "GigaComputing",
         "Google",
@@ -70,14 +77,19 @@ def test_every_stored_v50_405b_result_is_indexed_as_read() -> None:
         "Quanta_Cloud_Technology",
         "Supermicro",
     }
-    assert all(r.benchmark_name == "llama3.1-405b" and r.model_folder == "llama3_1-405b" for r in rows)
+    assert Counter(r.submitter for r in rows if r.division == "open") == {"HPE": 1, "Krai": 4, "Supermicro": 1}
+    assert all(r.benchmark_name == "llama3.1-405b" for r in rows)
+    # Krai's open folders are named for their variant (and one for the model it ran, DeepSeek-V3); the table lists
+    # each under llama3.1-405b, and the folder name is in the row's key
+    assert Counter(r.model_folder for r in rows) == {"llama3_1-405b": 31, "llama3_1-405b-fp8_dyn": 2, "deepseek-v3": 1}
+    assert "v5.0/open/Krai/xe9680_mi300x_x8_sglang/deepseek-v3/Offline" in {r.key for r in rows}
     assert {r.result_validity for r in rows} == {"VALID"} and not any(r.result_id for r in rows)
     assert all(r.source_repo == MIRROR[0] and r.source_commit == MIRROR[1] for r in rows)
-    # no v5.0 results table is stored: each row is checked against its system's own summary (README.md)
+    # every row agrees with MLCommons' own v5.0 results export on tokens/s and accelerator count
     assert {r.summary_crosscheck for r in rows} == {"ok"}
     assert all(r.gen_num == 8313 and set(r.metrics) == {"exact_match", "rougeL"} for r in rows)
-    # every v5.0 405B result read is an 8-GPU system but NVIDIA's GB200 NVL72 rack (4 per node x 18)
-    assert Counter(r.total_accelerators for r in rows) == {8: 24, 72: 2}
+    # 8-GPU systems but NVIDIA's GB200 NVL72 rack (4 per node x 18) and CoreWeave's one 4-GPU GB200 node
+    assert Counter(r.total_accelerators for r in rows) == {8: 30, 72: 2, 4: 2}
     (rack,) = [r for r in rows if r.total_accelerators == 72 and r.scenario == "Offline"]
     assert (rack.accelerators_per_node, rack.number_of_nodes, rack.tokens_per_second) == (4, 18, 13886.4)
     (nv,) = [
@@ -157,7 +169,8 @@ def test_stored_files_are_small_and_their_source_is_declared() -> None:
     doc = json.loads((STORED / "SOURCE.json").read_text())
     assert (doc["repository"], doc["commit"]) == MIRROR
     kept = sorted(str(p.relative_to(STORED)) for p in STORED.rglob("*") if p.is_file() and p.name != "SOURCE.json")
-    listed = sorted([*doc["files"], "summary-table-405b.json", "elsewhere/SOURCES.json", *_elsewhere_files()])
+    tables = ["summary-table-405b.json", "results-table-405b.json"]
+    listed = sorted([*doc["files"], *tables, "elsewhere/SOURCES.json", *_elsewhere_files()])
     assert kept == listed
     assert all(p.stat().st_size < 1_000_000 for p in STORED.rglob("*") if p.is_file())
     assert {Path(f).name for f in doc["files"]} == {"mlperf_log_summary.txt", "accuracy.txt"} | {
@@ -173,7 +186,8 @@ def _elsewhere_files() -> list[str]:
 def test_sources_json_names_the_v50_mirror_and_the_other_rounds() -> None:
     doc = json.loads(SOURCES_JSON.read_text())
     (v50,) = [s for s in doc["sources"] if s["round"] == "v5.0" and s["file"] == "published-llama3.1-405b.csv"]
-    assert (v50["repository"].split(" ")[0], v50["commit"], v50["results"]) == (*MIRROR, 26)
+    assert (v50["repository"].split(" ")[0], v50["commit"], v50["results"]) == (*MIRROR, 34)
+    assert (v50["table"]["repository"], v50["table"]["commit"]) == CM4MLPERF
     assert "mirror" in v50["how"]
     folders = json.loads((STORED / "elsewhere" / "SOURCES.json").read_text())["folders"]
     assert {(s["repository"], s["commit"]) for s in v50["system_jsons_from"]} == {
@@ -214,10 +228,57 @@ def test_the_rows_say_what_the_saved_files_say(column: str) -> None:
 
 
 def test_every_summary_table_entry_is_an_indexed_row() -> None:
-    """The per-system summaries list each system's llama3_1-405b Server and Offline figures; every one of them is
-    an indexed row (no summarised result whose logs were left unread) and agrees with its summary log."""
+    """The per-system summaries (README.md beside each system's results) read for the first 13 systems list their
+    llama3_1-405b Server and Offline figures; each is an indexed row and agrees with its summary log."""
     table = json.loads((STORED / "summary-table-405b.json").read_text())
     rows = {str(Path(r.source_path).parents[2]): r for r in _v50()}
-    assert sorted(e["Location"] for e in table) == sorted(rows)
+    assert len(table) == 26 and {e["Location"] for e in table} <= set(rows)
     for e in table:
         assert abs(rows[e["Location"]].tokens_per_second - e["Performance_Result"]) <= 0.02
+
+
+# MLCommons' results export, whose v5.0 llama3.1-405b entries results-table-405b.json transcribes
+CM4MLPERF = ("mlcommons/cm4mlperf-results", "9f4870796f1b79d071ef63061ade15e4d285b938")
+# the two results the export lists whose files no stored copy holds (folder absent from the mirror)
+NOT_STORED = {
+    "closed/Dell/results/XE9680L_H200_SXM_141GBx8_TRT/llama3_1-405b/Offline",
+    "closed/Dell/results/XE9680L_H200_SXM_141GBx8_TRT/llama3_1-405b/Server",
+}
+
+
+def _accuracy(text: str) -> dict[str, float]:
+    """The export's Accuracy string: `ROUGEL: 21.6  exact_match: 90.1  TOKENS_PER_SAMPLE: 648.6`."""
+    parts = text.split()
+    return {k.rstrip(":"): float(v) for k, v in zip(parts[::2], parts[1::2], strict=True)}
+
+
+def test_the_results_export_enumerates_v50_and_every_listed_result_is_indexed_but_two() -> None:
+    """MLCommons' own v5.0 results export lists 36 llama3.1-405b results (closed: 15 systems x Offline and Server;
+    open: 6 Offline, none Server). Every one is an indexed row except Dell's XE9680L H200 pair, whose files no stored
+    copy holds; each indexed row agrees with its entry on tokens/s, accelerator count and the accuracy figures."""
+    table = json.loads((STORED / "results-table-405b.json").read_text())
+    assert {e["version"] for e in table} == {"v5.0"} and {e["MlperfModel"] for e in table} == {"llama3.1-405b"}
+    assert Counter((e["Division"], e["Scenario"]) for e in table) == {
+        ("closed", "Offline"): 15,
+        ("closed", "Server"): 15,
+        ("open", "Offline"): 6,
+    }
+    rows = {str(Path(r.source_path).parents[2]): r for r in _v50()}
+    listed = {e["Location"] for e in table}
+    assert len(listed) == len(table) and set(rows) == listed - NOT_STORED and listed >= NOT_STORED
+    for e in (e for e in table if e["Location"] in rows):
+        row, acc = rows[e["Location"]], _accuracy(e["Accuracy"])
+        assert abs(row.tokens_per_second - e["Result"]) <= max(0.02, 1e-4 * row.tokens_per_second), e["Location"]
+        assert row.total_accelerators == e["accelerators_per_node"] * e["number_of_nodes"], e["Location"]
+        assert row.accelerator_model_name == e["accelerator_model_name"], e["Location"]
+        assert row.metrics["exact_match"] == round(acc["exact_match"], 6), e["Location"]
+        assert row.metrics["rougeL"] == round(acc["ROUGEL"], 6), e["Location"]
+        assert row.tokens_per_sample == acc["TOKENS_PER_SAMPLE"], e["Location"]
+
+
+def test_the_two_results_without_files_are_not_indexed_and_the_readme_names_them() -> None:
+    """No row is made from the export alone (no summary log, no row): Dell's XE9680L pair is absent from the index,
+    and the index README names both with the export's figures."""
+    assert not [r for r in _v50() if r.system_folder == "XE9680L_H200_SXM_141GBx8_TRT"]
+    readme = (REPO / "repro" / "data" / "published" / "README.md").read_text()
+    assert "XE9680L_H200_SXM_141GBx8_TRT" in readme and "559.205" in readme and "291.486" in readme

@@ -47,7 +47,7 @@ def _rebuild_v50_405b() -> bytes:
         "--systems-elsewhere",
         str(V50_STORED / "elsewhere"),
         "--table",
-        str(V50_STORED / "summary-table-405b.json"),
+        str(V50_STORED / "results-table-405b.json"),
     ]
     return subprocess.run(args, check=True, capture_output=True, timeout=600).stdout
 
