@@ -96,7 +96,7 @@ def test_heartbeat_line_carries_the_projection() -> None:
             counts.tokens_done += 40
             progress.update(counts)
     beats = [line for line in out if "samples" in line and "on track" in line]
-    assert beats and "; on track: 160 ±" in beats[-1] and "band 140–180" in beats[-1]
+    assert beats and "; on track: 160 tokens/s ±" in beats[-1] and "band 140–180 tokens/s" in beats[-1]
 
 
 # --- in a real run: the heartbeat, run.json and --stop-if-below-band (sim backend, its own process each) ----------

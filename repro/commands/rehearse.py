@@ -64,6 +64,7 @@ def rehearse(
     from repro.core.workspace import Workspace
     from repro.rehearse import rehearsal
     from repro.ui.output import emit, show_err
+    from repro.ui.progress_bar import RunBar
 
     if not 0 < time_scale <= 1:
         raise InputError(f"--time-scale must be in (0, 1] (got {time_scale:g}).", "repro rehearse --time-scale 0.0025")
@@ -83,7 +84,7 @@ def rehearse(
         else:
             say = None if json else show_err
             result = rehearsal.rehearse(
-                recipe, root, time_scale=time_scale, nodes=nodes, on_step=say, image_source=image_source
+                recipe, root, time_scale=time_scale, nodes=nodes, on_step=say, image_source=image_source, bar=RunBar
             )
     emit(result, json)
     raise typer.Exit(result.exit_code)

@@ -1,7 +1,9 @@
-"""Number formatting shared by verdict sentences, reports and tables, so a figure reads the same everywhere."""
+"""Number formatting shared by verdict sentences, reports and tables, so a figure reads the same everywhere; and
+the word wrap that keeps a number with its unit (ATOM), for plain lines and Rich prose alike."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 
@@ -53,3 +55,38 @@ def token_count_comparison(c: dict[str, Any]) -> str:
     same = "" if base == total else f"; over the {n:,} samples with both counts LoadGen got {base:,}"
     gap = other - base
     return f"{got}{same}; {c.get('other_source')} gives {other:,} ({gap:+,} tokens, {gap / base * 100:+.1f}%)"
+
+
+# Units a number keeps on its line (`600 s`, `1.5 GB`, `521 tokens/s`): a wrap never puts one below its number.
+UNITS = (
+    "s", "ms", "min", "h", "%", "W", "kW", "B", "KB", "MB", "GB", "TB", "KiB", "MiB", "GiB", "TiB", "GPU", "GPUs",
+    "CPU", "CPUs", "VM", "VMs", "q/s", "tok/s", "tokens/s", "tokens", "samples/s", "samples", "queries/s", "queries",
+    "nodes", "x", "°C", "MHz",
+)  # fmt: skip
+_UNIT = "|".join(re.escape(u) for u in sorted(UNITS, key=len, reverse=True))
+# one unbreakable piece: a short repro command (`repro run offline --recipe demo`), a number glued to its unit,
+# an option glued to its value, else a run of non-spaces
+ATOM = re.compile(
+    r"repro(?: [a-z][a-z-]*){1,2}(?: --[a-z][\w-]*(?: (?!-)[^\s,;()]+)?)+"
+    rf"|\S*\d (?:{_UNIT})(?![\w/])\S*|--[a-z][\w-]* (?!-)\S+|\S+"
+)
+
+
+def wrap_words(text: str, width: int) -> list[str]:
+    """`text` in lines of at most `width` characters broken only at spaces between ATOMs (never inside a word, a
+    number and its unit, or an option and its value); a piece longer than `width` gets a line of its own, whole.
+    For plain lines written straight to a terminal, which would otherwise cut them at the edge, mid-word."""
+    lines: list[str] = []
+    for para in text.split("\n"):
+        words = list(ATOM.finditer(para))
+        if not words:
+            lines.append("")
+            continue
+        start, end = 0, words[0].start()
+        for word in words:
+            if word.end() - start > width and end > start:
+                lines.append(para[start:end])
+                start = word.start()
+            end = word.end()
+        lines.append(para[start:end])
+    return lines

@@ -359,12 +359,14 @@ class Rehearsal:
     """The ServerOptions every run starts its servers with (stand-in speed, rehearsal names and labels)."""
     shared: Workspace | None = None
     """A rack node's shared workspace, whose inputs `ws` holds links to (RunOptions.inputs_from)."""
+    bar: Callable[[str], Any] | None = None
+    """Makes each run's progress bar in a terminal (the CLI lends the one `repro run` draws)."""
 
     def run(self, scenario: str, into: Path | None = None) -> None:
         """One LoadGen run through the recipe's servers, then verify; its row goes into result.runs."""
         from repro.results.verify import verify_dir
         from repro.run.harness import run_benchmark
-        from repro.run.options import RunOptions
+        from repro.run.options import RunHooks, RunOptions
 
         self.say(f"run {scenario.lower()} through the recipe's servers")
         out = run_benchmark(
@@ -378,7 +380,8 @@ class Rehearsal:
                 rehearsal=True,
                 into=into,
                 inputs_from=self.shared,
-            )
+            ),
+            RunHooks(bar=self.bar),
         )
         verdict = verify_dir(Path(out.details["run_dir"]), recipe=self.recipe)
         self.result.runs.append(
@@ -772,8 +775,10 @@ def rehearse(
     client: Any = None,
     on_step: Any = None,
     image_source: str | None = None,
+    bar: Callable[[str], Any] | None = None,
 ) -> RehearsalResult:
-    """Run each step (build, setup, runs, or the Slurm rack), then check nothing is left behind."""
+    """Run each step (build, setup, runs, or the Slurm rack), then check nothing is left behind; `bar` draws each
+    run's progress in a terminal."""
     import docker
 
     from repro.engine.container import managed_containers
@@ -786,7 +791,7 @@ def rehearse(
     say = on_step or (lambda _msg: None)
     say(f"rehearsal of {recipe.name} in {ws.root}: {scaling.text(('Offline',) if nodes > 1 else None)}")
     result = RehearsalResult(recipe.name, ws.root, scaling, "", nodes=nodes, image_source=image_source)
-    r = Rehearsal(recipe, ws, scaling, client, result, say)
+    r = Rehearsal(recipe, ws, scaling, client, result, say, bar=bar)
     for name, step in steps if steps is not None else default_steps(nodes):
         step(r)
         r.result.steps.append(name)

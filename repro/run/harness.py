@@ -353,7 +353,11 @@ def _watch(run: ActiveRun, hooks: RunHooks, total: int) -> None:
     assert run.sut is not None and run.worker is not None
     sut, scenario, o = run.sut, run.plan.scenario, run.plan.options
     gpus = run.record.gpus.count if run.record.gpus is not None else 0
-    run.watch = watch = RunWatch.for_run(run.plan.recipe, scenario, gpus, o.stop_if_below_band)
+    # a rehearsal's stand-in runs at a scaled rate: the recipe's published band says nothing about it
+    if o.rehearsal:
+        run.watch = watch = RunWatch(None, o.stop_if_below_band)
+    else:
+        run.watch = watch = RunWatch.for_run(run.plan.recipe, scenario, gpus, o.stop_if_below_band)
     view = RunProgress(
         choose_mode(hooks.progress),
         f"LoadGen {scenario}",

@@ -33,6 +33,22 @@ class Counts(Protocol):
     t0: float | None
 
 
+def for_terminal(stream: Any, line: str) -> str:
+    """`line` as written to `stream`: on a terminal, broken at spaces to its width (COLUMNS first, as Rich reads
+    it), never inside a word or between a number and its unit; a terminal left to wrap it cut `conn`/`ection`
+    and `521 tokens/s so f`/`ar` at column 80. Anywhere else (a log, a pipe) it stays one line."""
+    try:
+        if not stream.isatty():
+            return line
+        raw = os.environ.get("COLUMNS", "")
+        width = int(raw) if raw.isdigit() and int(raw) > 0 else os.get_terminal_size(stream.fileno()).columns
+    except (AttributeError, OSError, ValueError):
+        return line
+    from repro.core.fmt import wrap_words
+
+    return "\n".join(wrap_words(line, max(20, width)))
+
+
 def fmt_duration(seconds: float | None) -> str:
     if seconds is None:
         return "estimating"
@@ -198,7 +214,7 @@ class RunProgress:
         self.lines.append(line)
         stream = self.stream or sys.stderr
         try:
-            stream.write(f"[repro] {line}\n")
+            stream.write(for_terminal(stream, f"[repro] {line}") + "\n")
             stream.flush()
         except (OSError, ValueError):
             pass
@@ -230,5 +246,6 @@ class ReadyWait:
         from repro.core.secrets import redact
 
         stream = self.stream or sys.stderr
-        stream.write(redact(line) + "\n")  # a URL's password (http://user:pass@host) never reaches the terminal
+        # a URL's password (http://user:pass@host) never reaches the terminal
+        stream.write(for_terminal(stream, redact(line)) + "\n")
         stream.flush()

@@ -58,8 +58,8 @@ class Projection:
 
     @property
     def text(self) -> str:
-        band = f", band {self.band[0]:,.0f}–{self.band[1]:,.0f}" if self.band else ""
-        return f"{self.standing}: {self.tokens_per_s:,.0f} ±{self.half_width_pct:.1f}%{band}"
+        band = f", band {self.band[0]:,.0f}–{self.band[1]:,.0f} tokens/s" if self.band else ""
+        return f"{self.standing}: {self.tokens_per_s:,.0f} tokens/s ±{self.half_width_pct:.1f}%{band}"
 
     def to_json(self) -> dict[str, object]:
         return {

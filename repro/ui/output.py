@@ -137,16 +137,16 @@ def show(obj: Any) -> None:
 
 
 def _show(obj: Any, console: str) -> None:
-
     from repro.core.hints import split_hint
     from repro.ui.render import renderable
+    from repro.ui.wrap import Prose
 
-    _console(console).print(renderable(obj), crop=False)  # a no-wrap line (a path, a command) runs past the edge
+    # a no-wrap line (a path, a command) runs past the edge; a plain line wraps between words, never folding a path
+    view = Prose(obj) if isinstance(obj, str) else renderable(obj)
+    _console(console).print(view, crop=False)
     hint = split_hint(getattr(obj, "next_command", None) if not isinstance(obj, dict) else None)
     prose = getattr(obj, "hint", None) if not isinstance(obj, dict) else None
     if prose or hint.prose:
-        from repro.ui.wrap import Prose
-
         _console(console).print(Prose(prose or hint.prose or ""), crop=False)
     if hint.command:
         print_next(hint.command, stderr=console == "err_console")

@@ -44,10 +44,15 @@ def runs_table(runs: list[dict[str, Any]]) -> list[Any]:
 
     out.append(_Fitted())
     for n, r in enumerate(runs, 1):
-        line = Text(f"{n}. run folder: {r['run_dir']}")
-        line.no_wrap, line.overflow = True, "ignore"
-        out.append(line)
+        out.append(Prose(f"{n}. run folder: {r['run_dir']}"))
     return out
+
+
+def _whole(text: str, style: str = "") -> Text:
+    """A command on a line of its own that never wraps: copying the screen line gives all of it."""
+    line = Text(text, style=style)
+    line.no_wrap, line.overflow = True, "ignore"
+    return line
 
 
 def rehearsal_result(result: Any) -> Group:
@@ -63,21 +68,21 @@ def rehearsal_result(result: Any) -> Group:
         seen = f"{len(gpus)} x {gpus[0]['name']}, driver {doc['driver']}" if gpus else "no GPU"
         checks = ", ".join(f"{k} {v}" for k, v in doc["gpu_checks"].items())
         style = "green" if doc["gpus_as_recipe"] else "red"
-        lines.append(Text(f"doctor [{doc['label']}]: {seen}; {checks}", style=style))
+        lines.append(Prose(f"doctor [{doc['label']}]: {seen}; {checks}", style=style))
     if result.setup:
         su = result.setup
         gate = "; ".join(f"{a['attempt']}: HTTP {a['http']}" for a in su["attempts"])
         style = "green" if su["gate_as_hub"] else "red"
-        lines.append(Text(f"setup [{su['label']}] {su['repo_id']} @ {su['revision'][:12]}: {gate}", style=style))
+        lines.append(Prose(f"setup [{su['label']}] {su['repo_id']} @ {su['revision'][:12]}: {gate}", style=style))
     if result.device_requests:
         asks = "; ".join(
             f"{s['server']}: GPUs {','.join(d['DeviceIDs'])}"
             for s in result.device_requests
             for d in s["device_requests"]
         )
-        lines.append(Text(f"Docker device requests on the VM (recorded, not sent here): {asks}"))
+        lines.append(Prose(f"Docker device requests on the VM (recorded, not sent here): {asks}"))
     if result.dry_run:
-        lines.append(Text(f"would run, in {result.workspace}: {', '.join(result.steps)}"))
+        lines.append(Prose(f"would run, in {result.workspace}: {', '.join(result.steps)}"))
         return Group(*lines)
     lines += runs_table(result.runs)
     if result.rack:
@@ -95,12 +100,13 @@ def rehearsal_result(result: Any) -> Group:
             v["verdict"] if isinstance(v["verdict"], str) else ", ".join(f"{k} {s}" for k, s in v["verdict"].items())
         )
         style = "green" if v["as_rehearsal"] else "red"
-        lines.append(Text(f"{v['command']}: {verdict} [{v['label']}], exit {v['exit_code']}", style=style))
+        # the command whole on its own line (a wrapped one cannot be pasted), its verdict under it
+        lines += [_whole(v["command"]), Prose(f"  {verdict} [{v['label']}], exit {v['exit_code']}", style=style)]
     for rep in result.report:
         style = "green" if rep["written"] else "red"
-        lines.append(Text(f"report [{rep['label']}]: {rep['html'] if rep['written'] else rep['error']}", style=style))
+        lines.append(Prose(f"report [{rep['label']}]: {rep['html'] if rep['written'] else rep['error']}", style=style))
     if result.left_containers:
-        lines.append(Text(f"containers left behind: {', '.join(result.left_containers)}", style="red"))
+        lines.append(Prose(f"containers left behind: {', '.join(result.left_containers)}", style="red"))
     else:
         lines.append(Text("no server container left behind"))
     return Group(*lines)

@@ -17,18 +17,9 @@ from rich.console import Console, ConsoleOptions
 from rich.measure import Measurement
 from rich.text import Text
 
-UNITS = (
-    "s", "ms", "min", "h", "%", "W", "kW", "B", "KB", "MB", "GB", "TB", "KiB", "MiB", "GiB", "TiB", "GPU", "GPUs",
-    "CPU", "CPUs", "VM", "VMs", "q/s", "tok/s", "tokens/s", "tokens", "samples/s", "samples", "queries/s", "queries",
-    "nodes", "x", "°C", "MHz",
-)  # fmt: skip
-_UNIT = "|".join(re.escape(u) for u in sorted(UNITS, key=len, reverse=True))
-# one unbreakable piece: a short repro command (`repro run offline --recipe demo`), a number glued to its unit,
-# an option glued to its value, else a run of non-spaces
-ATOM = re.compile(
-    r"repro(?: [a-z][a-z-]*){1,2}(?: --[a-z][\w-]*(?: (?!-)[^\s,;()]+)?)+"
-    rf"|\S*\d (?:{_UNIT})(?![\w/])\S*|--[a-z][\w-]* (?!-)\S+|\S+"
-)
+from repro.core.fmt import ATOM, UNITS
+
+__all__ = ["ATOM", "UNITS", "Prose", "Words", "atoms"]
 
 
 def atoms(text: str) -> list[re.Match[str]]:
