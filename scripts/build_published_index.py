@@ -16,7 +16,8 @@ Location for the result ID (when the table has one) and the `summary_crosscheck`
 benchmark's is kept when the table lists it under the benchmark; a row whose system JSON or accuracy.txt the copy lacks
 takes those fields from the table entry and says so in `source_kind`. MLCommons' cm4mlperf-results export is such a
 list too: its `MlperfModel` names the benchmark, `Model` the folder, and `accelerators_per_node` x `number_of_nodes`
-the accelerator count.
+the accelerator count. With `--table-only-rows`, a result the table lists and no stored copy holds a summary log
+for becomes a row read from the table alone (`source_kind` results-table-only; the summary-log fields empty).
 
     python scripts/build_published_index.py SNAPSHOT --round v6.1 --repo intel-ai-tce/inference_results_v6.1 \
         --commit SHA --kind stored-file-index --table SNAPSHOT/summary-table-llama2.json >> rows.csv
@@ -337,6 +338,76 @@ def build_rows(
     return rows
 
 
+# source_kind of a row made from the results table alone (no summary log stored anywhere), and its crosscheck value
+TABLE_ONLY = "results-table-only"
+
+
+def table_only_rows(
+    root: Path, table: list[dict[str, Any]], round_: str, repo: str, commit: str, family: str
+) -> list[dict[str, str]]:
+    """`--table-only-rows`: a row for each table entry of the family whose results folder has no summary log under
+    ROOT, every field from the entry (the official table: tokens/s, accelerator count, system and accuracy fields);
+    the summary-log fields stay empty, `source_*` name the table, and `source_kind`/`summary_crosscheck` say it."""
+    metrics = FAMILIES[family]["metrics"]
+    rows = []
+    for entry in table:
+        loc = _location(entry)
+        if (root / loc / "mlperf_log_summary.txt").is_file():
+            continue
+        division, submitter, _, system, model, scenario_folder = loc.split("/")[:6]
+        benchmark, scenario = _benchmark(model, family, entry), SCENARIOS.get(scenario_folder.lower())
+        if benchmark is None or scenario is None:
+            continue
+        if entry.get("errors") != 0:
+            raise SystemExit(f"{loc}: a table-only row needs the entry's `errors: 0` (a result the round accepted)")
+        apn, nodes = _count(entry["accelerators_per_node"]), _count(entry.get("number_of_nodes", 1))
+        tps = str(entry["Result"])
+        acc = parse_table_accuracy(str(entry.get("Accuracy", "")))
+        row = dict.fromkeys(columns(family), "")
+        row.update(
+            round=round_,
+            division=division,
+            submitter=submitter,
+            system_folder=system,
+            system_name=str(entry.get("SystemName", "")),
+            accelerator_model_name=str(entry["accelerator_model_name"]),
+            accelerators_per_node=str(apn),
+            number_of_nodes=str(nodes),
+            total_accelerators=str(apn * nodes),
+            host_processor_model_name=str(entry.get("host_processor_model_name", "")),
+            framework=str(entry.get("framework", "")),
+            benchmark=benchmark,
+            model_folder=model,
+            scenario=scenario,
+            scenario_folder=scenario_folder,
+            result_validity="VALID",
+            tokens_per_second=_num(tps),
+            tokens_per_second_per_accelerator=_num(str(float(tps) / (apn * nodes))),
+            summary_tokens_per_second=_num(tps),
+            summary_accelerators=_table_accelerators(entry),
+            summary_nodes=str(nodes),
+            summary_crosscheck="table_only",
+            source_repo=repo,
+            source_commit=commit,
+            source_path=loc.removesuffix("/performance/run_1"),
+            source_kind=TABLE_ONLY,
+        )
+        for key in (*metrics, "tokens_per_sample"):
+            if key in acc:
+                row[key] = _num(str(acc[key]))
+        rows.append(row)
+    return rows
+
+
+def _order(row: dict[str, str]) -> list[str]:
+    """Rows sort by their summary log's path, parts compared without case; a table-only row by where its log would
+    be."""
+    path = row["source_path"]
+    if row["source_kind"] == TABLE_ONLY:
+        path += "/performance/run_1/mlperf_log_summary.txt"
+    return [part.lower() for part in Path(path).parts]
+
+
 # What a system JSON read from another round gives a row: the accelerator and its count, never the software.
 COUNT_FIELDS = ("accelerator_model_name", "accelerators_per_node", "number_of_nodes")
 
@@ -412,6 +483,13 @@ def main(argv: list[str] | None = None) -> int:
         help="folder of system JSONs read from other stored repositories or rounds (owner+name/<division>/<submitter>/"
         "systems/<system>.json, with SOURCES.json): used where ROOT lacks a system's JSON, named in source_kind",
     )
+    ap.add_argument(
+        "--table-only-rows",
+        action="store_true",
+        help="also write a row for each --table entry with no summary log under ROOT, from the entry alone "
+        f"(source_kind {TABLE_ONLY}, summary_crosscheck table_only)",
+    )
+    ap.add_argument("--table-repo", help="OWNER/NAME@COMMIT the --table was read from (the table-only rows' source)")
     ap.add_argument("--header", action="store_true", help="print the CSV header first")
     ap.add_argument("--crlf", action="store_true", help="end rows with CRLF (the v4.1, v5.1 and v6.0 70B rows do)")
     args = ap.parse_args(argv)
@@ -429,6 +507,11 @@ def main(argv: list[str] | None = None) -> int:
         rows = build_rows(
             root, args.round, args.repo, args.commit, args.kind, table, args.benchmark, args.systems_elsewhere
         )
+        if args.table_only_rows:
+            if table is None or not args.table_repo or not re.fullmatch(r"[^@\s]+@[0-9a-f]{40}", args.table_repo):
+                ap.error("--table-only-rows needs --table and --table-repo OWNER/NAME@FULL_COMMIT")
+            repo, commit = args.table_repo.split("@")
+            rows = sorted(rows + table_only_rows(root, table, args.round, repo, commit, args.benchmark), key=_order)
     out = csv.DictWriter(sys.stdout, fieldnames=columns(args.benchmark), lineterminator="\r\n" if args.crlf else "\n")
     if args.header:
         out.writeheader()

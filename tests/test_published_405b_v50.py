@@ -18,9 +18,11 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from helpers import cli
 
 from repro.core.benchmarks import load_benchmark
-from repro.core.published import INDEX_405B_CSV, SOURCES_JSON, PublishedResult, load_index
+from repro.core.errors import InputError
+from repro.core.published import INDEX_405B_CSV, SOURCES_JSON, PublishedResult, load_index, load_index_file
 from repro.results.verify import verify_dir
 
 REPO = Path(__file__).resolve().parents[1]
@@ -33,10 +35,16 @@ def _v50() -> list[PublishedResult]:
     return [r for r in load_index().rows if r.round == "v5.0"]
 
 
+def _v50_files() -> list[PublishedResult]:
+    """The v5.0 rows read from stored files (all but the results-table-only ones)."""
+    return [r for r in _v50() if not r.table_only]
+
+
 def _rebuild(*extra: str) -> bytes:
     args = [sys.executable, str(SCRIPT), str(STORED), "--benchmark", "llama3.1-405b", "--round", "v5.0"]
     args += ["--repo", MIRROR[0], "--commit", MIRROR[1], "--kind", "stored-file-index"]
     args += ["--systems-elsewhere", str(STORED / "elsewhere"), "--table", str(STORED / "results-table-405b.json")]
+    args += ["--table-only-rows", "--table-repo", "@".join(CM4MLPERF)]
     args += extra
     return subprocess.run(args, check=True, capture_output=True, timeout=120).stdout
 
@@ -59,12 +67,13 @@ def test_the_v50_rows_are_rebuilt_byte_for_byte_from_the_stored_files() -> None:
 
 
 def test_every_stored_v50_405b_result_is_indexed_as_read() -> None:
-    rows = _v50()
-    assert Counter((r.division, r.scenario) for r in rows) == {
-        ("closed", "Offline"): 14,
-        ("closed", "Server"): 14,
+    assert Counter((r.division, r.scenario) for r in _v50()) == {
+        ("closed", "Offline"): 15,
+        ("closed", "Server"): 15,
         ("open", "Offline"): 6,
     }
+    rows = _v50_files()
+    assert len(rows) == 34 and {r.key for r in _v50() if r.table_only} == TABLE_ONLY_KEYS
     closed = {(r.submitter, r.system_folder) for r in rows if r.division == "closed"}
     assert len(closed) == 14 and {s for s, _ in closed} == {
         "ASUSTeK",
@@ -115,7 +124,7 @@ def test_counts_from_another_round_are_named_and_carry_no_software() -> None:
         kind = src["kind"]
         assert r.source_kind == f"stored-file-index+{kind}-from({src['repository']}@{src['commit']})"
         assert r.framework == "" and r.host_processor_model_name == "" and r.system_name == ""
-    others = [r for r in _v50() if r.submitter != "NVIDIA"]
+    others = [r for r in _v50_files() if r.submitter != "NVIDIA"]
     assert {r.source_kind for r in others} == {"stored-file-index"} and all(r.framework for r in others)
 
 
@@ -140,12 +149,14 @@ def _as_published(row: PublishedResult, into: Path) -> Path:
 
 
 def test_every_v50_row_verifies_as_itself(tmp_path: Path) -> None:
-    """Each indexed v5.0 result, laid out as its repository has it, is recognised as its own record with the index's
-    per-accelerator figure at +0.0%, its accuracy judged by exact_match and rougeL, every check passing. Only the
-    summary is kept here, so no row PASSes: the one reason is the missing detail log (no detail log, no PASS;
-    MLCommons' checker requires it, issue 36 item 3b)."""
+    """Each indexed v5.0 result that has files, laid out as its repository has it, is recognised as its own record
+    with the index's per-accelerator figure at +0.0%, its accuracy judged by exact_match and rougeL, every check
+    passing. Only the summary is kept here, so no row PASSes: the one reason is the missing detail log (no detail log,
+    no PASS; MLCommons' checker requires it, issue 36 item 3b). The rows left out are exactly the two table-only ones
+    (Dell XE9680L H200 Offline and Server): no summary log of them is stored anywhere, so there is nothing to verify."""
+    assert {r.key for r in _v50()} - {r.key for r in _v50_files()} == TABLE_ONLY_KEYS
     failures = []
-    for r in _v50():
+    for r in _v50_files():
         v = verify_dir(_as_published(r, tmp_path))
         mine = v.record is not None and v.record.row.key == r.key and v.per_gpu == r.per_accelerator
         checks = {c.name for c in v.checks}
@@ -213,7 +224,8 @@ def test_the_rows_say_what_the_saved_files_say(column: str) -> None:
     """A cross-check that does not go through the build script: each figure of a v5.0 row is the one its saved
     summary log or accuracy.txt states, read here with plain string matching."""
     with INDEX_405B_CSV.open(newline="") as fh:
-        rows = [r for r in csv.DictReader(fh) if r["round"] == "v5.0"]
+        rows = [r for r in csv.DictReader(fh) if r["round"] == "v5.0" and r["source_kind"] != "results-table-only"]
+    assert len(rows) == 34
     for r in rows:
         folder = STORED / Path(r["source_path"]).parents[2]
         if column == "tokens_per_second":
@@ -231,7 +243,7 @@ def test_every_summary_table_entry_is_an_indexed_row() -> None:
     """The per-system summaries (README.md beside each system's results) read for the first 13 systems list their
     llama3_1-405b Server and Offline figures; each is an indexed row and agrees with its summary log."""
     table = json.loads((STORED / "summary-table-405b.json").read_text())
-    rows = {str(Path(r.source_path).parents[2]): r for r in _v50()}
+    rows = {str(Path(r.source_path).parents[2]): r for r in _v50_files()}
     assert len(table) == 26 and {e["Location"] for e in table} <= set(rows)
     for e in table:
         assert abs(rows[e["Location"]].tokens_per_second - e["Performance_Result"]) <= 0.02
@@ -239,10 +251,15 @@ def test_every_summary_table_entry_is_an_indexed_row() -> None:
 
 # MLCommons' results export, whose v5.0 llama3.1-405b entries results-table-405b.json transcribes
 CM4MLPERF = ("mlcommons/cm4mlperf-results", "9f4870796f1b79d071ef63061ade15e4d285b938")
-# the two results the export lists whose files no stored copy holds (folder absent from the mirror)
+# the two results the export lists whose files no stored copy holds (folder absent from the mirror): indexed from
+# the export alone, source_kind results-table-only
 NOT_STORED = {
     "closed/Dell/results/XE9680L_H200_SXM_141GBx8_TRT/llama3_1-405b/Offline",
     "closed/Dell/results/XE9680L_H200_SXM_141GBx8_TRT/llama3_1-405b/Server",
+}
+TABLE_ONLY_KEYS = {
+    "v5.0/closed/Dell/XE9680L_H200_SXM_141GBx8_TRT/llama3.1-405b/Offline",
+    "v5.0/closed/Dell/XE9680L_H200_SXM_141GBx8_TRT/llama3.1-405b/Server",
 }
 
 
@@ -252,10 +269,11 @@ def _accuracy(text: str) -> dict[str, float]:
     return {k.rstrip(":"): float(v) for k, v in zip(parts[::2], parts[1::2], strict=True)}
 
 
-def test_the_results_export_enumerates_v50_and_every_listed_result_is_indexed_but_two() -> None:
+def test_the_results_export_enumerates_v50_and_every_listed_result_is_indexed() -> None:
     """MLCommons' own v5.0 results export lists 36 llama3.1-405b results (closed: 15 systems x Offline and Server;
-    open: 6 Offline, none Server). Every one is an indexed row except Dell's XE9680L H200 pair, whose files no stored
-    copy holds; each indexed row agrees with its entry on tokens/s, accelerator count and the accuracy figures."""
+    open: 6 Offline, none Server). Every one is an indexed row: 34 read from stored files, each agreeing with its entry
+    on tokens/s, accelerator count and the accuracy figures; Dell's XE9680L H200 pair, whose files no stored copy
+    holds, from the entry alone."""
     table = json.loads((STORED / "results-table-405b.json").read_text())
     assert {e["version"] for e in table} == {"v5.0"} and {e["MlperfModel"] for e in table} == {"llama3.1-405b"}
     assert Counter((e["Division"], e["Scenario"]) for e in table) == {
@@ -263,9 +281,10 @@ def test_the_results_export_enumerates_v50_and_every_listed_result_is_indexed_bu
         ("closed", "Server"): 15,
         ("open", "Offline"): 6,
     }
-    rows = {str(Path(r.source_path).parents[2]): r for r in _v50()}
+    rows = {str(Path(r.source_path).parents[2]): r for r in _v50_files()}
     listed = {e["Location"] for e in table}
     assert len(listed) == len(table) and set(rows) == listed - NOT_STORED and listed >= NOT_STORED
+    assert {r.source_path for r in _v50() if r.table_only} == NOT_STORED
     for e in (e for e in table if e["Location"] in rows):
         row, acc = rows[e["Location"]], _accuracy(e["Accuracy"])
         assert abs(row.tokens_per_second - e["Result"]) <= max(0.02, 1e-4 * row.tokens_per_second), e["Location"]
@@ -276,9 +295,74 @@ def test_the_results_export_enumerates_v50_and_every_listed_result_is_indexed_bu
         assert row.tokens_per_sample == acc["TOKENS_PER_SAMPLE"], e["Location"]
 
 
-def test_the_two_results_without_files_are_not_indexed_and_the_readme_names_them() -> None:
-    """No row is made from the export alone (no summary log, no row): Dell's XE9680L pair is absent from the index,
-    and the index README names both with the export's figures."""
-    assert not [r for r in _v50() if r.system_folder == "XE9680L_H200_SXM_141GBx8_TRT"]
+def test_the_two_results_without_files_are_indexed_from_the_export_alone_and_say_so() -> None:
+    """No stored copy holds a summary log of Dell's XE9680L H200 pair; following the v6.1 precedent (fields of rows
+    whose files were not read come from the official table), each is a row made from its export entry alone: every
+    figure is the entry's, the fields a summary log would give are empty, and source/source_kind/summary_crosscheck
+    name the export, so nothing claims a log that was never read."""
+    table = {e["Location"]: e for e in json.loads((STORED / "results-table-405b.json").read_text())}
+    only = [r for r in _v50() if r.table_only]
+    assert {r.key for r in only} == TABLE_ONLY_KEYS
+    for r in only:
+        e = table[r.source_path]
+        acc = _accuracy(e["Accuracy"])
+        assert (r.source_repo, r.source_commit, r.source_kind) == (*CM4MLPERF, "results-table-only")
+        assert r.summary_crosscheck == "table_only" and e["errors"] == 0
+        assert (r.tokens_per_second, r.total_accelerators) == (e["Result"], 8) and r.per_accelerator == e["Result"] / 8
+        assert (r.system_name, r.framework, r.accelerator_model_name) == (
+            e["SystemName"],
+            e["framework"],
+            e["accelerator_model_name"],
+        )
+        assert r.metrics == {"exact_match": round(acc["exact_match"], 6), "rougeL": round(acc["ROUGEL"], 6)}
+        assert r.tokens_per_sample == acc["TOKENS_PER_SAMPLE"] and r.gen_num is None
+        assert (r.log_scenario, r.samples_per_second, r.min_duration_ms_summary, r.loadgen_version) == (
+            "",
+            None,
+            None,
+            None,
+        )
+    assert sorted(r.tokens_per_second for r in only) == [291.486, 559.205]
     readme = (REPO / "repro" / "data" / "published" / "README.md").read_text()
-    assert "XE9680L_H200_SXM_141GBx8_TRT" in readme and "559.205" in readme and "291.486" in readme
+    assert "XE9680L_H200_SXM_141GBx8_TRT" in readme and "results-table-only" in readme
+
+
+def test_the_show_view_says_a_table_only_row_has_no_log() -> None:
+    """`repro published show` on a table-only row says where it was read and that no summary log is stored."""
+    key = "v5.0/closed/Dell/XE9680L_H200_SXM_141GBx8_TRT/llama3.1-405b/Offline"
+    res = cli("published", "show", key, env={"COLUMNS": "200"})
+    assert res.exit_code == 0, res.output
+    assert "no summary log stored" in res.output and "the official results table alone" in res.output
+    assert "559.205" in res.output and "mlcommons/cm4mlperf-results" in res.output
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"log_scenario": "Offline"}, "no summary log"),
+        ({"summary_crosscheck": "ok"}, "disagree"),
+    ],
+)
+def test_a_table_only_row_that_claims_a_log_is_refused(tmp_path: Path, changes: dict[str, str], message: str) -> None:
+    """The loader refuses a results-table-only row that carries a summary-log field or a crosscheck, and a row read
+    from files that calls itself table-only: the row's provenance cannot say two things."""
+    with INDEX_405B_CSV.open(newline="") as fh:
+        reader = csv.DictReader(fh)
+        rows, fields = list(reader), reader.fieldnames or []
+    (at,) = [n for n, r in enumerate(rows) if r["source_kind"] == "results-table-only" and r["scenario"] == "Offline"]
+    rows[at].update(changes)
+    bad = tmp_path / "published-llama3.1-405b.csv"
+    with bad.open("w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=fields)
+        writer.writeheader()
+        writer.writerows(rows)
+    with pytest.raises(InputError, match=rf"line {at + 2}, .*{message}"):
+        load_index_file(bad, SOURCES_JSON)
+    rows[at].update({"log_scenario": "", "summary_crosscheck": "table_only"})
+    rows[0]["summary_crosscheck"] = "table_only"
+    with bad.open("w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=fields)
+        writer.writeheader()
+        writer.writerows(rows)
+    with pytest.raises(InputError, match="line 2, .*disagree"):
+        load_index_file(bad, SOURCES_JSON)

@@ -32,7 +32,9 @@ def list_published(
     submitter: Annotated[
         str | None, typer.Option("--submitter", help="Submitter folder name, e.g. Azure, NVIDIA (any case).")
     ] = None,
-    round_: Annotated[str | None, typer.Option("--round", help="MLPerf round: v4.0, v4.1, v5.1, v6.0, v6.1.")] = None,
+    round_: Annotated[
+        str | None, typer.Option("--round", help="MLPerf round: v4.0, v4.1, v5.0, v5.1, v6.0, v6.1.")
+    ] = None,
     scenario: Annotated[str | None, typer.Option("--scenario", help="Offline, Server or Interactive.")] = None,
     benchmark: BenchmarkOpt = None,
     division: Annotated[str | None, typer.Option("--division", help="closed or open.")] = None,

@@ -40,6 +40,9 @@ INDEX_405B_CSV = DATA_DIR / "published-llama3.1-405b.csv"
 SOURCES_JSON = DATA_DIR / "sources.json"
 SCENARIOS = ("Offline", "Server", "Interactive")
 _ID = re.compile(r"^\d+\.\d+-\d{4}$")
+# A row read from the official results table alone (the build script's --table-only-rows), and its crosscheck
+TABLE_ONLY_KIND = "results-table-only"
+TABLE_ONLY_CHECK = "table_only"
 _REINSTALL = "reinstall repro (`pip install --force-reinstall repro`)"
 
 
@@ -116,6 +119,19 @@ class PublishedResult(_Row):
         return value
 
     @model_validator(mode="after")
+    def _table_only_is_said(self) -> PublishedResult:
+        """A row read from the official results table alone (no summary log stored) says so in source_kind and
+        summary_crosscheck, and carries nothing a summary log would have given; no other row claims it."""
+        if self.table_only != (self.summary_crosscheck == TABLE_ONLY_CHECK):
+            raise ValueError(
+                f"source_kind '{self.source_kind}' and summary_crosscheck '{self.summary_crosscheck}' disagree on "
+                f"whether the row is read from the results table alone ({TABLE_ONLY_KIND} / {TABLE_ONLY_CHECK})"
+            )
+        if self.table_only and (self.log_scenario or self.samples_per_second is not None):
+            raise ValueError("a results-table-only row has no summary log: log_scenario and samples/s must be empty")
+        return self
+
+    @model_validator(mode="after")
     def _figures_agree(self) -> PublishedResult:
         product = self.accelerators_per_node * self.number_of_nodes
         if product != self.total_accelerators:
@@ -130,6 +146,11 @@ class PublishedResult(_Row):
                 f"{self.tokens_per_second} / {product} = {recomputed}"
             )
         return self
+
+    @property
+    def table_only(self) -> bool:
+        """Read from the round's official results table alone: no summary log of it is stored anywhere."""
+        return self.source_kind == TABLE_ONLY_KIND
 
     @property
     def rouge1(self) -> float | None:

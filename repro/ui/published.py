@@ -146,7 +146,8 @@ class PublishedShow:
                 ),
                 (
                     "benchmark / scenario",
-                    f"{r.benchmark_name} {r.scenario} (log says {r.log_scenario})"
+                    f"{r.benchmark_name} {r.scenario} "
+                    + ("(no summary log stored)" if r.table_only else f"(log says {r.log_scenario})")
                     + ("" if r.standard_folder else f"; folder {r.model_folder}"),
                 ),
                 ("validity", r.result_validity),
@@ -159,6 +160,11 @@ class PublishedShow:
                 ("summary-table check", r.summary_crosscheck),
                 ("source", f"{r.source_repo} @ {r.source_commit}"),
                 ("source path", r.source_path),
+                *(
+                    [("read from", "the official results table alone: no summary log is stored")]
+                    if r.table_only
+                    else []
+                ),
             ):
                 t.add_row(name, str(value))
             parts.append(t)
