@@ -38,6 +38,8 @@ TUNE_PROBE_QUERIES = 100
 TUNE_RESOLUTION = 0.5
 TUNE_MARGIN = 0.2
 TUNE_MAX_MINUTES = 2.0
+# The warm-up lasts one probe (tune's default is 10 s: a GPU server builds CUDA graphs on its first batches; the
+# stand-in has nothing to warm, and 10 s was a quarter of the tune step).
 
 
 @dataclass
@@ -544,14 +546,25 @@ def _build(r: Rehearsal) -> None:
     checkpoint_tokenizer(r.recipe, r.ws)
     ran = ", ".join(x["step"] for x in r.result.build["ran"]) or "none (ModelOpt path)"
     r.say(f"build-engine [stand-in TensorRT-LLM tools]: ran {ran}")
+    # One VM's runs (Offline, tune's probes, Server) reuse the servers the first one started, as `--keep-servers`
+    # does; `rehearse` removes them after the last step (a rack's nodes start their own).
     r.servers = ServerOptions(
         image=r.result.image,
         gpus=False,
         name_prefix=f"repro-rehearse-{r.tag}",
         labels={"org.repro.rehearsal": r.tag},
+        keep=r.result.nodes == 1,
     )
     r.servers.env = standin_env(r.scaling, len(plan_servers(r.recipe, r.ws, r.servers)))
     r.result.device_requests = planned_device_requests(r.recipe, r.ws)
+
+
+def release_servers(r: Rehearsal) -> None:
+    """Remove the servers the runs kept between them (see `_build`); nothing to do before they were planned."""
+    from repro.run.servers import ServerFleet, plan_servers
+
+    if r.servers is not None and r.servers.keep:
+        ServerFleet(plan_servers(r.recipe, r.ws, r.servers), keep=False, client=r.client).stop()
 
 
 def _tune(r: Rehearsal) -> None:
@@ -575,6 +588,7 @@ def _tune(r: Rehearsal) -> None:
         run_settings={k: run[k] for k in ("min_duration", "min_query_count")},
         rehearsal=True,
         detect=False,
+        warmup_s=TUNE_PROBE_S,
     )
     r.result.tune = {
         "label": LABEL,
@@ -792,9 +806,12 @@ def rehearse(
     say(f"rehearsal of {recipe.name} in {ws.root}: {scaling.text(('Offline',) if nodes > 1 else None)}")
     result = RehearsalResult(recipe.name, ws.root, scaling, "", nodes=nodes, image_source=image_source)
     r = Rehearsal(recipe, ws, scaling, client, result, say, bar=bar)
-    for name, step in steps if steps is not None else default_steps(nodes):
-        step(r)
-        r.result.steps.append(name)
+    try:
+        for name, step in steps if steps is not None else default_steps(nodes):
+            step(r)
+            r.result.steps.append(name)
+    finally:
+        release_servers(r)
     r.result.left_containers = [c.name for c in managed_containers(f"org.repro.rehearsal={r.tag}", client=client)]
     return r.result
 

@@ -535,11 +535,14 @@ def tune(
     show: Callable[[str], None] | None = None,
     run_settings: dict[str, Any] | None = None,
     rehearsal: bool = False,
+    warmup_s: float = WARMUP_S,
 ) -> TuneResult:
     """Search the rate, save it where `repro run <scenario>` reads it, and return the whole search.
 
     `run_settings`: the full run's min_duration/min_query_count when it is not the recipe's (a rehearsal scales
-    them), so early stopping is judged for the run that follows; `rehearsal` labels the probes so."""
+    them), so early stopping is judged for the run that follows; `rehearsal` labels the probes so. `warmup_s`: how
+    long the warm-up lasts (at least WARMUP_QUERIES); a rehearsal's stand-in servers have nothing to warm and scale
+    it with their probes."""
     from repro.core.clock import new_stamped_dir
     from repro.run.harness import execute
     from repro.run.options import RunHooks, RunOptions
@@ -673,7 +676,7 @@ def tune(
     begin = time.monotonic()
     budget = max_minutes * 60
     try:
-        warm = max(WARMUP_QUERIES, int(start * WARMUP_S))
+        warm = max(WARMUP_QUERIES, int(start * warmup_s))
         one(start, warm, "warm-up", 0.0)
         _probes, lo, hi, stopped = search(
             one, start, resolution=resolution, budget_s=SEARCH_SHARE * budget, probe_cost_s=cost
