@@ -25,14 +25,30 @@ RATE = 6_000.0
 SAMPLES = 160
 
 
-@pytest.fixture
-def ws() -> Workspace:
-    ws = Workspace.open().ensure()
+@pytest.fixture(scope="module")
+def planted(tmp_path_factory: pytest.TempPathFactory) -> tuple[Workspace, Path]:
+    """One workspace and one run with nothing planted, the reference every planted run is explained against: the
+    same real run each test made for itself before (a sim run of 160 samples is ~8 s), made once."""
+    ws = Workspace.open(tmp_path_factory.mktemp("planted") / "home").ensure()
     folder = ws.preprocessed / get_recipe(RECIPE).dataset.name
     write_prepared(
         folder, SAMPLES, name="mlperf-openorca", seed=7, prompt_len=(100, 900), out_len=(150, 450), outputs="r{i}"
     )
-    return ws
+    with pytest.MonkeyPatch.context() as mp:  # conftest's isolation is per test: this run needs it too
+        mp.setenv("REPRO_IMDS_URL", "http://127.0.0.1:9/metadata/instance")
+        mp.delenv("HF_TOKEN", raising=False)
+        mp.delenv("HUGGING_FACE_HUB_TOKEN", raising=False)
+        return ws, _run(ws)
+
+
+@pytest.fixture
+def ws(planted: tuple[Workspace, Path]) -> Workspace:
+    return planted[0]
+
+
+@pytest.fixture
+def base(planted: tuple[Workspace, Path]) -> Path:
+    return planted[1]
 
 
 def _run(ws: Workspace, recipe: str = RECIPE, rate: float = RATE, *extra: str) -> Path:
@@ -48,8 +64,8 @@ def _run(ws: Workspace, recipe: str = RECIPE, rate: float = RATE, *extra: str) -
     return new
 
 
-def test_nothing_planted_names_nothing(ws: Workspace) -> None:
-    base, again = _run(ws), _run(ws)
+def test_nothing_planted_names_nothing(ws: Workspace, base: Path) -> None:
+    again = _run(ws)
     e = explain(again, against=str(base))
     assert e.causes == [], [c.title for c in e.causes]
     assert e.label == "simulated" and e.to_json()["reproduction"] is False
@@ -58,16 +74,15 @@ def test_nothing_planted_names_nothing(ws: Workspace) -> None:
     )
 
 
-def test_a_slower_server_is_the_top_cause(ws: Workspace) -> None:
-    base, slow = _run(ws), _run(ws, rate=RATE * 0.7)
+def test_a_slower_server_is_the_top_cause(ws: Workspace, base: Path) -> None:
+    slow = _run(ws, rate=RATE * 0.7)
     e = explain(slow, against=str(base))
     assert e.deviation_pct is not None and e.deviation_pct < -20
     assert e.causes[0].area == "server" and e.causes[0].title.startswith("the server or its GPUs are slower")
     assert any("the answers did not change" in x for x in e.causes[0].evidence)
 
 
-def test_early_stopping_outputs_are_the_top_cause(ws: Workspace) -> None:
-    base = _run(ws)
+def test_early_stopping_outputs_are_the_top_cause(ws: Workspace, base: Path) -> None:
     doc = yaml.safe_load((Path(__file__).resolve().parents[1] / "recipes" / f"{RECIPE}.yaml").read_text())
     doc["loadgen"]["max_tokens"] = 120  # a server configured to stop at 120 tokens
     edited = ws.root / f"{RECIPE}.yaml"
@@ -138,9 +153,8 @@ print(out.details["run_dir"])
 """
 
 
-def test_a_client_throttle_is_the_top_cause(ws: Workspace) -> None:
+def test_a_client_throttle_is_the_top_cause(ws: Workspace, base: Path) -> None:
     """The harness process shares its interpreter with a thread that never sleeps: the client falls behind."""
-    base = _run(ws)
     env = {**os.environ, "REPRO_HOME": str(ws.root)}
     done = subprocess.run(
         [sys.executable, "-c", THROTTLE, str(SAMPLES), str(RATE)], capture_output=True, text=True, env=env, timeout=300
