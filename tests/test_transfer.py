@@ -149,52 +149,30 @@ def test_same_origin_redirect_keeps_the_token_other_origin_drops_it(tmp_path) ->
 # Item 6: every transfer ends within its bound.
 
 
+def _fails_within(srv: TrickleServer, part: Path, match: str, stall_s: float, bound_s: float, size: int) -> None:
+    """A download from `srv` raises one TransferError matching `match`, within `bound_s` seconds."""
+    t0 = time.monotonic()
+    with pytest.raises(TransferError, match=match):
+        download(f"{srv.url}/f", part, expected_size=size, token=None, hub=None, limits=Limits(stall_s=stall_s))
+    assert time.monotonic() - t0 < bound_s
+
+
 def test_a_trickle_of_one_byte_every_5_s_ends_within_the_stall_bound(tmp_path) -> None:
     with TrickleServer("trickle", interval=5.0) as srv:
-        t0 = time.monotonic()
-        with pytest.raises(TransferError, match="no byte for 2 s"):
-            download(
-                f"{srv.url}/f",
-                tmp_path / "f.incomplete",
-                expected_size=10_000,
-                token=None,
-                hub=None,
-                limits=Limits(stall_s=2),
-            )
-        assert time.monotonic() - t0 < 2 * 2 + 1
+        _fails_within(srv, tmp_path / "f.incomplete", "no byte for 2 s", stall_s=2, bound_s=2 * 2 + 1, size=10_000)
 
 
 def test_a_fast_trickle_under_the_rate_floor_is_stopped(tmp_path) -> None:
     """A byte every 0.1 s never trips the socket timeout; the per-window floor stops it within two windows."""
     with TrickleServer("trickle", interval=0.1) as srv:
-        t0 = time.monotonic()
-        with pytest.raises(TransferError, match="trickling"):
-            download(
-                f"{srv.url}/f",
-                tmp_path / "f.incomplete",
-                expected_size=10_000,
-                token=None,
-                hub=None,
-                limits=Limits(stall_s=1.5),
-            )
-        assert time.monotonic() - t0 < 2 * 1.5 + 1
+        _fails_within(srv, tmp_path / "f.incomplete", "trickling", stall_s=1.5, bound_s=2 * 1.5 + 1, size=10_000)
     assert 0 < (tmp_path / "f.incomplete").stat().st_size < 100  # what came is kept for a resume
 
 
 @pytest.mark.parametrize("mode", ["silent", "drip-headers"])
 def test_no_headers_in_one_window_ends_the_request(tmp_path, mode: str) -> None:
     with TrickleServer(mode, interval=0.05) as srv:
-        t0 = time.monotonic()
-        with pytest.raises(TransferError, match="no answer within 1.5 s"):
-            download(
-                f"{srv.url}/f",
-                tmp_path / "f.incomplete",
-                expected_size=100,
-                token=None,
-                hub=None,
-                limits=Limits(stall_s=1.5),
-            )
-        assert time.monotonic() - t0 < 1.5 + 1
+        _fails_within(srv, tmp_path / "f.incomplete", "no answer within 1.5 s", stall_s=1.5, bound_s=1.5 + 1, size=100)
 
 
 def test_an_endless_body_is_cut_at_the_expected_size(tmp_path) -> None:
