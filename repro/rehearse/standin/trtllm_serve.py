@@ -469,21 +469,14 @@ class Server:
             writer.write(f"{len(payload):x}\r\n".encode() + payload + b"\r\n")
 
         kind = "chat.completion.chunk" if chat else "text_completion"
+
+        def chunk(choices: list[dict[str, object]], space: bool = False, **extra: object) -> None:
+            doc = {"id": rid, "object": kind, "created": created, "model": req["model"], "choices": choices, **extra}
+            event(json.dumps(doc, separators=(",", ":")), space=space)
+
         await due(1)
         if chat:
-            event(
-                json.dumps(
-                    {
-                        "id": rid,
-                        "object": kind,
-                        "created": created,
-                        "model": req["model"],
-                        "choices": [{"index": 0, "delta": {"role": "assistant"}}],
-                    },
-                    separators=(",", ":"),
-                ),
-                space=True,
-            )
+            chunk([{"index": 0, "delta": {"role": "assistant"}}], space=True)
         for k, t in enumerate(ids):
             await due(k + 1)
             piece = self.vocab.decode([t])
@@ -494,28 +487,11 @@ class Server:
             )
             if last:
                 piece_choice["finish_reason"] = finish
-            event(
-                json.dumps(
-                    {"id": rid, "object": kind, "created": created, "model": req["model"], "choices": [piece_choice]},
-                    separators=(",", ":"),
-                )
-            )
+            chunk([piece_choice])
             await writer.drain()
         so = req.get("stream_options") or {}
         if so.get("include_usage", True) and req.get("stream_options") is not None:
-            event(
-                json.dumps(
-                    {
-                        "id": rid,
-                        "object": kind,
-                        "created": created,
-                        "model": req["model"],
-                        "choices": [],
-                        "usage": usage,
-                    },
-                    separators=(",", ":"),
-                )
-            )
+            chunk([], usage=usage)
         event("[DONE]")
         writer.write(b"0\r\n\r\n")
         await writer.drain()
