@@ -129,33 +129,49 @@ def plan_setup(recipe: Recipe, ws: Workspace, token: str | None, source: Dataset
                 _local_action(mdir / f.path, f.size),
             )
         )
-    if source in ("fetch", "both"):
-        for role, fname in recipe.dataset.files.items():
-            dest = data_dir(ws, recipe) / fname
-            if pinned_sha256(recipe, role) is None:
-                plan.rows.append(_derived_row(recipe, role, dest))
-                continue
-            url = recipe.dataset.urls.get(role)
-            if not url and role in recipe.dataset.r2_uri:
-                plan.rows.append(
-                    PlanRow(
-                        f"dataset {role} (placed by the R2 downloader, checked)",
-                        recipe.dataset.r2_uri[role],
-                        dest,
-                        recipe.dataset.size_bytes.get(role),
-                        "verify" if dest.is_file() else "place",
-                    )
-                )
-                continue
-            if not url:
-                raise InputError(
-                    f"recipe {recipe.name}: dataset.urls has no '{role}' entry to fetch {fname} from.",
-                    "`repro setup --dataset-source rebuild`, or add the URL to the recipe",
-                )
-            plan.rows.append(PlanRow(f"dataset {role}", url, dest, _url_size(url), _local_action(dest, None)))
+    plan.rows += _dataset_rows(recipe, ws, source, _fetched_row)
     plan.rows += _local_rows(recipe, ws, source)
     plan.notes += official_source_notes(recipe, ws, source)
     return plan
+
+
+def _fetched_row(recipe: Recipe, role: str, fname: str, dest: Path) -> PlanRow:
+    """A pinned dataset file: from its URL (size asked with a HEAD), or placed by the R2 downloader and checked."""
+    url = recipe.dataset.urls.get(role)
+    if not url and role in recipe.dataset.r2_uri:
+        return PlanRow(
+            f"dataset {role} (placed by the R2 downloader, checked)",
+            recipe.dataset.r2_uri[role],
+            dest,
+            recipe.dataset.size_bytes.get(role),
+            "verify" if dest.is_file() else "place",
+        )
+    if not url:
+        raise InputError(
+            f"recipe {recipe.name}: dataset.urls has no '{role}' entry to fetch {fname} from.",
+            "`repro setup --dataset-source rebuild`, or add the URL to the recipe",
+        )
+    return PlanRow(f"dataset {role}", url, dest, _url_size(url), _local_action(dest, None))
+
+
+def _recipe_row(recipe: Recipe, role: str, fname: str, dest: Path) -> PlanRow:
+    """A pinned dataset file as the recipe alone describes it (no HEAD: the network is not asked)."""
+    url = recipe.dataset.urls.get(role, "(no URL in the recipe)")
+    return PlanRow(f"dataset {role}", url, dest, None, _local_action(dest, None))
+
+
+def _dataset_rows(
+    recipe: Recipe, ws: Workspace, source: DatasetSource, row: Callable[[Recipe, str, str, Path], PlanRow]
+) -> list[PlanRow]:
+    """One row per dataset file the fetch path needs; an unpinned file is derived or refused, never fetched."""
+    if source not in ("fetch", "both"):
+        return []
+    rows = []
+    for role, fname in recipe.dataset.files.items():
+        dest = data_dir(ws, recipe) / fname
+        pinned = pinned_sha256(recipe, role) is not None
+        rows.append(row(recipe, role, fname, dest) if pinned else _derived_row(recipe, role, dest))
+    return rows
 
 
 def pinned_sha256(recipe: Recipe, role: str) -> str | None:
@@ -265,21 +281,7 @@ def recipe_plan(recipe: Recipe, ws: Workspace, source: DatasetSource, why: str) 
             "keep or resume" if mdir.is_dir() else "download",
         )
     )
-    if source in ("fetch", "both"):
-        for role, fname in recipe.dataset.files.items():
-            dest = data_dir(ws, recipe) / fname
-            if pinned_sha256(recipe, role) is None:
-                plan.rows.append(_derived_row(recipe, role, dest))
-                continue
-            plan.rows.append(
-                PlanRow(
-                    f"dataset {role}",
-                    recipe.dataset.urls.get(role, "(no URL in the recipe)"),
-                    dest,
-                    None,
-                    _local_action(dest, None),
-                )
-            )
+    plan.rows += _dataset_rows(recipe, ws, source, _recipe_row)
     plan.rows += _local_rows(recipe, ws, source)
     plan.notes += official_source_notes(recipe, ws, source)
     plan.notes.append(
