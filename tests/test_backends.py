@@ -162,6 +162,18 @@ class Collect:
         self.all_done.set()
 
 
+def _drive(be, reqs: list[Request], timeout_s: float = 30) -> Collect:
+    """Start `be`, submit `reqs`, wait until every one completed (or failed), close it; the sink holds the answers."""
+    sink = Collect(len(reqs))
+    be.start(sink)
+    try:
+        be.submit(reqs)
+        assert sink.all_done.wait(timeout_s)
+    finally:
+        be.close()
+    return sink
+
+
 def _requests(n: int, max_tokens: int = 16) -> list[Request]:
     rng = np.random.default_rng(1)
     return [
@@ -174,14 +186,8 @@ def _requests(n: int, max_tokens: int = 16) -> list[Request]:
 def test_trtllm_round_robin_and_tokens(servers, tokenizer, api: str, stream: bool) -> None:
     """Text-only answers are re-tokenized into exactly the ids the server generated; the count is len(ids)."""
     reqs = _requests(20)
-    sink = Collect(len(reqs))
     be = TrtllmBackend(_urls(servers), api=api, stream=stream, max_concurrency=4, tokenizer=tokenizer)
-    be.start(sink)
-    try:
-        be.submit(reqs)
-        assert sink.all_done.wait(30)
-    finally:
-        be.close()
+    sink = _drive(be, reqs)
     assert not sink.errors
     for r in reqs:
         want = reply_ids(r.input_ids.tolist(), r.max_tokens)
@@ -217,14 +223,8 @@ def test_server_count_is_kept_beside_the_logged_ids(tokenizer_dir, tokenizer) ->
         srv.wait_bound()
         reqs = _requests(12, max_tokens=64)
         reqs = [Request(r.id, r.index, (r.input_ids % (VOCAB - 3) + 3).astype(np.int32), r.max_tokens) for r in reqs]
-        sink = Collect(len(reqs))
         be = TrtllmBackend([srv.url], stream=True, tokenizer=tokenizer, health_timeout_s=20)
-        be.start(sink)
-        try:
-            be.submit(reqs)
-            assert sink.all_done.wait(30)
-        finally:
-            be.close()
+        sink = _drive(be, reqs)
     st = be.stats()["tokens"]
     assert not sink.errors and st["samples"] == 12
     assert st["logged_tokens"] == sum(len(a) for a in sink.done.values())
@@ -334,14 +334,7 @@ def test_trtllm_port_held_by_another_program() -> None:
 def test_trtllm_server_error_mid_run_reaches_the_sink(servers, tokenizer) -> None:
     for s in servers:
         s.fail_after = 3
-    sink = Collect(10)
-    be = TrtllmBackend(_urls(servers), max_concurrency=1, tokenizer=tokenizer)
-    be.start(sink)
-    try:
-        be.submit(_requests(10))
-        assert sink.all_done.wait(30)
-    finally:
-        be.close()
+    sink = _drive(TrtllmBackend(_urls(servers), max_concurrency=1, tokenizer=tokenizer), _requests(10))
     assert sink.errors and "HTTP 500" in str(sink.errors[0]) and "engine died" in str(sink.errors[0])
 
 
@@ -380,12 +373,7 @@ def test_harness_with_trtllm_backend_over_http(servers, monkeypatch: pytest.Monk
 
 def test_sim_replays_reference_lengths_capped_by_max_tokens() -> None:
     lens = np.array([5, 50, 500, 1])
-    sink = Collect(4)
-    be = SimBackend(lens)
-    be.start(sink)
-    be.submit([Request(10 + i, i, np.array([1], dtype=np.int32), 100) for i in range(4)])
-    assert sink.all_done.wait(10)
-    be.close()
+    sink = _drive(SimBackend(lens), [Request(10 + i, i, np.array([1], dtype=np.int32), 100) for i in range(4)], 10)
     assert [len(sink.done[10 + i]) for i in range(4)] == [5, 50, 100, 1]
 
 
@@ -415,12 +403,7 @@ def test_hf_backend_generates_greedy_tokens(demo_paths) -> None:
     reqs = [Request(100 + i, i, data.prompt(i), 8) for i in range(6)]
     results = []
     for batch_size in (6, 2):
-        sink = Collect(len(reqs))
-        be = HFBackend(demo_paths["model_dir"], batch_size=batch_size)
-        be.start(sink)
-        be.submit(reqs)
-        assert sink.all_done.wait(60)
-        be.close()
+        sink = _drive(HFBackend(demo_paths["model_dir"], batch_size=batch_size), reqs, 60)
         assert not sink.errors
         for r in reqs:
             toks = sink.done[r.id]
