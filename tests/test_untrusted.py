@@ -6,6 +6,7 @@ and fails on commit 11be551.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -15,6 +16,7 @@ from pathlib import Path
 import pytest
 from helpers import assert_one_error, memory_cap, one_line_error
 from helpers import cli_process as cli
+from hostile_server import HostileServer
 
 
 def debug_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 300) -> subprocess.CompletedProcess[str]:
@@ -489,10 +491,7 @@ def demo_ws(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def honest_peak(demo_ws: Path) -> float:
     """Peak RSS of the same run against an honest server (the baseline the hostile servers are held to)."""
-    from hostile_server import HostileServer
-
-    with HostileServer("honest") as srv:
-        peak, code, err, _ = _endpoint_run(demo_ws, srv.url)
+    _, peak, code, err, _ = _hostile_run(demo_ws, "honest")
     assert code == 0, err[-2000:]
     return peak
 
@@ -532,6 +531,12 @@ def _endpoint_run(ws: Path, url: str, scenario: str = "offline", *extra: str) ->
     return peak, code, err, time.monotonic() - t0
 
 
+def _hostile_run(ws: Path, mode: str, scenario: str = "offline") -> tuple[HostileServer, float, int, str, float]:
+    """One `repro run --endpoint` against a HostileServer in `mode`: (the server, peak MB, exit code, stderr, s)."""
+    with HostileServer(mode) as srv:
+        return (srv, *_endpoint_run(ws, srv.url, scenario))
+
+
 STALLS = {
     "silent": "sent nothing for 3 s",
     "short-content-length": "sent nothing for 3 s",
@@ -544,11 +549,8 @@ STALLS = {
 @pytest.mark.slow
 @pytest.mark.parametrize("mode", sorted(STALLS))
 def test_3_a_server_that_stalls_or_lies_ends_the_run_failed(mode: str, demo_ws: Path, honest_peak: float) -> None:
-    from hostile_server import HostileServer
-
-    with HostileServer(mode) as srv:
-        peak, code, err, took = _endpoint_run(demo_ws, srv.url)
-        assert srv.real_requests >= 1, "the hostile answer was never asked for"
+    srv, peak, code, err, took = _hostile_run(demo_ws, mode)
+    assert srv.real_requests >= 1, "the hostile answer was never asked for"
     assert code == 1, err[-2000:]
     assert srv.url in err and STALLS[mode] in err, err[-2000:]
     assert took < 90, f"the run took {took:.0f} s to give up"
@@ -566,20 +568,14 @@ def test_3_an_honest_endpoint_run_peaks_under_500_mb(honest_peak: float) -> None
 
 @pytest.mark.slow
 def test_3_an_event_stream_that_never_ends_is_a_stall(demo_ws: Path, honest_peak: float) -> None:
-    from hostile_server import HostileServer
-
-    with HostileServer("sse-no-done") as srv:
-        peak, code, err, took = _endpoint_run(demo_ws, srv.url, "server")
+    srv, peak, code, err, took = _hostile_run(demo_ws, "sse-no-done", "server")
     assert code == 1 and srv.url in err and "sent nothing for 3 s" in err, err[-2000:]
     assert took < 90 and peak < honest_peak + 64
 
 
 @pytest.mark.slow
 def test_3_outputs_past_max_tokens_are_clipped(demo_ws: Path) -> None:
-    from hostile_server import HostileServer
-
-    with HostileServer("inflated") as srv:
-        peak, code, err, _ = _endpoint_run(demo_ws, srv.url)
+    srv, _, code, err, _ = _hostile_run(demo_ws, "inflated")
     assert code == 0, err[-2000:]
     doc = _run_json_naming(demo_ws, srv.url)
     tokens = doc["backend_stats"]["tokens"]
@@ -590,12 +586,7 @@ def test_3_outputs_past_max_tokens_are_clipped(demo_ws: Path) -> None:
 
 @pytest.mark.slow
 def test_3_usage_that_disagrees_with_the_ids_is_a_warning_and_a_verify_check(demo_ws: Path) -> None:
-    import json
-
-    from hostile_server import HostileServer
-
-    with HostileServer("usage-lies") as srv:
-        peak, code, err, _ = _endpoint_run(demo_ws, srv.url)
+    srv, _, code, err, _ = _hostile_run(demo_ws, "usage-lies")
     assert code == 0, err[-2000:]
     doc = _run_json_naming(demo_ws, srv.url)
     count = doc["backend_stats"]["tokens"]["loadgen_count"]
