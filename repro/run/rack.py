@@ -212,6 +212,17 @@ class RackPlan:
         ):
             _check_path(value, what)
 
+    def _run_flags(self) -> list[str]:
+        """The run options each node's command and the pasteable submit command both carry."""
+        flags = ["--backend", self.backend] if self.backend else []
+        if self.duration_s is not None:
+            flags += ["--duration", f"{self.duration_s:g}"]
+        if self.samples is not None:
+            flags += ["--samples", str(self.samples)]
+        if self.simulated and self.sim_rate is not None:
+            flags += ["--sim-rate", f"{self.sim_rate:g}"]
+        return flags
+
     def run_args(self) -> list[str]:
         recipe = str(self.rack_dir / self.recipe_file) if self.recipe_file else self.recipe.name
         if self.rehearsal:
@@ -226,15 +237,7 @@ class RackPlan:
                 "--server-image",
                 self.server_image or "",
             ]
-        args = ["run", "offline", "--recipe", recipe]
-        if self.backend:
-            args += ["--backend", self.backend]
-        if self.duration_s is not None:
-            args += ["--duration", f"{self.duration_s:g}"]
-        if self.samples is not None:
-            args += ["--samples", str(self.samples)]
-        if self.simulated and self.sim_rate is not None:
-            args += ["--sim-rate", f"{self.sim_rate:g}"]
+        args = ["run", "offline", "--recipe", recipe, *self._run_flags()]
         if not self.simulated and self.server_image:
             args += ["--server-image", self.server_image]
         return args
@@ -246,14 +249,7 @@ class RackPlan:
             return shlex.join(["repro", "rehearse", "--recipe", self.recipe.name, "--nodes", str(self.nodes), *source])
         argv = ["repro", "run", "offline", "--launcher", "slurm", "--nodes", str(self.nodes)]
         argv += ["--recipe", self.recipe_file and str(self.rack_dir / self.recipe_file) or self.recipe.name]
-        if self.backend:
-            argv += ["--backend", self.backend]
-        if self.duration_s is not None:
-            argv += ["--duration", f"{self.duration_s:g}"]
-        if self.samples is not None:
-            argv += ["--samples", str(self.samples)]
-        if self.simulated and self.sim_rate is not None:
-            argv += ["--sim-rate", f"{self.sim_rate:g}"]
+        argv += self._run_flags()
         if self.partition:
             argv += ["--partition", self.partition]
         if self.push_from:
