@@ -54,18 +54,14 @@ def build_engine(
     base_image: BaseImageOpt = None,
 ) -> None:
     """Build the TensorRT-LLM container, quantize to NVFP4 (FP8 on Hopper) and build the engine."""
-    from repro.core.systems import DEMO_OUTRANKED, resolve_recipe
     from repro.core.workspace import Workspace
     from repro.engine import plan as b
+    from repro.ui.options import recipe_flag
     from repro.ui.output import emit
     from repro.ui.progress import BuildView
 
     ws = Workspace.open(workspace)
-    chosen, why = resolve_recipe(recipe, ws)
-    if DEMO_OUTRANKED in why:
-        from repro.ui.output import info
-
-        info(f"Recipe {chosen.name}: {why}.")
+    chosen = recipe_flag(recipe, ws)
     outcome = b.run_build(
         chosen, ws, force=force, dry_run=dry_run, base_image=base_image, view=None if json else BuildView
     )

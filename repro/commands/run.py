@@ -336,23 +336,19 @@ def _compliance_text(doc: dict[str, Any]) -> Text:
 def _run(scenario: str, flags: dict[str, Any]) -> None:
     """Every scenario command: its flags become RunOptions (validated there), then plan/execute, then verify."""
     from repro.core.errors import Interrupted
-    from repro.core.systems import DEMO_OUTRANKED, resolve_recipe
     from repro.core.workspace import Workspace
     from repro.results.verify import verify_dir
     from repro.run.harness import run_benchmark
     from repro.run.options import RunHooks, RunOptions
     from repro.run.progress import heartbeat_interval
     from repro.run.servers import ServerOptions
+    from repro.ui.options import recipe_flag
     from repro.ui.output import emit
     from repro.ui.progress_bar import RunBar
 
     heartbeat_interval()  # a bad REPRO_HEARTBEAT_S is an input error now, not a traceback an hour into the run
     ws = Workspace.open(flags["workspace"])
-    chosen, why = resolve_recipe(flags["recipe"], ws)
-    if DEMO_OUTRANKED in why:
-        from repro.ui.output import info
-
-        info(f"Recipe {chosen.name}: {why}.")
+    chosen = recipe_flag(flags["recipe"], ws)
     dry_run, endpoint = flags["dry_run"], flags["endpoint"]
     servers = ServerOptions(
         image=flags["server_image"],

@@ -80,20 +80,16 @@ def setup(
 ) -> None:
     """Download the model and the MLPerf OpenOrca dataset into the workspace, verified by checksum."""
     from repro.core.errors import InputError
-    from repro.core.systems import DEMO_OUTRANKED, resolve_recipe
     from repro.core.workspace import Workspace
     from repro.setup.download import run_setup
+    from repro.ui.options import recipe_flag
     from repro.ui.output import confirm, emit
     from repro.ui.progress import download_progress
 
     if dataset_source not in ("fetch", "rebuild", "both"):
         raise InputError(f"--dataset-source {dataset_source!r}: use fetch, rebuild or both.", "`repro setup --help`")
     ws = Workspace.open(workspace)
-    chosen, why = resolve_recipe(recipe, ws)
-    if DEMO_OUTRANKED in why:
-        from repro.ui.output import info
-
-        info(f"Recipe {chosen.name}: {why}.")
+    chosen = recipe_flag(recipe, ws)
     if not json and not dry_run:
         from repro.ui.output import info
 

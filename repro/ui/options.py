@@ -6,9 +6,13 @@ import math
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
+
+if TYPE_CHECKING:
+    from repro.core.recipes import Recipe
+    from repro.core.workspace import Workspace
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object for machines instead of tables.")]
 DryRunOpt = Annotated[bool, typer.Option("--dry-run", help="Print exactly what would be done, change nothing.")]
@@ -102,6 +106,17 @@ def endpoint_urls(values: list[str] | None) -> list[str] | None:
         if port == 0:
             raise typer.BadParameter(f"{shown!r}: port 0 is not a port a server listens on.")
     return values
+
+
+def recipe_flag(recipe: str | None, ws: Workspace) -> Recipe:
+    """--recipe resolved once for a step command; says why when a detected GPU's recipe outranks the ledger's demo."""
+    from repro.core.systems import DEMO_OUTRANKED, resolve_recipe
+    from repro.ui.output import info
+
+    chosen, why = resolve_recipe(recipe, ws)
+    if DEMO_OUTRANKED in why:
+        info(f"Recipe {chosen.name}: {why}.")
+    return chosen
 
 
 def workspace_flag(workspace: Path | None) -> str | None:
