@@ -158,6 +158,20 @@ def copy_bundle(fixtures: Path, rel: str, dst: Path) -> Path:
     return dst
 
 
+ACCURACY_OF = "azure-nd-gb200-v6-v5.1/llama2-70b-99/Offline/accuracy/accuracy.txt"
+"""A real published accuracy.txt (Azure ND GB200 v6, MLPerf v5.1: rouge1 44.7494, 24,576 samples) that meets the
+99% and the 99.9% Llama-2-70B targets alike."""
+
+
+def add_accuracy(fixtures: Path, run_dir: Path) -> Path:
+    """Give a copied performance run (published or ours) the accuracy.txt a PASS needs, where verify looks for it:
+    RUN_DIR/accuracy/ beside performance/run_N, else the run's own folder. Returns the file."""
+    target = run_dir.parent.parent / "accuracy" if run_dir.parent.name == "performance" else run_dir
+    target.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(fixtures / ACCURACY_OF, target / "accuracy.txt")
+    return target / "accuracy.txt"
+
+
 def edit(path: Path, old: str, new: str, count: int = 1) -> None:
     """Replace `old` (which must be there) in a copied log."""
     text = path.read_text()

@@ -100,7 +100,7 @@ def test_dash_streams_the_document_to_stdout_alone(fixtures: Path) -> None:
         text=True,
         timeout=120,
     )
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 1, proc.stderr  # the rack's verdict, as verify gives it: a FAIL VM
     assert proc.stdout.startswith("# repro report: Azure ND GB300 v6")
     assert "wrote markdown to stdout" in proc.stderr
 

@@ -38,11 +38,12 @@ def test_gb300_rack_golden(fixtures: Path) -> None:
     assert doc["recipe"] == "nd-gb300-v6" and doc["label"] is None
     assert doc["measured"]["tokens_per_s_total"] == pytest.approx(62690.8 + 59043.8 + 57599.1)
     assert doc["measured"]["tokens_per_s_per_gpu"] == pytest.approx((62690.8 + 59043.8 + 57599.1) / 12)
-    assert {v["vm"]: v["status"] for v in doc["vms"]} == {
-        "ND_GB300_v6_1": "PASS",
-        "ND_GB300_v6_4": "PASS",
+    assert {v["vm"]: v["status"] for v in doc["vms"]} == {  # published without accuracy runs: never a PASS
+        "ND_GB300_v6_1": "NOT A REPRODUCTION",
+        "ND_GB300_v6_4": "NOT A REPRODUCTION",
         "ND_GB300_v6_16": "FAIL",
     }
+    assert rep.exit_code == 1 and doc["reproduction"] is False
     own = next(c for c in doc["comparisons"] if c["own"])
     assert own["recipe"] == "nd-gb300-v6" and own["in_band"] and own["deviation_pct"] == pytest.approx(-1.68, abs=0.01)
     assert {c["recipe"] for c in doc["comparisons"]} == {
@@ -124,7 +125,7 @@ def test_cli_writes_html_and_markdown_atomically(fixtures: Path, tmp_path: Path)
             "--json",
         ],
     )
-    assert res.exit_code == 0, res.output
+    assert res.exit_code == 1, res.output  # the rack's verdict (a FAIL VM), as verify and aggregate exit
     doc = json.loads(res.stdout)
     assert doc["outputs"]["html"] == f"wrote {out_html}"
     html = out_html.read_text()

@@ -7,7 +7,7 @@ import json
 import os
 from pathlib import Path
 
-from tests.helpers import CLI, cli_process, copy_bundle, edit, run_in_pty
+from tests.helpers import CLI, add_accuracy, cli_process, copy_bundle, edit, run_in_pty
 
 AZ405 = "azure-nd-gb200-v6-v5.1-llama3.1-405b"
 EM_LOW = "accuracy exact_match: 89.2000 < 89.2322"
@@ -30,7 +30,7 @@ def test_report_says_why_a_run_fails_as_verify_does(fixtures: Path, tmp_path: Pa
 
     md, html = tmp_path / "r.md", tmp_path / "r.html"
     text = cli_process("report", str(run), "--markdown", str(md), "--html", str(html))
-    assert text.returncode == 0, text.stderr
+    assert text.returncode == 1, text.stderr  # report exits as verify does: 1 on a FAIL verdict
     assert f"FAIL: {EM_LOW}" in text.stdout, text.stdout
     assert f"FAIL: {EM_LOW.replace('<', '&lt;')}" in md.read_text()
     assert f"FAIL: {EM_LOW.replace('<', '&lt;')}" in html.read_text()
@@ -160,6 +160,8 @@ def test_aggregate_states_its_verdict_as_its_exit_code_and_json_do(fixtures: Pat
     """aggregate printed per-VM verdicts and exited 1 with no line saying so; the rack verdict is now one line in
     the terminal and Markdown views, and `verdict` in --json beside all_pass."""
     rack = copy_bundle(fixtures, "azure-nd-gb300-v6-rack", tmp_path / "rack")
+    for vm in ("ND_GB300_v6_1", "ND_GB300_v6_4", "ND_GB300_v6_16"):  # published without accuracy: a real one added
+        add_accuracy(fixtures, rack / vm / "llama2-70b-99" / "Offline")
     (rack / "ND_GB300_v6_4" / "llama2-70b-99").rename(rack / "ND_GB300_v6_4" / "llama2-70b-99.9")
     md = tmp_path / "rack.md"
     text = cli_process("aggregate", str(rack), "--markdown", str(md))

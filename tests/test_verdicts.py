@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from golden_util import check_golden
-from helpers import copy_bundle, drop_detail, edit, edit_detail, edit_json
+from helpers import add_accuracy, copy_bundle, drop_detail, edit, edit_detail, edit_json
 from typer.testing import CliRunner
 
 from repro.cli import app
@@ -139,6 +139,7 @@ def test_system_json_with_other_hardware_than_the_recipe(fixtures: Path, tmp_pat
 def test_own_run_provenance_is_compared(fixtures: Path, tmp_path: Path, names: list[str], same: bool) -> None:
     run_dir = copy_bundle(fixtures, f"{DGX}/llama2-70b-99.9/Offline/performance/run_1", tmp_path / "run")
     (run_dir / "run.json").write_text(json.dumps({"recipe": "nd-h100-v5", "gpus": {"count": 8, "names": names}}))
+    add_accuracy(fixtures, run_dir)  # the accelerator alone decides here
     v = verify_dir(run_dir)
     assert v.hardware is not None and v.hardware.same is same and v.hardware.where == "run.json (NVML)"
     assert (v.status == "NOT A REPRODUCTION") is not same
@@ -156,6 +157,7 @@ def test_nc_h100_v5_above_its_v4_0_band_fails_and_names_the_newer_software(
     )
     edit(run_dir / "mlperf_log_summary.txt", "Tokens per second: 24524.9", f"Tokens per second: {tokens}")
     edit_detail(run_dir / "mlperf_log_detail.txt", "result_tokens_per_second", float(tokens))
+    add_accuracy(fixtures, run_dir)
     v = verify_dir(run_dir)
     assert v.recipe.name == "nc-h100-v5" and v.hardware.same is True and v.status == status
     software = [n for n in v.notes if "TensorRT-LLM 1.1.0" in n and "TensorRT 9.3.0" in n]
@@ -220,6 +222,7 @@ def test_server_run_is_judged_against_the_published_server_figure(fixtures: Path
     run_dir = copy_bundle(fixtures, f"{DGX}/llama2-70b-99.9/Server/performance/run_1", tmp_path / "run")
     gpus = {"count": 4, "names": ["NVIDIA GB200"] * 4}
     (run_dir / "run.json").write_text(json.dumps({"recipe": "nd-gb200-v6", "gpus": gpus}))
+    add_accuracy(fixtures, run_dir)
     slow = verify_dir(run_dir, recipe="nd-gb200-v6")
     assert slow.status == "FAIL" and slow.exit_code == 1 and slow.published.scenario == "Server"
     assert slow.per_gpu == pytest.approx(21605.79 / 4)
@@ -516,6 +519,7 @@ def test_no_published_bundle_passes_with_a_failed_check(fixtures: Path) -> None:
     assert passed
     for r in passed:
         assert r["accuracy"] != "FAIL" and r["test06"] != "FAIL" and r["min_duration"] == "PASS", r["bundle"]
+        assert r["accuracy"].startswith("PASS"), r["bundle"]  # no evidence, no PASS: the accuracy run is shown
         assert r["accelerator"] is True, r["bundle"]  # known, and the reference's
         assert r["exit_code"] == 0
     assert all(r["status"] == "PASS (open division)" for r in passed if r["division"] == "open")

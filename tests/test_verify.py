@@ -36,20 +36,29 @@ def test_dgx_h100_reference(fixtures: Path, monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.chdir(fixtures)
     v = verify_dir(Path(DGX), recipe="dgx-h100")
     assert v.notes[0] == f"{DGX} also holds Server runs: `repro verify {DGX} --scenario Server`"
-    assert v.status == "PASS" and v.gpus == 8 and round(v.per_gpu, 1) == 3065.6
+    # the fixture holds the performance run only: inside the band, and still no PASS without its accuracy run
+    assert v.status == "NOT A REPRODUCTION" and v.gpus == 8 and round(v.per_gpu, 1) == 3065.6
+    assert v.reasons == [
+        f"no accuracy run: {DGX}/llama2-70b-99.9/Offline/accuracy/accuracy.txt is missing (MLPerf's submission "
+        "checker rejects a result without one); copy the result's accuracy.txt and mlperf_log_accuracy.json there, "
+        f"then `repro verify {DGX}/llama2-70b-99.9/Offline/performance/run_1`"
+    ]
     check_golden("verify_dgx_h100.txt", content(render_verdict(v)))
 
 
-def test_slowest_gb300_vm_is_just_below_the_band(fixtures: Path) -> None:
-    v = verify_dir(fixtures / RACK / "ND_GB300_v6_16")
+def test_slowest_gb300_vm_is_just_below_the_band(fixtures: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(fixtures)  # the golden names the folder as the user typed it
+    v = verify_dir(Path(RACK) / "ND_GB300_v6_16")
     assert v.status == "FAIL" and v.exit_code == 1
     assert round(v.per_gpu, 1) == 14399.8 and round(v.deviation_pct, 1) == -5.3
-    assert v.reasons == ["5.3% below the published 15,200.0 per GPU (0.3% under the band floor 14,440.0)"]
+    assert v.reasons[0] == "5.3% below the published 15,200.0 per GPU (0.3% under the band floor 14,440.0)"
+    assert v.reasons[1].startswith("no accuracy run: ") and len(v.reasons) == 2  # published without one
     check_golden("verify_gb300_vm16.txt", content(render_verdict(v)))
 
 
-def test_rack_table(fixtures: Path) -> None:
-    report = aggregate([fixtures / RACK], expect=18)
+def test_rack_table(fixtures: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(fixtures)  # the golden names the folders as the user typed them
+    report = aggregate([Path(RACK)], expect=18)
     s = report.stats
     assert [r.name for r in report.rows] == ["ND_GB300_v6_1", "ND_GB300_v6_4", "ND_GB300_v6_16"]
     assert round(s["total"], 1) == 179333.7 and s["max"] == 62690.8 and s["min"] == 57599.1
@@ -59,7 +68,9 @@ def test_rack_table(fixtures: Path) -> None:
         "published median 61,759.1 tokens/s disagrees with its own 18 per-VM logs, which give 62,111.7" in n
         for n in report.notes
     )
-    assert [r.verdict.status for r in report.rows] == ["PASS", "PASS", "FAIL"]
+    # the GB300 VMs were published without accuracy results: summed, never a PASS
+    assert [r.verdict.status for r in report.rows] == ["NOT A REPRODUCTION", "NOT A REPRODUCTION", "FAIL"]
+    assert all(r.counted for r in report.rows) and report.exit_code == 1
     # the band is the brief's rule; Azure's own slowest VMs fall outside it, and the table says by how much
     assert any("ND_GB300_v6_16 57,599.1 (0.3% below it)" in n for n in report.notes)
     check_golden("aggregate_gb300.txt", content(render_rack(report)))
@@ -127,7 +138,8 @@ def test_wrong_scenario(fixtures: Path, tmp_path: Path) -> None:
 
 def test_unknown_system_asks_for_recipe(fixtures: Path, tmp_path: Path) -> None:
     """A published bundle is judged against its own record; the same log with other figures is no published result."""
-    assert runner.invoke(app, ["verify", str(fixtures / DGX)]).exit_code == 0
+    own = runner.invoke(app, ["verify", str(fixtures / DGX)])  # exit 1: the fixture has no accuracy run
+    assert own.exit_code == 1 and "Compared with: published record v4.1/closed/NVIDIA" in own.output
     shutil.copytree(fixtures / DGX / "llama2-70b-99.9/Offline", tmp_path / "Offline")
     summary = tmp_path / "Offline/performance/run_1/mlperf_log_summary.txt"
     summary.write_text(summary.read_text().replace("Tokens per second: 24524.9", "Tokens per second: 24000.1"))

@@ -70,8 +70,9 @@ def report(
     if to_stdout and not dry_run:
         for line in result.outputs.values():
             info(line)  # stdout holds the document; the summary of what was written goes to stderr
-        return
+        raise typer.Exit(result.exit_code)
     emit(result, json)
     if json:
         for line in result.outputs.values():
             info(line)
+    raise typer.Exit(result.exit_code)  # the verdict's exit code, as `repro verify` gives it

@@ -229,6 +229,8 @@ class RunView:
         run_dir = self.outcome.details.get("run_dir")
         if self.outcome.status != "done" or not run_dir:
             return None
+        if self.verdict is not None and self.verdict.accuracy_command is not None:
+            return str(self.verdict.accuracy_command)  # only the accuracy run keeps it from a PASS: that run next
         if self.verdict is not None:
             from repro.flow.status import step_command
 

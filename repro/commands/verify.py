@@ -85,6 +85,8 @@ def verify(
     else:  # judged against its own published record: a report needs a recipe, the record is what to read next
         assert verdict.record is not None
         then = shlex.join(["repro", "published", "show", verdict.record.row.ref])
+    if verdict.accuracy_command is not None:  # only the accuracy run is missing: the command that writes it
+        then = verdict.accuracy_command
     if verdict.run.detail_path is None:  # no detail log, no PASS: once it is copied in, the same command again
         then = shlex.join(["repro", "verify", str(result_dir)])
     emit(WithNext(_priced(verdict, price_per_hour), then, hint=labelled_exit(verdict)), json)

@@ -714,7 +714,7 @@ def verify_rack(recipe: Recipe, rack_dir: str) -> dict[str, Any]:
 
 def report_html(result_dir: str, html: Path) -> dict[str, Any]:
     """`repro report RESULT_DIR --html FILE`, the command verify's Next line gives, in its own process: the file it
-    wrote and the label the report carries."""
+    wrote, the label the report carries, and its exit code (the verdict's: 1, as a rehearsal is never a PASS)."""
     import shlex
 
     doc, code, err = repro_json(["report", result_dir, "--html", str(html)])
@@ -727,7 +727,8 @@ def report_html(result_dir: str, html: Path) -> dict[str, Any]:
         "reproduction": doc.get("reproduction"),
         "exit_code": code,
         "error": None if doc else err,
-        "written": code == 0 and html.is_file() and doc.get("label") == LABEL and doc.get("reproduction") is False,
+        # report exits as verify does: 1 for a rehearsal, never a reproduction (0 would mean it claimed one)
+        "written": code == 1 and html.is_file() and doc.get("label") == LABEL and doc.get("reproduction") is False,
     }
 
 

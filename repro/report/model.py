@@ -186,6 +186,12 @@ class Report:
         )
 
     @property
+    def exit_code(self) -> int:
+        """The verdict's, as `repro verify` and `repro aggregate` give it: 0 only when every run PASSes (a demo,
+        smoke or rehearsal run never does), 1 otherwise, 2 when a folder is unreadable."""
+        return self.rack.exit_code
+
+    @property
     def multi(self) -> bool:
         return len(self.rack.rows) > 1
 

@@ -277,7 +277,8 @@ def _exclude(rows: list[VMRow], recipe: Recipe | None, unit: str) -> list[str]:
             r.excluded = f"another benchmark: {ident.benchmark} ({ident.benchmark_source}), the rack's is {bench}"
         elif rnd and ident.round and ident.round != rnd:
             r.excluded = f"another round: {ident.round}, the rest {rnd}"
-        elif v.status not in ("PASS", "FAIL") and not (all_labelled and v.run.label):
+        elif v.status not in ("PASS", "FAIL") and not (all_labelled and v.run.label) and v.accuracy_command is None:
+            # a VM that lacks only its accuracy run is summed (its throughput is measured) and never a PASS
             r.excluded = f"{v.status}: not a reproduction, never summed ({v.reasons[0] if v.reasons else v.status})"
     if all_labelled and judged:
         return [f"every run is a {next(iter(labels))} run: the total is labelled too, never a reproduction"]

@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import math
 import os
+import shlex
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from repro.core.benchmarks import Benchmark, benchmark_names, load_benchmark
 from repro.core.errors import InputError
 from repro.core.recipes import Recipe
+from repro.results.logfiles import ACCURACY_TXT
 from repro.results.logs import LoadGenRun
 
 if TYPE_CHECKING:
@@ -213,7 +216,9 @@ def _accuracy(
     division has no accuracy target (the submission checker accepts any): there the closed targets are shown for
     information and a result is judged by its own published accuracy (`own`, the same fraction of it)."""
     if not run.accuracy:
-        return [Check("accuracy", None, "no accuracy.txt next to this run (performance only)")]
+        beside = "accuracy/accuracy.txt beside performance/" if run.folder.parent.name == "performance" else ""
+        where = beside or f"{ACCURACY_TXT} in the run's folder"
+        return [Check("accuracy", None, f"no accuracy run (performance only): no {where}")]
     acc, spec = run.accuracy, bench.accuracy
     foreign = _foreign_keys(acc, bench)
     if foreign:
@@ -360,6 +365,15 @@ class Evidence:
     """What the logs lack to show the run was long enough."""
     gaps: list[str]
     """Text where a number belongs, or evidence that was not kept."""
+    no_accuracy: str | None = None
+    """Why there is no accuracy evidence (no accuracy.txt), naming the file and the command that writes it."""
+    accuracy_command: str | None = None
+    """That command alone: the `Next:` of a verdict that only lacks its accuracy run."""
+
+    @property
+    def lacking(self) -> bool:
+        """Evidence a PASS needs is missing: the duration's, a setting's, or the accuracy run."""
+        return bool(self.missing or self.gaps or self.no_accuracy)
 
     @property
     def checks(self) -> list[Check]:
@@ -392,12 +406,51 @@ def evidence_checks(run: LoadGenRun, recipe: Recipe | None, row: PublishedResult
         duration_checks, missing, rules = [], [], []
         accuracy = [Check("accuracy", None, unjudged)]
         gaps = [*gaps, unjudged]
+    no_accuracy = accuracy_command = None
+    if not run.accuracy:
+        no_accuracy, accuracy_command = _no_accuracy(run)
     return Evidence(
         _validity(run) + duration_checks + rules,
         _token_count(run) + accuracy + test06_checks(run) + consistency_checks,
         missing,
         gaps,
+        no_accuracy,
+        accuracy_command,
     )
+
+
+def expected_accuracy_txt(run: LoadGenRun) -> Path:
+    """Where the run's accuracy.txt belongs (results/logs.py looks there): RUN_DIR/accuracy/ beside a
+    performance/run_N (a submission's layout and repro's), else the run's own folder."""
+    if run.folder.parent.name == "performance":
+        return run.folder.parent.parent / "accuracy" / ACCURACY_TXT
+    return run.folder / ACCURACY_TXT
+
+
+_PASSED_ON = ("--backend", "--endpoint", "--workspace")
+"""Flags of the performance run's own command its accuracy run needs too (the same servers, the same workspace)."""
+
+
+def _no_accuracy(run: LoadGenRun) -> tuple[str, str]:
+    """(the reason, the command): no accuracy.txt means no evidence the outputs are right, and MLPerf's submission
+    checker rejects a result without its accuracy run. repro's own run gets the `repro run ... --accuracy --into`
+    that pairs one with it; a result from elsewhere gets its accuracy folder copied back, then verify again."""
+    expected = expected_accuracy_txt(run)
+    why = f"no accuracy run: {expected} is missing (MLPerf's submission checker rejects a result without one)"
+    info = run.run_info
+    if info is None or not info.recipe:
+        command = shlex.join(["repro", "verify", str(run.folder)])
+        return f"{why}; copy the result's accuracy.txt and mlperf_log_accuracy.json there, then `{command}`", command
+    run_dir = expected.parent.parent if expected.parent.name == "accuracy" else run.folder
+    scenario = (run.benchmark_scenario or run.scenario).lower()
+    argv = ["repro", "run", scenario if scenario in ("offline", "server", "interactive") else "offline"]
+    argv += ["--accuracy", "--into", str(run_dir), "--recipe", info.recipe]
+    command_line = [str(a) for a in info.command]
+    for i, flag in enumerate(command_line[:-1]):
+        if flag in _PASSED_ON:
+            argv += [flag, command_line[i + 1]]
+    command = shlex.join(argv)
+    return f"{why}; `{command}` writes it", command
 
 
 def failure_reasons(failed: list[Check], evidence: Evidence) -> list[str]:
@@ -414,6 +467,8 @@ def failure_reasons(failed: list[Check], evidence: Evidence) -> list[str]:
         reasons.append("no evidence the run was long enough: the logs lack " + " and ".join(evidence.missing))
     if evidence.gaps:
         reasons.append("missing evidence: " + "; ".join(evidence.gaps[:3]))
+    if evidence.no_accuracy:
+        reasons.append(evidence.no_accuracy)
     return reasons
 
 

@@ -196,7 +196,7 @@ class Comparison:
         ok = self.facts.valid and all(e.in_band for e in self.compared) and len(self.compared) == len(self.entries)
         if not ok or self.evidence.failed:
             return "FAIL"
-        return "NOT A REPRODUCTION" if self.evidence.missing or self.evidence.gaps else "PASS"
+        return "NOT A REPRODUCTION" if self.evidence.lacking else "PASS"
 
     def state(self, prefix: str) -> str:
         """PASS, FAIL, 'cannot be re-checked' or 'not shown' for one family of checks (accuracy, TEST06)."""

@@ -66,6 +66,8 @@ class Verdict:
     """MLPerf's 2% audit line: within 2% of the published figure, or materially different."""
     system: list[SystemItem] = field(default_factory=list)
     """The run's system against the published system, item by item."""
+    accuracy_command: str | None = None
+    """The command that writes the missing accuracy run, when that alone keeps the run from a PASS."""
 
     @property
     def exit_code(self) -> int:
@@ -168,6 +170,7 @@ class Verdict:
             "identity": self.identity.to_json() if self.identity else None,
             "audit_2pct": self.audit.to_json() if self.audit else None,
             "system_diff": [i.to_json() for i in self.system],
+            "accuracy_run_command": self.accuracy_command,
         }
 
     @property
@@ -309,6 +312,13 @@ def _audit_rows(audit: AuditLine | None, items: list[SystemItem]) -> list[Check]
     return rows
 
 
+def _no_published_system(recipe: Recipe) -> Check:
+    """A recipe whose published result the shipped index does not hold: its system is not compared, said once."""
+    return Check(
+        "system, not compared", None, f"the shipped index holds no published system for recipe {recipe.name}'s result"
+    )
+
+
 def _hardware(hw: Identity) -> list[Check]:
     if hw.same is None:
         return [Check("accelerator", None, hw.why)]
@@ -383,11 +393,12 @@ def evaluate(run: LoadGenRun, ident: ResultIdentity, recipe: Recipe | None) -> V
         notes.append(software)
     audit = AuditLine(deviation, float(published.tokens_per_s_per_gpu)) if deviation is not None and published else None
     ref_row = row if row is not None else reference_row(recipe, scenario) if recipe is not None else None
-    system = system_diff(run_system(run, ident, recipe), published_system(ref_row))
-    checks = evidence.with_band(_hardware(hw), throughput_checks + _audit_rows(audit, system))
+    # No published system (the demo's, a result the shipped index does not hold): nothing to compare item by item
+    system = system_diff(run_system(run, ident, recipe), published_system(ref_row)) if ref_row is not None else []
+    unheld = [] if ref_row is not None or recipe is None or recipe.demo else [_no_published_system(recipe)]
+    checks = evidence.with_band(_hardware(hw), throughput_checks + _audit_rows(audit, system) + unheld)
     failed = [c for c in checks if c.fails and c.ok is False]
     reasons = failure_reasons(failed, evidence)
-    missing = evidence.missing + evidence.gaps
     other_benchmark = recipe is not None and ident.benchmark is not None and ident.benchmark != recipe.benchmark
     # Another model's recipe (a 405B run against Llama-2-70B's): its band means nothing for this run, so the run is
     # judged by its own evidence only and is never a reproduction of that recipe.
@@ -395,7 +406,10 @@ def evaluate(run: LoadGenRun, ident: ResultIdentity, recipe: Recipe | None) -> V
 
     status: Status
     lead = 1  # the reasons the branches below insert first (demo, accelerator, division) stay first
+    accuracy_command = None
     if run.label or (recipe is not None and recipe.demo):
+        # never a reproduction whatever its evidence: the accuracy run it lacks is not worth a line of its own
+        reasons = [r for r in reasons if r != evidence.no_accuracy]
         reasons.insert(0, f"{run.label or 'demo'} run: it rehearses the flow and is never a reproduction")
         status = "NOT A REPRODUCTION"
     elif hw.same is False:
@@ -430,8 +444,11 @@ def evaluate(run: LoadGenRun, ident: ResultIdentity, recipe: Recipe | None) -> V
     elif hw.same is None:
         reasons.insert(0, f"accelerator unknown: {hw.why}")
         status = "NOT A REPRODUCTION"
-    elif other_benchmark or missing:
+    elif other_benchmark or evidence.lacking:
+        # No evidence, no PASS: without its accuracy run a result is one MLPerf's submission checker rejects
         status, lead = "NOT A REPRODUCTION", 0
+        if not (other_benchmark or evidence.missing or evidence.gaps):
+            accuracy_command = evidence.accuracy_command
     else:
         status, lead = "PASS", 0
     if (other_benchmark or other_model) and recipe is not None:
@@ -471,6 +488,7 @@ def evaluate(run: LoadGenRun, ident: ResultIdentity, recipe: Recipe | None) -> V
         ident,
         audit,
         system,
+        accuracy_command,
     )
 
 
