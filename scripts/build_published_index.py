@@ -84,6 +84,9 @@ SCENARIOS = {"offline": "Offline", "server": "Server", "interactive": "Interacti
 FAMILIES: dict[str, dict[str, Any]] = {
     "llama2-70b": {
         "benchmarks": {"llama2-70b-99": "99", "llama2-70b-99.9": "99.9"},
+        # v5.0 only: the separate llama2-70b-interactive benchmark, which later rounds made llama2-70b's Interactive
+        # scenario; its Server runs are indexed as Interactive (as v5.1 writes them), its Offline runs as Offline
+        "interactive": {"llama2-70b-interactive-99": "99", "llama2-70b-interactive-99.9": "99.9"},
         "metrics": ["rouge1", "rouge2", "rougeL"],
         "folders": r"llama2-70b",
     },
@@ -228,11 +231,20 @@ def _location(entry: dict[str, Any]) -> str:
 
 def _benchmark(model: str, family: str, entry: dict[str, Any] | None) -> str | None:
     """The benchmark column of a results folder: by its name, else by the table's Model for its Location."""
-    names = FAMILIES[family]["benchmarks"]
+    names = FAMILIES[family]["benchmarks"] | FAMILIES[family].get("interactive", {})
     value = names.get(model) or names.get(model.replace("_", "."))
     if value is None and entry is not None:  # summary_results.json: Model; cm4mlperf-results: MlperfModel
         value = names.get(str(entry.get("Model", ""))) or names.get(str(entry.get("MlperfModel", "")))
     return value
+
+
+def _scenario(folder: str, model: str, family: str, entry: dict[str, Any] | None) -> str | None:
+    """The scenario of a results folder: by its name; a Server run of v5.0's llama2-70b-interactive benchmark (by
+    folder name, or the table's MlperfModel) is the Interactive scenario later rounds give that benchmark."""
+    scenario = SCENARIOS.get(folder.lower())
+    interactive = FAMILIES[family].get("interactive", {})
+    named = model in interactive or (entry is not None and str(entry.get("MlperfModel", "")) in interactive)
+    return "Interactive" if scenario == "Server" and named else scenario
 
 
 def build_rows(
@@ -253,14 +265,14 @@ def build_rows(
     for summary in sorted(summaries, key=lambda p: [part.lower() for part in p.relative_to(root).parts]):
         rel = summary.relative_to(root)
         division, submitter, _, system, model, scenario_folder = rel.parts[:6]
-        scenario = SCENARIOS.get(scenario_folder.lower())
         result_dir = rel.parent.parent.parent
         entry = by_location.get(f"{result_dir}/performance/run_1")
+        scenario = _scenario(scenario_folder, model, family, entry)
         benchmark = _benchmark(model, family, entry)
         if division not in ("closed", "open") or benchmark is None or scenario is None:
             continue
         found = parse_summary(summary.read_text(errors="replace"))
-        offline = scenario == "Offline"
+        offline = scenario == "Offline"  # Server and Interactive logs print the same lines
         tps = found["offline_tokens" if offline else "server_tokens"]
         sps = found.get("offline_samples" if offline else "server_samples", "")
 
@@ -355,7 +367,7 @@ def table_only_rows(
         if (root / loc / "mlperf_log_summary.txt").is_file():
             continue
         division, submitter, _, system, model, scenario_folder = loc.split("/")[:6]
-        benchmark, scenario = _benchmark(model, family, entry), SCENARIOS.get(scenario_folder.lower())
+        benchmark, scenario = _benchmark(model, family, entry), _scenario(scenario_folder, model, family, entry)
         if benchmark is None or scenario is None:
             continue
         if entry.get("errors") != 0:

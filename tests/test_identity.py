@@ -133,8 +133,8 @@ def test_the_name_note_gives_the_names_count_or_nothing(fixtures: Path, tmp_path
     [
         (
             GB200,
-            "inference_results_v5.0/closed/Azure/results/ND_GB200_v6",
-            "round v5.0 is outside the shipped index for llama2-70b-99",  # v5.0 holds Llama-3.1-405B results only
+            "inference_results_v3.1/closed/Azure/results/ND_GB200_v6",
+            "round v3.1 is outside the shipped index for llama2-70b-99",  # the index starts at v4.0
         ),
         (
             "nvidia-dgx-h100-v4.1",

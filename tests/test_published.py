@@ -37,13 +37,13 @@ GB200 = "azure-nd-gb200-v6-v5.1"
 
 def test_index_loads_with_counts_converted_and_figures_recomputed() -> None:
     idx = load_index()
-    assert len(idx.rows) == 664 + 117 and [f.rows for f in idx.files] == [664, 117]
+    assert len(idx.rows) == 955 + 117 and [f.rows for f in idx.files] == [955, 117]
     l70 = [r for r in idx.rows if r.benchmark_name.startswith("llama2-70b-")]
-    by_round = {r: sum(1 for x in l70 if x.round == r) for r in ("v4.0", "v4.1", "v5.1", "v6.0", "v6.1")}
-    assert by_round == {"v4.0": 2, "v4.1": 160, "v5.1": 237, "v6.0": 179, "v6.1": 86}
+    by_round = {r: sum(1 for x in l70 if x.round == r) for r in ("v4.0", "v4.1", "v5.0", "v5.1", "v6.0", "v6.1")}
+    assert by_round == {"v4.0": 2, "v4.1": 160, "v5.0": 291, "v5.1": 237, "v6.0": 179, "v6.1": 86}
     with INDEX_CSV.open(newline="") as fh:
         raw = list(csv.DictReader(fh))
-    assert idx.rows[:664] == tuple(l70)  # the 70B file first, in its own order
+    assert idx.rows[:955] == tuple(l70)  # the 70B file first, in its own order
     strings = [
         (x, r)
         for x, r in zip(raw, l70, strict=True)
@@ -56,7 +56,7 @@ def test_index_loads_with_counts_converted_and_figures_recomputed() -> None:
     for x, r in zip(raw, l70, strict=True):
         assert r.per_accelerator == pytest.approx(float(x["tokens_per_second_per_accelerator"]), abs=5e-6)
         assert r.metrics == {k: float(x[k]) for k in ("rouge1", "rouge2", "rougeL") if x[k]}
-    assert len({r.key for r in idx.rows}) == 781
+    assert len({r.key for r in idx.rows}) == 1072
     v51 = [s.commit for s in idx.provenance.sources if s.round == "v5.1"]
     assert v51[0] == "965182b03376a00fcae415c54e560e1c83937932"
 
@@ -171,9 +171,9 @@ def test_published_filters_and_json() -> None:
     )
     assert res.exit_code == 0, res.output
     doc = json.loads(res.stdout)
-    assert doc["index"]["rows"] == 781 and doc["index"]["sources"][0]["commit"].startswith("3c4a1cf1")
+    assert doc["index"]["rows"] == 1072 and doc["index"]["sources"][0]["commit"].startswith("3c4a1cf1")
     assert [(f["file"], f["rows"]) for f in doc["index"]["index_files"]] == [
-        ("published-llama2-70b.csv", 664),
+        ("published-llama2-70b.csv", 955),
         ("published-llama3.1-405b.csv", 117),
     ]
     assert {r["submitter"] for r in doc["results"]} == {"Cisco"} and doc["count"] == 4

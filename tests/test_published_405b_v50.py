@@ -32,7 +32,7 @@ MIRROR = ("ntuhpc/mlperf_inference_results_v5.0", "cf354115915ea369f05db424b051d
 
 
 def _v50() -> list[PublishedResult]:
-    return [r for r in load_index().rows if r.round == "v5.0"]
+    return [r for r in load_index().rows if r.round == "v5.0" and r.benchmark_name == "llama3.1-405b"]
 
 
 def _v50_files() -> list[PublishedResult]:

@@ -560,7 +560,9 @@ def rule_reference(
     Rule: same accelerator (model and form factor), same accelerators per node, closed division, and one node
     (a VM is one node; multi-node runs only when no single-node result exists, fewest nodes first); of those, the
     newest round; in that round NVIDIA's own submission (the TensorRT-LLM stack repro's recipes follow), else the
-    median result per accelerator (a typical server of that round, not the best-tuned one).
+    median result per accelerator (a typical server of that round, not the best-tuned one). Only results whose
+    summary log the index read qualify: a recipe cites its reference's log (`published.source`), which a row read
+    from the results table alone does not have.
     """
     idx = index or load_index()
     want = Accelerator.parse(accelerator)
@@ -568,6 +570,7 @@ def rule_reference(
         r
         for r in idx.rows
         if r.division == "closed"
+        and not r.table_only
         and r.result_validity == "VALID"
         and r.accelerators_per_node == per_node
         and r.benchmark == benchmark

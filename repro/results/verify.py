@@ -532,7 +532,7 @@ def _outside_index(ident: ResultIdentity) -> str | None:
         return None
     rows = load_index().rows
     if ident.benchmark and any(r.benchmark_name == ident.benchmark for r in rows):
-        rows = tuple(r for r in rows if r.benchmark_name == ident.benchmark)  # v5.0: 405B only, no Llama-2-70B
+        rows = tuple(r for r in rows if r.benchmark_name == ident.benchmark)  # a round may hold one model only
     rounds = sorted({r.round for r in rows}, key=lambda r: tuple(int(x) for x in re.findall(r"\d+", r)))
     if ident.round not in rounds:
         which = f" for {ident.benchmark}" if ident.benchmark else ""
