@@ -16,7 +16,9 @@ from helpers import add_accuracy, cli_process, copy_bundle
 from typer.testing import CliRunner
 
 from repro.cli import app
+from repro.commands.run import RunView
 from repro.core.recipes import get_recipe
+from repro.core.steps import StepOutcome
 from repro.results.aggregate import aggregate
 from repro.results.compare import verify_against
 from repro.results.series import verify_series
@@ -90,7 +92,14 @@ def test_our_own_run_is_told_the_accuracy_run_that_pairs_with_it(fixtures: Path,
     bundle = _without_accuracy(fixtures, tmp_path)
     run_dir = bundle / SCENARIO
     command = ["repro", "run", "offline", "--recipe", "nd-gb200-v6", "--endpoint", "http://10.0.0.4:8000"]
-    record = {"recipe": "nd-gb200-v6", "recipe_hash": get_recipe("nd-gb200-v6").hash(), "command": command}
+    record = {
+        "recipe": "nd-gb200-v6",
+        "recipe_hash": get_recipe("nd-gb200-v6").hash(),
+        "backend": "trtllm",
+        "scenario": "Offline",
+        "status": "complete",
+        "command": command,
+    }
     (run_dir / "performance" / "run_1" / "run.json").write_text(json.dumps(record))
     v = verify_dir(run_dir)
     want = shlex.join(
@@ -102,6 +111,11 @@ def test_our_own_run_is_told_the_accuracy_run_that_pairs_with_it(fixtures: Path,
     res = runner.invoke(app, ["verify", str(run_dir), "--json"])
     doc = json.loads(res.stdout)
     assert res.exit_code == 1 and doc["accuracy_run_command"] == want and doc["next_command"] == want
+    done = StepOutcome(step="run-offline", status="done", summary="", details={"run_dir": str(run_dir)})
+    assert RunView(done, v).next_command == want  # the run's own verdict names the same next step
+    planned = runner.invoke(app, [*shlex.split(want)[1:], "--dry-run"])  # the command is one `repro run` takes
+    assert planned.exit_code == 0 and "AccuracyOnly" in planned.output, planned.output
+    assert f"paired with the performance run in {run_dir / 'performance' / 'run_1'}" in planned.output
     add_accuracy(fixtures, run_dir / "performance" / "run_1")  # what that run writes: then it PASSes
     assert verify_dir(run_dir).status == "PASS"
 
