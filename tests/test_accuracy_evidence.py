@@ -9,6 +9,7 @@ import json
 import shlex
 import shutil
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from golden_util import render
@@ -19,6 +20,8 @@ from repro.cli import app
 from repro.commands.run import RunView
 from repro.core.recipes import get_recipe
 from repro.core.steps import StepOutcome
+from repro.core.workspace import Workspace
+from repro.flow.guide import DEFAULT_STEPS, run_guide
 from repro.results.aggregate import aggregate
 from repro.results.compare import verify_against
 from repro.results.series import verify_series
@@ -154,3 +157,27 @@ def test_the_demo_run_ends_as_before(tmp_path: Path) -> None:
     assert not [r for r in verdict["reasons"] if r.startswith("no accuracy run")]
     assert not [c for c in verdict["checks"] if c["name"].startswith("system")] and verdict["system_diff"] == []
     assert doc["next_command"].startswith("repro report ")
+
+
+def test_the_guided_flow_ends_naming_the_accuracy_run(fixtures: Path, tmp_path: Path) -> None:
+    """`repro` alone (the guided flow) through its real verify step: a run that lacks only its accuracy run ends
+    with exit 1 and `Next:` the command that writes it, as verify's and the run's own Next lines do."""
+    recipe = get_recipe("nd-gb200-v6")
+    bundle = _without_accuracy(fixtures, tmp_path)
+    run_dir = bundle / SCENARIO
+    record = {"recipe": recipe.name, "recipe_hash": recipe.hash(), "backend": "trtllm", "command": ["repro"]}
+    (run_dir / "performance" / "run_1" / "run.json").write_text(json.dumps(record))
+
+    def done(step: str, **details: str):  # type: ignore[no-untyped-def]
+        return lambda *_: StepOutcome(step=step, status="done", summary="stand-in", details=details)
+
+    steps = {
+        "setup": done("setup"),
+        "build-engine": done("build-engine"),
+        "run-offline": done("run-offline", run_dir=str(run_dir)),
+        "verify": DEFAULT_STEPS["verify"],
+    }
+    healthy = SimpleNamespace(exit_code=0, verdict="PASS", failed=[])
+    result = run_guide(recipe, "test", Workspace.open(tmp_path / "ws"), yes=True, steps=steps, doctor=lambda: healthy)
+    want = shlex.join(["repro", "run", "offline", "--accuracy", "--into", str(run_dir), "--recipe", recipe.name])
+    assert result.exit_code == 1 and result.next_command == want

@@ -83,6 +83,7 @@ def _verify(recipe: Recipe, ws: Workspace, dry_run: bool) -> StepOutcome:
             "verdict": verdict.status,
             "exit_code": verdict.exit_code,
             "reasons": list(getattr(verdict, "reasons", []) or []),
+            "accuracy_command": verdict.accuracy_command,
         },
     )
 
@@ -339,4 +340,8 @@ def run_guide(
     else:
         run_dir = run_dir_of(Ledger.load(ws.ledger_path))
         result.next_command = step_command("report", recipe, run_dir, workspace_flag) if run_dir else again
+        # a run that lacks only its accuracy run: the verdict's command that writes it comes before the report
+        lacking = [o.details.get("accuracy_command") for o in result.outcomes if o.step == "verify"]
+        if lacking and lacking[-1]:
+            result.next_command = str(lacking[-1])
     return result
