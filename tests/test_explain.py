@@ -12,7 +12,8 @@ from conftest import REPO
 from typer.testing import CliRunner
 
 from repro.cli import app
-from repro.report.explain import explain, published_settings
+from repro.report.explain import explain
+from repro.results.audit import published_settings
 from repro.run.power import GPU_CSV, PowerSampler, read_gpu_samples
 
 PUB = REPO / "tests" / "fixtures" / "published"
