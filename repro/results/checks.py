@@ -368,7 +368,7 @@ class Evidence:
     no_accuracy: str | None = None
     """Why there is no accuracy evidence (no accuracy.txt), naming the file and the command that writes it."""
     accuracy_command: str | None = None
-    """That command alone: the `Next:` of a verdict that only lacks its accuracy run."""
+    """That command alone: the `Next:` of a verdict that lacks only its accuracy run."""
 
     @property
     def lacking(self) -> bool:

@@ -67,7 +67,8 @@ class Verdict:
     system: list[SystemItem] = field(default_factory=list)
     """The run's system against the published system, item by item."""
     accuracy_command: str | None = None
-    """The command that writes the missing accuracy run, when that alone keeps the run from a PASS."""
+    """When the accuracy run alone keeps the run from a PASS, the next command: the run that writes it (repro's own
+    run), else verify again once the published accuracy files are copied back."""
 
     @property
     def exit_code(self) -> int:
