@@ -293,8 +293,21 @@ def _causes(
     mlperf_data: bool = True,
     bench: Benchmark | None = None,
 ) -> list[Cause]:
-    causes: list[Cause] = []
+    """Every cause, measured ones before the inferred rest ("server"), then by size."""
     figure = f"tokens/s per {'GPU' if per == 'gpu' else 'system'}"
+    causes = _settings_causes(run, ref, deviation, diffs, figure)
+    output, out_shift = _output_causes(run, ref, tokens, mlperf_data, bench)
+    causes += output
+    causes += _machine_causes(run, ref, figure)
+    causes += _ttft_causes(run, ref)
+    causes += _residual_cause(run, ref, deviation, diffs, causes, out_shift, figure)
+    causes.sort(key=lambda c: (_RANK[c.effect], c.area == "server", -abs(c.impact_pct or 0), c.area))
+    return causes
+
+
+def _settings_causes(run: Side, ref: Side, deviation: float | None, diffs: list[Diff], figure: str) -> list[Cause]:
+    """One cause per group of differing settings that moves the figure (Offline's query size only the right way)."""
+    causes: list[Cause] = []
     grouped: dict[str, list[Diff]] = {}
     for d in diffs:
         if d.effect != "none":
@@ -323,7 +336,15 @@ def _causes(
                 figure,
             )
         )
-    # Output length: shorter answers put more prefill behind every output token (and finish samples sooner).
+    return causes
+
+
+def _output_causes(
+    run: Side, ref: Side, tokens: TokenStats, mlperf_data: bool, bench: Benchmark | None
+) -> tuple[list[Cause], float | None]:
+    """Output length: shorter answers put more prefill behind every output token (and finish samples sooner).
+    Also returns the output-length shift in %, which the residual cause needs."""
+    causes: list[Cause] = []
     out_shift = _pct(run.tokens_per_sample, ref.tokens_per_sample)
     ref_out, ref_src, measured_ref = ref.tokens_per_sample, ref.name, True
     if out_shift is None and run.tokens_per_sample is not None and mlperf_data and tokens.reference_output:
@@ -368,7 +389,7 @@ def _causes(
                 impact,
             )
         )
-    if tokens.share_at_max is not None and tokens.share_at_max > 0.05 and not any(c.area == "tokens" for c in causes):
+    if tokens.share_at_max is not None and tokens.share_at_max > 0.05 and not causes:
         causes.append(
             Cause(
                 "output length: many samples stop at max_tokens",
@@ -378,59 +399,73 @@ def _causes(
                 "samples/s and tokens/s",
             )
         )
-    causes += _machine_causes(run, ref, figure)
+    return causes, out_shift
+
+
+def _ttft_causes(run: Side, ref: Side) -> list[Cause]:
+    """A Server run whose p99 first-token latency is well above the reference's."""
     ttft, ref_ttft = run.ttft_ns.get("p99"), ref.ttft_ns.get("p99")
-    if run.scenario != "Offline" and isinstance(ttft, (int, float)) and isinstance(ref_ttft, (int, float)) and ref_ttft:
-        shift = (ttft / ref_ttft - 1) * 100
-        if shift > TTFT_SHIFT_PCT:
-            limit = run.settings.get("ttft_latency_ns")
-            causes.append(
-                Cause(
-                    "first tokens wait longer",
-                    "tokens",
-                    "may move",
-                    (
-                        f"p99 time to first token {ttft / 1e6:,.0f} ms vs {ref_ttft / 1e6:,.0f} ms in {ref.name} "
-                        f"({shift:+.0f}%)"
-                        + (f"; the limit is {float(limit) / 1e6:,.0f} ms" if isinstance(limit, (int, float)) else ""),
-                        "a Server run near its first-token limit must be run at a lower target QPS to stay valid",
-                    ),
-                    "completed tokens/s (Server)",
-                )
-            )
-    # What is left: the run produced tokens more slowly with nothing above to account for it.
+    if run.scenario == "Offline" or not isinstance(ttft, (int, float)) or not isinstance(ref_ttft, (int, float)):
+        return []
+    if not ref_ttft or (shift := (ttft / ref_ttft - 1) * 100) <= TTFT_SHIFT_PCT:
+        return []
+    limit = run.settings.get("ttft_latency_ns")
+    return [
+        Cause(
+            "first tokens wait longer",
+            "tokens",
+            "may move",
+            (
+                f"p99 time to first token {ttft / 1e6:,.0f} ms vs {ref_ttft / 1e6:,.0f} ms in {ref.name} "
+                f"({shift:+.0f}%)"
+                + (f"; the limit is {float(limit) / 1e6:,.0f} ms" if isinstance(limit, (int, float)) else ""),
+                "a Server run near its first-token limit must be run at a lower target QPS to stay valid",
+            ),
+            "completed tokens/s (Server)",
+        )
+    ]
+
+
+def _residual_cause(
+    run: Side,
+    ref: Side,
+    deviation: float | None,
+    diffs: list[Diff],
+    causes: list[Cause],
+    out_shift: float | None,
+    figure: str,
+) -> list[Cause]:
+    """What is left: the run produced tokens more slowly with nothing in `causes` to account for it."""
     moving = [c for c in causes if c.effect == "moves"]
     residual = None if deviation is None else deviation - sum(c.impact_pct or 0 for c in moving)
-    if residual is not None and abs(residual) > NOISE_PCT and all(c.impact_pct is not None for c in moving):
-        rate = _pct(run.samples_per_s, ref.samples_per_s)
-        evidence = [f"{figure}: {deviation:+.1f}% against {ref.name}"]
-        if moving:
-            evidence.append(f"{residual:+.1f}% left after the causes above")
-        if rate is not None and out_shift is not None and abs(out_shift) <= OUTPUT_SHIFT_PCT:
-            evidence.append(
-                f"samples/s {rate:+.1f}% with output tokens per sample {out_shift:+.1f}%: each sample took longer, "
-                "the answers did not change"
-            )
-        if run.settings and ref.settings and not any(d.area == "settings" and d.effect == "moves" for d in diffs):
-            evidence.append("every LoadGen setting that moves the figure is the same")
-        what = "slower" if residual < 0 else "faster"
+    if residual is None or abs(residual) <= NOISE_PCT or any(c.impact_pct is None for c in moving):
+        return []
+    rate = _pct(run.samples_per_s, ref.samples_per_s)
+    evidence = [f"{figure}: {deviation:+.1f}% against {ref.name}"]
+    if moving:
+        evidence.append(f"{residual:+.1f}% left after the causes above")
+    if rate is not None and out_shift is not None and abs(out_shift) <= OUTPUT_SHIFT_PCT:
         evidence.append(
-            f"no setting, serving option or output length accounts for it: the serving engine or the GPUs ran {what}"
-            + ("" if run.machine else " (the run recorded no NVML samples or harness CPU time to say which)")
+            f"samples/s {rate:+.1f}% with output tokens per sample {out_shift:+.1f}%: each sample took longer, "
+            "the answers did not change"
         )
-        causes.append(
-            Cause(
-                f"the server or its GPUs are {what} ({abs(residual):.1f}%)",
-                "server",
-                "moves",
-                tuple(evidence),
-                figure,
-                residual,
-            )
+    if run.settings and ref.settings and not any(d.area == "settings" and d.effect == "moves" for d in diffs):
+        evidence.append("every LoadGen setting that moves the figure is the same")
+    what = "slower" if residual < 0 else "faster"
+    evidence.append(
+        f"no setting, serving option or output length accounts for it: the serving engine or the GPUs ran {what}"
+        + ("" if run.machine else " (the run recorded no NVML samples or harness CPU time to say which)")
+    )
+    return [
+        Cause(
+            f"the server or its GPUs are {what} ({abs(residual):.1f}%)",
+            "server",
+            "moves",
+            tuple(evidence),
+            figure,
+            residual,
         )
-    # Measured causes before the inferred rest ("server"), then by size.
-    causes.sort(key=lambda c: (_RANK[c.effect], c.area == "server", -abs(c.impact_pct or 0), c.area))
-    return causes
+    ]
 
 
 def _machine_causes(run: Side, ref: Side, figure: str) -> list[Cause]:
