@@ -193,3 +193,41 @@ def test_the_demo_is_per_cpu_in_verify_and_report_alike() -> None:
     text = "\n".join(render(report_view(r), 120))
     own = text.split("2. ")[1] if "2. " in text else text  # the run's own section, after the published one
     assert "per CPU" in own and "┃ per GPU" not in own
+
+
+def test_a_report_source_wraps_between_words_and_a_long_path_stays_whole() -> None:
+    """A table's footnotes (`[1] repo path`) were no-wrap lines wider than 80 columns: the terminal cut them inside
+    a word, `SXM-8` / `0GBx8`. Now they wrap between words; a path longer than the line gets its own, whole."""
+    from repro.report.tables import Column, Table
+    from repro.ui.fit import fitted
+
+    source = (
+        "mlcommons/inference_results_v4.1 closed/NVIDIA/results/DGX-H100_H100-SXM-80GBx8_TRT/llama2-70b-99.9/Offline"
+    )
+    summary = "/tmp/ws/runs/demo/Offline/20261127-164303/performance/run_1/mlperf_log_summary.txt"
+    table = Table(
+        [Column("system"), Column("source")], [["dgx-h100", "[1]"], ["mine", "[2]"]], footnotes=[source, summary]
+    )
+
+    class Fitted:
+        def __rich_console__(self, console, options):  # type: ignore[no-untyped-def]
+            yield from fitted(table, options)
+
+    lines = render(Fitted())
+    assert "closed/NVIDIA/results/DGX-H100_H100-SXM-80GBx8_TRT/llama2-70b-99.9/Offline" in lines
+    assert summary in lines  # whole, on its own line
+    assert all(len(line) <= 80 or " " not in line for line in lines), lines
+
+
+def test_the_report_chart_keeps_yours_and_its_label_whole_at_80() -> None:
+    """The chart cut `20261127-164303 (yours, demo)` to `20261127-164303 (yours, d…`; labels take what the bar can
+    spare down to 20 cells, and a label still too long keeps its `(...)`."""
+    from repro.ui.report import bar_chart
+
+    names = ["20261127-164303 (yours, demo)", "nd-gb200-v6 (published)"]
+    lines = [line.plain for line in bar_chart(names, [21_712.0, 13_015.4], 80, "tokens/s")]
+    assert lines[1].startswith("20261127-164303 (yours, demo) █") and lines[2].startswith("nd-gb200-v6 (published)")
+    assert all(len(line) <= 80 for line in lines), lines
+    long = ["a-very-long-run-folder-name-from-a-rack-20261127-164303-vm-00 (yours, demo)", "x (published)"]
+    lines = [line.plain for line in bar_chart(long, [2.0, 1.0], 80, "tokens/s")]
+    assert "… (yours, demo) " in lines[1] and lines[1].count("█") >= 20, lines

@@ -80,10 +80,11 @@ def fitted(t: Table, options: ConsoleOptions, more: str = "--json") -> list[Any]
         shown, dropped = _fit_one(remaining, options.max_width)
         out.append(_rich_table(shown))
         if shown.footnotes and any(c.name in ("source", "summary", "from") for c in shown.columns):
-            for n, f in enumerate(shown.footnotes, 1):
-                line = Text(f"  [{n}] {one_line(f)}", style="dim")
-                line.no_wrap, line.overflow = True, "ignore"
-                out.append(line)
+            from repro.ui.wrap import Prose
+
+            # wrapped between words (a path longer than the line gets its own, whole): a no-wrap `[1] repo path`
+            # was cut by the terminal inside a word (`SXM-8`/`0GBx8`)
+            out += [Prose(f"  [{n}] {one_line(f)}", style="dim") for n, f in enumerate(shown.footnotes, 1)]
         if not dropped:
             return out
         key = t.columns[0]

@@ -18,6 +18,7 @@ from repro.report.model import Report
 from repro.report.sections import sections
 from repro.report.tables import Chart, Paragraph, Table
 from repro.ui.fit import fitted
+from repro.ui.wrap import Prose
 
 
 def bar_chart(
@@ -26,14 +27,15 @@ def bar_chart(
     """One text bar per value, scaled to the widest; each labelled with its exact figure."""
     if not values:
         return [Text("(no chart: no tokens/s value is a plottable number)")]
-    label_w = min(max(len(n) for n in names), max(12, width // 3))
     num_w = max(len(fmt_num(v)) for v in values)
+    # the labels take what the bar can spare down to MIN_BAR cells: at 80 columns `NAME (yours, demo)` lost `demo`
+    label_w = min(max(len(n) for n in names), max(12, width - num_w - 3 - MIN_BAR))
     bar_w = max(4, width - label_w - num_w - 3)
     top = max(values) or 1.0
     lines = [Text(title, style="bold")]
     for name, value in zip(names, values, strict=True):
         name = one_line(name)
-        label = name if len(name) <= label_w else name[: label_w - 1] + "…"
+        label = _shortened(name, label_w)
         n = round(value / top * bar_w)
         line = Text(f"{label:<{label_w}} ")
         line.append("█" * n, style=yours if "(yours" in name else "dim")
@@ -49,6 +51,19 @@ def bar_chart(
     return lines
 
 
+MIN_BAR = 20
+
+
+def _shortened(name: str, width: int) -> str:
+    """`name` in `width` characters: cut in its name part so its `(yours, demo)` or `(published)` stays."""
+    if len(name) <= width:
+        return name
+    base, paren, tail = name.rpartition(" (")
+    if paren and len(tail) + 3 < width:
+        return base[: width - len(tail) - 3] + "…" + paren + tail
+    return name[: width - 1] + "…"
+
+
 class ReportView:
     def __init__(self, report: Report):
         self.report = report
@@ -56,10 +71,10 @@ class ReportView:
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> Iterator[Any]:
         r = self.report
         width = options.max_width
-        yield Text(r.title, style="bold")
+        yield Prose(r.title, style="bold")
         if r.banner:
-            yield Text(r.banner, style="bold yellow")
-        yield Text(one_line(r.headline))
+            yield Prose(r.banner, style="bold yellow")
+        yield Prose(one_line(r.headline))
         for section in sections(r):
             yield Text("")
             yield Text(section.heading, style="bold")
@@ -67,11 +82,9 @@ class ReportView:
                 if isinstance(block, Table):
                     yield from fitted(block, options, "--markdown, --html and --json")
                 elif isinstance(block, Paragraph):
-                    text = Text(("  " if section.heading == "Sources" else "") + one_line(block.text))
-                    if section.heading == "Sources":
-                        text.no_wrap, text.overflow = True, "ignore"
-                        text.stylize("dim")
-                    yield text
+                    # a source (`[1] repo path`) wraps between its words: no-wrap, the terminal cut `SXM-8`/`0GBx8`
+                    source = section.heading == "Sources"
+                    yield Prose(("  " if source else "") + one_line(block.text), style="dim" if source else "")
                 elif isinstance(block, Chart) and block.kind == "comparison":
                     names, values = r.chart_bars()
                     inside = r.own_in_band()
@@ -81,7 +94,7 @@ class ReportView:
                     )
                     yield from bar_chart(names, values, min(width, 100), title + _lab(r), yours, r.unit)
         for kind, path in r.outputs.items():
-            yield Text(f"{kind}: {one_line(path)}")
+            yield Prose(f"{kind}: {one_line(path)}")
 
 
 def _lab(r: Report) -> str:
