@@ -196,6 +196,9 @@ _METAVARS = {
     "image_source": "archive|registry|enroot",
     "workspace": "DIR",
     "gpus": "N",
+    "run_samples": "N",
+    "time_scale": "FACTOR",
+    "price_per_hour": "USD",
     "nodes": "N",
     "expect": "N",
     "samples": "N",
@@ -224,7 +227,7 @@ _PANELS: dict[str, tuple[str, ...]] = {
         "recipe", "workspace", "backend", "duration", "official_min_duration", "samples", "accuracy",
         "compliance", "into", "sim_rate", "target_qps", "stop_if_below_band", "repeat",
     ),
-    "Search": ("max_minutes", "margin", "start_qps", "probe_seconds", "probe_queries"),
+    "Search": ("max_minutes", "margin", "start_qps", "probe_seconds", "probe_queries", "run_samples"),
     "Server": ("endpoint", "served_model", "server_image", "keep_servers", "listen", "ready_timeout", "stall_timeout"),
     "Rack (--launcher slurm)": (
         "nodes", "launcher", "partition", "container_image", "image_registry", "image_source", "rerun_failed",
