@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 from helpers import cli_process
 
@@ -89,10 +91,8 @@ def test_tune_help_puts_every_search_option_under_search(capsys: pytest.CaptureF
     cmd = typer.main.get_command(app)
     _plain_metavars(cmd)  # as main does: words for metavars, the option groups
     for scenario in ("server", "interactive"):
-        try:
+        with contextlib.suppress(SystemExit):
             cmd.main(args=["tune", scenario, "--help"], prog_name="repro", standalone_mode=False)
-        except SystemExit:
-            pass
         out = capsys.readouterr().out
         search = out.split("Search options")[1].split("Server options")[0]
         assert "--run-samples N " in search and "--margin FRACTION" in search, out
