@@ -231,3 +231,29 @@ def test_the_report_chart_keeps_yours_and_its_label_whole_at_80() -> None:
     long = ["a-very-long-run-folder-name-from-a-rack-20261127-164303-vm-00 (yours, demo)", "x (published)"]
     lines = [line.plain for line in bar_chart(long, [2.0, 1.0], 80, "tokens/s")]
     assert "… (yours, demo) " in lines[1] and lines[1].count("█") >= 20, lines
+
+
+@pytest.mark.parametrize("width", [80, 200])
+def test_the_rack_table_keeps_its_reasons_readable(fixtures: Path, width: int) -> None:
+    """`repro aggregate` of a rack at 80 columns squeezed the per-VM `why` column to 4 cells and cut every word in
+    it (`acc…`, `mis…`). Where it cannot have 30 cells the reasons go under the table, one VM a line; wide, the
+    column stays."""
+    from repro.results.aggregate import aggregate
+    from repro.ui.results import render_rack
+
+    report = aggregate([fixtures / "azure-nd-gb300-v6-rack"], expect=18)
+    lines = render(render_rack(report), width)
+    header = next(cells(line) for line in lines if line.startswith("┃ VM"))
+    assert not any("…" in line for line in lines), lines
+    assert_no_split_units(lines)
+    assert all(len(line) <= width or " " not in line.strip() for line in lines), lines
+    text = " ".join(" ".join(lines).split())
+    if width == 80:
+        assert header == ["VM", "tokens/s", "per GPU", "deviation", "verdict"]
+        assert "why, per VM:" in lines
+        for row in report.rows:
+            assert any(line.startswith(f"  {row.name}: ") for line in lines), lines
+        assert "5.3% below the published 15,200.0 per GPU" in text
+    else:
+        assert header == ["VM", "tokens/s", "per GPU", "deviation", "verdict", "why"]
+        assert "why, per VM:" not in lines

@@ -71,46 +71,69 @@ def render_verdict(v: Verdict) -> Group:
     return Group(table, *lines, head, *why, *notes)
 
 
+WHY_MIN = 30
+"""Fewer cells than this left for the per-VM `why` column and the reasons go under the table: at 80 columns the
+column had 4 cells and cut every word (`acc…`, `mis…`)."""
+
+
+class PerVmTable:
+    """aggregate's per-VM table; its `why` column, or the same reasons one VM a line under it when too narrow."""
+
+    def __init__(self, report: RackReport):
+        band = report.band()
+        self.title = f"Per {report.unit}" + (f" (band {band[0]:,.1f}–{band[1]:,.1f} tokens/s per GPU)" if band else "")
+        self.unit = report.unit
+        self.rows: list[tuple[list[Any], str]] = []
+        for r in report.rows:
+            v = r.verdict
+            style = _ROW_STYLE.get(r.status, "yellow")
+            if v is None:
+                self.rows.append(([r.name, "-", "-", "-", Text(r.status, style)], r.problem or ""))
+                continue
+            dev = f"{v.deviation_pct:+.1f}%" if v.deviation_pct is not None else "-"
+            note = ("; ".join(v.reasons) + excluded_text(r)).strip()
+            self.rows.append(
+                ([r.name, fmt_num(v.run.tokens_per_s), fmt_rate(v.per_gpu), dev, Text(r.status, style)], note)
+            )
+
+    def table(self, why: bool) -> Table:
+        t = Table(title=Prose(self.title), title_justify="left")
+        for col in (self.unit, "tokens/s", "per GPU", "deviation", "verdict", *(["why"] if why else [])):
+            right = col in ("tokens/s", "per GPU", "deviation")
+            t.add_column(col, justify="right" if right else "left", no_wrap=col != "why")
+        for cells, note in self.rows:
+            t.add_row(*cells, *([Words(note)] if why else []))
+        return t
+
+    def __rich_console__(self, console: Any, options: Any) -> Any:
+        from rich.measure import Measurement
+
+        narrow = Measurement.get(console, options, self.table(why=False)).maximum
+        if options.max_width - narrow >= WHY_MIN + 3 or not any(note for _, note in self.rows):
+            yield self.table(why=True)
+            return
+        yield self.table(why=False)
+        yield Text(f"why, per {self.unit}:", style="bold")
+        for cells, note in self.rows:
+            if note:
+                yield Prose(f"  {cells[0]}: {note}")
+
+
 def render_rack(report: RackReport) -> Group:
     summary = Table(title=f"repro aggregate: {report.title}", title_justify="left")
     for col in ("", "measured", "published"):
         summary.add_column(col, justify="left" if not col else "right", no_wrap=True)
     for row in report.summary_rows():
         summary.add_row(*row)
-    band = report.band()
     unit = report.unit
-    per_vm = Table(
-        title=f"Per {unit}" + (f" (band {band[0]:,.1f}–{band[1]:,.1f} tokens/s per GPU)" if band else ""),
-        title_justify="left",
-    )
-    for col in (unit, "tokens/s", "per GPU", "deviation", "verdict", "why"):
-        per_vm.add_column(
-            col, justify="right" if col in ("tokens/s", "per GPU", "deviation") else "left", no_wrap=col != "why"
-        )
-    for r in report.rows:
-        v = r.verdict
-        style = _ROW_STYLE.get(r.status, "yellow")
-        if v is None:
-            per_vm.add_row(r.name, "-", "-", "-", Text(r.status, style), r.problem or "")
-            continue
-        dev = f"{v.deviation_pct:+.1f}%" if v.deviation_pct is not None else "-"
-        note = "; ".join(v.reasons) + excluded_text(r)
-        per_vm.add_row(
-            r.name,
-            fmt_num(v.run.tokens_per_s),
-            fmt_rate(v.per_gpu),
-            dev,
-            Text(r.status, style),
-            note.strip(),
-        )
-    parts: list[Any] = [summary, per_vm]
+    parts: list[Any] = [summary, PerVmTable(report)]
     if report.missing_count:
-        parts.append(
-            Text(f"{report.missing_count} of {report.expect} expected {unit}s have no result folder.", style="red")
-        )
+        parts.append(Prose(f"{report.missing_count} of {report.expect} expected {unit}s have no result folder.", "red"))
     ok = report.exit_code == 0
-    parts.append(Text("Rack verdict: ", style="bold") + Text(report.verdict_line, "bold green" if ok else "bold red"))
-    parts += [Text(f"note: {n}", style="dim") for n in report.notes]
+    parts.append(
+        Prose(Text("Rack verdict: ", style="bold") + Text(report.verdict_line, "bold green" if ok else "bold red"))
+    )
+    parts += [Prose(f"note: {n}", style="dim") for n in report.notes]
     return Group(*parts)
 
 
