@@ -97,7 +97,7 @@ class PerVmTable:
             )
 
     def table(self, why: bool) -> Table:
-        t = Table(title=Prose(self.title), title_justify="left")
+        t = Table(title=self.title, title_justify="left")
         for col in (self.unit, "tokens/s", "per GPU", "deviation", "verdict", *(["why"] if why else [])):
             right = col in ("tokens/s", "per GPU", "deviation")
             t.add_column(col, justify="right" if right else "left", no_wrap=col != "why")
