@@ -123,7 +123,8 @@ def test_2_hostile_paths_are_quoted_and_lint_clean(tmp_path: Path, home_name: st
 @pytest.mark.slow
 @pytest.mark.parametrize("home_name", ["home $(touch MARK) `touch MARK` %A", "home\nline2 $(touch MARK)"])
 def test_2_hostile_paths_run_for_real_in_slurm_and_inject_nothing(tmp_path: Path, home_name: str) -> None:
-    from repro.run.rack import collect, submit, task_rows
+    from repro.run.rack import collect, submit
+    from repro.run.rack_folder import task_rows
 
     marker = tmp_path / "INJECTED"
     plan = _hostile_plan(tmp_path, marker, home_name.replace("MARK", str(marker)))
@@ -142,7 +143,8 @@ def test_2_hostile_paths_run_for_real_in_slurm_and_inject_nothing(tmp_path: Path
 
 def test_2_rerun_failed_validates_rack_json_before_anything_runs(tmp_path: Path, _isolated_home: Path) -> None:
     from repro.core.workspace import Workspace
-    from repro.run.rack import RACK_JSON, plan_rack
+    from repro.run.rack import plan_rack
+    from repro.run.rack_folder import RACK_JSON
 
     _prepared(_isolated_home)
     plan = plan_rack(RECIPE, Workspace.open(None), 2, backend="sim", samples=16)
@@ -197,7 +199,7 @@ def test_3_step_containers_and_base_images_are_checked_too() -> None:
 @slurm
 @pytest.mark.slurm
 def test_4_hf_token_is_not_exported_to_the_job(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from repro.run.rack import sbatch
+    from repro.run.slurm import sbatch
 
     script = tmp_path / "env.sbatch"
     dump = tmp_path / "job-env.txt"
@@ -483,7 +485,8 @@ MALFORMED = {
 @pytest.mark.parametrize("form", sorted(MALFORMED))
 def test_9_malformed_rack_json_is_one_line(form: str, _isolated_home: Path) -> None:
     from repro.core.workspace import Workspace
-    from repro.run.rack import RACK_JSON, plan_rack
+    from repro.run.rack import plan_rack
+    from repro.run.rack_folder import RACK_JSON
 
     _prepared(_isolated_home)
     plan = plan_rack(RECIPE, Workspace.open(None), 2, backend="sim", samples=16)

@@ -20,19 +20,17 @@ from repro.core.errors import InputError, StepFailed
 from repro.core.recipes import get_recipe
 from repro.core.workspace import Workspace
 from repro.run.rack import (
-    RACK_JSON,
-    _indices,
     check,
     collect,
     follow,
     launch_offline,
-    load_manifest,
     plan_rack,
     render_script,
     rerun_failed,
     submit,
-    task_rows,
 )
+from repro.run.rack_folder import RACK_JSON, load_manifest, task_rows
+from repro.run.slurm import _indices
 from repro.setup.dataset import save_prepared
 
 RECIPE = "nd-gb300-v6"

@@ -195,7 +195,7 @@ def test_5_rich_markup_in_the_ledger_is_shown_as_text_in_status(tmp_path: Path) 
 
 
 def test_5_rich_markup_in_task_json_is_shown_as_text_in_the_rack_view() -> None:
-    from repro.run.rack import TaskRow
+    from repro.run.rack_folder import TaskRow
     from repro.ui.output import make_console
     from repro.ui.rack import task_table
 

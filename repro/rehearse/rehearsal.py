@@ -627,7 +627,8 @@ def _rack(r: Rehearsal) -> None:
     """The rack through the real Slurm: each task runs `repro rehearse --rack-node` on its host, which starts that
     node's servers through the host's Docker; the image reaches it from the rack folder (docker save/load)."""
     from repro.results.aggregate import VMRow
-    from repro.run.rack import launch_offline, live_jobs
+    from repro.run.rack import launch_offline
+    from repro.run.slurm import live_jobs
 
     nodes = r.result.nodes
     r.say(f"rack: {nodes} nodes through Slurm, each `repro rehearse --rack-node` with its own servers")
@@ -847,7 +848,7 @@ def rack_node(recipe_name: str, root: Path, *, image: str, rack: str, time_scale
 
     from repro.engine.container import managed_containers
     from repro.run import enroot
-    from repro.run.rack import load_manifest, vm_name
+    from repro.run.rack_folder import load_manifest, vm_name
     from repro.run.servers import ServerOptions, plan_servers
 
     recipe = gpu_recipe(recipe_name)

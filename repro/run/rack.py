@@ -11,93 +11,45 @@ Slurm has forgotten the job; failed, cancelled or lost VMs are listed and never 
 from __future__ import annotations
 
 import contextlib
-import os
 import re
 import shlex
 import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from repro import __version__
 from repro.core.clock import new_stamped_dir, now_iso, stamped_path
 from repro.core.errors import InputError, Interrupted, ReproError, StepFailed
 from repro.core.fsutil import atomic_write_json, atomic_write_text
 from repro.core.recipes import Recipe, get_recipe, is_registry_recipe, load_recipe_file, registry_recipe
-from repro.core.safeio import loads_json, read_text_bounded
 from repro.core.textsafe import sh_quote, terminal_safe
 from repro.core.workspace import Workspace
 from repro.engine.container import validate_image_ref
 from repro.run import enroot
-
-TaskStateName = Literal["pending", "running", "done", "failed", "cancelled", "missing"]
-TERMINAL = ("done", "failed", "cancelled", "missing")
-RACK_JSON = "rack.json"
-SCRIPT = "rack.sbatch"
-TASK_JSON = "task.json"
-RERUN = "repro run offline --launcher slurm --rerun-failed {rack}"
-
-_SLURM_STATE: dict[str, TaskStateName] = {
-    "PENDING": "pending",
-    "REQUEUED": "pending",
-    "REQUEUE_HOLD": "pending",
-    "SUSPENDED": "pending",
-    "CONFIGURING": "running",
-    "RUNNING": "running",
-    "COMPLETING": "running",
-    "STAGE_OUT": "running",
-    "COMPLETED": "done",
-    "CANCELLED": "cancelled",
-    "PREEMPTED": "cancelled",
-    "REVOKED": "cancelled",
-}
-
-
-class SlurmError(ReproError):
-    """Slurm is not installed, not reachable, or refused the job."""
-
+from repro.run.rack_folder import (
+    MAX_NODES,
+    RACK_JSON,
+    RECIPE_DIR,
+    RERUN,
+    SCRIPT,
+    TERMINAL,
+    RackResult,
+    TaskRow,
+    load_manifest,
+    task_rows,
+    validate_partition,
+)
+from repro.run.slurm import SlurmError, run_tool, sbatch, sbatch_argv
 
 TEMPLATE = Path(__file__).with_name("templates") / "sbatch.sh"
-MAX_NODES = 4096
-RECIPE_DIR = "recipes"
-# Slurm partition names (a comma-separated list is allowed): no space, `=`, quote or newline can add an option.
-_PARTITION = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}(?:,[A-Za-z0-9][A-Za-z0-9_.-]{0,63}){0,15}")
-# What the job needs from the submitting shell (the same interpreter and code as the login node: PYTHONPATH,
-# VIRTUAL_ENV, LD_LIBRARY_PATH); HF_TOKEN is not among them (runs read local weights only).
-EXPORT = (
-    "PATH",
-    "HOME",
-    "USER",
-    "LOGNAME",
-    "LANG",
-    "LC_ALL",
-    "TMPDIR",
-    "PYTHONPATH",
-    "VIRTUAL_ENV",
-    "LD_LIBRARY_PATH",
-    "REPRO_BIN",
-    "REPRO_DEBUG",
-    "REPRO_FAIL_TASKS",
-    "CUDA_VISIBLE_DEVICES",
-)
-
-
-def validate_partition(value: str, where: str = "--partition") -> str:
-    if not isinstance(value, str) or not _PARTITION.fullmatch(value):
-        shown = ascii(value) if isinstance(value, str) else type(value).__name__
-        raise InputError(
-            f"{where} {shown}: not a Slurm partition name (letters, digits, _ . - and commas only).",
-            "`sinfo -h -o %P` lists the partitions",
-        )
-    return value
 
 
 def _check_path(value: str, what: str) -> str:
@@ -116,10 +68,6 @@ def work_dir_of(rack_dir: Path) -> Path:
     """The per-VM homes of simulated and rehearsal VMs and the retired attempts of --rerun-failed: outside the rack
     folder, so nothing in it is mistaken for a VM's result; removed by collect() once empty."""
     return rack_dir.with_name(rack_dir.name + ".work")
-
-
-def vm_name(index: int) -> str:
-    return f"vm-{index:02d}"
 
 
 def _repro_bin() -> str:
@@ -354,267 +302,6 @@ def render_script(plan: RackPlan) -> str:
     return re.sub(r"@([A-Z_]+)@", lambda m: values[m[1]], text)
 
 
-def _slurm_path(path: Path) -> str:
-    """sbatch expands %-patterns in --output; a literal % in the rack path is written %%."""
-    return str(path).replace("%", "%%")
-
-
-def export_list(environ: Mapping[str, str] | None = None) -> str:
-    """`--export` for sbatch: only the names the job needs, so HF_TOKEN and the rest of the shell stay behind."""
-    env: Mapping[str, str] = os.environ if environ is None else environ
-    extra = [n for n in env.get("REPRO_SLURM_EXPORT", "").split(",") if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", n)]
-    names = [n for n in (*EXPORT, *extra) if n in env and "," not in env[n]]
-    return ",".join(names) if names else "NONE"
-
-
-def sbatch_argv(script: Path, rack_dir: Path, array: str | None = None) -> list[str]:
-    """The submit command as an argv list: values never pass through a shell on the submitting side either."""
-    return (
-        ["sbatch", "--parsable", f"--export={export_list()}", f"--output={_slurm_path(rack_dir / 'slurm')}/%A_%a.out"]
-        + ([f"--array={array}"] if array else [])
-        + [str(script)]
-    )
-
-
-def _run(cmd: list[str], timeout: float = 30) -> subprocess.CompletedProcess[str]:
-    try:
-        return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
-    except FileNotFoundError:
-        raise SlurmError(
-            f"`{cmd[0]}` not found: Slurm client tools are not installed on this machine.",
-            "run from a Slurm login node (CycleCloud scheduler), or `sudo .ci/start-slurm.sh` for a local test cluster",
-        ) from None
-    except subprocess.TimeoutExpired:
-        raise SlurmError(f"`{' '.join(cmd)}` did not answer in {timeout:.0f} s; is slurmctld up?", "`sinfo`") from None
-
-
-def sbatch(script: Path, array: str | None = None, rack_dir: Path | None = None) -> str:
-    cmd = sbatch_argv(script, rack_dir or script.parent, array)
-    proc = _run(cmd)
-    if proc.returncode != 0:
-        msg = (proc.stderr or proc.stdout).strip().splitlines()
-        raise SlurmError(
-            f"sbatch refused {script}: {msg[-1] if msg else f'exit {proc.returncode}'}",
-            "check the partition with `sinfo`, then submit again",
-        )
-    return proc.stdout.strip().split(";")[0]
-
-
-def _indices(expr: str) -> list[int]:
-    """Array task ids from Slurm's notation: '3', '0-5%2', '1,3,6-7'."""
-    out: list[int] = []
-    for part in expr.split("%")[0].strip("[]").split(","):
-        if m := re.fullmatch(r"(\d+)-(\d+)(?::(\d+))?", part):
-            out += range(int(m[1]), int(m[2]) + 1, int(m[3] or 1))
-        elif part.isdigit():
-            out.append(int(part))
-    return out
-
-
-def slurm_states(job_id: str) -> dict[int, tuple[str, str, str]]:
-    """Array index -> (JobState, Reason, NodeList) from `scontrol show job`, while Slurm still remembers it."""
-    proc = _run(["scontrol", "-o", "show", "job", job_id])
-    states: dict[int, tuple[str, str, str]] = {}
-    if proc.returncode != 0:
-        return states
-    for line in proc.stdout.splitlines():
-        kv = dict(re.findall(r"(\w+)=(\S*)", line))
-        if kv.get("ArrayJobId") != job_id or "ArrayTaskId" not in kv:
-            continue
-        for i in _indices(kv["ArrayTaskId"]):
-            states[i] = (kv.get("JobState", "UNKNOWN"), kv.get("Reason", ""), kv.get("NodeList", ""))
-    return states
-
-
-def live_jobs(job_ids: list[str]) -> list[str]:
-    """The jobs of `job_ids` Slurm still has pending or running (a finished rack leaves none)."""
-    return [
-        j
-        for j in job_ids
-        if any(_SLURM_STATE.get(s[0], "") in ("pending", "running") for s in slurm_states(j).values())
-    ]
-
-
-@dataclass
-class TaskRow:
-    index: int
-    vm: str
-    state: TaskStateName
-    job_id: str | None = None
-    host: str | None = None
-    exit_code: int | None = None
-    reason: str = ""
-    tokens_per_s: float | None = None
-    label: str | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "vm": self.vm,
-            "index": self.index,
-            "state": self.state,
-            "job_id": self.job_id,
-            "host": self.host,
-            "exit_code": self.exit_code,
-            "reason": self.reason,
-            "tokens_per_s": self.tokens_per_s,
-            "label": self.label,
-        }
-
-
-def _read_json(path: Path) -> dict[str, Any] | None:
-    try:
-        data = loads_json(read_text_bounded(path, 1 << 20, what="task file"))
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
-
-
-def _text(value: Any, limit: int = 300) -> str | None:
-    """A task.json string as display text (the rack folder is shared storage: any type, any bytes)."""
-    return None if value is None else terminal_safe(str(value))[:limit]
-
-
-class _Job(BaseModel):
-    model_config = ConfigDict(extra="allow")
-    job_id: str = Field(pattern=r"^[0-9]{1,20}$")
-    tasks: list[int] = Field(max_length=MAX_NODES)
-
-    @field_validator("tasks")
-    @classmethod
-    def _in_range(cls, v: list[int]) -> list[int]:
-        if any(isinstance(i, bool) or not 0 <= i < MAX_NODES for i in v):
-            raise ValueError(f"task indices must be 0 to {MAX_NODES - 1}")
-        return v
-
-
-class RackManifest(BaseModel):
-    """rack.json as read back: the rack folder sits on shared storage, so every field is checked before use."""
-
-    model_config = ConfigDict(extra="allow", strict=True)
-    kind: str = Field(pattern=r"^repro-rack$")
-    recipe: str = Field(pattern=r"^[a-z0-9][a-z0-9-]{0,99}$")
-    recipe_hash: str | None = None
-    recipe_file: str | None = Field(default=None, pattern=rf"^{RECIPE_DIR}/[a-z0-9][a-z0-9-]{{0,99}}\.yaml$")
-    backend: str | None = Field(default=None, pattern=r"^[a-z0-9-]{1,40}$")
-    label: str | None = Field(default=None, pattern=r"^(simulated|demo|rehearsal)$")
-    nodes: int = Field(ge=1, le=MAX_NODES)
-    partition: str | None = None
-    container_image: str | None = None
-    image_source: str | None = Field(default=None, pattern=r"^(archive|registry|enroot)$")
-    push_from: str | None = None
-    pyxis: bool | None = None
-    rehearsal_time_scale: float | None = Field(default=None, gt=0, le=1, allow_inf_nan=False)
-    duration_s: float | None = Field(default=None, gt=0, allow_inf_nan=False)
-    samples: int | None = Field(default=None, gt=0)
-    sim_rate: float | None = Field(default=None, gt=0, allow_inf_nan=False)
-    workspace: str = Field(min_length=1, max_length=4096)
-    repro_bin: str | None = Field(default=None, max_length=4096)
-    jobs: list[_Job] = Field(default_factory=list)
-
-    @field_validator("partition")
-    @classmethod
-    def _partition(cls, v: str | None) -> str | None:
-        if v is not None and not _PARTITION.fullmatch(v):
-            raise ValueError("not a Slurm partition name (letters, digits, _ . - and commas only)")
-        return v
-
-    @field_validator("container_image", "push_from")
-    @classmethod
-    def _image(cls, v: str | None) -> str | None:
-        if v is not None:
-            try:
-                validate_image_ref(v)
-            except InputError:
-                raise ValueError("not an image name (it may not start with '-')") from None
-        return v
-
-    @field_validator("workspace", "repro_bin")
-    @classmethod
-    def _path(cls, v: str | None) -> str | None:
-        if v is not None and "\x00" in v:
-            raise ValueError("a path cannot hold a NUL byte")
-        return v
-
-
-def load_manifest(rack_dir: Path) -> dict[str, Any]:
-    """rack.json, validated field by field: a malformed one is one error naming the field (exit 2), no traceback."""
-    path = Path(rack_dir) / RACK_JSON
-    nxt = "pass the folder `repro run offline --launcher slurm` printed (under $REPRO_HOME/racks/)"
-    try:
-        data = loads_json(read_text_bounded(path, 16 << 20, what=RACK_JSON))
-    except (OSError, ValueError):
-        data = None
-    if not isinstance(data, dict) or data.get("kind") != "repro-rack":
-        raise InputError(f"{path}: not a repro rack folder (missing or unreadable {RACK_JSON}).", nxt)
-    try:
-        checked = RackManifest.model_validate(data)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "(top level)"
-        raise InputError(
-            f"{path}: field '{terminal_safe(where)}': {first['msg']}.",
-            "restore rack.json from the rack's first submission, or start a new rack run",
-        ) from None
-    data.update(checked.model_dump(exclude_unset=False, include=set(RackManifest.model_fields)))
-    data["jobs"] = [dict(j) for j in data["jobs"]]
-    return data
-
-
-def _tokens(folder: Path) -> float | None:
-    """The VM's performance run (a run folder keeps it in performance/run_1/)."""
-    from repro.results.logs import find_runs
-
-    try:
-        perf = [r for r in find_runs(folder) if r.mode == "PerformanceOnly"]
-    except ReproError:
-        return None
-    return perf[0].tokens_per_s if len(perf) == 1 else None
-
-
-def task_rows(rack_dir: Path, manifest: dict[str, Any] | None = None) -> list[TaskRow]:
-    """One row per VM: the task's own task.json wins once terminal; Slurm fills in pending/running/cancelled."""
-    rack_dir = Path(rack_dir)
-    m = manifest or load_manifest(rack_dir)
-    latest: dict[int, str] = {}
-    for job in m["jobs"]:
-        for i in job["tasks"]:
-            latest[i] = job["job_id"]
-    live = {job_id: slurm_states(job_id) for job_id in sorted(set(latest.values()))}
-    rows = []
-    for i in range(int(m["nodes"])):
-        vm, job_id = vm_name(i), latest.get(i)
-        row = TaskRow(i, vm, "missing", job_id, label=m.get("label"), reason="never submitted")
-        own = _read_json(rack_dir / vm / TASK_JSON)
-        if own and str(own.get("job_id")) != str(job_id):
-            own = None
-        slurm = live.get(job_id, {}).get(i) if job_id else None
-        if own:
-            code = own.get("exit_code")
-            row.host, row.reason = _text(own.get("host"), 100), _text(own.get("reason")) or ""
-            row.exit_code = code if isinstance(code, int) and not isinstance(code, bool) else None
-        if own and own.get("state") in TERMINAL:
-            row.state = own["state"]
-        elif slurm:
-            name: TaskStateName = _SLURM_STATE.get(slurm[0].split()[0], "failed")
-            row.state = name if name != "done" else "missing"
-            if name == "done":
-                row.reason = "Slurm says COMPLETED but the task wrote no result"
-            elif name == "pending":
-                row.reason = slurm[1] if slurm[1] not in ("None", "") else ""
-            elif name == "running":
-                row.host = row.host or slurm[2] or None
-            else:
-                row.reason = row.reason or f"Slurm state {slurm[0]}" + (
-                    f" ({slurm[1]})" if slurm[1] not in ("None", "") else ""
-                )
-        elif job_id:
-            row.reason = "Slurm no longer knows the task and it left no result (killed before it started, or node lost)"
-        if row.state == "done":
-            row.tokens_per_s = _tokens(rack_dir / vm)
-        rows.append(row)
-    return rows
-
-
 class RackUI(Protocol):
     """How a rack run talks to a person while it follows Slurm (the CLI passes a Rich one; tests and --json none)."""
 
@@ -677,71 +364,6 @@ def follow(
             f"follow and collect later: `{RERUN.format(rack=rack_dir)}`",
         ) from None
     return rows
-
-
-@dataclass
-class RackResult:
-    """What `repro run offline --launcher slurm` shows: the tasks, then the rack table over the finished VMs."""
-
-    rack_dir: Path
-    manifest: dict[str, Any]
-    rows: list[TaskRow] = field(default_factory=list)
-    report: Any = None
-    report_error: str | None = None
-    script: str | None = None
-    dry_run: bool = False
-    submit_command: list[str] = field(default_factory=list)
-    next_command: str | None = None
-    image_commands: list[list[str]] = field(default_factory=list)
-
-    @property
-    def failed(self) -> list[TaskRow]:
-        return [r for r in self.rows if r.state in ("failed", "cancelled", "missing")]
-
-    @property
-    def rerun_command(self) -> str | None:
-        return RERUN.format(rack=shlex.quote(str(self.rack_dir))) if self.failed else None
-
-    @property
-    def exit_code(self) -> int:
-        if self.dry_run:
-            return 0
-        if self.failed or self.report is None:
-            return 1
-        return self.report.exit_code
-
-    def to_json(self) -> dict[str, Any]:
-        m = self.manifest
-        out: dict[str, Any] = {
-            "rack_dir": str(self.rack_dir),
-            "recipe": m["recipe"],
-            "label": m.get("label"),
-            "backend": m.get("backend"),
-            "nodes": m["nodes"],
-            "dry_run": self.dry_run,
-            "jobs": m.get("jobs", []),
-            "status": m.get("status"),
-        }
-        if self.dry_run:
-            out |= {
-                "script": self.script,
-                "submit_command": self.submit_command,
-                "container_image": m.get("container_image"),
-                "image_source": m.get("image_source"),
-                "image_commands": self.image_commands,
-                "pyxis": m.get("pyxis"),
-                "next_command": self.next_command,
-            }
-            return out
-        out |= {
-            "tasks": [r.to_json() for r in self.rows],
-            "done": sum(r.state == "done" for r in self.rows),
-            "failed": [r.vm for r in self.failed],
-            "aggregate": self.report.to_json() if self.report is not None else None,
-            "aggregate_error": self.report_error,
-            "rerun_command": self.rerun_command,
-        }
-        return out
 
 
 def _rack_status(rows: list[TaskRow]) -> str:
@@ -871,7 +493,7 @@ def docker_usable() -> bool:
     if shutil.which("docker") is None:
         return False
     try:
-        return _run(["docker", "info", "--format", "{{.ServerVersion}}"], timeout=20).returncode == 0
+        return run_tool(["docker", "info", "--format", "{{.ServerVersion}}"], timeout=20).returncode == 0
     except SlurmError:
         return False
 
@@ -881,7 +503,7 @@ def pyxis_present() -> bool:
     if shutil.which("srun") is None:
         return False
     try:
-        return "--container-image" in _run(["srun", "--help"], timeout=20).stdout
+        return "--container-image" in run_tool(["srun", "--help"], timeout=20).stdout
     except SlurmError:
         return False
 

@@ -15,7 +15,7 @@ from rich.table import Table
 from rich.text import Text
 
 from repro.core.fmt import fmt_num
-from repro.run.rack import SCRIPT, RackResult, TaskRow
+from repro.run.rack_folder import SCRIPT, RackResult, TaskRow
 from repro.ui.output import console, info
 from repro.ui.render import renderable
 

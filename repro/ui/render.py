@@ -22,7 +22,7 @@ _VIEWS: dict[str, str] = {
     "repro.results.aggregate.RackReport": "repro.ui.results:render_rack",
     "repro.results.series.Series": "repro.ui.results:render_series",
     "repro.results.attest_verify.Verification": "repro.ui.attest:verification",
-    "repro.run.rack.RackResult": "repro.ui.rack:rack_result",
+    "repro.run.rack_folder.RackResult": "repro.ui.rack:rack_result",
     "repro.run.tune.TuneResult": "repro.ui.tune:tune_result",
     "repro.rehearse.rehearsal.RehearsalResult": "repro.ui.rehearse:rehearsal_result",
 }
