@@ -257,3 +257,16 @@ def test_the_rack_table_keeps_its_reasons_readable(fixtures: Path, width: int) -
     else:
         assert header == ["VM", "tokens/s", "per GPU", "deviation", "verdict", "why"]
         assert "why, per VM:" not in lines
+
+
+def test_tune_dry_run_says_its_probe_settings_in_words() -> None:
+    """`repro tune server --dry-run` printed `probe settings: {'min_duration': 60000, ...}` (a Python dict) and
+    `1001 queries`; issue 37 item 5: units and words."""
+    from helpers import cli
+
+    out = cli("tune", "server", "--recipe", "nd-gb200-v6", "--dry-run")
+    assert out.exit_code == 0, out.output
+    text = " ".join(out.output.split())
+    assert "{" not in text and "'" not in text.split("probe settings:")[1].split(";")[0], text
+    assert "probes of 60 s / 1,001 queries" in text
+    assert "probe settings: min_duration 60,000 ms, min_query_count 1,001; the recipe's user.conf" in text

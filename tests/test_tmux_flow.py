@@ -290,3 +290,36 @@ def test_one_story_at_80x24_after_a_run_and_after_ctrl_c(tmp_path):
     assert [c.strip() for c in header.strip("┃").split("┃")] == ["step", "state", "finished", "why"]
     assert sum(bool(re.search(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\+00:00", line)) for line in lines) >= 2
     assert [s for s in _nexts(lines)] == run_next
+
+
+@pytest.mark.slow
+def test_ctrl_c_on_a_server_run_at_80x24_is_back_within_10_s(tmp_path):
+    """Issue 37 item 6 as a user meets it: Ctrl-C typed in the terminal (SIGINT to the whole foreground group, not
+    one signal to one process) on a demo Server run with a 300 s schedule gives the prompt back within 10 s, one
+    final frame marked interrupted, the partial logs named and marked, and a Next line that is one whole command."""
+    ws = tmp_path / "ws"
+    env = {"REPRO_HOME": str(ws), "REPRO_IMDS_URL": "http://127.0.0.1:9/", "TERM": "xterm"}
+    term = Tmux(tmp_path, tmp_path, env, args=("run", "server", "--recipe", "demo", "--duration", "300"))
+    try:
+        term.expect(r"LoadGen Server \S+ [1-9][\d,]*/[\d,]+ ", timeout=240)
+        time.sleep(2)
+        sent = time.monotonic()
+        term.send("C-c")
+        term.expect(r"EXIT=\d+", timeout=120)
+        took = time.monotonic() - sent
+        lines = term.history()
+    finally:
+        term.close()
+    text = "\n".join(lines)
+    assert "EXIT=130" in text, text
+    assert took < 10, f"the prompt came back {took:.1f} s after Ctrl-C"
+    bars = [line for line in lines if line.startswith("LoadGen Server")]
+    assert len(bars) == 1 and bars[0].rstrip().endswith("interrupted"), bars
+    assert len(re.match(r"LoadGen Server (\S+) ", bars[0]).group(1)) >= 20, bars
+    assert "Traceback" not in text and "^C" not in text
+    (run_json,) = ws.glob("runs/demo/Server/*/performance/run_1/run.json")
+    info = json.loads(run_json.read_text())
+    assert info["status"] == "interrupted" and info["incomplete"] is True
+    assert str(run_json.parent) in " ".join(text.split()), text  # the partial logs are named, whole
+    assert _nexts(lines) == ["repro run server --recipe demo --duration 300"]
+    _screen_checks(lines)

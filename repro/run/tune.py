@@ -378,7 +378,7 @@ class TuneResult:
             return (
                 f"would search {self.scenario} target QPS for {self.recipe} from {self.start_qps:g} "
                 f"({self.start_source}), probes of {self.probe_settings['min_duration'] / 1000:g} s / "
-                f"{self.probe_settings['min_query_count']} queries, for at most {self.max_minutes:g} min"
+                f"{self.probe_settings['min_query_count']:,} queries, for at most {self.max_minutes:g} min"
             )
         if self.chosen_qps is None:
             return f"no {self.scenario} rate passed for {self.recipe}"

@@ -8,6 +8,8 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
+from repro.ui.wrap import Prose
+
 BAR = 24
 
 
@@ -37,12 +39,23 @@ def search_chart(probes: list[dict[str, Any]], limits: dict[str, float]) -> Tabl
     return table
 
 
+def probe_settings_text(settings: dict[str, Any]) -> str:
+    """LoadGen's user.conf keys as words a user reads (`min_duration 60,000 ms`), never a Python dict."""
+    shown = [
+        f"{k} {v:,}{' ms' if k.endswith('duration') else ''}" if isinstance(v, (int, float)) else f"{k} {v}"
+        for k, v in settings.items()
+        if k != "note"
+    ]
+    note = f"; {settings['note']}" if settings.get("note") else ""
+    return ", ".join(shown) + note
+
+
 def tune_result(result: Any) -> Group:
     doc = result.to_json()
     parts: list[Any] = []
     if result.dry_run:
-        parts.append(Text(result.summary))
-        parts.append(Text(f"probe settings: {doc['probe_settings']}", style="dim"))
+        parts.append(Prose(result.summary))
+        parts.append(Prose(f"probe settings: {probe_settings_text(doc['probe_settings'])}", style="dim"))
         return Group(*parts)
     parts.append(Text(f"{result.scenario} search for {result.recipe} ({result.stopped})", style="bold"))
     parts.append(search_chart(doc["probes"], result.limits_ms))
