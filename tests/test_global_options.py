@@ -97,3 +97,8 @@ def test_tune_help_puts_every_search_option_under_search(capsys: pytest.CaptureF
         search = out.split("Search options")[1].split("Server options")[0]
         assert "--run-samples N " in search and "--margin FRACTION" in search, out
         assert "Other options" not in out and "RUN_SAMPLES" not in out, out
+        # the rehearsal's tune margin is the one --help names, with its reason (it said 0.05 and no why)
+        from repro.rehearse.rehearsal import TUNE_MARGIN
+
+        margin = " ".join(search.split("--margin FRACTION")[1].split("--start-qps")[0].split())
+        assert f"{TUNE_MARGIN:g} for the CPU demo and rehearsals, whose stand-ins share this machine's cores" in margin
