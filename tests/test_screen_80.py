@@ -270,3 +270,21 @@ def test_tune_dry_run_says_its_probe_settings_in_words() -> None:
     assert "{" not in text and "'" not in text.split("probe settings:")[1].split(";")[0], text
     assert "probes of 60 s / 1,001 queries" in text
     assert "probe settings: min_duration 60,000 ms, min_query_count 1,001; the recipe's user.conf" in text
+
+
+def test_explain_at_80_keeps_both_names_and_every_path_whole(fixtures: Path) -> None:
+    """`repro explain` put the two names in the figures table's first row: at 80 columns both were cut with …
+    (`azure-nd-gb200-v6-v5.1-l…`), and Rich folded the run's path in the Tokens lines (`Offl` / `ine`)."""
+    from repro.report.explain import explain
+    from repro.ui.explain import explanation
+
+    e = explain(fixtures / "azure-nd-gb200-v6-v5.1-llama3.1-405b")
+    lines = render(explanation(e))
+    assert not any("…" in line for line in lines), lines
+    assert f"yours: {e.run.name}" in lines and f"reference: {e.reference.name}" in lines
+    header = next(cells(line) for line in lines if line.startswith("┃"))
+    assert header == ["", "yours", "reference"]
+    run_path = str(fixtures / "azure-nd-gb200-v6-v5.1-llama3.1-405b/llama3.1-405b/Offline/performance/run_1")
+    assert any(run_path in line for line in lines), lines  # on one line, never folded
+    assert all(len(line) <= 80 or " " not in line.strip() for line in lines), lines
+    assert_no_split_units(lines)

@@ -10,6 +10,7 @@ from rich.text import Text
 from repro.core.fmt import fmt_num, fmt_rate
 from repro.core.textsafe import one_line
 from repro.report.explain import Explanation
+from repro.ui.wrap import Prose
 
 
 def escape(text: str) -> str:
@@ -24,11 +25,13 @@ def explanation(e: Explanation) -> Group:
     parts: list[RenderableType] = []
     if e.label:
         parts.append(Text(f"[{e.label.upper()}, NOT A REPRODUCTION]", style="bold yellow"))
-    parts.append(Text(one_line(e.headline), style="bold"))
+    parts.append(Prose(one_line(e.headline), style="bold"))
+    # the two names above the table, whole: as its first row they were cut to `azure-nd-gb200-v6-v5.1-l…` at 80
+    parts.append(Prose(f"yours: {one_line(e.run.name)}"))
+    parts.append(Prose(f"reference: {one_line(e.reference.name)}"))
     figures = Table(title="repro explain", title_justify="left")
     for col in ("", "yours", "reference"):
-        figures.add_column(col, justify="left" if not col else "right", no_wrap=not col)
-    figures.add_row("", escape(e.run.name), escape(e.reference.name))
+        figures.add_column(col, justify="left" if not col else "right", no_wrap=True)
     figures.add_row("tokens/s", fmt_num(e.run.tokens_per_s), fmt_num(e.reference.tokens_per_s))
     figures.add_row("tokens/s per GPU", fmt_rate(e.run.per_gpu), fmt_rate(e.reference.per_gpu))
     figures.add_row("samples/s", fmt_num(e.run.samples_per_s, 2), fmt_num(e.reference.samples_per_s, 2))
@@ -52,7 +55,7 @@ def explanation(e: Explanation) -> Group:
         parts.append(causes)
     else:
         parts.append(
-            Text(
+            Prose(
                 "No cause: nothing that moves the figure differs, and the gap is within run-to-run noise."
                 if e.deviation_pct is not None
                 else "No cause: there is no published figure to compare with."
@@ -85,7 +88,7 @@ def explanation(e: Explanation) -> Group:
     ]
     if t.ttft_ns:
         lines.append("first-token latency: " + ", ".join(f"{k} {v / 1e6:,.0f} ms" for k, v in t.ttft_ns.items()))
-    parts.append(Text("Tokens\n" + "\n".join(f"  {escape(x)}" for x in lines)))
+    parts.append(Prose("Tokens\n" + "\n".join(f"  {one_line(x)}" for x in lines)))
     roof = e.roofline
     if roof is not None:
         text = [
@@ -99,7 +102,7 @@ def explanation(e: Explanation) -> Group:
             ),
             roof.measured_explanation,
         ]
-        parts.append(Text("Roofline\n" + "\n".join(f"  {x}" for x in text)))
+        parts.append(Prose("Roofline\n" + "\n".join(f"  {one_line(x)}" for x in text)))
     if e.rack:
         rack = Table(
             title="VMs side by side" + (f" (straggler: {e.straggler})" if e.straggler else ""), title_justify="left"
@@ -116,5 +119,5 @@ def explanation(e: Explanation) -> Group:
                 escape("; ".join(r.differs) or "-"),
             )
         parts.append(rack)
-    parts += [Text(f"note: {one_line(n)}", style="dim") for n in e.notes]
+    parts += [Prose(f"note: {one_line(n)}", style="dim") for n in e.notes]
     return Group(*parts)
