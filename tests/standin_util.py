@@ -10,6 +10,7 @@ import sys
 import textwrap
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -62,6 +63,21 @@ def standin_workspace(recipe_name: str):
     write_tokenizer(ws.models / recipe.model.repo_id.split("/")[-1])
     write_tokenizer(ws.root / paths_for(recipe).checkpoint_dir.relative_to("/workspace"))
     return ws
+
+
+def standin_ws(root: Path, recipe_name: str = "nd-h100-v5") -> tuple[Any, Path]:
+    """A workspace at `root` for runs against a LocalStandin: the recipe's model tokenizer and a prepared data set of
+    64 prompts (2-word reference answers). Returns the Workspace and the tokenizer folder the stand-in serves."""
+    from repro.core.recipes import get_recipe
+    from repro.core.workspace import Workspace
+    from repro.setup.dataset import save_prepared
+
+    ws = Workspace.open(root).ensure()
+    recipe = get_recipe(recipe_name)
+    tok = write_tokenizer(ws.models / recipe.model.repo_id.split("/")[-1])
+    ps = prompts(64)
+    save_prepared(ws.preprocessed / recipe.dataset.name, "x", ps, [10] * len(ps), [f"w{p[0]} w{p[1]}" for p in ps])
+    return ws, tok
 
 
 class LocalStandin:

@@ -10,12 +10,12 @@ from __future__ import annotations
 import json
 import math
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 from helpers import cli_process
-from standin_util import LocalStandin, prompts, write_tokenizer
+from standin_util import LocalStandin, prompts, standin_ws, write_tokenizer
 from typer.testing import CliRunner
 
 from repro.cli import app
@@ -24,11 +24,13 @@ from repro.core.recipes import get_recipe
 from repro.core.workspace import Workspace
 from repro.run.tune import (
     Probe,
+    TuneResult,
     early_stopping_met,
     early_stopping_min_passing,
     early_stopping_queries,
     judge,
     search,
+    settle,
 )
 from repro.setup.dataset import save_prepared
 
@@ -160,6 +162,126 @@ def test_search_stops_at_the_time_limit_with_the_best_rate_so_far() -> None:
     assert len(probes) == 3 and lo == 20 and hi == 40 and "time limit" in why
 
 
+# ------------------------------------------------------------------ the time plan and the step-down (issue 34)
+class _NoisyServer:
+    """A scripted server on a fake clock, judged by the real `judge`: TTFT 3 s (over the 2 s limit) at 20 q/s and up;
+    below, `stalls(kind, rate)` answers with a 0.5 s TPOT stall among the probe's queries. A probe takes
+    queries / rate + 10 s, as tune's time plan assumes."""
+
+    def __init__(self, result: object, full_queries: int, stalls: Callable[[str, float], int]) -> None:
+        self.now, self.result, self.full, self.stalls = 0.0, result, full_queries, stalls
+
+    def clock(self) -> float:
+        return self.now
+
+    def one(self, rate: float, queries: int = 1001, kind: str = "search", min_s: float = 0.0) -> Probe:
+        self.now += queries / rate + 10
+        s = _samples(queries, rate, 3.0 if rate >= 20 else 0.1, tpot=0.05)
+        for i in range(self.stalls(kind, rate)):
+            k = 50 + 300 * i
+            s[k] = (s[k][0], s[k][1], 0.5)
+        p = judge(rate, s, (2000, 200), full_queries=self.full)
+        p.kind = kind
+        self.result.probes.append(p)  # type: ignore[attr-defined]
+        return p
+
+
+def _result(max_minutes: float, full_queries: int) -> TuneResult:
+    return TuneResult(
+        recipe="nd-h100-v5",
+        scenario="Server",
+        backend="trtllm",
+        endpoints=["http://127.0.0.1:1"],
+        limits_ms={"ttft": 2000, "tpot": 200},
+        start_qps=30,
+        start_source="--start-qps",
+        probe_settings={},
+        margin=0.0,
+        resolution=0.03,
+        max_minutes=max_minutes,
+        full_run={"min_duration_s": 0, "min_query_count": full_queries},
+    )
+
+
+def _settle(srv: _NoisyServer, result: TuneResult, budget_s: float, lines: list[str]) -> tuple:
+    return settle(
+        srv.one,
+        30.0,
+        result,
+        budget_s=budget_s,
+        probe_cost_s=lambda r: 1001 / r + 10,
+        full_queries=srv.full,
+        say=lines.append,
+        clock=srv.clock,
+    )
+
+
+def test_the_issue_34_shape_steps_down_below_the_lowest_failing_rate_and_holds() -> None:
+    """The lead's rerun on the noisy stand-in: 30 q/s failed, 15 q/s failed on 3 stalled answers of 1,001 ('would
+    pass 83%' for a 1,500-query run), and the search's half of 6 minutes was spent before a lower rate was probed:
+    no rate. Now the search keeps the time to confirm and step down, so it steps 15% below 15 q/s and confirms
+    12.75 q/s with the run's 1,500 queries, within the 6 minutes."""
+    result = _result(6, 1500)
+    srv = _NoisyServer(result, 1500, lambda kind, rate: 3 if (kind, rate) == ("search", 15.0) else 1)
+    lines: list[str] = []
+    lo, hi, stopped = _settle(srv, result, 360, lines)
+    assert [(p.kind, p.target_qps, p.passed) for p in result.probes] == [
+        ("search", 30.0, False),
+        ("search", 15.0, False),
+        ("confirm", 12.75, True),
+    ]
+    assert "it would pass 83% of the time" in result.probes[1].reason
+    assert (lo, hi, stopped) == (12.75, 15.0, "time limit (--max-minutes)") and result.confirmed is True
+    assert result.probes[-1].queries == 1500 and srv.now <= 360
+    assert "no rate passed in the search: stepping down 15% below 15 q/s, the lowest failing rate, to 12.75" in lines[0]
+
+
+def test_a_confirmation_that_fails_at_the_lowest_passing_rate_steps_down_until_one_holds() -> None:
+    """Every confirmation above 12 q/s has 5 of 1,500 over (a 76% run): the search's best (19.88) fails it, then
+    each rate that passed the search, down to 15, then, nothing lower having passed, 15% down each time until one
+    holds; the saved rate is that confirmed one."""
+    result = _result(30, 1500)
+    srv = _NoisyServer(result, 1500, lambda kind, rate: 5 if kind == "confirm" and rate > 12 else 1)
+    lo, hi, _ = _settle(srv, result, 1800, [])
+    passed = sorted({p.target_qps for p in result.probes if p.kind == "search" and p.passed}, reverse=True)
+    confirms = [(p.target_qps, p.passed) for p in result.probes if p.kind == "confirm"]
+    assert passed[0] == 19.88 and passed[-1] == 15.0
+    assert confirms == [(r, False) for r in passed] + [(12.75, False), (10.84, True)]
+    assert (lo, hi) == (10.84, 12.75) and result.confirmed is True and srv.now <= 1800
+
+
+def test_the_search_leaves_the_time_to_confirm_and_step_down() -> None:
+    """Whatever the budget, the search starts no probe after which the confirmation of its best rate and one step
+    down would no longer fit: the total stays within --max-minutes, and from 4 minutes a rate holds though the first
+    confirmation at 15 q/s fails (3 minutes fit that one 1,500-query confirmation and no other)."""
+    for minutes in (3, 4, 6, 10, 20, 60):
+        result = _result(minutes, 1500)
+        srv = _NoisyServer(result, 1500, lambda kind, rate: 5 if (kind, rate) == ("confirm", 15.0) else 1)
+        lo, _hi, _ = _settle(srv, result, minutes * 60, [])
+        assert srv.now <= minutes * 60, (minutes, [(p.kind, p.target_qps) for p in result.probes])
+        assert (lo is not None and result.confirmed is True) is (minutes > 3), minutes
+
+
+def test_no_rate_held_in_the_time_given_names_a_longer_max_minutes(tmp_path: Path) -> None:
+    """Too little time to step down after every probe failed: one sentence, exit 1, naming the tune command with a
+    longer --max-minutes (the endpoint kept)."""
+    from repro.core.errors import StepFailed
+    from repro.run.tune import _none_held
+
+    result = _result(1, 1500)
+    srv = _NoisyServer(result, 1500, lambda kind, rate: 1)
+    lo, hi, stopped = _settle(srv, result, 60, [])
+    assert lo is None and hi == 30.0 and stopped == "time limit (--max-minutes)"
+    result.lowest_failing_qps, result.stopped = hi, stopped
+    err = _none_held(result, get_recipe("nd-h100-v5"), tmp_path)
+    assert isinstance(err, StepFailed) and err.exit_code == 1
+    assert err.message.startswith("No Server rate held for nd-h100-v5 within --max-minutes 1 (the lowest tried, 30 q/s")
+    assert (
+        err.next_command
+        == "`repro tune server --recipe nd-h100-v5 --endpoint http://127.0.0.1:1 --max-minutes 2` to step down further"
+    )
+
+
 def test_bad_tune_options_are_one_line_errors(tmp_path: Path) -> None:
     from repro.run.tune import tune
 
@@ -178,15 +300,6 @@ SPEED = {"STANDIN_TOKENS_PER_S": "50", "STANDIN_MAX_BATCH": "4", "STANDIN_OUT_LE
 CAPACITY = 4 / (5 / 50)  # 4 slots / (4 tokens + EOS at 50 tokens/s) = 40 queries/s
 
 
-def _standin_ws(root: Path) -> tuple[Workspace, Path]:
-    ws = Workspace.open(root).ensure()
-    recipe = get_recipe("nd-h100-v5")
-    tok = write_tokenizer(ws.models / recipe.model.repo_id.split("/")[-1])
-    ps = prompts(64)
-    save_prepared(ws.preprocessed / recipe.dataset.name, "x", ps, [10] * len(ps), [f"w{p[0]} w{p[1]}" for p in ps])
-    return ws, tok
-
-
 def _summary(doc: dict) -> str:
     return (Path(doc["details"]["log_dir"]) / "mlperf_log_summary.txt").read_text()
 
@@ -195,7 +308,7 @@ def _summary(doc: dict) -> str:
 def tuned_standin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[list[str], dict]]:
     """One `repro tune server` against the fixed-speed stand-in, shared by the tests that check what it found; the
     stand-in stays up for their runs. Yields the common CLI arguments (recipe, workspace, endpoint) and tune's JSON."""
-    ws, tok = _standin_ws(tmp_path_factory.mktemp("tuned") / "ws")
+    ws, tok = standin_ws(tmp_path_factory.mktemp("tuned") / "ws")
     with LocalStandin(tok, env=SPEED) as srv:
         srv.wait_bound()
         time.sleep(0.5)
@@ -270,7 +383,7 @@ def test_run_interactive_uses_the_interactive_limits_and_verify_judges_it_so(tmp
     Interactive. The stand-in answers 3 tokens at 200 tokens/s (TTFT 5 ms, TPOT 5 ms), well inside both. LoadGen's
     VALID is not asserted here: its 540 queries allow no query over 450 ms, which one stall of this shared CPU breaks
     (seen under a load of 8 on 2 cores); the demo's tune-then-run test asserts an Interactive VALID."""
-    ws, tok = _standin_ws(tmp_path / "ws")
+    ws, tok = standin_ws(tmp_path / "ws")
     with LocalStandin(tok, env={"STANDIN_TOKENS_PER_S": "200", "STANDIN_OUT_LEN": "3"}) as srv:
         srv.wait_bound()
         time.sleep(0.5)
@@ -303,12 +416,12 @@ def test_a_probe_far_above_capacity_is_stopped_and_fails(tmp_path: Path) -> None
     from repro.core.errors import StepFailed
     from repro.run.tune import tune
 
-    ws, tok = _standin_ws(tmp_path / "ws")
+    ws, tok = standin_ws(tmp_path / "ws")
     env = {"STANDIN_TOKENS_PER_S": "20", "STANDIN_MAX_BATCH": "1", "STANDIN_OUT_LEN": "9"}
     with LocalStandin(tok, env=env) as srv:
         srv.wait_bound()
         time.sleep(0.5)
-        with pytest.raises(StepFailed, match="No Interactive rate passed"):
+        with pytest.raises(StepFailed, match="No Interactive rate held for nd-h100-v5 within --max-minutes 0.05"):
             tune(
                 get_recipe("nd-h100-v5"),
                 ws,

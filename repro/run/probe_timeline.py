@@ -1,0 +1,111 @@
+"""Per-sample times of one `repro tune` probe, taken at the backend (issue, first token, completion): what its
+watcher stops a failing probe on and what the judge reads when LoadGen printed no percentile."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import numpy as np
+
+
+class Timeline:
+    """Issue, first-token and completion times of every sample of one probe (wraps the backend's sink)."""
+
+    def __init__(self) -> None:
+        self.issued: dict[int, float] = {}
+        self.first: dict[int, float] = {}
+        self.done: dict[int, tuple[float, int]] = {}
+        self.lock = threading.Lock()
+
+    def answered(self) -> bool:
+        """Whether any query has had its first token yet (the server is past its cold start)."""
+        with self.lock:
+            return bool(self.first)
+
+    def oldest_waiting(self) -> float | None:
+        """Issue time of the oldest query still without a first token."""
+        with self.lock:
+            return next((t0 for i, t0 in self.issued.items() if i not in self.first), None)
+
+    def over(self, ttft_s: float, tpot_s: float, now: float) -> int:
+        """Queries already over a limit: first token later than ttft_s (or still waiting past it), or done with a
+        TPOT over tpot_s."""
+        with self.lock:
+            n = 0
+            for i, t0 in self.issued.items():
+                first = self.first.get(i)
+                if (first if first is not None else now) - t0 > ttft_s:
+                    n += 1
+                elif first is not None and i in self.done:
+                    t_done, k = self.done[i]
+                    n += k > 1 and (t_done - first) / (k - 1) > tpot_s
+            return n
+
+    def samples(self) -> list[tuple[float, float, float | None]]:
+        """(issue time, TTFT s, TPOT s or None) for every completed sample, in issue order."""
+        out = []
+        with self.lock:
+            for i, t0 in self.issued.items():
+                if i not in self.done or i not in self.first:
+                    continue
+                t_done, n = self.done[i]
+                ttft = self.first[i] - t0
+                tpot = (t_done - self.first[i]) / (n - 1) if n > 1 else None
+                out.append((t0, ttft, tpot))
+        return sorted(out)
+
+
+class _TimedSink:
+    def __init__(self, sink: Any, tl: Timeline) -> None:
+        self.sink, self.tl = sink, tl
+
+    def first_tokens(self, events: Sequence[tuple[int, int]]) -> None:
+        now = time.monotonic()
+        with self.tl.lock:
+            for i, _ in events:
+                self.tl.first.setdefault(i, now)
+        self.sink.first_tokens(events)
+
+    def completed(self, events: Sequence[tuple[int, np.ndarray]]) -> None:
+        now = time.monotonic()
+        with self.tl.lock:
+            for i, ids in events:
+                self.tl.first.setdefault(i, now)
+                self.tl.done[i] = (now, len(ids))
+        self.sink.completed(events)
+
+    def failed(self, exc: BaseException) -> None:
+        self.sink.failed(exc)
+
+
+class _TimedBackend:
+    """The probe's backend, unchanged, with submit and the sink timed."""
+
+    def __init__(self, inner: Any, tl: Timeline) -> None:
+        self._inner, self._tl = inner, tl
+
+    def start(self, sink: Any) -> None:
+        self._inner.start(_TimedSink(sink, self._tl))
+
+    def submit(self, requests: Sequence[Any]) -> None:
+        now = time.monotonic()
+        with self._tl.lock:
+            for r in requests:
+                self._tl.issued[r.id] = now
+        self._inner.submit(requests)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+def timed_factory(tl: Timeline) -> Callable[..., Any]:
+    from repro.run.backends import create_backend
+
+    def make(name: str, ctx: Any) -> Any:
+        return _TimedBackend(create_backend(name, ctx), tl)
+
+    return make
