@@ -4,15 +4,16 @@ The stand-in trtllm-serve in its noisy mode (repro/rehearse/standin/trtllm_serve
 what the issue's H100 did (`transformers serve` with continuous batching: p99 TPOT 148, 141, 159, 188 ms at 10, 20, 40
 and 56.57 q/s, 80 q/s failed, a run at 45.26 q/s INVALID on 210.1 ms against the 200 ms limit): per-token log-normal
 jitter, rare stalls, TPOT rising with the number of sequences decoding, and a FIFO queue beyond its slots. The numbers:
-  * 24 tokens/s per sequence alone (41.7 ms a token); each gap x (1 + 0.045 x (decoding - 1)), so 16 busy slots make
-    it 70 ms; 3 ids an answer (2 words + EOS), so the client's TPOT is two gaps: ~83 ms alone, ~140 ms at 16 busy;
-  * jitter sigma 0.25: p99 TPOT is ~1.5 x its median, ~130 ms at low load (the H100's VALID run at 16 q/s: 131.5 ms)
-    and past the 200 ms limit near 13 busy slots (~65 q/s); the 16 slots saturate near 16 / (3 x 70 ms) = 76 q/s:
-    the TPOT and queue limits bind in the same region, as on the H100;
+  * 24 tokens/s per sequence alone (41.7 ms a token); each gap x (1 + 0.025 x (decoding - 1)), so 24 busy slots make
+    it 65.7 ms; 3 ids an answer (2 words + EOS), so the client's TPOT is two gaps: 83 ms alone, 131 ms at 24 busy;
+  * jitter sigma 0.25: p99 TPOT is ~1.5 x its median, ~130 ms at low load (the H100's VALID run at 16 q/s: 131.5 ms),
+    ~165-170 ms at 80 q/s, near the 200 ms limit with the slots full; the 24 slots saturate near
+    24 / (3 x 65.7 ms) = 122 q/s: the TPOT and queue limits bind in the same region, as on the H100;
   * 1 token in 4,000 stalls 0.5 s: ~0.05% of answers have a TPOT over 200 ms at any rate, so a probe can fail on a
     few stalls anywhere, and the search must step down past such a failure rather than end with no rate.
-Fast enough for the CI suite: ~60 q/s keeps each 1,500-query run under half a minute and a 1,001-query probe at
-about 17 s; --probe-seconds 1 lets the query count, not a duration, size the probes. The search, its warm-up and the
+Fast enough for the CI suite (~2 minutes in all): at ~80 q/s a 1,500-query run takes ~19 s and a 1,001-query probe
+~13 s; --probe-seconds 1 lets the query count, not a duration, size the probes, and --max-minutes 2 leaves the
+search a few probes beside the confirmation and one step down it keeps time for. The search, its warm-up and the
 confirmation run through the real LoadGen and the real HTTP client; then three runs of 1,500 queries at the chosen
 rate must all be VALID by LoadGen's own verdict.
 """
@@ -32,9 +33,9 @@ from repro.cli import app
 runner = CliRunner()
 NOISY = {
     "STANDIN_TOKENS_PER_S": "24",
-    "STANDIN_MAX_BATCH": "20",
+    "STANDIN_MAX_BATCH": "24",
     "STANDIN_OUT_LEN": "2",
-    "STANDIN_DECODE_SLOPE": "0.03",
+    "STANDIN_DECODE_SLOPE": "0.025",
     "STANDIN_JITTER": "0.25",
     "STANDIN_STALL_P": "0.00025",
     "STANDIN_STALL_S": "0.5",
