@@ -270,8 +270,13 @@ def test_no_rate_held_in_the_time_given_names_a_longer_max_minutes(tmp_path: Pat
 
     result = _result(1, 1500)
     srv = _NoisyServer(result, 1500, lambda kind, rate: 1)
-    lo, hi, stopped = _settle(srv, result, 60, [])
+    lines: list[str] = []
+    lo, hi, stopped = _settle(srv, result, 60, lines)
     assert lo is None and hi == 30.0 and stopped == "time limit (--max-minutes)"
+    assert lines == [
+        "  no rate passed in the search: stepping down 50% below 30 q/s, the lowest failing rate, to 15 q/s",
+        "  no time left to confirm 15 q/s with 459 queries: not probed",
+    ]
     result.lowest_failing_qps, result.stopped = hi, stopped
     err = _none_held(result, get_recipe("nd-h100-v5"), tmp_path)
     assert isinstance(err, StepFailed) and err.exit_code == 1

@@ -670,9 +670,10 @@ def _confirm(
     while rate is not None and rate >= MIN_QPS:
         searched = any(q.passed and q.target_qps == rate for q in result.probes)
         queries = min(full_queries, int((deadline - clock() - PROBE_OVERHEAD_S) * rate))
-        if queries < min(queries_for(), full_queries):
+        need = min(queries_for(), full_queries)
+        if queries < need:
             what = "not confirmed" if searched else "not probed"
-            say(f"  no time left to confirm {rate:g} q/s with {queries_for():,} queries: {what}")
+            say(f"  no time left to confirm {rate:g} q/s with {need:,} queries: {what}")
             result.confirmed = False
             return (rate if searched else None), hi
         p = one(rate, queries, "confirm", 0.0)
