@@ -11,7 +11,7 @@ from repro.cli import app
 from repro.core.ledger import Artifact, Ledger
 from repro.core.recipes import get_recipe, recipes_dir
 from repro.core.workspace import Workspace
-from repro.flow.status import build_status
+from repro.flow.status import build_status, record_resume
 
 runner = CliRunner()
 
@@ -133,3 +133,30 @@ def test_status_after_a_run_knows_its_recipe_without_the_flag() -> None:
     assert doc["next_command"] == json.loads(run.stdout)["next_command"]
     assert [s["state"] for s in doc["steps"] if s["step"] == "verify"] == ["done"]
     assert Ledger.load(Workspace.open().ledger_path).recipe_name() == "demo"
+
+
+def test_a_server_run_stopped_after_the_main_flow_is_what_status_resumes() -> None:
+    """Ctrl-C on a Server run after the Offline run and its verdict: the run said `Next: repro run server ...`, so
+    status names that command too, not the Offline run's report (#37 item 3: one story)."""
+    ws = Workspace.open()
+    led = _ledger(ws)
+    recipe = get_recipe("demo")
+    led.start("run-offline", recipe.hash(), recipe="demo", run_dir="/runs/offline")
+    led.finish("run-offline")
+    led.start("verify", recipe.hash(), recipe="demo", recipe_hash=recipe.hash(), run_dir="/runs/offline")
+    led.finish("verify", verdict="NOT A REPRODUCTION", exit_code=1)
+    before = build_status(ws, Ledger.load(ws.ledger_path), recipe, "x").next_command
+    assert before.startswith("repro report /runs/offline")
+    led.start("run-server", recipe.hash(), recipe="demo")
+    led.fail("run-server", "Ctrl-C", interrupted=True, signal="SIGINT")
+    record_resume(ws, "repro run server --recipe demo --target-qps 40")
+    report = build_status(ws, Ledger.load(ws.ledger_path), recipe, "x")
+    assert [s.state for s in report.other_runs] == ["interrupted"]
+    assert report.next_command == "repro run server --recipe demo --target-qps 40"
+    # the Offline run made again afterwards: the main flow is newest again, and its report comes next
+    led = Ledger.load(ws.ledger_path)
+    led.start("run-offline", recipe.hash(), recipe="demo", run_dir="/runs/offline2")
+    led.finish("run-offline")
+    led.steps["run-offline"].finished = "9999-01-01T00:00:00+00:00"
+    led.save()
+    assert build_status(ws, Ledger.load(ws.ledger_path), recipe, "x").next_command != report.next_command

@@ -5,6 +5,7 @@ word, a number, a path or a command (issue 25, items 6, 16, 17, 19, 20)."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import shlex
 import shutil
@@ -323,3 +324,11 @@ def test_ctrl_c_on_a_server_run_at_80x24_is_back_within_10_s(tmp_path):
     assert str(run_json.parent) in " ".join(text.split()), text  # the partial logs are named, whole
     assert _nexts(lines) == ["repro run server --recipe demo --duration 300"]
     _screen_checks(lines)
+    status = subprocess.run(
+        [sys.executable, "-m", "repro", "status", "--json"],
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert json.loads(status.stdout)["next_command"] == "repro run server --recipe demo --duration 300", status.stdout

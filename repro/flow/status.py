@@ -164,10 +164,23 @@ class StatusReport:
         return None
 
     @property
+    def stopped_last(self) -> StepState | None:
+        """A run outside the main flow (Server, Interactive) stopped by Ctrl-C or a failure after every main-flow
+        step last ended: the run named re-running it as it stopped, so status names the same command."""
+        stopped = [s for s in self.other_runs if s.state in ("interrupted", "failed") and s.resume and s.finished]
+        if not stopped:
+            return None
+        last = max(stopped, key=lambda s: s.finished or "")
+        main = [s.finished for s in self.states if s.finished]
+        return last if not main or (last.finished or "") >= max(main) else None  # ledger times are to the second
+
+    @property
     def next_command(self) -> str:
         if self.recipe is None and self.no_recipe_command:
             return self.no_recipe_command
         nxt = self.next_step
+        if self.stopped_last is not None:
+            return self.stopped_last.resume or ""
         if nxt is None:
             if self.run_dir:
                 return step_command("report", self.recipe, self.run_dir, self.workspace_flag)
