@@ -303,8 +303,9 @@ def _benchmark_scenario(log_scenario: str, folder: Path, settings: dict[str, Any
     return ("Interactive" if folder_says else "Server"), "the folder name (the logs carry no TTFT/TPOT limits)"
 
 
-def parse_run(folder: Path) -> LoadGenRun:
-    folder = Path(folder)
+def _read_logs(folder: Path) -> tuple[Path, Path, dict[str, Any], dict[str, Any]]:
+    """The summary and detail of the run, either one standing in for a missing other (a run killed before
+    LoadGen wrote its summary still has a detail log with result_validity)."""
     if not folder.is_dir():
         raise InputError(f"{folder}: no such folder.", "check the path; `repro status` names the latest run folder")
     summary_path, detail_path = folder / SUMMARY, folder / DETAIL
@@ -321,6 +322,13 @@ def parse_run(folder: Path) -> LoadGenRun:
                 f"restore {SUMMARY} from the run, or re-run your own (`repro run offline`)",
             )
         summary = {**empty_summary(), "validity": str(v["result_validity"]).upper()}
+    return summary_path, detail_path, summary, detail
+
+
+def _scenario_and_mode(
+    folder: Path, summary_path: Path, detail_path: Path, summary: dict[str, Any], v: dict[str, Any]
+) -> tuple[str, str]:
+    """The LoadGen scenario and mode, after checking the summary is whole: a truncated log is refused, not read."""
     scenario = summary.get("scenario") or v.get("effective_scenario") or v.get("requested_scenario")
     known = {s.lower(): s for s in LOADGEN_SCENARIOS}
     if scenario is not None and str(scenario).replace(" ", "").lower() not in known:
@@ -349,17 +357,34 @@ def parse_run(folder: Path) -> LoadGenRun:
             f"{summary_path if summary_path.is_file() else detail_path}: names no scenario or mode.",
             "point `repro verify` at an intact LoadGen result folder",
         )
+    return str(scenario), str(mode)
+
+
+def _settings_and_latency(summary: dict[str, Any], v: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Effective settings from the detail, filled from the summary's parameters (the detail wins where both say);
+    latencies from the summary, filled from the detail."""
     settings = {k[len("effective_") :]: val for k, val in v.items() if k.startswith("effective_")}
     for k, val in summary["params"].items():
         settings.setdefault(k.replace(" (ms)", "_ms").replace(" (ns)", "_ns").replace(" ", "_"), val)
     if "generated_samples_per_query" in v:
         settings["generated_samples_per_query"] = v["generated_samples_per_query"]
+    if "ttft_latency_ns" not in settings and finite(v.get("requested_server_ttft_latency")):
+        settings["ttft_latency_ns"] = v["requested_server_ttft_latency"]
+    if "tpot_latency_ns" not in settings and finite(v.get("requested_server_tpot_latency")):
+        settings["tpot_latency_ns"] = v["requested_server_tpot_latency"]
     latency = dict(summary["latency"])
     for k, val in v.items():
         if m := re.match(r"^result_(\d+\.\d+)_percentile_latency_ns$", k):
             latency.setdefault(stat_key(m.group(1)), val)
         elif m := re.match(r"^result_(min|max|mean)_latency_ns$", k):
             latency.setdefault(m.group(1), val)
+    return settings, latency
+
+
+def _throughput(
+    folder: Path, summary_path: Path, detail_path: Path, summary: dict[str, Any], v: dict[str, Any]
+) -> tuple[Any, Any]:
+    """Tokens and samples per second, the summary's first; a figure that is not a finite number ≥ 0 is a corrupt log."""
     tokens = _first(
         summary.get("tokens_per_s"), v.get("result_tokens_per_second"), v.get("result_completed_tokens_per_second")
     )
@@ -383,11 +408,35 @@ def parse_run(folder: Path) -> LoadGenRun:
                 "not a finite number ≥ 0; the log is corrupt.",
                 f"restore the complete log from the run, then `repro verify {folder}`",
             )
-    if "ttft_latency_ns" not in settings and finite(v.get("requested_server_ttft_latency")):
-        settings["ttft_latency_ns"] = v["requested_server_ttft_latency"]
-    if "tpot_latency_ns" not in settings and finite(v.get("requested_server_tpot_latency")):
-        settings["tpot_latency_ns"] = v["requested_server_tpot_latency"]
-    bench_scenario, scenario_source = _benchmark_scenario(str(scenario), folder, settings)
+    return tokens, samples
+
+
+def _accuracy_hash_check(
+    accuracy_path: Path | None, hashes: list[str], contradictions: list[str], gaps: list[str]
+) -> consistency.HashCheck | None:
+    """Check accuracy.txt's hash against its log; a mismatch is a contradiction, and a hash our own run
+    should have written but did not is a gap (appended to the lists given)."""
+    if accuracy_path is None:
+        return None
+    acc_path = accuracy_path.parent / RUN_JSON
+    acc_info = RunRecord.parse(read_json(acc_path)) if acc_path.is_file() else None
+    ours = bool(acc_info and acc_info.repro_version)
+    hash_check = consistency.accuracy_log_hash(accuracy_path, hashes, ours=ours)
+    if hash_check and hash_check.ok is False:
+        contradictions.append(hash_check.detail)
+    elif hash_check and hash_check.ok is None and ours:
+        gaps.append(hash_check.detail)
+    return hash_check
+
+
+def parse_run(folder: Path) -> LoadGenRun:
+    folder = Path(folder)
+    summary_path, detail_path, summary, detail = _read_logs(folder)
+    v = detail["values"]
+    scenario, mode = _scenario_and_mode(folder, summary_path, detail_path, summary, v)
+    settings, latency = _settings_and_latency(summary, v)
+    tokens, samples = _throughput(folder, summary_path, detail_path, summary, v)
+    bench_scenario, scenario_source = _benchmark_scenario(scenario, folder, settings)
     duration_s = latency["max"] / 1e9 if scenario == "Offline" and latency.get("max") else None
     min_duration_ms = settings.get("min_duration_ms")
     satisfied = {k.lower(): ok for k, ok in summary["satisfied"].items()}
@@ -400,27 +449,18 @@ def parse_run(folder: Path) -> LoadGenRun:
     bench_name = benchmark_of_path(folder)
     summary_file = summary_path if summary_path.is_file() else None
     detail_file = detail_path if detail_path.is_file() else None
-    contradictions = consistency.contradictions(summary_file, detail_file, summary, detail, str(scenario))
+    contradictions = consistency.contradictions(summary_file, detail_file, summary, detail, scenario)
     summary["not_numbers"] = [n for n in summary.get("not_numbers", []) if n[1].lower() not in SUMMARY_FIGURES]
     gaps = consistency.evidence_gaps(summary_file, detail_file, summary, detail)
-    hash_check = None
-    if accuracy_path is not None:
-        acc_path = accuracy_path.parent / RUN_JSON
-        acc_info = RunRecord.parse(read_json(acc_path)) if acc_path.is_file() else None
-        ours = bool(acc_info and acc_info.repro_version)
-        hash_check = consistency.accuracy_log_hash(accuracy_path, hashes, ours=ours)
-        if hash_check and hash_check.ok is False:
-            contradictions.append(hash_check.detail)
-        elif hash_check and hash_check.ok is None and ours:
-            gaps.append(hash_check.detail)
+    hash_check = _accuracy_hash_check(accuracy_path, hashes, contradictions, gaps)
     sut_name = summary.get("sut_name") or v.get("sut_name")
     try:
         return LoadGenRun(
             folder=folder,
-            summary_path=summary_path if summary_path.is_file() else None,
-            detail_path=detail_path if detail_path.is_file() else None,
-            scenario=str(scenario),
-            mode=str(mode),
+            summary_path=summary_file,
+            detail_path=detail_file,
+            scenario=scenario,
+            mode=mode,
             validity=summary["validity"],
             valid=summary["validity"] == "VALID",
             invalid_reasons=_reasons(summary, detail, duration_s, min_duration_ms),
