@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from pydantic import BaseModel
+
 from repro.core.accelerators import accelerator_of
 from repro.core.errors import InputError
 from repro.core.fmt import fmt_rate
@@ -28,18 +30,47 @@ from repro.results.audit import (
     run_system,
     system_diff,
 )
-from repro.results.checks import Check, benchmark_of, evidence_checks, failure_reasons
+from repro.results.checks import Check, Evidence, benchmark_of, evidence_checks, failure_reasons
 from repro.results.hardware import Identity
 from repro.results.identity import ResultIdentity, identify, mixed_against
 from repro.results.logs import LoadGenRun, find_runs
 from repro.results.pick import pick_run
 
 if TYPE_CHECKING:
+    from repro.core.benchmarks import Benchmark
     from repro.core.published import PublishedResult
     from repro.results.index_match import IndexMatch
 
 Status = Literal["PASS", "FAIL", "NOT A REPRODUCTION", "NO REFERENCE"]
 EXIT_CODES = {"PASS": 0, "FAIL": 1, "NOT A REPRODUCTION": 1, "NO REFERENCE": 1}
+
+
+# The JSON keys of the accelerator comparison and of the published figure, each with the attribute it comes from
+_ACCELERATOR_JSON = (
+    ("run", "run_name"),
+    ("from", "where"),
+    ("same_as_recipe", "same"),
+    ("recipe", "recipe"),
+    ("detail", "why"),
+)
+_PUBLISHED_JSON = (
+    ("scenario", "scenario"),
+    ("status", "status"),
+    ("tokens_per_s_per_gpu", "tokens_per_s_per_gpu"),
+    ("tokens_per_s_per_vm", "tokens_per_s_per_vm"),
+    ("band_pct", "band_pct"),
+    ("mlperf_id", "mlperf_id"),
+    ("round", "mlperf_round"),
+    ("source", "source"),
+)
+
+
+def _fields_json(obj: object | None, keys: tuple[tuple[str, str], ...]) -> dict[str, Any] | None:
+    """An optional part of the verdict as JSON, one key per attribute (a model as its dump); None when absent."""
+    if obj is None:
+        return None
+    values = ((key, getattr(obj, attr)) for key, attr in keys)
+    return {key: v.model_dump() if isinstance(v, BaseModel) else v for key, v in values}
 
 
 @dataclass
@@ -113,8 +144,6 @@ class Verdict:
         return accuracy_verdict(self.checks, self.division)
 
     def to_json(self) -> dict[str, Any]:
-        pub = self.published
-        hw = self.hardware
         return {
             "status": self.headline,
             "reproduction": self.status == "PASS" and self.division == "closed",
@@ -133,29 +162,10 @@ class Verdict:
             "validity": self.run.validity,
             "gpus": self.gpus,
             "gpus_source": self.gpus_source,
-            "accelerator": None
-            if hw is None
-            else {
-                "run": hw.run_name,
-                "from": hw.where,
-                "same_as_recipe": hw.same,
-                "recipe": hw.recipe.model_dump(),
-                "detail": hw.why,
-            },
+            "accelerator": _fields_json(self.hardware, _ACCELERATOR_JSON),
             "tokens_per_s": _finite_or_none(self.run.tokens_per_s),
             "tokens_per_s_per_gpu": _finite_or_none(self.per_gpu, 2 if abs(self.per_gpu or 0) < 1000 else 1),
-            "published": None
-            if pub is None
-            else {
-                "scenario": pub.scenario,
-                "status": pub.status,
-                "tokens_per_s_per_gpu": pub.tokens_per_s_per_gpu,
-                "tokens_per_s_per_vm": pub.tokens_per_s_per_vm,
-                "band_pct": pub.band_pct,
-                "mlperf_id": pub.mlperf_id,
-                "round": pub.mlperf_round,
-                "source": pub.source,
-            },
+            "published": _fields_json(self.published, _PUBLISHED_JSON),
             "band_per_gpu": None if self.band is None else [round(self.band[0], 1), round(self.band[1], 1)],
             "deviation_pct": _finite_or_none(self.deviation_pct, 2),
             "checks": [{"name": c.name, "ok": c.ok, "detail": c.detail} for c in self.checks],
@@ -352,10 +362,8 @@ def _record_identity(ident: ResultIdentity, row: PublishedResult) -> Identity:
 # --- the verdict -------------------------------------------------------------------------------------------------
 
 
-def evaluate(run: LoadGenRun, ident: ResultIdentity, recipe: Recipe | None) -> Verdict:
-    """Pure: the verdict for one parsed performance run, for the run's own scenario, against the recipe's published
-    figure, or without a recipe against the published record it is (`ident.record`). The checks are the same either
-    way; what the run is (accelerator, count, division, benchmark) is read from `ident`, never from the folder."""
+def _require_performance(run: LoadGenRun) -> float:
+    """The run's tokens/s, refusing before any check what no verdict can be drawn from."""
     if run.mode != "PerformanceOnly":
         raise InputError(
             f"{run.folder}: this is an {run.mode} run; verify needs a PerformanceOnly run.",
@@ -366,45 +374,53 @@ def evaluate(run: LoadGenRun, ident: ResultIdentity, recipe: Recipe | None) -> V
             f"{run.summary_path or run.folder}: no tokens per second in the logs (token latencies were off).",
             "re-run with use_token_latencies (`repro run offline` sets it)",
         )
-    record = ident.record
-    if recipe is None and record is None:
-        raise ValueError("evaluate needs a recipe or a published record")
-    count = ident.count_for(recipe)
-    scenario = ident.scenario
-    row = record.row if record else None
-    division = ident.division
+    return run.tokens_per_s
+
+
+def _reference(
+    ident: ResultIdentity, recipe: Recipe | None, row: PublishedResult | None
+) -> tuple[Published | None, Identity]:
+    """The figure the run is compared with and its accelerator against the reference's: the recipe's, else the
+    published record's."""
     if recipe is not None:
-        published = recipe.published_for(scenario)
-        hw = ident.against(recipe.system.accelerator_identity())
-    else:
-        assert row is not None
-        published = published_of(row)
-        hw = _record_identity(ident, row)
-    per_gpu = run.tokens_per_s / count.total
-    bench, bench_name, bench_source = benchmark_of(run, recipe, row)
-    notes = list(count.notes)
+        return recipe.published_for(ident.scenario), ident.against(recipe.system.accelerator_identity())
+    assert row is not None
+    return published_of(row), _record_identity(ident, row)
+
+
+def _run_notes(
+    run: LoadGenRun, count_notes: list[str], scenario: str, benchmark: tuple[Benchmark | None, str, str]
+) -> list[str]:
+    """What the verdict was told rather than read from the logs: the GPU count, the scenario, the benchmark."""
+    bench, bench_name, bench_source = benchmark
+    notes = list(count_notes)
     if run.scenario_source != "the logs":
         notes.append(f"scenario {scenario}: told by {run.scenario_source}")
     if not run.benchmark and run.accuracy and bench is not None:
         notes.append(f"benchmark {bench_name} from {bench_source}: the run's path names no benchmark")
+    return notes
 
-    evidence = evidence_checks(run, recipe, row, division)
-    throughput_checks, band, deviation = _throughput(run, per_gpu, published)
-    if band is not None and per_gpu > band[1] and (software := _software_note(recipe)):
-        notes.append(software)
-    audit = AuditLine(deviation, float(published.tokens_per_s_per_gpu)) if deviation is not None and published else None
-    ref_row = row if row is not None else reference_row(recipe, scenario) if recipe is not None else None
-    # No published system (the demo's, a result the shipped index does not hold): nothing to compare item by item
-    system = system_diff(run_system(run, ident, recipe), published_system(ref_row)) if ref_row is not None else []
-    unheld = [] if ref_row is not None or recipe is None or recipe.demo else [_no_published_system(recipe)]
-    checks = evidence.with_band(_hardware(hw), throughput_checks + _audit_rows(audit, system) + unheld)
-    failed = [c for c in checks if c.fails and c.ok is False]
-    reasons = failure_reasons(failed, evidence)
-    other_benchmark = recipe is not None and ident.benchmark is not None and ident.benchmark != recipe.benchmark
-    # Another model's recipe (a 405B run against Llama-2-70B's): its band means nothing for this run, so the run is
-    # judged by its own evidence only and is never a reproduction of that recipe.
-    other_model = recipe is not None and bench is not None and bench.mlperf_model != recipe.bench.mlperf_model
 
+@dataclass
+class _Findings:
+    """What the checks found, from which the status is decided (`_status`)."""
+
+    evidence: Evidence
+    hw: Identity
+    published: Published | None
+    band: tuple[float, float] | None
+    failed: list[Check]
+    reasons: list[str]
+    other_benchmark: bool
+    other_model: bool
+
+
+def _status(
+    run: LoadGenRun, ident: ResultIdentity, recipe: Recipe | None, row: PublishedResult | None, f: _Findings
+) -> tuple[Status, list[str], str | None]:
+    """The status, its reasons in the order they are printed, and the accuracy run's command when that run alone
+    keeps the verdict from a PASS."""
+    evidence, hw, reasons = f.evidence, f.hw, f.reasons
     status: Status
     lead = 1  # the reasons the branches below insert first (demo, accelerator, division) stay first
     accuracy_command = None
@@ -421,38 +437,38 @@ def evaluate(run: LoadGenRun, ident: ResultIdentity, recipe: Recipe | None) -> V
             "a different accelerator is never a reproduction",
         )
         status = "NOT A REPRODUCTION"
-    elif recipe is not None and division == "open":
+    elif recipe is not None and ident.division == "open":
         reasons.insert(
             0,
             f"an open-division result is never a reproduction of recipe {recipe.name}'s closed-division result "
             "(`repro verify` without --recipe judges it against its own published record)",
         )
         status = "NOT A REPRODUCTION"
-    elif other_model and not evidence.failed:
+    elif f.other_model and not evidence.failed:
         status, lead = "NOT A REPRODUCTION", 0
-    elif band is None:
+    elif f.band is None:
         lead = 0
-        if published is None:
+        if f.published is None:
             assert recipe is not None
             have = ", ".join(p.scenario for p in (recipe.published, *recipe.published_scenarios))
-            reasons.append(f"recipe {recipe.name} has no published {scenario} result (it has {have})")
+            reasons.append(f"recipe {recipe.name} has no published {ident.scenario} result (it has {have})")
         else:
             title = recipe.title if recipe else (row.ref if row else "?")
-            reasons.append(f"no published result for {title} ({published.note or published.source})")
+            reasons.append(f"no published result for {title} ({f.published.note or f.published.source})")
         status = "NO REFERENCE"
-    elif failed:
+    elif f.failed:
         status, lead = "FAIL", 0
     elif hw.same is None:
         reasons.insert(0, f"accelerator unknown: {hw.why}")
         status = "NOT A REPRODUCTION"
-    elif other_benchmark or evidence.lacking:
+    elif f.other_benchmark or evidence.lacking:
         # No evidence, no PASS: without its accuracy run a result is one MLPerf's submission checker rejects
         status, lead = "NOT A REPRODUCTION", 0
-        if not (other_benchmark or evidence.missing or evidence.gaps):
+        if not (f.other_benchmark or evidence.missing or evidence.gaps):
             accuracy_command = evidence.accuracy_command
     else:
         status, lead = "PASS", 0
-    if (other_benchmark or other_model) and recipe is not None:
+    if (f.other_benchmark or f.other_model) and recipe is not None:
         # Before the band's figures: against another benchmark's number they say nothing; the demo, accelerator or
         # division reason inserted first above stays first.
         reasons.insert(
@@ -460,16 +476,61 @@ def evaluate(run: LoadGenRun, ident: ResultIdentity, recipe: Recipe | None) -> V
             f"a {ident.benchmark} run ({ident.benchmark_source}) against recipe {recipe.name}'s "
             f"{recipe.benchmark} result: another benchmark is never a reproduction",
         )
+    if run.incomplete:
+        reasons.insert(0, "the run was interrupted or failed; its logs are partial (run.json)")
+        if status == "PASS":
+            status = "FAIL"
+    return status, reasons, accuracy_command
+
+
+def evaluate(run: LoadGenRun, ident: ResultIdentity, recipe: Recipe | None) -> Verdict:
+    """Pure: the verdict for one parsed performance run, for the run's own scenario, against the recipe's published
+    figure, or without a recipe against the published record it is (`ident.record`). The checks are the same either
+    way; what the run is (accelerator, count, division, benchmark) is read from `ident`, never from the folder."""
+    tokens_per_s = _require_performance(run)
+    record = ident.record
+    if recipe is None and record is None:
+        raise ValueError("evaluate needs a recipe or a published record")
+    count = ident.count_for(recipe)
+    scenario = ident.scenario
+    row = record.row if record else None
+    division = ident.division
+    published, hw = _reference(ident, recipe, row)
+    per_gpu = tokens_per_s / count.total
+    bench_of = benchmark_of(run, recipe, row)
+    bench = bench_of[0]
+    notes = _run_notes(run, count.notes, scenario, bench_of)
+
+    evidence = evidence_checks(run, recipe, row, division)
+    throughput_checks, band, deviation = _throughput(run, per_gpu, published)
+    if band is not None and per_gpu > band[1] and (software := _software_note(recipe)):
+        notes.append(software)
+    audit = AuditLine(deviation, float(published.tokens_per_s_per_gpu)) if deviation is not None and published else None
+    ref_row = row if row is not None else reference_row(recipe, scenario) if recipe is not None else None
+    # No published system (the demo's, a result the shipped index does not hold): nothing to compare item by item
+    system = system_diff(run_system(run, ident, recipe), published_system(ref_row)) if ref_row is not None else []
+    unheld = [] if ref_row is not None or recipe is None or recipe.demo else [_no_published_system(recipe)]
+    checks = evidence.with_band(_hardware(hw), throughput_checks + _audit_rows(audit, system) + unheld)
+    failed = [c for c in checks if c.fails and c.ok is False]
+    # Another model's recipe (a 405B run against Llama-2-70B's): its band means nothing for this run, so the run is
+    # judged by its own evidence only and is never a reproduction of that recipe.
+    findings = _Findings(
+        evidence=evidence,
+        hw=hw,
+        published=published,
+        band=band,
+        failed=failed,
+        reasons=failure_reasons(failed, evidence),
+        other_benchmark=recipe is not None and ident.benchmark is not None and ident.benchmark != recipe.benchmark,
+        other_model=recipe is not None and bench is not None and bench.mlperf_model != recipe.bench.mlperf_model,
+    )
+    status, reasons, accuracy_command = _status(run, ident, recipe, row, findings)
     if division == "open":
         notes.insert(
             0,
             "open division: MLPerf sets no accuracy target there; judged against its own published accuracy and "
             "figure, never as a closed-division result",
         )
-    if run.incomplete:
-        reasons.insert(0, "the run was interrupted or failed; its logs are partial (run.json)")
-        if status == "PASS":
-            status = "FAIL"
     return Verdict(
         run,
         recipe,
