@@ -215,6 +215,146 @@ def _mark_failed(ledger_path: Path, step: str, recipe: Recipe, error: str, inter
         ledger.fail(step, error, interrupted=interrupted)
 
 
+@dataclass
+class _Flow:
+    """One guided run's fixed inputs and its growing result, handed to each part of run_guide."""
+
+    recipe: Recipe
+    ws: Workspace
+    dry_run: bool
+    again: str
+    """The command that resumes the flow where it stopped."""
+    show: Callable[[Any], None]
+    result: GuideResult
+    workspace_flag: str | None
+
+
+def _introduce(flow: _Flow, reason: str, interactive: bool, yes: bool) -> None:
+    """The header, any ledger trouble, and the plan, before anything runs."""
+    recipe, show = flow.recipe, flow.show
+    ledger, note = load_ledger_fresh_if_corrupt(flow.ws)
+    if note:
+        show(GuideNote(f"note: {note} A fresh ledger starts now.", "yellow"))
+    show(
+        GuideNote(
+            f"repro guide: recipe {recipe.name} ({reason}), workspace {flow.ws.root}"
+            + (" (demo: never a reproduction)" if flow.result.label else "")
+            + (" (dry run: nothing is changed)" if flow.dry_run else ""),
+            "bold",
+        )
+    )
+    if not interactive and not yes:
+        show(GuideNote("stdin is not a terminal: not asking before expensive steps."))
+    show(plan(recipe, ledger))
+
+
+def _doctor_passes(flow: _Flow, reason: str, doctor: Callable[[], Any] | None) -> bool:
+    """Step 1, always run (it changes nothing): False, with the result's next command set, when it fails."""
+    flow.show(GuideNote(f"[1/{len(FLOW)}] doctor", "bold"))
+    if doctor is None:
+        from repro.flow.doctor import run_doctor
+
+        report = run_doctor(flow.recipe.name, flow.ws, reason=reason)
+    else:
+        report = doctor()
+    flow.show(report)
+    result = flow.result
+    result.outcomes.append(
+        StepOutcome(
+            step="doctor",
+            status="failed" if report.exit_code else "done",
+            summary=f"{report.verdict}: {len(report.failed)} failed checks",
+        )
+    )
+    if report.exit_code:
+        result.stopped_at, result.exit_code = "doctor", 1
+        result.next_command = f"fix the FAIL rows, then `{flow.again.replace(' guide ', ' doctor ', 1)}`"
+        return False
+    return True
+
+
+def _call_step(flow: _Flow, step: str, steps: dict[str, StepFn]) -> StepOutcome:
+    """Run one step; an interruption or error marks it failed in the ledger and names the command that resumes."""
+    recipe, ws, dry_run, again = flow.recipe, flow.ws, flow.dry_run, flow.again
+    try:
+        return steps[step](recipe, ws, dry_run)
+    except KeyboardInterrupt:
+        if not dry_run:
+            _mark_failed(ws.ledger_path, step, recipe, "interrupted by the user (Ctrl-C)", True)
+            record_resume(ws, again, step)
+        finished = any(o.status in ("done", "skipped") for o in flow.result.outcomes[1:])
+        kept = "; finished steps are kept in the ledger" if finished else ""
+        raise Interrupted(f"Interrupted during {step}{kept}.", again) from None
+    except ReproError as exc:
+        if not dry_run:
+            _mark_failed(ws.ledger_path, step, recipe, exc.message, isinstance(exc, Interrupted))
+            if isinstance(exc, Interrupted):
+                # the flow resumes where it stopped: its command, the one status names too
+                exc.next_command = again
+                record_resume(ws, again, step)
+        raise
+
+
+def _flow_step(
+    flow: _Flow, i: int, step: str, steps: dict[str, StepFn], ask: Callable[[str], bool] | None, confirm: bool
+) -> bool:
+    """Step i of the flow: skipped when the ledger has it, confirmed first when expensive (`confirm`), then run and
+    recorded. False when the flow stops here (declined, cancelled or failed), with the result saying why."""
+    recipe, ws, dry_run, show, result = flow.recipe, flow.ws, flow.dry_run, flow.show, flow.result
+    ledger = Ledger.load(ws.ledger_path) if ws.ledger_path.exists() else Ledger(path=ws.ledger_path)
+    state = step_state(step, ledger, recipe, list(STEPS[: i - 2]))
+    disk, time = costs(recipe)[step]
+    show(GuideNote(f"[{i}/{len(FLOW)}] {step} (disk: {disk}; time: {time})", "bold"))
+    if state.state in ("done", "not needed"):
+        why = "already done (ledger)" if state.state == "done" else state.why
+        show(GuideNote(f"  skipped: {why}"))
+        result.outcomes.append(StepOutcome(step=step, status="skipped", summary=why))
+        return True
+    expensive = step in EXPENSIVE and confirm
+    if state.state != "to do":
+        # said before the question, not as if the step were already starting
+        show(GuideNote(f"  ledger says {state.state}: {state.why}" + ("" if expensive else "; running it again")))
+    word = " again" if state.state != "to do" else ""
+    # the step's cost is in the header just above: the question does not repeat it
+    if expensive and (ask is None or not ask(f"Run {step} now{word}?")):
+        result.stopped_at = step
+        result.next_command = flow.again
+        show(GuideNote(f"  not run; {flow.again} resumes here."))
+        return False
+    if not dry_run:
+        show(GuideNote(f"  {STARTING[step]}" + (" (demo: a few seconds)" if recipe.demo and step != "verify" else "")))
+    outcome = _call_step(flow, step, steps)
+    show(outcome)
+    result.outcomes.append(outcome)
+    if outcome.status == "failed":
+        if not dry_run:
+            _mark_failed(ws.ledger_path, step, recipe, outcome.summary, False)
+        result.stopped_at, result.exit_code = step, 1
+        result.next_command = step_command(step, recipe, workspace=flow.workspace_flag)
+        return False
+    if outcome.status in ("done", "skipped") and not dry_run:
+        if step in EXPENSIVE and outcome.status == "skipped" and "cancel" in outcome.summary.lower():
+            result.stopped_at = step
+            result.next_command = flow.again
+            return False
+        _record(ws.ledger_path, step, recipe, outcome)
+    if step == "verify" and not dry_run and not recipe.demo:
+        result.exit_code = int(outcome.details.get("exit_code", 0))
+    return True
+
+
+def _next_command(flow: _Flow) -> str:
+    """After the last step: the report of the run, or the accuracy run it still lacks; resuming after a dry run."""
+    if flow.dry_run:
+        return flow.again
+    run_dir = run_dir_of(Ledger.load(flow.ws.ledger_path))
+    # a run that lacks only its accuracy run: the verdict's command that writes it comes before the report
+    lacking = [o.details.get("accuracy_command") for o in flow.result.outcomes if o.step == "verify"]
+    if lacking and lacking[-1]:
+        return str(lacking[-1])
+    return step_command("report", flow.recipe, run_dir, flow.workspace_flag) if run_dir else flow.again
+
+
 def run_guide(
     recipe: Recipe,
     reason: str,
@@ -238,110 +378,14 @@ def run_guide(
     again = shlex.join(
         ["repro", "guide", "--recipe", recipe.name] + (["--workspace", workspace_flag] if workspace_flag else [])
     )
-    label = "demo" if recipe.demo else None
-    result = GuideResult(recipe.name, str(ws.root), label)
-    ledger, note = load_ledger_fresh_if_corrupt(ws)
-    if note:
-        show(GuideNote(f"note: {note} A fresh ledger starts now.", "yellow"))
-    show(
-        GuideNote(
-            f"repro guide: recipe {recipe.name} ({reason}), workspace {ws.root}"
-            + (" (demo: never a reproduction)" if label else "")
-            + (" (dry run: nothing is changed)" if dry_run else ""),
-            "bold",
-        )
-    )
-    if not interactive and not yes:
-        show(GuideNote("stdin is not a terminal: not asking before expensive steps."))
-    show(plan(recipe, ledger))
-
-    show(GuideNote(f"[1/{len(FLOW)}] doctor", "bold"))
-    if doctor is None:
-        from repro.flow.doctor import run_doctor
-
-        report = run_doctor(recipe.name, ws, reason=reason)
-    else:
-        report = doctor()
-    show(report)
-    result.outcomes.append(
-        StepOutcome(
-            step="doctor",
-            status="failed" if report.exit_code else "done",
-            summary=f"{report.verdict}: {len(report.failed)} failed checks",
-        )
-    )
-    if report.exit_code:
-        result.stopped_at, result.exit_code = "doctor", 1
-        result.next_command = f"fix the FAIL rows, then `{again.replace(' guide ', ' doctor ', 1)}`"
+    result = GuideResult(recipe.name, str(ws.root), "demo" if recipe.demo else None)
+    flow = _Flow(recipe, ws, dry_run, again, show, result, workspace_flag)
+    _introduce(flow, reason, interactive, yes)
+    if not _doctor_passes(flow, reason, doctor):
         return result
-
+    confirm = interactive and not yes and not dry_run
     for i, step in enumerate(STEPS, 2):
-        ledger = Ledger.load(ws.ledger_path) if ws.ledger_path.exists() else Ledger(path=ws.ledger_path)
-        state = step_state(step, ledger, recipe, list(STEPS[: i - 2]))
-        disk, time = costs(recipe)[step]
-        show(GuideNote(f"[{i}/{len(FLOW)}] {step} (disk: {disk}; time: {time})", "bold"))
-        if state.state in ("done", "not needed"):
-            why = "already done (ledger)" if state.state == "done" else state.why
-            show(GuideNote(f"  skipped: {why}"))
-            result.outcomes.append(StepOutcome(step=step, status="skipped", summary=why))
-            continue
-        expensive = step in EXPENSIVE and interactive and not yes and not dry_run
-        if state.state != "to do":
-            # said before the question, not as if the step were already starting
-            show(GuideNote(f"  ledger says {state.state}: {state.why}" + ("" if expensive else "; running it again")))
-        word = " again" if state.state != "to do" else ""
-        # the step's cost is in the header just above: the question does not repeat it
-        if expensive and (ask is None or not ask(f"Run {step} now{word}?")):
-            result.stopped_at = step
-            result.next_command = again
-            show(GuideNote(f"  not run; {again} resumes here."))
+        if not _flow_step(flow, i, step, steps, ask, confirm):
             return result
-        if not dry_run:
-            show(
-                GuideNote(
-                    f"  {STARTING[step]}" + (" (demo: a few seconds)" if recipe.demo and step != "verify" else "")
-                )
-            )
-        try:
-            outcome = steps[step](recipe, ws, dry_run)
-        except KeyboardInterrupt:
-            if not dry_run:
-                _mark_failed(ws.ledger_path, step, recipe, "interrupted by the user (Ctrl-C)", True)
-                record_resume(ws, again, step)
-            finished = any(o.status in ("done", "skipped") for o in result.outcomes[1:])
-            kept = "; finished steps are kept in the ledger" if finished else ""
-            raise Interrupted(f"Interrupted during {step}{kept}.", again) from None
-        except ReproError as exc:
-            if not dry_run:
-                _mark_failed(ws.ledger_path, step, recipe, exc.message, isinstance(exc, Interrupted))
-                if isinstance(exc, Interrupted):
-                    # the flow resumes where it stopped: its command, the one status names too
-                    exc.next_command = again
-                    record_resume(ws, again, step)
-            raise
-        show(outcome)
-        result.outcomes.append(outcome)
-        if outcome.status == "failed":
-            if not dry_run:
-                _mark_failed(ws.ledger_path, step, recipe, outcome.summary, False)
-            result.stopped_at, result.exit_code = step, 1
-            result.next_command = step_command(step, recipe, workspace=workspace_flag)
-            return result
-        if outcome.status in ("done", "skipped") and not dry_run:
-            if step in EXPENSIVE and outcome.status == "skipped" and "cancel" in outcome.summary.lower():
-                result.stopped_at = step
-                result.next_command = again
-                return result
-            _record(ws.ledger_path, step, recipe, outcome)
-        if step == "verify" and not dry_run and not recipe.demo:
-            result.exit_code = int(outcome.details.get("exit_code", 0))
-    if dry_run:
-        result.next_command = again
-    else:
-        run_dir = run_dir_of(Ledger.load(ws.ledger_path))
-        result.next_command = step_command("report", recipe, run_dir, workspace_flag) if run_dir else again
-        # a run that lacks only its accuracy run: the verdict's command that writes it comes before the report
-        lacking = [o.details.get("accuracy_command") for o in result.outcomes if o.step == "verify"]
-        if lacking and lacking[-1]:
-            result.next_command = str(lacking[-1])
+    result.next_command = _next_command(flow)
     return result
