@@ -39,6 +39,9 @@ import numpy as np
 
 from repro.results import accuracy
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _wordpiece import wordpiece_tokenizer  # noqa: E402
+
 KEYS = accuracy.ROUGE_KEYS
 NON_ASCII = (
     "café",
@@ -141,19 +144,7 @@ def pieces(word: str) -> list[str]:
 
 def word_tokenizer(words: list[str], folder: Path):
     """A word-piece fast tokenizer saved like a model's tokenizer folder: decode re-joins words with spaces."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
-    from transformers import PreTrainedTokenizerFast
-
-    vocab = {"<unk>": 0, "<s>": 1, "</s>": 2}
-    for w in words:
-        for p in pieces(w):
-            vocab.setdefault(p, len(vocab))
-    tok = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
-    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    tok.decoder = decoders.WordPiece(prefix="##", cleanup=False)
-    fast = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>", bos_token="<s>", eos_token="</s>")
-    fast.save_pretrained(str(folder))
-    return fast
+    return wordpiece_tokenizer((p for w in words for p in pieces(w)), folder)
 
 
 def token_ids(tok, outputs: list[list[str]]) -> list[list[int]]:

@@ -161,21 +161,6 @@ def test_scoring_needs_no_compiler():
 # ---------------------------------------------------------------- the whole pipeline
 
 
-def _word_tokenizer(words, folder: Path):
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
-    from transformers import PreTrainedTokenizerFast
-
-    vocab = {"<unk>": 0, "<s>": 1, "</s>": 2}
-    for w in words:
-        vocab.setdefault(w, len(vocab))
-    tok = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
-    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    tok.decoder = decoders.WordPiece(prefix="##", cleanup=False)
-    fast = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>", bos_token="<s>", eos_token="</s>")
-    fast.save_pretrained(str(folder))
-    return fast
-
-
 def _hex(ids) -> str:
     return np.asarray(ids, dtype="<i4").tobytes().hex().upper()
 
@@ -186,7 +171,7 @@ def small_case(tmp_path):
 
     outputs, refs = make_case(40, seed=7)
     words = sorted({w for o in outputs for w in o})
-    tok = _word_tokenizer(words, tmp_path / "tok")
+    tok = _bench().wordpiece_tokenizer(words, tmp_path / "tok")
     ids = [[tok.convert_tokens_to_ids(w) for w in o] for o in outputs]
     order = list(range(40))[::-1]
     entries = [
