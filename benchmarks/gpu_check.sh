@@ -164,8 +164,13 @@ note "model: $MODEL (random weights, demo tokenizer, $SIZE = hidden layers heads
 
 PORT=$("$PYTHON" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 URL="http://127.0.0.1:$PORT"
-"$PYTHON" -c 'import sys; from transformers.cli.transformers import main; sys.exit(main())' serve "$MODEL" \
-    --host 127.0.0.1 --port "$PORT" --device "$DEVICE" --continuous-batching > "$OUT/server.log" 2>&1 &
+# On the CPU the server gets one torch thread: the tiny model's matrices are too small to share between threads,
+# and LoadGen and repro's client need the other core (2 cores: 382 ms per 32-token answer with torch's default
+# threads, 24 ms with one; docs/BENCHMARKS.md, session 7)
+SERVE_THREADS=()
+[ "$CPU_ONLY" = 1 ] && SERVE_THREADS=(OMP_NUM_THREADS=1)
+env "${SERVE_THREADS[@]}" "$PYTHON" -c 'import sys; from transformers.cli.transformers import main; sys.exit(main())' \
+    serve "$MODEL" --host 127.0.0.1 --port "$PORT" --device "$DEVICE" --continuous-batching > "$OUT/server.log" 2>&1 &
 SERVER_PID=$!
 for _ in $(seq 1 180); do
     if "$PYTHON" -c "import sys, urllib.request; urllib.request.urlopen('$URL/health', timeout=2); sys.exit(0)" 2> /dev/null; then
@@ -193,7 +198,7 @@ if [ "$CPU_ONLY" = 1 ]; then
     # a CPU serving a few queries per second may have no rate within TPOT 200 ms: tune says so (exit 1), and the
     # Server run then uses the recipe's rate; a crash (exit 3) still fails the check
     RUN_SAMPLES=120
-    TUNE=(--start-qps 2 --max-minutes 2 --probe-queries 60)
+    TUNE=(--start-qps 8 --max-minutes 2 --probe-queries 60)
     TUNE_OK=(0 1)
 fi
 step tune-server repro tune server --recipe demo -w "$WS" "${EP[@]}" --run-samples "$RUN_SAMPLES" "${TUNE[@]}" --json
