@@ -166,11 +166,15 @@ PORT=$("$PYTHON" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)
 URL="http://127.0.0.1:$PORT"
 # On the CPU the server gets one torch thread: the tiny model's matrices are too small to share between threads,
 # and LoadGen and repro's client need the other core (2 cores: 382 ms per 32-token answer with torch's default
-# threads, 24 ms with one; docs/BENCHMARKS.md, session 7)
+# threads, 24 ms with one), and a KV cache of 256 blocks: sized from free memory, the CPU's cache took 14 GiB of RAM
+# and 15 s before the first answer (0.8 s and 3 GiB with 256 blocks, room for hundreds of the demo's requests at
+# once); docs/BENCHMARKS.md, session 7
 SERVE_THREADS=()
-[ "$CPU_ONLY" = 1 ] && SERVE_THREADS=(OMP_NUM_THREADS=1)
+SERVE_CACHE=()
+if [ "$CPU_ONLY" = 1 ]; then SERVE_THREADS=(OMP_NUM_THREADS=1); SERVE_CACHE=(--cb-num-blocks 256); fi
 env "${SERVE_THREADS[@]}" "$PYTHON" -c 'import sys; from transformers.cli.transformers import main; sys.exit(main())' \
-    serve "$MODEL" --host 127.0.0.1 --port "$PORT" --device "$DEVICE" --continuous-batching > "$OUT/server.log" 2>&1 &
+    serve "$MODEL" --host 127.0.0.1 --port "$PORT" --device "$DEVICE" --continuous-batching "${SERVE_CACHE[@]}" \
+    > "$OUT/server.log" 2>&1 &
 SERVER_PID=$!
 for _ in $(seq 1 180); do
     if "$PYTHON" -c "import sys, urllib.request; urllib.request.urlopen('$URL/health', timeout=2); sys.exit(0)" 2> /dev/null; then
