@@ -302,23 +302,10 @@ def build_rows(
         detail = parse_detail(detail_log.read_text(errors="replace")) if detail_log.is_file() else {}
         apn, nodes = _count(sysinfo["accelerators_per_node"]), _count(sysinfo["number_of_nodes"])
         total = apn * nodes
-        row = dict.fromkeys(columns(family), "")
+        row = _result_row(family, (round_, division, submitter, system, model, scenario_folder), sysinfo, total)
         row.update(
-            round=round_,
-            division=division,
-            submitter=submitter,
-            system_folder=system,
-            system_name=sysinfo["system_name"],
-            accelerator_model_name=sysinfo["accelerator_model_name"],
-            accelerators_per_node=str(sysinfo["accelerators_per_node"]),
-            number_of_nodes=str(sysinfo["number_of_nodes"]),
-            total_accelerators=str(total),
-            host_processor_model_name=sysinfo.get("host_processor_model_name", ""),
-            framework=sysinfo.get("framework", ""),
             benchmark=benchmark,
-            model_folder=model,
             scenario=scenario,
-            scenario_folder=scenario_folder,
             log_scenario=found.get("log_scenario", ""),
             result_validity=found.get("result_validity", ""),
             tokens_per_second=_num(tps),
@@ -375,23 +362,16 @@ def table_only_rows(
         apn, nodes = _count(entry["accelerators_per_node"]), _count(entry.get("number_of_nodes", 1))
         tps = str(entry["Result"])
         acc = parse_table_accuracy(str(entry.get("Accuracy", "")))
-        row = dict.fromkeys(columns(family), "")
+        sysinfo = {
+            "system_name": entry.get("SystemName", ""),
+            "accelerator_model_name": entry["accelerator_model_name"],
+            "accelerators_per_node": apn,
+            "number_of_nodes": nodes,
+        } | {k: entry.get(k, "") for k in ("host_processor_model_name", "framework")}
+        row = _result_row(family, (round_, division, submitter, system, model, scenario_folder), sysinfo, apn * nodes)
         row.update(
-            round=round_,
-            division=division,
-            submitter=submitter,
-            system_folder=system,
-            system_name=str(entry.get("SystemName", "")),
-            accelerator_model_name=str(entry["accelerator_model_name"]),
-            accelerators_per_node=str(apn),
-            number_of_nodes=str(nodes),
-            total_accelerators=str(apn * nodes),
-            host_processor_model_name=str(entry.get("host_processor_model_name", "")),
-            framework=str(entry.get("framework", "")),
             benchmark=benchmark,
-            model_folder=model,
             scenario=scenario,
-            scenario_folder=scenario_folder,
             result_validity="VALID",
             tokens_per_second=_num(tps),
             tokens_per_second_per_accelerator=_num(str(float(tps) / (apn * nodes))),
@@ -409,6 +389,29 @@ def table_only_rows(
                 row[key] = _num(str(acc[key]))
         rows.append(row)
     return rows
+
+
+def _result_row(family: str, where: tuple[str, ...], sysinfo: dict[str, Any], total: int) -> dict[str, str]:
+    """A row's columns that say where the result is and on what system, read from a system JSON or a table entry
+    alike (`where`: round, division, submitter, system folder, model folder, scenario folder); the rest empty."""
+    round_, division, submitter, system, model, scenario_folder = where
+    row = dict.fromkeys(columns(family), "")
+    row.update(
+        round=round_,
+        division=division,
+        submitter=submitter,
+        system_folder=system,
+        system_name=str(sysinfo["system_name"]),
+        accelerator_model_name=str(sysinfo["accelerator_model_name"]),
+        accelerators_per_node=str(sysinfo["accelerators_per_node"]),
+        number_of_nodes=str(sysinfo["number_of_nodes"]),
+        total_accelerators=str(total),
+        host_processor_model_name=str(sysinfo.get("host_processor_model_name", "")),
+        framework=str(sysinfo.get("framework", "")),
+        model_folder=model,
+        scenario_folder=scenario_folder,
+    )
+    return row
 
 
 def _order(row: dict[str, str]) -> list[str]:
