@@ -20,7 +20,8 @@ from repro.core.hints import split_hint
 from repro.core.recipes import get_recipe
 from repro.core.workspace import Workspace
 from repro.engine.container import managed_containers
-from repro.rehearse.rehearsal import Scaling, doctor_step, plan, rehearse
+from repro.rehearse.rehearsal import doctor_step, plan, rehearse
+from repro.rehearse.result import Scaling
 
 STEPS = ["doctor", "setup", "build-engine", "run offline", "tune server", "run server", "verify", "report"]
 RACK_STEPS = ["doctor", "setup", "build-engine", "rack offline", "verify", "report"]
@@ -68,7 +69,8 @@ def test_verify_and_report_steps_run_the_users_commands(tmp_path: Path) -> None:
     not a rehearsal's verdict, so the rehearsal does not hold and its Next line is that run's verify; the report step
     says why it wrote nothing."""
     from repro.core.hints import is_command
-    from repro.rehearse.rehearsal import RehearsalResult, report_html, verify_run
+    from repro.rehearse.rehearsal import report_html, verify_run
+    from repro.rehearse.result import RehearsalResult
 
     bundle = REPO / "tests/fixtures/published/azure-nd-gb200-v6-v5.1"
     recipe = get_recipe("nd-gb200-v6")

@@ -107,7 +107,7 @@ def test_a_plain_message_never_folds_a_path(monkeypatch) -> None:
 def test_the_rehearsal_view_keeps_each_verify_command_whole_on_its_line() -> None:
     """Each verify step's command was wrapped as prose (`repro verify` / PATH / `--recipe ...`): now it is one
     no-wrap line a user can copy, its verdict under it; the report's path is whole."""
-    from repro.rehearse.rehearsal import RehearsalResult, Scaling
+    from repro.rehearse.result import RehearsalResult, Scaling
     from repro.ui.rehearse import rehearsal_result
 
     run_dir = "/tmp/pytest-of-someone/pytest-1/test_x0/ws/rehearsal/nd-gb300-v6/runs/nd-gb300-v6/Offline/20261127-1"

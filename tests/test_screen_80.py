@@ -12,7 +12,7 @@ import pytest
 from rich.console import Console
 from rich.table import Table
 
-from repro.rehearse.rehearsal import RehearsalResult, Scaling
+from repro.rehearse.result import RehearsalResult, Scaling
 from repro.ui.wrap import Prose, Words, atoms
 
 NUMBER_THEN_UNIT = re.compile(r"\d$")

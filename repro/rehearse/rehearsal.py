@@ -20,16 +20,12 @@ import numpy as np
 
 from repro.core.recipes import Recipe, get_recipe
 from repro.core.workspace import Workspace
+from repro.rehearse.result import DEFAULT_TIME_SCALE, LABEL, PROMPTS, RehearsalResult, Scaling
 from repro.rehearse.setup_step import VOCAB, write_tokenizer
 
 STANDIN_DIR = Path(__file__).resolve().parent / "standin"
 STANDIN = STANDIN_DIR / "trtllm_serve.py"
-LABEL = "rehearsal"
 OUT_LEN = 8  # answer length of the stand-in (STANDIN_OUT_LEN): 9 ids with EOS
-PROMPTS = 64
-DEFAULT_TIME_SCALE = 1 / 400  # 2,400 s of LoadGen -> 6 s
-SERVER_QPS = 30.0  # the Server arrival rate a rehearsal runs at: what two CPU cores drive through LoadGen
-EARLY_STOPPING_QUERIES = 460  # LoadGen's early stopping needs ~459 Server queries even when none is over latency
 # `repro tune server` in a rehearsal: probes of 2 s / 100 queries from the rehearsal's Server rate, a 50% bracket (the
 # step shows the search and that the run uses its rate; a 3% bracket costs minutes of probes per recipe), and the
 # demo's 20% margin (the stand-ins share this machine's CPU, as the demo does).
@@ -40,176 +36,6 @@ TUNE_MARGIN = 0.2
 TUNE_MAX_MINUTES = 2.0
 # The warm-up lasts one probe (tune's default is 10 s: a GPU server builds CUDA graphs on its first batches; the
 # stand-in has nothing to warm, and 10 s was a quarter of the tune step).
-
-
-@dataclass
-class Scaling:
-    """How a rehearsal shrinks LoadGen: time (durations, query counts) by `time`, rates by `rate`, both printed.
-
-    The stand-in serves `capacity_qps` (the recipe's Offline rate x `rate`, at least twice the Server arrivals, so a
-    few CPU slots keep the recipe's TTFT/TPOT limits); the Offline run expects that rate, so it lasts min_duration."""
-
-    time: float
-    rate: float
-    capacity_qps: float
-
-    @classmethod
-    def for_recipe(cls, recipe: Recipe, time: float = DEFAULT_TIME_SCALE) -> Scaling:
-        from repro.run.settings import recipe_target_qps
-
-        server = recipe_target_qps(recipe, "Server") or recipe.loadgen.offline_expected_qps
-        rate = SERVER_QPS / server
-        return cls(time, rate, max(recipe.loadgen.offline_expected_qps * rate, 2 * SERVER_QPS))
-
-    def settings(self, recipe: Recipe, scenario: str) -> dict[str, Any]:
-        from repro.run.settings import loadgen_settings
-
-        s = loadgen_settings(recipe, scenario, dataset_size=PROMPTS)
-        queries = max(1, int(int(s["min_query_count"]) * self.time))
-        if scenario != "Offline":
-            queries = max(queries, EARLY_STOPPING_QUERIES)
-        return {
-            "min_duration": max(1000, int(int(s["min_duration"]) * self.time)),
-            "min_query_count": queries,
-            "target_qps": self.capacity_qps if scenario == "Offline" else float(s["target_qps"]) * self.rate,
-            "performance_sample_count_override": PROMPTS,
-        }
-
-    def text(self, scenarios: tuple[str, ...] | list[str] | None = None) -> str:
-        """`scenarios`: the ones this rehearsal runs; an Offline-only one never speaks of Server rates."""
-        server = scenarios is None or any(s != "Offline" for s in scenarios)
-        if not server:
-            return (
-                f"time x {self.time:g} (durations, query counts); the stand-in serves {self.capacity_qps:.3g} "
-                "queries/s, the rate Offline runs at"
-            )
-        return (
-            f"time x {self.time:g} (durations, query counts; Server at least {EARLY_STOPPING_QUERIES} queries for "
-            f"LoadGen's early stopping), rates x {self.rate:.3g} (Server {SERVER_QPS:g} queries/s); the stand-in "
-            f"serves {self.capacity_qps:.3g} queries/s; latency limits are the recipe's"
-        )
-
-
-@dataclass
-class RehearsalResult:
-    recipe: str
-    workspace: Path
-    scaling: Scaling
-    image: str
-    runs: list[dict[str, Any]] = field(default_factory=list)
-    left_containers: list[str] = field(default_factory=list)
-    dry_run: bool = False
-    label: str = LABEL
-    nodes: int = 1
-    image_source: str | None = None
-    """With --nodes: how the image reaches the nodes (--image-source; default as for `repro run --launcher slurm`)."""
-    steps: list[str] = field(default_factory=list)
-    """The steps run, in order (their names from `default_steps`)."""
-    build: dict[str, Any] | None = None
-    """The build plan's TensorRT-LLM steps run through the stand-in tools: each command and the files it wrote."""
-    setup: dict[str, Any] | None = None
-    """`repro setup` against the stand-in gated hub: each attempt's HTTP status and message, the files it fetched."""
-    doctor: dict[str, Any] | None = None
-    """`repro doctor` against the stand-in GPUs: its status, the GPUs it saw and its checks (labelled stand-in)."""
-    device_requests: list[dict[str, Any]] = field(default_factory=list)
-    """What Docker would be asked for per server on the VM (this machine has no NVIDIA runtime, so none is sent)."""
-    rack: dict[str, Any] | None = None
-    """With --nodes: the rack folder, its Slurm jobs, the summed total and the jobs Slurm still runs."""
-    tune: dict[str, Any] | None = None
-    """`repro tune server` against the stand-in servers: the rate chosen, the search, where it was saved."""
-    verify: list[dict[str, Any]] = field(default_factory=list)
-    """`repro verify RUN` per run (with --nodes, `repro aggregate RACK_DIR`) as a user runs it: the verdict it
-    printed, its exit code and its Next line."""
-    report: list[dict[str, Any]] = field(default_factory=list)
-    """`repro report RUN --html FILE` per run (with --nodes, of the rack folder): the file it wrote, its label."""
-    node_of: str | None = None
-    """A rack node's result: the rack folder it is a node of (the login node verifies and reports the rack)."""
-
-    @property
-    def scenarios(self) -> tuple[str, ...] | None:
-        """The scenarios run: a rack rehearsal is Offline only; None before any run (the plan names Server too)."""
-        if self.nodes > 1:
-            return ("Offline",)
-        return tuple(dict.fromkeys(r["scenario"] for r in self.runs)) or None
-
-    @property
-    def next_command(self) -> str:
-        """After a rehearsal that held: the rack rehearsal, then the real flow on the GPU VMs; else the command that
-        shows what did not hold (the verdict of its run or rack), else the rehearsal again."""
-        import shlex
-
-        again = shlex.join(["repro", "rehearse", "--recipe", self.recipe, *self._nodes_args])
-        if self.dry_run:
-            return again
-        if self.node_of:
-            return shlex.join(["repro", "aggregate", self.node_of, "--recipe", self.recipe])
-        if self.ok:
-            if self.nodes == 1:
-                rack = shlex.join(["repro", "rehearse", "--recipe", self.recipe, "--nodes", "2"])
-                return f"the rack next, through the local Slurm: `{rack}`"
-            return (
-                f"on the GPU VMs, the same flow for real: `{shlex.join(['repro', 'guide', '--recipe', self.recipe])}`"
-            )
-        if self.rack:
-            return shlex.join(["repro", "aggregate", self.rack["rack_dir"], "--recipe", self.recipe])
-        bad = [r for r in self.runs if not r["valid"]] + [v for v in self.verify if not v["as_rehearsal"]]
-        if bad:
-            return shlex.join(["repro", "verify", bad[0]["run_dir"], "--recipe", self.recipe])
-        return again
-
-    @property
-    def _nodes_args(self) -> list[str]:
-        if self.nodes == 1:
-            return []
-        source = ["--image-source", self.image_source] if self.image_source else []
-        return ["--nodes", str(self.nodes), *source]
-
-    @property
-    def exit_code(self) -> int:
-        return 0 if self.dry_run or self.ok else 1
-
-    @property
-    def ok(self) -> bool:
-        steps_ok = self.doctor is None or self.doctor["gpus_as_recipe"]
-        steps_ok = steps_ok and (self.setup is None or self.setup["gate_as_hub"])
-        steps_ok = steps_ok and (self.build is None or self.build["ok"])
-        steps_ok = steps_ok and all(v["as_rehearsal"] for v in self.verify)
-        steps_ok = steps_ok and all(r["written"] for r in self.report)
-        rack_ok = self.rack is None or (self.rack["counted"] == self.nodes and not self.rack["left_jobs"])
-        return (
-            bool(self.runs) and all(r["valid"] for r in self.runs) and not self.left_containers and rack_ok and steps_ok
-        )
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "label": self.label,
-            "reproduction": False,
-            "recipe": self.recipe,
-            "workspace": str(self.workspace),
-            "scaling": {
-                "time": self.scaling.time,
-                "rate": self.scaling.rate,
-                "capacity_qps": self.scaling.capacity_qps,
-                "text": self.scaling.text(self.scenarios),
-            },
-            "image": self.image,
-            "nodes": self.nodes,
-            "steps": self.steps,
-            "doctor": self.doctor,
-            "setup": self.setup,
-            "build": self.build,
-            "device_requests": self.device_requests,
-            "runs": self.runs,
-            "rack": self.rack,
-            "tune": self.tune,
-            "verify": self.verify,
-            "report": self.report,
-            "left_containers": self.left_containers,
-            "dry_run": self.dry_run,
-            "node_of": self.node_of,
-            "ok": self.ok,
-            "next_command": self.next_command,
-        }
 
 
 def tiny_prompts() -> list[list[int]]:

@@ -24,7 +24,7 @@ _VIEWS: dict[str, str] = {
     "repro.results.attest_verify.Verification": "repro.ui.attest:verification",
     "repro.run.rack_folder.RackResult": "repro.ui.rack:rack_result",
     "repro.run.tune.TuneResult": "repro.ui.tune:tune_result",
-    "repro.rehearse.rehearsal.RehearsalResult": "repro.ui.rehearse:rehearsal_result",
+    "repro.rehearse.result.RehearsalResult": "repro.ui.rehearse:rehearsal_result",
 }
 
 
