@@ -109,3 +109,40 @@ def timed_factory(tl: Timeline) -> Callable[..., Any]:
         return _TimedBackend(create_backend(name, ctx), tl)
 
     return make
+
+
+def watch(
+    sut: Any,
+    tl: Timeline,
+    limit_s: float,
+    stopped: list[str],
+    limits: tuple[float, float] | None = None,
+    allowed: int | None = None,
+    cold_limit_s: float | None = None,
+) -> None:
+    """Stop a probe whose oldest waiting query is past `limit_s` (`cold_limit_s` until the server's first answer),
+    or with more queries over a limit than its bound allows (`allowed`): it has failed whatever follows (the
+    harness answers the rest and LoadGen ends)."""
+
+    def loop() -> None:
+        while not sut.finished.wait(0.25):
+            now = time.monotonic()
+            oldest = tl.oldest_waiting()
+            wait = limit_s if cold_limit_s is None or tl.answered() else cold_limit_s
+            if oldest is not None and now - oldest > wait:
+                stopped.append(f"a query waited over {wait:g} s for its first token: probe stopped early")
+                sut.stop()
+                return
+            if limits is not None and allowed is not None:
+                over = tl.over(limits[0] / 1000, limits[1] / 1000, now)
+                if over > allowed:
+                    stopped.append(
+                        f"{over} {'query' if over == 1 else 'queries'} over a limit, more than the {allowed} its "
+                        "p99 bound allows: stopped early"
+                    )
+                    sut.stop()
+                    return
+
+    from repro.run.sut import KEPT_THREADS
+
+    KEPT_THREADS.run(loop, name="repro-tune-watch")  # it may answer LoadGen (sut.stop): a thread that never exits

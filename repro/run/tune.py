@@ -47,7 +47,7 @@ from repro.run.latency_bound import (  # noqa: F401 - tests and the rehearsal im
     queries_for,
     upper_bound,
 )
-from repro.run.probe_timeline import Timeline, timed_factory
+from repro.run.probe_timeline import Timeline, timed_factory, watch
 
 TUNE_SCENARIOS = ("Server", "Interactive")
 MARGIN = 0.0
@@ -461,22 +461,7 @@ def tune(
     from repro.run.servers import ServerOptions
     from repro.run.settings import loadgen_settings, server_latency_keys
 
-    if scenario not in TUNE_SCENARIOS:
-        raise InputError(f"repro tune searches Server or Interactive, not {scenario}.", "`repro tune server`")
-    if margin is None:
-        margin = default_margin(recipe, scenario)
-    if not 0 <= margin < 0.9:
-        raise InputError(f"--margin must be between 0 and 0.9 (got {margin:g}).", "`repro tune server --margin 0.05`")
-    if resolution is None:
-        resolution = DEMO_RESOLUTION if recipe.demo else RESOLUTION
-    if max_minutes <= 0 or (probe_s is not None and probe_s <= 0) or (probe_queries is not None and probe_queries < 1):
-        raise InputError(
-            "--max-minutes, --probe-seconds and --probe-queries must be positive.", "`repro tune server --help`"
-        )
-    if recipe.reference_only:
-        raise InputError(
-            f"Recipe '{recipe.name}' is reference-only (a published system repro does not run).", "`repro recipes list`"
-        )
+    margin, resolution = _checked_args(recipe, scenario, margin, resolution, max_minutes, probe_s, probe_queries)
     local_demo = recipe.demo and not endpoints and backend in (None, recipe.backend) and not dry_run
     start, source = _start_rate(recipe, scenario, start_qps, ws if local_demo else None)
     keys = server_latency_keys(recipe, scenario)
@@ -554,7 +539,7 @@ def tune(
         hooks = RunHooks(
             progress=False,
             backend_factory=timed_factory(tl),
-            on_started=lambda sut: _watch(sut, tl, wait_s, stopped, limits, over, cold_s),
+            on_started=lambda sut: watch(sut, tl, wait_s, stopped, limits, over, cold_s),
         )
         out = execute(plan_run(options), hooks)  # a probe is never a dry run: the plan goes straight through
         log_dir = Path(out.details["log_dir"])
@@ -600,21 +585,56 @@ def tune(
     if lo is None:
         atomic_json(folder / "tune.json", result.to_json())
         raise _none_held(result, recipe, folder)
-    chosen = float(f"{lo * (1 - margin):.4g}")
-    result.chosen_qps = chosen
-    run_s = max(full_min_s, full_queries / chosen)
-    result.full_run.update(
-        target_qps=chosen,
-        expected_s=round(run_s, 1),
-        expected_queries=max(full_queries, int(chosen * full_min_s)),
-    )
+    _choose_and_save(result, lo, ws, recipe, folder)
     say(result.choice)
+    return result
+
+
+def _checked_args(
+    recipe: Recipe,
+    scenario: str,
+    margin: float | None,
+    resolution: float | None,
+    max_minutes: float,
+    probe_s: float | None,
+    probe_queries: int | None,
+) -> tuple[float, float]:
+    """Refuse what no search can use before any server starts; the margin and resolution, defaults filled in."""
+    if scenario not in TUNE_SCENARIOS:
+        raise InputError(f"repro tune searches Server or Interactive, not {scenario}.", "`repro tune server`")
+    if margin is None:
+        margin = default_margin(recipe, scenario)
+    if not 0 <= margin < 0.9:
+        raise InputError(f"--margin must be between 0 and 0.9 (got {margin:g}).", "`repro tune server --margin 0.05`")
+    if resolution is None:
+        resolution = DEMO_RESOLUTION if recipe.demo else RESOLUTION
+    if max_minutes <= 0 or (probe_s is not None and probe_s <= 0) or (probe_queries is not None and probe_queries < 1):
+        raise InputError(
+            "--max-minutes, --probe-seconds and --probe-queries must be positive.", "`repro tune server --help`"
+        )
+    if recipe.reference_only:
+        raise InputError(
+            f"Recipe '{recipe.name}' is reference-only (a published system repro does not run).", "`repro recipes list`"
+        )
+    return margin, resolution
+
+
+def _choose_and_save(result: TuneResult, lo: float, ws: Workspace, recipe: Recipe, folder: Path) -> None:
+    """The chosen rate (the highest that held, less the margin) and the full run it implies, written to the search's
+    folder and to where `repro run <scenario>` reads it."""
     from repro.run.tuned import write_tuned
 
+    full_min_s, full_queries = float(result.full_run["min_duration_s"]), int(result.full_run["min_query_count"])
+    chosen = float(f"{lo * (1 - result.margin):.4g}")
+    result.chosen_qps = chosen
+    result.full_run.update(
+        target_qps=chosen,
+        expected_s=round(max(full_min_s, full_queries / chosen), 1),
+        expected_queries=max(full_queries, int(chosen * full_min_s)),
+    )
     doc = result.to_json()
     atomic_json(folder / "tune.json", doc)
-    result.file = str(write_tuned(ws, recipe, scenario, {**doc, "file": None}))
-    return result
+    result.file = str(write_tuned(ws, recipe, result.scenario, {**doc, "file": None}))
 
 
 def settle(
@@ -731,43 +751,6 @@ def _again(result: TuneResult, minutes: float) -> str:
         + "".join(f" --endpoint {shlex.quote(e)}" for e in result.endpoints)
         + f" --max-minutes {minutes:g}"
     )
-
-
-def _watch(
-    sut: Any,
-    tl: Timeline,
-    limit_s: float,
-    stopped: list[str],
-    limits: tuple[float, float] | None = None,
-    allowed: int | None = None,
-    cold_limit_s: float | None = None,
-) -> None:
-    """Stop a probe whose oldest waiting query is past `limit_s` (`cold_limit_s` until the server's first answer),
-    or with more queries over a limit than its bound allows (`allowed`): it has failed whatever follows (the
-    harness answers the rest and LoadGen ends)."""
-
-    def loop() -> None:
-        while not sut.finished.wait(0.25):
-            now = time.monotonic()
-            oldest = tl.oldest_waiting()
-            wait = limit_s if cold_limit_s is None or tl.answered() else cold_limit_s
-            if oldest is not None and now - oldest > wait:
-                stopped.append(f"a query waited over {wait:g} s for its first token: probe stopped early")
-                sut.stop()
-                return
-            if limits is not None and allowed is not None:
-                over = tl.over(limits[0] / 1000, limits[1] / 1000, now)
-                if over > allowed:
-                    stopped.append(
-                        f"{over} {'query' if over == 1 else 'queries'} over a limit, more than the {allowed} its "
-                        "p99 bound allows: stopped early"
-                    )
-                    sut.stop()
-                    return
-
-    from repro.run.sut import KEPT_THREADS
-
-    KEPT_THREADS.run(loop, name="repro-tune-watch")  # it may answer LoadGen (sut.stop): a thread that never exits
 
 
 def atomic_json(path: Path, doc: dict[str, Any]) -> None:
