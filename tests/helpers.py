@@ -198,3 +198,25 @@ def drop_detail(path: Path, *keys: str) -> None:
     """Remove the lines logging `keys` from a copied mlperf_log_detail.txt."""
     lines = path.read_text().splitlines(True)
     path.write_text("".join(ln for ln in lines if not any(f'"key": "{k}"' in ln for k in keys)))
+
+
+def read_csv_rows(path: Path) -> tuple[list[dict[str, str]], list[str]]:
+    """An index CSV's rows and its header, for a test that edits a copy of it."""
+    import csv
+
+    with path.open(newline="") as fh:
+        reader = csv.DictReader(fh)
+        return list(reader), list(reader.fieldnames or [])
+
+
+def write_csv_rows(
+    path: Path, fields: Sequence[str], rows: Sequence[dict[str, str]], extrasaction: str = "raise"
+) -> Path:
+    """Write `rows` under the header `fields`, as the published index files are written."""
+    import csv
+
+    with path.open("w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(fields), extrasaction=extrasaction)  # type: ignore[arg-type]
+        writer.writeheader()
+        writer.writerows(rows)
+    return path

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from golden_util import check_golden, content, render
-from helpers import cli
+from helpers import cli, read_csv_rows, write_csv_rows
 from typer.testing import CliRunner
 
 from repro.core.errors import InputError
@@ -93,15 +93,9 @@ def test_v61_rows_come_from_the_summary_logs_and_name_their_sources() -> None:
     ],
 )
 def test_a_bad_row_is_named(tmp_path: Path, column: str, value: str, message: str) -> None:
-    with INDEX_CSV.open(newline="") as fh:
-        reader = csv.DictReader(fh)
-        rows, fields = list(reader), reader.fieldnames
+    rows, fields = read_csv_rows(INDEX_CSV)
     rows[10][column] = value
-    bad = tmp_path / "index.csv"
-    with bad.open("w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=fields or [])
-        writer.writeheader()
-        writer.writerows(rows)
+    bad = write_csv_rows(tmp_path / "index.csv", fields, rows)
     with pytest.raises(InputError, match=rf"index.csv: line 12, .*{message}"):
         load_index_file(bad, SOURCES_JSON)
 

@@ -13,7 +13,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from helpers import cli
+from helpers import cli, read_csv_rows, write_csv_rows
 
 from repro.core.benchmarks import load_benchmark
 from repro.core.errors import InputError
@@ -147,24 +147,14 @@ def test_cli_published_filters_and_shows_405b() -> None:
 
 
 def test_a_405b_row_with_another_benchmark_or_llama2_columns_is_refused(tmp_path: Path) -> None:
-    with INDEX_405B_CSV.open(newline="") as fh:
-        reader = csv.DictReader(fh)
-        rows, fields = list(reader), list(reader.fieldnames or [])
+    rows, fields = read_csv_rows(INDEX_405B_CSV)
     rows[3]["benchmark"] = "99"
-    bad = tmp_path / INDEX_405B_CSV.name
-    with bad.open("w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=fields)
-        writer.writeheader()
-        writer.writerows(rows)
+    bad = write_csv_rows(tmp_path / INDEX_405B_CSV.name, fields, rows)
     with pytest.raises(InputError, match=r"line 5, field 'benchmark': '99' is not one of \['llama3.1-405b'\]"):
         load_index_file(bad, SOURCES_JSON)
     rows[3]["benchmark"] = "llama3.1-405b"
     fields[fields.index("exact_match")] = "rouge1"
-    renamed = tmp_path / "copy.csv"
-    with renamed.open("w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=fields, extrasaction="ignore")
-        writer.writeheader()
-        writer.writerows(rows)
+    renamed = write_csv_rows(tmp_path / "copy.csv", fields, rows, extrasaction="ignore")
     with pytest.raises(InputError, match="copy.csv: .*no file of that name or with its columns"):
         load_index_file(renamed, SOURCES_JSON)
 

@@ -18,7 +18,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from helpers import cli
+from helpers import cli, read_csv_rows, write_csv_rows
 
 from repro.core.benchmarks import load_benchmark
 from repro.core.errors import InputError
@@ -346,23 +346,14 @@ def test_the_show_view_says_a_table_only_row_has_no_log() -> None:
 def test_a_table_only_row_that_claims_a_log_is_refused(tmp_path: Path, changes: dict[str, str], message: str) -> None:
     """The loader refuses a results-table-only row that carries a summary-log field or a crosscheck, and a row read
     from files that calls itself table-only: the row's provenance cannot say two things."""
-    with INDEX_405B_CSV.open(newline="") as fh:
-        reader = csv.DictReader(fh)
-        rows, fields = list(reader), reader.fieldnames or []
+    rows, fields = read_csv_rows(INDEX_405B_CSV)
     (at,) = [n for n, r in enumerate(rows) if r["source_kind"] == "results-table-only" and r["scenario"] == "Offline"]
     rows[at].update(changes)
-    bad = tmp_path / "published-llama3.1-405b.csv"
-    with bad.open("w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=fields)
-        writer.writeheader()
-        writer.writerows(rows)
+    bad = write_csv_rows(tmp_path / "published-llama3.1-405b.csv", fields, rows)
     with pytest.raises(InputError, match=rf"line {at + 2}, .*{message}"):
         load_index_file(bad, SOURCES_JSON)
     rows[at].update({"log_scenario": "", "summary_crosscheck": "table_only"})
     rows[0]["summary_crosscheck"] = "table_only"
-    with bad.open("w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=fields)
-        writer.writeheader()
-        writer.writerows(rows)
+    write_csv_rows(bad, fields, rows)
     with pytest.raises(InputError, match="line 2, .*disagree"):
         load_index_file(bad, SOURCES_JSON)
