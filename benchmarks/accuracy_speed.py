@@ -37,6 +37,7 @@ from pathlib import Path
 
 import numpy as np
 
+from repro.core.families.common import punkt
 from repro.results import accuracy
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -214,9 +215,9 @@ def repro_method(preds: list[str], targets: list[str]) -> dict:
 
 def _fresh_repro() -> None:
     """No warm caches carried from an earlier timed run: new Punkt memo, new scorer (loads are not timed)."""
-    accuracy._punkt.cache_clear()
+    punkt.cache_clear()
     accuracy._scorer.cache_clear()
-    accuracy._punkt()
+    punkt()
     accuracy._scorer()
 
 
@@ -422,7 +423,7 @@ _REPRO_START = """
 import time, sys; t0 = time.perf_counter(); marks = []
 from pathlib import Path
 from repro.results import accuracy as A; marks.append(("import repro.results.accuracy", time.perf_counter()))
-A._punkt(); marks.append(("nltk + Punkt model", time.perf_counter()))
+from repro.core.families.common import punkt; punkt(); marks.append(("nltk + Punkt model", time.perf_counter()))
 A._scorer(); marks.append(("rouge-score-rs", time.perf_counter()))
 tok = A.load_tokenizer(sys.argv[1]); marks.append(("transformers + tokenizer load", time.perf_counter()))
 A.evaluate_accuracy_log(Path(sys.argv[2]), [sys.argv[3]], tok, workers=1)

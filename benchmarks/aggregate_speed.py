@@ -107,6 +107,13 @@ def make_rack(dest: Path, vms: int) -> Path:
                 lambda m, i=i: f"{m.group(1)}{float(m.group(2)) + i / 10:.1f}",
                 text,
             )
+            # Another run, not a copy of one (repro counts a run once however it is named): its minimum latency
+            # i ns longer in the summary and the detail log alike.
+            text = re.sub(
+                r"(Min latency \(ns\)\s*: |\"key\": \"result_min_latency_ns\", \"value\": )(\d+)",
+                lambda m, i=i: f"{m.group(1)}{int(m.group(2)) + i}",
+                text,
+            )
             log.write_text(text)
     return rack
 

@@ -40,8 +40,13 @@ DEVICE=cuda
 [ "$CPU_ONLY" = 1 ] && DEVICE=cpu
 START=$(date +%s)
 SERVER_PID=""
+MODEL_PID=""
 
 cleanup() {
+    if [ -n "${MODEL_PID:-}" ] && kill -0 "$MODEL_PID" 2> /dev/null; then
+        kill "$MODEL_PID" 2> /dev/null || true
+        wait "$MODEL_PID" 2> /dev/null || true
+    fi
     if [ -n "$SERVER_PID" ] && kill -0 "$SERVER_PID" 2> /dev/null; then
         kill "$SERVER_PID" 2> /dev/null || true
         wait "$SERVER_PID" 2> /dev/null || true
@@ -113,28 +118,14 @@ if [ "$CPU_ONLY" = 0 ] && ! "$PYTHON" -c 'import torch, sys; sys.exit(0 if torch
     exit 2
 fi
 
-# 1. doctor: the box against the 8-GPU H100 recipe (1 GPU: FAIL with the server arithmetic), then the demo.
-step doctor-nd-h100-v5 repro doctor --recipe nd-h100-v5 -w "$WS" --json
-expect doctor-nd-h100-v5 0 1
-step doctor-demo repro doctor --recipe demo -w "$WS" --json
-expect doctor-demo 0
-
-# 2. the demo: its own backend, then (with a GPU) the hf backend on CUDA
-DEMO_SIZE=(--duration 10)
-[ "$CPU_ONLY" = 1 ] && DEMO_SIZE=(--samples 64)
-step demo-offline repro run offline --recipe demo -w "$WS" "${DEMO_SIZE[@]}" --json
-expect demo-offline 0
-if [ "$CPU_ONLY" = 0 ]; then  # the demo's own backend is numpy on the CPU; hf runs the same model on CUDA
-    step demo-offline-hf-cuda repro run offline --recipe demo --backend hf -w "$WS" "${DEMO_SIZE[@]}" --json
-    expect demo-offline-hf-cuda 0
-else
-    note "demo-offline-hf-cuda   SKIP (needs a GPU)"
-fi
-
-# 3. a random-weight Llama on the demo tokenizer, served by transformers serve
+# A random-weight Llama on the demo tokenizer, for transformers serve (step 3), is built in the background while
+# doctor and the demo run: importing torch and transformers is most of a minute on a loaded 2-core VM. The demo's
+# files are made first, in the foreground, so the build and the demo run only read them.
+"$PYTHON" -c 'import sys; from pathlib import Path; from repro.core.workspace import Workspace
+from repro.setup.demo import prepare_demo; prepare_demo(Workspace(Path(sys.argv[1])))' "$WS"
 MODEL="$OUT/random-llama"
 if [ "$CPU_ONLY" = 1 ]; then SIZE="256 4 4 2 688"; else SIZE="2048 16 16 8 5632"; fi
-"$PYTHON" - "$WS" "$MODEL" "$SIZE" << 'PY'
+"$PYTHON" - "$WS" "$MODEL" "$SIZE" > "$OUT/model.log" 2>&1 << 'PY' &
 import json, shutil, sys
 from pathlib import Path
 from repro.core.workspace import Workspace
@@ -160,6 +151,34 @@ doc["chat_template"] = "{% for message in messages %}{{ message['content'] }}{% 
 cfg_path.write_text(json.dumps(doc, indent=2))
 print(f"random-weight Llama: {sum(p.numel() for p in model.parameters()) / 1e6:,.0f} M parameters in {out}")
 PY
+MODEL_PID=$!
+
+# 1. doctor: the box against the 8-GPU H100 recipe (1 GPU: FAIL with the server arithmetic), then the demo.
+step doctor-nd-h100-v5 repro doctor --recipe nd-h100-v5 -w "$WS" --json
+expect doctor-nd-h100-v5 0 1
+step doctor-demo repro doctor --recipe demo -w "$WS" --json
+expect doctor-demo 0
+
+# 2. the demo: its own backend, then (with a GPU) the hf backend on CUDA
+DEMO_SIZE=(--duration 10)
+[ "$CPU_ONLY" = 1 ] && DEMO_SIZE=(--samples 64)
+step demo-offline repro run offline --recipe demo -w "$WS" "${DEMO_SIZE[@]}" --json
+expect demo-offline 0
+if [ "$CPU_ONLY" = 0 ]; then  # the demo's own backend is numpy on the CPU; hf runs the same model on CUDA
+    step demo-offline-hf-cuda repro run offline --recipe demo --backend hf -w "$WS" "${DEMO_SIZE[@]}" --json
+    expect demo-offline-hf-cuda 0
+else
+    note "demo-offline-hf-cuda   SKIP (needs a GPU)"
+fi
+
+# 3. the random-weight Llama is ready (built in the background since the start: see above)
+if ! wait "$MODEL_PID"; then
+    MODEL_PID=""
+    note "the random-weight Llama was not built; see $OUT/model.log"
+    exit 1
+fi
+MODEL_PID=""
+cat "$OUT/model.log"
 note "model: $MODEL (random weights, demo tokenizer, $SIZE = hidden layers heads kv_heads intermediate)"
 
 PORT=$("$PYTHON" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
@@ -188,20 +207,20 @@ note "server: transformers serve at $URL ($DEVICE, continuous batching)"
 EP=(--endpoint "$URL" --served-model "$MODEL")
 # 4. Offline through --endpoint
 OFFLINE_SAMPLES=1024
-[ "$CPU_ONLY" = 1 ] && OFFLINE_SAMPLES=64
+[ "$CPU_ONLY" = 1 ] && OFFLINE_SAMPLES=32
 step endpoint-offline repro run offline --recipe demo -w "$WS" "${EP[@]}" --samples "$OFFLINE_SAMPLES" --json
 expect endpoint-offline 0
 
 # 5. tune, then a Server run at the tuned rate
-# On the CPU: 120-query runs and 60-query probes (tune prints the lower confidence that buys), so the check
-# fits minutes on a 3 M-parameter model that serves a few queries per second.
+# On the CPU: 60-query runs and probes (tune prints the lower confidence that buys), so the check fits minutes
+# on a 3 M-parameter model that serves a few queries per second.
 RUN_SAMPLES=1001
 TUNE=(--start-qps 16 --max-minutes 2)
 TUNE_OK=(0)
 if [ "$CPU_ONLY" = 1 ]; then
     # a CPU serving a few queries per second may have no rate within TPOT 200 ms: tune says so (exit 1), and the
     # Server run then uses the recipe's rate; a crash (exit 3) still fails the check
-    RUN_SAMPLES=120
+    RUN_SAMPLES=60
     TUNE=(--start-qps 8 --max-minutes 2 --probe-queries 60)
     TUNE_OK=(0 1)
 fi

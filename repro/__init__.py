@@ -1,3 +1,3 @@
-"""repro: reproduce the published MLPerf Inference Llama-2-70B Offline results on Azure GPU VMs."""
+"""repro: reproduce published MLPerf Inference results (Llama-2-70B, Llama-3.1-405B, DeepSeek-R1) on Azure GPU VMs."""
 
 __version__ = "0.1.0"

@@ -22,6 +22,7 @@ from repro.commands import recipes as recipes_cmd
 from repro.commands import setup_cmd as setup
 from repro.core.backends import CHOICES as BACKEND_CHOICES
 from repro.core.errors import BUG_EXIT_CODE, explain, sigterm_as_interrupt
+from repro.core.launchers import choices as launcher_choices
 from repro.ui.options import DryRunOpt, JsonOpt, RecipeOpt, WorkspaceOpt, YesOpt
 from repro.ui.output import error, start_command, traceback_text
 
@@ -101,8 +102,8 @@ def _app(help_text: str, **kw: Any) -> typer.Typer:
 
 
 app = _app(
-    "Reproduce the published MLPerf Inference Llama-2-70B results (Offline, Server, Interactive) and check your "
-    "number against them.",
+    "Reproduce published MLPerf Inference results (Llama-2-70B, Llama-3.1-405B, DeepSeek-R1; Offline, Server, "
+    "Interactive) and check your number against them.",
     invoke_without_command=True,
     add_completion=True,
 )
@@ -113,7 +114,9 @@ tune_app = _app(
     no_args_is_help=True,
 )
 published_app = _app(
-    "Every published MLPerf Llama-2-70B result (shipped index): list, filter, show one.", invoke_without_command=True
+    "Every published MLPerf Inference result of Llama-2-70B, Llama-3.1-405B and DeepSeek-R1 (the shipped index; a "
+    "benchmark's own published-<name>.csv beside its file too): list, filter, show one.",
+    invoke_without_command=True,
 )
 
 
@@ -146,7 +149,7 @@ published_app.callback()(_guarded(published.list_published))
 app.add_typer(run_app, name="run")
 app.add_typer(tune_app, name="tune", short_help="Find the target QPS that meets TTFT/TPOT.")
 app.add_typer(recipes_app, name="recipes")
-app.add_typer(published_app, name="published", short_help="Every published Llama-2-70B result.")
+app.add_typer(published_app, name="published", short_help="Every published result, of every benchmark.")
 
 
 def _version(value: bool) -> None:
@@ -193,13 +196,14 @@ _METAVARS = {
     "stall_timeout": "SECONDS",
     "served_model": "NAME",
     "image_registry": "REGISTRY",
-    "image_source": "archive|registry|enroot",
+    "image_source": "archive|registry|enroot|host",
     "workspace": "DIR",
     "gpus": "N",
     "run_samples": "N",
     "time_scale": "FACTOR",
     "price_per_hour": "USD",
     "nodes": "N",
+    "time_limit": "TIME",
     "expect": "N",
     "samples": "N",
     "duration": "SECONDS",
@@ -210,7 +214,7 @@ _METAVARS = {
     "base_image": "IMAGE",
     "container_image": "IMAGE",
     "backend": BACKEND_CHOICES,
-    "launcher": "local|slurm",
+    "launcher": launcher_choices(),
     "dataset_source": "fetch|rebuild|both",
     "partition": "PARTITION",
     "max_minutes": "MINUTES",
@@ -231,6 +235,7 @@ _PANELS: dict[str, tuple[str, ...]] = {
     "Server": ("endpoint", "served_model", "server_image", "keep_servers", "listen", "ready_timeout", "stall_timeout"),
     "Rack (--launcher slurm)": (
         "nodes", "launcher", "partition", "container_image", "image_registry", "image_source", "rerun_failed",
+        "time_limit", "inside_job",
     ),
     "Output": ("dry_run", "json", "help"),
 }  # fmt: skip
@@ -336,6 +341,9 @@ def _hoist_globals(cmd: Any, argv: list[str]) -> list[str]:
 def main(args: list[str] | None = None) -> None:
     """The console script: usage errors get the same one-line (and --json) treatment as every other error."""
     argv = list(sys.argv[1:] if args is None else args)
+    from repro.ui.streams import degrade_streams
+
+    degrade_streams()  # an ASCII or latin-1 terminal: characters degrade (± as +/-), never a UnicodeEncodeError
     if threading.current_thread() is threading.main_thread():
         sigterm_as_interrupt()  # every command: kept work marked, exit 143 (130 is Ctrl-C's)
     cmd = typer.main.get_command(app)

@@ -36,6 +36,7 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -95,14 +96,22 @@ FAMILIES: dict[str, dict[str, Any]] = {
         "metrics": ["exact_match", "rougeL"],
         "folders": r"llama3[._]1-405b",
     },
+    # DeepSeek-R1: one accuracy column; accuracy.txt's `num-samples` (the scored sample count, mlcommons/inference
+    # @b66003e1 language/deepseek-r1/eval_accuracy.py) is the gen_num column, as Llama's `gen_num` is
+    "deepseek-r1": {
+        "benchmarks": {"deepseek-r1": "deepseek-r1"},
+        "metrics": ["exact_match"],
+        "folders": r"deepseek-r1",
+        "count": "num-samples",
+    },
 }
 BENCHMARKS = FAMILIES["llama2-70b"]["benchmarks"]
 
 
 def columns(family: str) -> list[str]:
-    """The index's columns for one model family: the accuracy columns are the family's metrics."""
+    """The index's columns for one model family: the accuracy columns (rouge1..rougeL) are the family's metrics."""
     at = COLUMNS.index("rouge1")
-    return COLUMNS[:at] + FAMILIES[family]["metrics"] + COLUMNS[at + 3 :]
+    return COLUMNS[:at] + FAMILIES[family]["metrics"] + COLUMNS[COLUMNS.index("rougeL") + 1 :]
 
 
 SYSTEM_FIELDS = (
@@ -165,8 +174,11 @@ def parse_accuracy(text: str, metric: str = "rouge1") -> dict[str, Any]:
     return dict(ast.literal_eval(literal))
 
 
-def parse_table_accuracy(text: str) -> dict[str, Any]:
-    """The results table's `Accuracy` string, e.g. `ROUGE1: 44.5  ROUGE2: 22.1  TOKENS_PER_SAMPLE: 284.1`."""
+def parse_table_accuracy(text: str, bare: str | None = None) -> dict[str, Any]:
+    """The results table's `Accuracy` string, e.g. `ROUGE1: 44.5  ROUGE2: 22.1  TOKENS_PER_SAMPLE: 284.1`. A bare
+    number (v6.1's summary.csv writes the preview DeepSeek-R1 results' accuracy so) is the metric `bare` names."""
+    if bare is not None and re.fullmatch(NUMBER, text.strip()):
+        return {bare: float(text)}
     pairs = dict(re.findall(rf"(\w+):\s*{NUMBER}", text))
     names = {
         "ROUGE1": "rouge1",
@@ -176,6 +188,15 @@ def parse_table_accuracy(text: str) -> dict[str, Any]:
         "exact_match": "exact_match",
     }
     return {names[k]: float(v) for k, v in pairs.items() if k in names}
+
+
+def read_table(path: Path) -> list[dict[str, Any]]:
+    """A results table: summary_results.json / summary.json (a JSON list), or a CSV with the same columns (v6.1's
+    summary.csv, every value a string, read as written)."""
+    if path.suffix.lower() == ".csv":
+        with path.open(newline="", encoding="utf-8") as fh:
+            return list(csv.DictReader(fh))
+    return json.loads(path.read_text())
 
 
 def _count(value: Any) -> int:
@@ -292,8 +313,10 @@ def build_rows(
         accuracy_txt = root / result_dir / "accuracy" / "accuracy.txt"
         if accuracy_txt.is_file():
             acc = parse_accuracy(accuracy_txt.read_text(errors="replace"), metrics[0])
+            if (count := FAMILIES[family].get("count")) and count in acc:
+                acc["gen_num"] = acc.pop(count)
         elif entry is not None:
-            acc = parse_table_accuracy(entry.get("Accuracy", ""))
+            acc = parse_table_accuracy(entry.get("Accuracy", ""), _bare(family))
             from_table.append("accuracy")
         else:
             acc = {}
@@ -337,31 +360,37 @@ def build_rows(
     return rows
 
 
+def _bare(family: str) -> str | None:
+    """The metric a bare accuracy number of the results table is: a family with one accuracy column's."""
+    metrics = FAMILIES[family]["metrics"]
+    return metrics[0] if len(metrics) == 1 else None
+
+
 # source_kind of a row made from the results table alone (no summary log stored anywhere), and its crosscheck value
 TABLE_ONLY = "results-table-only"
 
 
 def table_only_rows(
-    root: Path, table: list[dict[str, Any]], round_: str, repo: str, commit: str, family: str
+    roots: list[Path], table: list[dict[str, Any]], round_: str, repo: str, commit: str, family: str
 ) -> list[dict[str, str]]:
     """`--table-only-rows`: a row for each table entry of the family whose results folder has no summary log under
-    ROOT, every field from the entry (the official table: tokens/s, accelerator count, system and accuracy fields);
+    any ROOT, every field from the entry (the official table: tokens/s, accelerator count, system and accuracy fields);
     the summary-log fields stay empty, `source_*` name the table, and `source_kind`/`summary_crosscheck` say it."""
     metrics = FAMILIES[family]["metrics"]
     rows = []
     for entry in table:
         loc = _location(entry)
-        if (root / loc / "mlperf_log_summary.txt").is_file():
+        if any((root / loc / "mlperf_log_summary.txt").is_file() for root in roots):
             continue
         division, submitter, _, system, model, scenario_folder = loc.split("/")[:6]
         benchmark, scenario = _benchmark(model, family, entry), _scenario(scenario_folder, model, family, entry)
         if benchmark is None or scenario is None:
             continue
-        if entry.get("errors") != 0:
+        if str(entry.get("errors")) != "0":  # summary.json: 0; summary.csv: "0"
             raise SystemExit(f"{loc}: a table-only row needs the entry's `errors: 0` (a result the round accepted)")
         apn, nodes = _count(entry["accelerators_per_node"]), _count(entry.get("number_of_nodes", 1))
         tps = str(entry["Result"])
-        acc = parse_table_accuracy(str(entry.get("Accuracy", "")))
+        acc = parse_table_accuracy(str(entry.get("Accuracy", "")), _bare(family))
         sysinfo = {
             "system_name": entry.get("SystemName", ""),
             "accelerator_model_name": entry["accelerator_model_name"],
@@ -484,14 +513,24 @@ def extract(git_dir: Path, family: str, into: Path) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("root", type=Path, help="the round's results tree (snapshot or saved stored files)")
+    ap.add_argument(
+        "root",
+        type=Path,
+        nargs="+",
+        help="the round's results tree (snapshot or saved stored files); several folders of files saved from the same "
+        "repository and commit are read as one tree",
+    )
     ap.add_argument("--git-dir", action="store_true", help="ROOT is a fetched repository's git directory: read HEAD")
     ap.add_argument("--benchmark", default="llama2-70b", choices=sorted(FAMILIES), help="model family to index")
     ap.add_argument("--round", required=True, help="e.g. v6.1")
     ap.add_argument("--repo", required=True, help="owner/name the files come from")
     ap.add_argument("--commit", required=True, help="full commit hash the files come from")
     ap.add_argument("--kind", default="git-snapshot", help="git-snapshot or stored-file-index")
-    ap.add_argument("--table", type=Path, help="the round's results table as a JSON list of entries with Location")
+    ap.add_argument(
+        "--table",
+        type=Path,
+        help="the round's results table: a JSON list of entries with Location, or a CSV of them (v6.1's summary.csv)",
+    )
     ap.add_argument(
         "--systems-elsewhere",
         type=Path,
@@ -510,28 +549,37 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if not re.fullmatch(r"[0-9a-f]{40}", args.commit):
         ap.error(f"--commit {args.commit!r} is not a full 40-character commit hash")
+    if args.git_dir and len(args.root) > 1:
+        ap.error("--git-dir reads one repository")
     with tempfile.TemporaryDirectory() as tmp:
-        root = args.root
+        roots = args.root
         if args.git_dir:
-            root = Path(tmp)
-            head = extract(args.root, args.benchmark, root)
+            roots = [Path(tmp)]
+            head = extract(args.root[0], args.benchmark, roots[0])
             if head != args.commit:
-                ap.error(f"{args.root}: HEAD is {head}, not --commit {args.commit}")
-        table_path = root / args.table if args.git_dir and args.table else args.table
-        table = json.loads(table_path.read_text()) if table_path else None
-        rows = build_rows(
-            root, args.round, args.repo, args.commit, args.kind, table, args.benchmark, args.systems_elsewhere
-        )
+                ap.error(f"{args.root[0]}: HEAD is {head}, not --commit {args.commit}")
+        table_path = roots[0] / args.table if args.git_dir and args.table else args.table
+        table = read_table(table_path) if table_path else None
+        rows = []
+        for root in roots:
+            rows += build_rows(
+                root, args.round, args.repo, args.commit, args.kind, table, args.benchmark, args.systems_elsewhere
+            )
+        if len(roots) > 1:
+            seen = Counter(r["source_path"] for r in rows)
+            if dupes := sorted(k for k, n in seen.items() if n > 1):
+                ap.error(f"a result is in more than one ROOT: {dupes[0]}")
+            rows.sort(key=_order)
         if args.table_only_rows:
             if table is None or not args.table_repo or not re.fullmatch(r"[^@\s]+@[0-9a-f]{40}", args.table_repo):
                 ap.error("--table-only-rows needs --table and --table-repo OWNER/NAME@FULL_COMMIT")
             repo, commit = args.table_repo.split("@")
-            rows = sorted(rows + table_only_rows(root, table, args.round, repo, commit, args.benchmark), key=_order)
+            rows = sorted(rows + table_only_rows(roots, table, args.round, repo, commit, args.benchmark), key=_order)
     out = csv.DictWriter(sys.stdout, fieldnames=columns(args.benchmark), lineterminator="\r\n" if args.crlf else "\n")
     if args.header:
         out.writeheader()
     out.writerows(rows)
-    print(f"{len(rows)} rows from {args.root}", file=sys.stderr)
+    print(f"{len(rows)} rows from {', '.join(map(str, args.root))}", file=sys.stderr)
     return 0
 
 

@@ -7,6 +7,9 @@ index of a detail log is dropped), so the shipped file stays small.
 
     python scripts/extract_published_settings.py --git-dir MIRROR --repo mlcommons/inference_results_v5.1 \
         --commit SHA --round v5.1 closed/Azure/results/ND_GB200_v6/llama2-70b-99/Offline ...
+
+`--root DIR` reads the same files from a folder saved file by file from a stored copy of that repository and commit
+(tests/fixtures/published/v6.1_Azure_deepseek-r1: Azure's v6.1 DeepSeek-R1 results), instead of a git mirror.
 """
 
 from __future__ import annotations
@@ -40,7 +43,10 @@ STACK = (
 )
 
 
-def show(git_dir: str, commit: str, path: str) -> str | None:
+def show(git_dir: str, commit: str, path: str, root: Path | None = None) -> str | None:
+    if root is not None:
+        file = root / path
+        return file.read_text() if file.is_file() else None
     done = subprocess.run(
         ["git", "--git-dir", git_dir, "show", f"{commit}:{path}"], capture_output=True, text=True, check=False
     )
@@ -72,15 +78,22 @@ def accuracy_scores(text: str) -> dict[str, float]:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--git-dir", required=True)
+    where = ap.add_mutually_exclusive_group(required=True)
+    where.add_argument("--git-dir")
+    where.add_argument("--root", type=Path, help="a folder of the repository's files, saved one by one")
     ap.add_argument("--repo", required=True)
     ap.add_argument("--commit", required=True)
     ap.add_argument("--round", required=True)
     ap.add_argument("paths", nargs="+", help="<division>/<submitter>/results/<system>/<benchmark>/<scenario>")
     args = ap.parse_args()
-    commit = subprocess.run(
-        ["git", "--git-dir", args.git_dir, "rev-parse", args.commit], capture_output=True, text=True, check=True
-    ).stdout.strip()
+    if args.root is not None:
+        if not re.fullmatch(r"[0-9a-f]{40}", args.commit):
+            ap.error("--root needs --commit as the full commit hash the files were read at")
+        commit = args.commit
+    else:
+        commit = subprocess.run(
+            ["git", "--git-dir", args.git_dir, "rev-parse", args.commit], capture_output=True, text=True, check=True
+        ).stdout.strip()
     doc = json.loads(OUT.read_text()) if OUT.is_file() else {"about": "", "results": {}}
     doc["about"] = (
         "Effective LoadGen settings (mlperf_log_detail.txt), system JSON stack fields and accuracy.txt scores of "
@@ -91,12 +104,13 @@ def main() -> int:
         division, submitter, _, system, bench, scenario = path.strip("/").split("/")
         benchmark = bench.removeprefix("llama2-70b-").removeprefix("interactive-")
         key = f"{args.round}/{division}/{submitter}/{system}/{benchmark}/{scenario}"
-        detail = show(args.git_dir, commit, f"{path}/performance/run_1/mlperf_log_detail.txt")
+        detail = show(args.git_dir, commit, f"{path}/performance/run_1/mlperf_log_detail.txt", args.root)
         if detail is None:
             print(f"{path}: no performance/run_1/mlperf_log_detail.txt", file=sys.stderr)
             return 1
-        system_doc = json.loads(show(args.git_dir, commit, f"{division}/{submitter}/systems/{system}.json") or "{}")
-        acc = show(args.git_dir, commit, f"{path}/accuracy/accuracy.txt")
+        system_json = f"{division}/{submitter}/systems/{system}.json"
+        system_doc = json.loads(show(args.git_dir, commit, system_json, args.root) or "{}")
+        acc = show(args.git_dir, commit, f"{path}/accuracy/accuracy.txt", args.root)
         doc["results"][key] = {
             "source": {"repository": args.repo, "commit": commit, "path": path},
             "detail": detail_values(detail),

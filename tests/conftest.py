@@ -57,14 +57,54 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
     The `slow` ones (rehearsals, rate searches, whole-flow walks: minutes each on 2 cores) run in CI (CI=true, as
     `.ci/run` sets it), with REPRO_SLOW_TESTS=1, or when `-m` names them; the same command elsewhere skips them so a
-    developer's run stays under 15 minutes."""
-    run_slow = os.environ.get("CI") == "true" or os.environ.get("REPRO_SLOW_TESTS") == "1" or config.option.markexpr
+    developer's run stays under 15 minutes. Tests that need the machine to themselves carry `machine`: README
+    command 2 runs the others on two workers (pytest-xdist), then these one after another."""
+    run_slow = (
+        os.environ.get("CI") == "true"
+        or os.environ.get("REPRO_SLOW_TESTS") == "1"
+        or "slow" in (config.option.markexpr or "")
+    )
     skip = pytest.mark.skip(reason="slow: runs in CI, or with REPRO_SLOW_TESTS=1")
     for item in items:
         if "slurm" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.slurm)
+        if _needs_the_machine(item):
+            item.add_marker(pytest.mark.machine)
         if not run_slow and "slow" in item.keywords:
             item.add_marker(skip)
+
+
+MACHINE_FIXTURES = {"client", "base_image", "serve_image", "slurm"}
+MACHINE_MARKERS = {"docker", "slurm", "enroot", "chromium"}
+MACHINE_FILES = {
+    # they count what is left on the machine (containers by label, Slurm steps, processes) or hold a terminal
+    "test_rehearse.py",
+    "test_rehearse_system.py",
+    "test_rehearse_tty.py",
+    "test_launch_slurm.py",
+    "test_sandbox.py",
+    "test_tmux_flow.py",
+    "test_guide.py",
+    "test_first_hour.py",
+    "test_light_install.py",
+    # rate searches: their latencies are the measurement, so they never share the machine with each other
+    "test_projection.py",
+    "test_tune.py",
+    "test_tune_noisy.py",
+    "test_thirdparty_server.py",
+    "test_gpu_check.py",
+    "test_twin_stall.py",
+}
+
+
+def _needs_the_machine(item: pytest.Item) -> bool:
+    """Tests that use the machine's shared services, count what is left on it, or measure latencies: never run
+    beside another test (README command 2 runs them after the parallel part, `-m machine`)."""
+    if MACHINE_FIXTURES & set(getattr(item, "fixturenames", ())):
+        return True
+    if any(m.name in MACHINE_MARKERS for m in item.iter_markers()):
+        return True
+    return item.path.name in MACHINE_FILES
 
 
 def slurm_up() -> bool:

@@ -194,6 +194,26 @@ def edit_detail(path: Path, key: str, value: object) -> None:
     path.write_text(pattern.sub(lambda m: m.group(1) + json.dumps(value), text))
 
 
+def as_another_run(bundle: Path, i: int) -> Path:
+    """Make a copied bundle's performance run another run of the same configuration, as a repeated run is: LoadGen's
+    start time `i` minutes later and its minimum latency `i` ns longer (summary and detail alike), throughput as it
+    was. A plain copy is the same run again, and counts once (#44 item 3). Returns the bundle."""
+    for summary in Path(bundle).rglob("performance/*/mlperf_log_summary.txt"):
+        detail = summary.with_name("mlperf_log_detail.txt")
+        m = re.search(r"^Min latency \(ns\)\s*: (\d+)$", summary.read_text(), re.M)
+        assert m, summary
+        edit(summary, m.group(0), m.group(0).replace(m.group(1), str(int(m.group(1)) + i)))
+        if detail.is_file():
+            edit_detail(detail, "result_min_latency_ns", int(m.group(1)) + i)
+            stamp = re.search(r'"key": "test_datetime", "value": "([^"]+)"', detail.read_text())
+            if stamp:
+                from datetime import datetime, timedelta
+
+                later = datetime.fromisoformat(stamp.group(1).replace("Z", "+00:00")) + timedelta(minutes=i)
+                edit_detail(detail, "test_datetime", later.strftime("%Y-%m-%dT%H:%M:%SZ"))
+    return Path(bundle)
+
+
 def drop_detail(path: Path, *keys: str) -> None:
     """Remove the lines logging `keys` from a copied mlperf_log_detail.txt."""
     lines = path.read_text().splitlines(True)
@@ -220,3 +240,22 @@ def write_csv_rows(
         writer.writeheader()
         writer.writerows(rows)
     return path
+
+
+def toy_benchmark(metric: dict[str, Any], module: str | None = None) -> dict[str, Any]:
+    """A toy benchmark file's contents: llama2-70b-99's shape with its own name, model key, result-folder name,
+    limits and accuracy (one `metric`), and its own `module` where given (else llama2-70b's); the model and dataset
+    sections are a placeholder, which a recipe overrides."""
+    import yaml
+
+    from repro.core import benchmarks as B
+
+    data = yaml.safe_load((B.SHIPPED / "llama2-70b-99.yaml").read_text())
+    data.update(name="toy-echo", title="Toy echo (test)", mlperf_model="toy-echo", result_names=["toy-echo"])
+    data.update(rounds=["v0.1"], demo=True, **({"module": module} if module else {}))
+    data["generation"]["max_new_tokens"] = 8
+    data["accuracy"].update(samples=24576, tokens_per_sample={"reference": 500.0, "band": [0.9, 1.1]})
+    data["accuracy"]["metrics"] = [metric]
+    offline = {"min_duration_ms": 1000, "min_query_count": 16, "performance_sample_count": 16}
+    data["scenarios"] = {"Offline": {**offline, "min_samples_per_query": 700_000, "sources": ["mlperf-conf"]}}
+    return data

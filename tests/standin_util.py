@@ -19,6 +19,24 @@ from repro.rehearse.rehearsal import STANDIN, VOCAB, write_tokenizer
 __all__ = ["STANDIN", "VOCAB", "write_tokenizer"]
 
 
+LAUNCH = STANDIN.parent / "trtllm_llmapi_launch.py"
+
+
+def standin_processes() -> list[str]:
+    """Stand-in trtllm-serve or trtllm-llmapi-launch processes still alive anywhere on the machine (pid: command)."""
+    out = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            cmd = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if str(STANDIN) in cmd or str(LAUNCH) in cmd:
+            out.append(f"{proc.name}: {cmd[:200]}")
+    return out
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from repro.core.benchmarks import load_benchmark
+from repro.core.families.llama3_1_405b import niah_em, qa_em
 from repro.results import accuracy as A
 from repro.results.logfiles import parse_accuracy_txt
 
@@ -22,22 +23,22 @@ U2 = "ffffffff-ffff-ffff-ffff-ffffffffffff"
 
 
 def test_niah_em_by_hand() -> None:
-    assert A.niah_em(f"The key is {U1}.", f"It is {U1}.") == 100.0
-    assert A.niah_em(f"The key is {U1}.", "I cannot find it.") == 0.0  # no UUID answered
+    assert niah_em(f"The key is {U1}.", f"It is {U1}.") == 100.0
+    assert niah_em(f"The key is {U1}.", "I cannot find it.") == 0.0  # no UUID answered
     # U2 shares only 'f' and '-' with U1: 'f' occurs twice (4e5f, 0e1f) and '-' 4 times in U1's 36 characters
-    assert A.niah_em(f"The key is {U1}.", f"It is {U2}.") == round(6 / 36 * 100, 2) == 16.67
+    assert niah_em(f"The key is {U1}.", f"It is {U2}.") == round(6 / 36 * 100, 2) == 16.67
     # two answered UUIDs against one expected: the pairs stop at the shorter list, the sum is divided by 2
-    assert A.niah_em(f"The key is {U1}.", f"{U1} or {U2}") == 50.0
+    assert niah_em(f"The key is {U1}.", f"{U1} or {U2}") == 50.0
     # case does not matter
-    assert A.niah_em(f"key {U1.upper()}", f"got {U1}") == 100.0
+    assert niah_em(f"key {U1.upper()}", f"got {U1}") == 100.0
 
 
 def test_qa_em_by_hand() -> None:
-    assert A.qa_em("Paris|paris, France", "Answer: Paris") == 100.0  # the text after 'Answer: ' is in the reference
-    assert A.qa_em("Paris", "I think... Answer: maybe Answer: Paris") == 100.0  # the last 'Answer: ' counts
-    assert A.qa_em("New York|NYC", "answer:  new   york city") == 100.0  # spaces removed, lower-cased, contains one
-    assert A.qa_em("Berlin", "Answer: Paris") == 0.0
-    assert A.qa_em("Rome", "Rome") == 100.0  # no 'Answer: ': the whole text
+    assert qa_em("Paris|paris, France", "Answer: Paris") == 100.0  # the text after 'Answer: ' is in the reference
+    assert qa_em("Paris", "I think... Answer: maybe Answer: Paris") == 100.0  # the last 'Answer: ' counts
+    assert qa_em("New York|NYC", "answer:  new   york city") == 100.0  # spaces removed, lower-cased, contains one
+    assert qa_em("Berlin", "Answer: Paris") == 0.0
+    assert qa_em("Rome", "Rome") == 100.0  # no 'Answer: ': the whole text
 
 
 def _rouge_l(reference: str, prediction: str) -> float:

@@ -55,7 +55,9 @@ def test_a_published_bundle_without_its_accuracy_folder_is_not_a_pass(fixtures: 
     assert v.to_json()["accuracy_verdict"] == "not shown"
     res = runner.invoke(app, ["verify", str(bundle)])
     assert res.exit_code == 1 and "Verdict: NOT A REPRODUCTION" in res.output
-    assert f"Next: repro verify {bundle / PERF}" in res.output
+    # Next is never the verify just run (#44 item 7): the prose says what to copy, Next names the published record
+    assert "Next: repro verify" not in res.output and "Next: repro published show 5.1-0008/99/Offline" in res.output
+    assert "Copy the result's accuracy.txt and mlperf_log_accuracy.json into" in res.output
 
 
 def test_verify_against_a_published_result_says_the_same(fixtures: Path, tmp_path: Path) -> None:

@@ -136,3 +136,31 @@ def test_every_path_architecture_md_names_exists() -> None:
     names = set(re.findall(r"(?<![\w/.-])([a-z_][\w-]*\.(?:py|sh))\b", doc))
     assert not names - files, f"docs/ARCHITECTURE.md names files that do not exist: {sorted(names - files)}"
     assert len(paths) > 20 and len(names) > 40  # the patterns still find what the document names
+
+
+OUTSIDE = re.compile(r"\.\./shared|/work/shared|shared/(reference|fixtures)")
+
+
+def test_the_tests_need_nothing_beside_the_repository() -> None:
+    """A fresh clone has no shared/ (the workplace's reference notes and logs) beside it: no test, benchmark or
+    script names a path there or above the repository in its code (a docstring may cite a note; the logs the tests
+    read are copies in tests/fixtures/)."""
+    found = []
+    sources = [*(REPO / "tests").rglob("*.py"), *(REPO / "benchmarks").glob("*.py"), *(REPO / "scripts").glob("*.py")]
+    for path in (p for p in sources if p != Path(__file__)):  # this file holds the pattern itself
+        tree = ast.parse(path.read_text(), str(path))
+        docs = {id(n.body[0].value) for n in ast.walk(tree) if _docstring(n) is not None}
+        for node in ast.walk(tree):
+            text = node.value if isinstance(node, ast.Constant) and id(node) not in docs else None
+            if isinstance(text, str) and OUTSIDE.search(text):
+                found.append(f"{path.relative_to(REPO)}:{node.lineno}: {text[:80]!r}")
+            if isinstance(node, ast.Attribute) and ast.unparse(node) == "REPO.parent":
+                found.append(f"{path.relative_to(REPO)}:{node.lineno}: REPO.parent")
+    found += [str(p.relative_to(REPO)) for p in (REPO / "scripts").glob("*.sh") if OUTSIDE.search(p.read_text())]
+    assert not found, found
+
+
+def _docstring(node: ast.AST) -> str | None:
+    if not isinstance(node, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return None
+    return ast.get_docstring(node, clean=False)

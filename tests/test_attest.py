@@ -282,11 +282,11 @@ def test_the_demo_run_attests_and_verifies(tmp_path: Path) -> None:
     run = cli_process("run", "offline", "--recipe", "demo", "--json", timeout=600)
     assert run.returncode in (0, 1), run.stderr[-2000:]
     run_dir = Path(json.loads(run.stdout)["details"]["run_dir"])
-    made = cli_process("attest", str(run_dir))
-    assert made.returncode == 0 and "generated an Ed25519 key" in made.stdout, made.stderr
-    checked = cli_process("attest", "verify", str(run_dir / ATTESTATION_NAME), "--json")
+    made = cli("attest", str(run_dir))  # the run is the whole process; attest and verify run in this one
+    assert made.exit_code == 0 and "generated an Ed25519 key" in made.stdout, made.output
+    checked = cli("attest", "verify", str(run_dir / ATTESTATION_NAME), "--json")
     doc = json.loads(checked.stdout)
-    assert checked.returncode == 0 and doc["verified"] and doc["label"] == "demo", doc
+    assert checked.exit_code == 0 and doc["verified"] and doc["label"] == "demo", doc
 
 
 class _StandInNvml:
@@ -382,7 +382,9 @@ def test_compare_fails_on_a_changed_value_and_notes_what_only_one_side_reports()
     assert diffs == [] and len(notes) == 3
     assert any(n.startswith("verdict.checks.new: not attested") for n in notes)
     assert any(n.startswith("verdict.extra: not attested") for n in notes)
-    assert any(n.startswith("verdict.old: attested 1; this repro's verify no longer reports it") for n in notes)
+    assert any(n.startswith("verdict.old: attested 1; this repro's verify does not report it") for n in notes)
+    strict, none = compare(attested, now, strict=True)  # the same repro signed: every field must match (#44 item 2)
+    assert none == [] and len(strict) == 3 and all("attested" in d for d in strict)
     now["checks"][2]["ok"] = False
     now["status"] = "FAIL"
     diffs, _ = compare(attested, now)

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import io
+import re
 import shutil
-import tokenize
 from pathlib import Path
 
 import pytest
@@ -14,7 +13,7 @@ from repro.core import benchmarks as B
 from repro.core.errors import RecipeError
 from repro.core.recipes import get_recipe, load_recipe_file
 from repro.results.verify import verify_dir
-from tests.helpers import cli_process, one_line_error
+from tests.helpers import cli_process, one_line_error, toy_benchmark
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -79,15 +78,23 @@ def test_result_folder_names_map_to_benchmarks() -> None:
     assert B.benchmark_for_result_name("resnet50") is None
 
 
+_WRITTEN = re.compile(r"(?<![\w.])\d{1,3}(?:[,_]\d{3})+(?:\.\d+)?(?!\w)|(?<![\w.,])\d+(?:\.\d+)?(?!\w)")
+
+
 def _numbers(path: Path) -> set[str]:
-    """Every numeric literal of a Python file (comments and strings are prose, not constants)."""
-    toks = tokenize.generate_tokens(io.StringIO(path.read_text()).readline)
-    return {t.string.replace("_", "") for t in toks if t.type == tokenize.NUMBER}
+    """Every number written in a Python file, as code or as prose (a docstring's worked example with a reference
+    score is a copy that goes stale when the benchmark file changes): thousands separators dropped, and a decimal
+    also without its trailing zeros."""
+    out = set()
+    for m in _WRITTEN.finditer(path.read_text()):
+        n = m.group().replace(",", "").replace("_", "")
+        out |= {n, n.rstrip("0").rstrip(".") if "." in n else n}
+    return out
 
 
 def test_no_benchmark_constant_in_code() -> None:
     """grep for the reference scores, their floors, the tokens/sample references and the dataset sizes in
-    repro/**/*.py finds none of them as a number: they live in repro/data/benchmarks/ only."""
+    repro/**/*.py finds none of them, in code or in prose: they live in repro/data/benchmarks/ only."""
     banned: set[str] = set()
     for bench in B.all_benchmarks():
         acc = bench.accuracy
@@ -157,19 +164,14 @@ def test_recipes_keep_only_what_is_system_specific() -> None:
         assert recipe.loadgen.performance_sample_count == bench.rules("Offline").performance_sample_count
 
 
-# ---------------------------------------------------------------- a benchmark added as data alone
+# ---------------------------------------------------------------- a benchmark of a shipped module: its file alone
+# (one with its own module: tests/test_toy_benchmark.py)
 
 
 def _toy(folder: Path) -> None:
-    """A toy benchmark: the llama2 file's shape with its own name, model key, limits and accuracy references."""
-    data = yaml.safe_load((B.SHIPPED / "llama2-70b-99.yaml").read_text())
-    data.update(name="toy-echo", title="Toy echo (test)", mlperf_model="toy-echo", result_names=["toy-echo"])
-    data.update(rounds=["v0.1"], demo=True)
-    data["generation"]["max_new_tokens"] = 8
-    data["accuracy"].update(samples=24576, tokens_per_sample={"reference": 500.0, "band": [0.9, 1.1]})
-    data["accuracy"]["metrics"] = [{"name": "rougeL", "kind": "rougeL", "reference": 10.0, "how": "toy"}]
-    offline = {"min_duration_ms": 1000, "min_query_count": 16, "performance_sample_count": 16}
-    data["scenarios"] = {"Offline": {**offline, "min_samples_per_query": 700_000, "sources": ["mlperf-conf"]}}
+    """A toy benchmark that reuses llama2-70b's module (`module: llama2_70b`, ROUGE): the llama2 file's shape with its
+    own name, model key, limits and accuracy references."""
+    data = toy_benchmark({"name": "rougeL", "kind": "rougeL", "reference": 10.0, "how": "toy"})
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "toy-echo.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
 

@@ -29,6 +29,9 @@ RESULT_LINE = {
     "hf_vs_generate.py": r"hf backend [\d,]+ tokens/s, model\.generate [\d,]+ tokens/s, ratio [\d.]+x",
     "hostile_inputs.py": r"TOTAL\s+tried\s+[1-9]\d*\s+tracebacks\s+\d+",
     "http_client.py": r"offline: repro/plain CPU cost ratio [\d.]+",
+    "rehearsal_time.py": r"nd-gb300-v6 --pace published planned: Offline [\d.,]+ s here for [\d,]+ s at the published",
+    "rack_client.py": r"repro: best (VALID|INVALID) streamed rate [\d,]+ tokens/s .* cores for 1,136,100",
+    "series_edge.py": r"series near the band edge: repro is [\d,]+x faster than the linear scan",
     "log_peak_memory.py": r"billion-laughs recipe, recipes validate\s+input\s+[\d.]+ MB\s+peak RSS\s+\d+ MB",
     "text_answer_memory.py": r"MB answer: reference \+[\d,.]+ MB, repro \+[\d,.]+ MB, ratio [\d.]+x, same ids: True",
 }

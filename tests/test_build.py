@@ -24,6 +24,8 @@ from repro.engine.plan import check_gpu, plan_build, run_build
 
 ENTRY = Path(__file__).resolve().parents[1] / "repro" / "engine" / "container_entry.py"
 TRT_RECIPES = [r.name for r in all_recipes() if r.trtllm is not None]
+# every engine a recipe builds: its base one (`<recipe>.txt`) and each scenario's own (`<recipe>-server.txt`)
+TRT_ENGINES = [(r.name, d.scenario) for r in all_recipes() if r.trtllm is not None for d in r.deployments()]
 runner = CliRunner()
 
 
@@ -31,10 +33,11 @@ def _system(name: str, cc: str, n: int) -> SystemInfo:
     return SystemInfo(vm_size=None, gpus=[GPU(i, name, f"GPU-{i}", 80000, cc) for i in range(n)], driver="580.82")
 
 
-@pytest.mark.parametrize("name", TRT_RECIPES)
-def test_golden_command_lines(name: str) -> None:
-    text = golden_text(get_recipe(name))
-    golden = GOLDEN / "commands" / f"{name}.txt"
+@pytest.mark.parametrize(("name", "scenario"), TRT_ENGINES)
+def test_golden_command_lines(name: str, scenario: str) -> None:
+    dep = get_recipe(name).deployment(scenario)
+    text = golden_text(dep)
+    golden = GOLDEN / "commands" / (f"{name}-{scenario.lower()}.txt" if dep.own else f"{name}.txt")
     if os.environ.get("REPRO_UPDATE_GOLDEN") == "1":
         golden.write_text(text, encoding="utf-8")
     assert golden.exists(), f"missing {golden}; run with REPRO_UPDATE_GOLDEN=1 once and review it"
@@ -200,13 +203,19 @@ def test_entry_prepare_calib_never_unpickles(entry: Path, tmp_path: Path) -> Non
     assert res.returncode == 0 and "already prepared" in res.stdout and not marker.exists()
 
 
-def golden_text(recipe: Any) -> str:
-    """Everything the build would run or write for a recipe, one block per step, for the golden files."""
+def golden_text(target: Any) -> str:
+    """Everything the build would run or write for a recipe's deployment (a recipe: its base one), one block per
+    step, for the golden files."""
     import shlex
 
+    from repro.core.recipes import as_deployment
+
+    recipe = as_deployment(target)
     p = q.paths_for(recipe)
+    r = recipe.recipe
+    own = f"; {recipe.scenario}'s own engine, {recipe.layout.text()}" if recipe.own and recipe.layout else ""
     lines = [
-        f"# recipe: {recipe.name} ({recipe.backend}, {recipe.precision})",
+        f"# recipe: {r.name} ({r.backend}, {r.precision}){own}",
         "",
         "## prepare-calib",
         shlex.join(q.prepare_calib_command(recipe, p)),

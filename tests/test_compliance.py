@@ -19,6 +19,7 @@ from helpers import write_prepared
 from typer.testing import CliRunner
 
 from repro.cli import app
+from repro.core.benchmarks import load_benchmark
 from repro.core.errors import InputError
 from repro.core.recipes import get_recipe
 from repro.core.workspace import Workspace
@@ -36,6 +37,9 @@ from repro.results.logs import find_runs
 from repro.results.verify import verify_dir
 from repro.run.harness import run_benchmark
 from repro.run.options import RunOptions
+
+EOS = load_benchmark("llama2-70b-99").model.eos_token_id
+"""Llama-2's EOS id, from its benchmark file: the fixtures here are Llama-2-70B runs."""
 
 RECIPE = "nd-h100-v5"
 GB200 = "azure-nd-gb200-v6-v5.1"
@@ -126,7 +130,7 @@ def test_two_trailing_eos_fail_the_eos_check(real_runs: dict[str, Path], tmp_pat
         ids = np.concatenate([_ids(entries[3]), [2, 2]])
         entries[3]["data"], entries[3]["token_count"] = _hex(ids), len(ids)
 
-    result = read_test06(_edited(real_runs[scenario], tmp_path, edit))
+    result = read_test06(_edited(real_runs[scenario], tmp_path, edit), eos_id=EOS)
     assert [c.status for c in result.checks] == ["Skipped" if scenario == "Offline" else "True", "False", "True"]
     assert result.check("eos").failures == 1 and "ends with 2 EOS tokens" in (result.check("eos").example or "")
     assert result.verify_text().endswith(f"{FAILED}\n") and not result.passed
@@ -137,12 +141,12 @@ def test_one_trailing_eos_passes_and_only_two_eos_fail(real_runs: dict[str, Path
         ids = np.concatenate([_ids(entries[0]), [2]])
         entries[0]["data"], entries[0]["token_count"] = _hex(ids), len(ids)
 
-    assert read_test06(_edited(real_runs["Offline"], tmp_path / "one", one)).passed
+    assert read_test06(_edited(real_runs["Offline"], tmp_path / "one", one), eos_id=EOS).passed
 
     def only_eos(entries: list[dict]) -> None:
         entries[0]["data"], entries[0]["token_count"] = _hex(np.array([2, 2])), 2
 
-    result = read_test06(_edited(real_runs["Offline"], tmp_path / "two", only_eos))
+    result = read_test06(_edited(real_runs["Offline"], tmp_path / "two", only_eos), eos_id=EOS)
     assert result.check("eos").status == "False"
 
 
@@ -153,7 +157,7 @@ def test_a_count_that_differs_from_the_data_fails_the_length_check(
     def edit(entries: list[dict]) -> None:
         entries[7]["token_count"] += 1
 
-    result = read_test06(_edited(real_runs[scenario], tmp_path, edit))
+    result = read_test06(_edited(real_runs[scenario], tmp_path, edit), eos_id=EOS)
     assert result.check("sample_length").status == "False" and result.check("eos").status == "True"
     assert "token_count" in (result.check("sample_length").example or "")
     assert result.verify_text().splitlines()[2] == "Sample length check pass: False"
@@ -164,23 +168,26 @@ def test_a_first_token_that_differs_fails_the_server_check(real_runs: dict[str, 
         first = _ids(entries[5])[:1] + 1
         entries[5]["token_data"] = _hex(first)
 
-    result = read_test06(_edited(real_runs["Server"], tmp_path, edit))
+    result = read_test06(_edited(real_runs["Server"], tmp_path, edit), eos_id=EOS)
     assert [c.status for c in result.checks] == ["False", "True", "True"]
     assert "first token reported" in (result.check("first_token").example or "")
 
     def drop(entries: list[dict]) -> None:
         del entries[0]["token_data"]
 
-    assert read_test06(_edited(real_runs["Server"], tmp_path / "drop", drop)).check("first_token").status == "False"
+    assert (
+        read_test06(_edited(real_runs["Server"], tmp_path / "drop", drop), eos_id=EOS).check("first_token").status
+        == "False"
+    )
 
 
 def test_an_empty_log_and_a_missing_audit_config_fail(real_runs: dict[str, Path], tmp_path: Path) -> None:
-    result = read_test06(_edited(real_runs["Offline"], tmp_path / "empty", lambda entries: entries.clear()))
+    result = read_test06(_edited(real_runs["Offline"], tmp_path / "empty", lambda entries: entries.clear()), eos_id=EOS)
     assert not result.passed and "no samples" in result.detail
     folder = _edited(real_runs["Offline"], tmp_path / "audit", lambda entries: None)
     detail = folder / "accuracy" / "mlperf_log_detail.txt"
     detail.write_text("\n".join(ln for ln in detail.read_text().splitlines() if AUDIT_FOUND not in ln))
-    result = read_test06(folder)
+    result = read_test06(folder, eos_id=EOS)
     assert not result.passed and "audit.config" in result.detail
 
 
@@ -198,12 +205,14 @@ def test_published_verify_text_is_read_and_checked_against_the_scenario(tmp_path
     folder = tmp_path / "compliance" / "SYS" / "llama2-70b-99" / "Offline" / "TEST06"
     folder.mkdir(parents=True)
     (folder / "verify_accuracy.txt").write_text(published)
-    assert read_test06(folder).passed and read_test06(folder).source == "verify_accuracy.txt"
-    assert not read_test06(folder, "Server").passed, "a Server TEST06 must check the first token"
+    stated = read_test06(folder, eos_id=EOS)  # a statement with no log to re-check is no evidence (#44 item 6)
+    assert stated.source == "verify_accuracy.txt" and not stated.passed and stated.state == "cannot be re-checked"
+    assert stated.detail.startswith("cannot be re-checked: no accuracy/mlperf_log_accuracy.json to re-check")
+    assert not read_test06(folder, "Server", eos_id=EOS).passed, "a Server TEST06 must check the first token"
     (folder / "verify_accuracy.txt").write_text(published.replace("EOS check pass: True", "EOS check pass: False"))
-    assert not read_test06(folder).passed
+    assert not read_test06(folder, eos_id=EOS).passed
     (folder / "verify_accuracy.txt").write_text("First token check pass: Skipped\n")
-    assert not read_test06(folder).passed
+    assert not read_test06(folder, eos_id=EOS).passed
     results = tmp_path / "results" / "SYS" / "llama2-70b-99" / "Offline" / "performance" / "run_1"
     results.mkdir(parents=True)
     assert find_test06(results) == folder
@@ -216,12 +225,12 @@ def test_verify_text_that_disagrees_with_the_log_fails(real_runs: dict[str, Path
     entries = json.loads(log.read_text())
     entries[0]["token_count"] += 5
     log.write_text(json.dumps(entries))
-    result = read_test06(folder)
+    result = read_test06(folder, eos_id=EOS)
     assert not result.passed and "says Sample length check pass: True but the log gives False" in result.detail
     log.write_text(log.read_text()[:-40])
     with pytest.raises(InputError, match="not valid JSON"):
-        check_accuracy_log(log, "Offline")
-    assert not read_test06(folder).passed
+        check_accuracy_log(log, "Offline", eos_id=EOS)
+    assert not read_test06(folder, eos_id=EOS).passed
 
 
 def test_verify_shows_test06_and_a_failed_one_is_never_a_pass(

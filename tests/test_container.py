@@ -5,6 +5,7 @@ Needs a running Docker engine (`.ci/start-dockerd.sh`); skipped without one unle
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import signal
@@ -157,6 +158,34 @@ def test_ctrl_c_removes_the_running_container(client, runtime_image, tmp_path: P
     assert proc.returncode == 130, out
     assert "INTERRUPTED" in out and "removed" in out
     assert managed_containers(f"org.repro.test={tag}", client=client) == []
+
+
+@pytest.mark.parametrize("vanish", [0, 1, 2])
+def test_a_container_removed_while_listing_is_skipped(client, base_image, vanish: int) -> None:
+    """The SDK lists ids, then inspects each; the daemon really removes one in between (as a server's own stop, or
+    a second cleanup after Ctrl-C, does): managed_containers lists the rest, no NotFound (404) escapes."""
+    from repro.engine.container import LABEL
+
+    tag = uuid.uuid4().hex[:8]
+    made = [
+        client.containers.create(base_image, ["python3"], labels={LABEL: "1", "org.repro.test": tag}) for _ in range(3)
+    ]
+    real_list = client.api.containers
+
+    def list_then_remove(*args, **kwargs):
+        found = real_list(*args, **kwargs)
+        client.api.remove_container(made[vanish].id, force=True)  # the real daemon, between list and inspect
+        return found
+
+    client.api.containers = list_then_remove
+    try:
+        left = managed_containers(f"org.repro.test={tag}", client=client)
+    finally:
+        client.api.containers = real_list
+        for c in made:
+            with contextlib.suppress(Exception):
+                c.remove(force=True)
+    assert sorted(c.id for c in left) == sorted(c.id for i, c in enumerate(made) if i != vanish)
 
 
 def test_run_build_records_steps_and_skips_what_is_done(client, base_image, tmp_path: Path, monkeypatch) -> None:

@@ -85,6 +85,7 @@ def test_a_slower_server_is_the_top_cause(ws: Workspace, base: Path) -> None:
 def test_early_stopping_outputs_are_the_top_cause(ws: Workspace, base: Path) -> None:
     doc = yaml.safe_load((Path(__file__).resolve().parents[1] / "recipes" / f"{RECIPE}.yaml").read_text())
     doc["loadgen"]["max_tokens"] = 120  # a server configured to stop at 120 tokens
+    doc["waive_rules"] = ["max-output-length"]  # which MLPerf forbids: the recipe says it breaks that rule
     edited = ws.root / f"{RECIPE}.yaml"
     edited.write_text(yaml.safe_dump(doc))
     short = _run(ws, str(edited))

@@ -90,3 +90,42 @@ def test_no_model_shape_says_the_kv_cache_was_not_sized():
         ModelShape(68.98e9), gpu_gb=80.0, weight_bytes=1, kv_bytes=1, tp=2, pp=1, batch=896, max_seq_len=2048
     )
     assert fit.level == "PASS" and "KV cache not sized" in fit.detail() and fit.pool_tokens is None
+
+
+def test_405b_stage_weights_count_the_embedding_where_it_lives():
+    """gpu-path-check-3 §4: NVFP4 layers split over the GPUs, the 16-bit embedding whole on each first-stage GPU
+    (not vocab-parallel), the 16-bit lm_head split over the last stage's tensor-parallel GPUs."""
+    from repro.core.feasibility import stage_weights_gb
+
+    shape = ModelShape(L405.params, L405.layers, L405.kv_heads, L405.head_dim, vocab=128256, hidden=16384)
+    emb = 128256 * 16384 * 2 / GB
+    layers = (L405.params - 2 * 128256 * 16384) * 0.5625 / 4 / GB
+    assert emb == pytest.approx(4.2, abs=0.01) and layers == pytest.approx(56.5, abs=0.1)
+    assert stage_weights_gb(shape, 0.5625, 2, 2, 2.0) == pytest.approx(layers + emb)  # stage 0: 60.7
+    assert stage_weights_gb(shape, 0.5625, 4, 1, 2.0) == pytest.approx(layers + emb + emb / 4)  # TP4: 61.7
+    assert round(stage_weights_gb(shape, 0.5625, 2, 2, 2.0), 1) == 60.7
+    assert round(stage_weights_gb(shape, 0.5625, 4, 1, 2.0), 1) == 61.7
+    assert stage_weights_gb(L405, 0.5625, 2, 2, 2.0) == pytest.approx(L405.params * 0.5625 / 4 / GB)  # no vocab
+
+
+def test_the_405b_pool_holds_prompts_and_outputs_not_outputs_only():
+    """With prompts of ~10k tokens (synthetic here; doctor reads the prepared dataset's own input_lens.npy) the KV
+    pool of a TP2xPP2 GPU, ~1.80 M tokens, holds ~170 sequences of the 2,048 the engine was built for."""
+    from repro.core.feasibility import recipe_memory_fit
+    from repro.core.recipes import get_recipe
+
+    recipe = get_recipe("nd-gb200-v6-405b")
+    without = recipe_memory_fit(recipe, 186.0)
+    assert without is not None and without.level == "PASS" and "prompts not counted" in without.detail()
+    fit = recipe_memory_fit(recipe, 186.0, input_tokens=(10_000.0, "test prompts"))
+    assert fit is not None and fit.pool_tokens == pytest.approx(1.80e6, rel=0.01)
+    assert fit.typical_tokens == pytest.approx(10_000 + 684.68)
+    assert fit.sequences_at_once == fit.pool_tokens // (10_000 + 684.68) and 160 < fit.sequences_at_once < 180
+    assert fit.level == "WARN" and fit.weights_gb == pytest.approx(60.7, abs=0.05)
+    text = fit.detail()
+    head = f"{fit.sequences_at_once} sequences of 10,685 tokens fit at once (mean prompt 10,000 from test prompts"
+    assert head in text
+    assert "the engine batches at most" in text and "of the client's 256 in flight per server" in text
+    server = recipe_memory_fit(recipe.deployment("Server"), 186.0, input_tokens=(10_000.0, "test prompts"))
+    assert server is not None and server.weights_gb == pytest.approx(61.7, abs=0.05)
+    assert server.kv_bytes_per_token == fit.kv_bytes_per_token == 2 * 63 * 4 * 128  # TP2xPP2 and TP4 alike

@@ -555,19 +555,16 @@ def _payload(module: str, name: str, marker: Path) -> bytes:
 
 @st.composite
 def pickles(draw: st.DrawFn, marker: Path) -> bytes:
-    import pandas as pd
-
-    from repro.setup.safe_pickle import dataframe_pickle_bytes
+    from repro.setup.frame_encode import encode_frame
 
     kind = draw(st.sampled_from(["frame", "payload", "mutated", "payload-in-frame"]))
     rows = draw(st.integers(0, 5))
-    frame = pd.DataFrame(
+    good = encode_frame(
         {
             "input": [draw(st.text(max_size=20)) for _ in range(rows)],
             "tok_input": [draw(st.lists(st.integers(0, 2**31 - 1), max_size=5)) for _ in range(rows)],
         }
     )
-    good = dataframe_pickle_bytes(frame)
     if kind == "frame":
         return good
     module, name = draw(st.sampled_from(DANGEROUS_GLOBALS))
@@ -584,15 +581,26 @@ def pickles(draw: st.DrawFn, marker: Path) -> bytes:
     return bytes(data)
 
 
+@pytest.fixture(scope="module")
+def decode_server():
+    """Each generated pickle is decoded in its own forked child (tests/decode_forkserver.py), which reports how it
+    ended: a crash (a signal) is counted, not only a Python call."""
+    from decode_fuzz import ForkServer
+
+    server = ForkServer()
+    yield server
+    server.close()
+
+
 @settings(FUZZ, max_examples=int(os.environ.get("REPRO_FUZZ_PICKLES", "200")))
 @given(data=st.data(), pinned=st.booleans())
-def test_generated_pickles_never_run_code(data: st.DataObject, pinned: bool) -> None:
-    """Whatever the bytes and whether or not their checksum is "pinned": a DataFrame or one InputError, and the
-    payload's marker file never appears."""
+def test_generated_pickles_never_run_code(data: st.DataObject, pinned: bool, decode_server) -> None:
+    """Whatever the bytes and whether or not their checksum is "pinned": a table or one clean refusal from a child
+    that exited (never a signal), and the payload's marker file never appears."""
     import hashlib
 
     from repro.core.errors import InputError
-    from repro.setup.safe_pickle import load_dataframe
+    from repro.setup.safe_pickle import read_pinned
 
     with sandbox() as root:
         marker = root / "payload-ran"
@@ -601,10 +609,12 @@ def test_generated_pickles_never_run_code(data: st.DataObject, pinned: bool) -> 
         path.write_bytes(blob)
         pin = hashlib.sha256(blob).hexdigest() if pinned else "unknown"
         try:
-            df = load_dataframe(path, pin)
-            assert pinned and type(df).__name__ == "DataFrame"
+            checked = read_pinned(path, pin, next_step="x")
         except InputError:
-            pass
+            assert not pinned
+        else:
+            end = decode_server.decode(checked)
+            assert end.get("exit") in (0, 2), end
         assert not marker.exists(), blob
 
 

@@ -13,7 +13,8 @@ from helpers import cli, copy_bundle
 from repro.results import identity as identity_module
 from repro.results import index_match
 from repro.results.compare import pick_perf_run
-from repro.results.identity import benchmark_of, identify
+from repro.results.identity import identify
+from repro.results.logs import benchmark_of_path
 from repro.results.verify import NoRecipeFor, verify_dir
 
 GB200 = "azure-nd-gb200-v6-v5.1"
@@ -73,7 +74,7 @@ def test_json_carries_the_identity(fixtures: Path) -> None:
     ],
 )
 def test_benchmark_from_the_path(tmp_path: Path, name: str, expected: str | None) -> None:
-    assert benchmark_of(tmp_path / name / "Offline")[0] == expected
+    assert benchmark_of_path(tmp_path / name / "Offline") == expected
 
 
 def test_a_run_of_another_benchmark_is_refused_against_a_recipe(fixtures: Path, tmp_path: Path) -> None:
@@ -151,3 +152,75 @@ def test_rounds_outside_the_index_are_named(fixtures: Path, tmp_path: Path, bund
         assert says in exc.message, exc.message
         return
     assert any(says in n for n in v.notes), v.notes
+
+
+# --- the benchmark: decided once, by one precedence rule (results/identity.py) -------------------------------------
+
+
+def _unnamed_copy(fixtures: Path, tmp_path: Path) -> Path:
+    """Azure's GB200 Offline run in a folder that names no benchmark (the system JSON beside it)."""
+    run = tmp_path / "ND_GB200_v6" / "run"
+    shutil.copytree(fixtures / GB200 / "llama2-70b-99" / "Offline" / "performance" / "run_1", run)
+    shutil.copy(fixtures / GB200 / "ND_GB200_v6.json", run.parent)
+    return run
+
+
+def test_the_benchmark_precedence_what_the_result_states_outranks_what_it_is_judged_by(
+    fixtures: Path, tmp_path: Path
+) -> None:
+    """1 the path, 2 run.json, 3 the published record the log is, 4 only then the recipe it is judged against."""
+    from repro.core.recipes import get_recipe
+
+    named = copy_bundle(fixtures, GB200, tmp_path / "named") / "llama2-70b-99" / "Offline" / "performance" / "run_1"
+    (named / "run.json").write_text(json.dumps({"benchmark": "llama3.1-405b"}))
+    ident = identify(pick_perf_run(named))
+    assert (ident.benchmark, ident.benchmark_source) == ("llama2-70b-99", "llama2-70b-99 in the path")
+
+    run = _unnamed_copy(fixtures, tmp_path)
+    ident = identify(pick_perf_run(run))  # the log is Azure's published 5.1-0008: the record says what it ran
+    assert (ident.benchmark, ident.benchmark_source) == (
+        "llama2-70b-99",
+        "the published record 5.1-0008/99/Offline this log is",
+    )
+    assert ident.bench is not None and ident.bench.name == "llama2-70b-99"
+    (run / "run.json").write_text(json.dumps({"benchmark": "llama3.1-405b"}))
+    ident = identify(pick_perf_run(run))
+    assert (ident.benchmark, ident.benchmark_source) == ("llama3.1-405b", "run.json")
+    (run / "run.json").write_text(json.dumps({"recipe": "nd-gb200-v6-405b"}))  # an older run.json: its recipe's
+    ident = identify(pick_perf_run(run))
+    assert (ident.benchmark, ident.benchmark_source) == ("llama3.1-405b", "run.json (recipe nd-gb200-v6-405b)")
+
+    (run / "run.json").unlink()
+    summary = run / "mlperf_log_summary.txt"
+    summary.write_text(summary.read_text().replace("52061.6", "52000.1"))  # no published record is this log
+    ident = identify(pick_perf_run(run))
+    assert (ident.benchmark, ident.benchmark_source, ident.bench) == (None, None, None)
+    judged = ident.judged_by(get_recipe("nd-gb200-v6-405b"))
+    assert (judged.benchmark, judged.benchmark_source) == ("llama3.1-405b", "recipe nd-gb200-v6-405b")
+    assert judged.bench is not None and judged.bench.name == "llama3.1-405b"
+    stated = identify(pick_perf_run(named))
+    assert stated.judged_by(get_recipe("nd-gb200-v6-405b")) is stated  # never overrides what the result states
+
+
+def test_a_deepseek_folder_is_its_benchmark_and_never_judged_by_a_llama_recipe(fixtures: Path, tmp_path: Path) -> None:
+    """A v6.1-shaped folder (results/<system>/deepseek-r1/Offline) of an Azure ND GB300 v6 system, whose VM size has
+    a Llama-2-70B recipe (nd-gb300-v6) and a DeepSeek-R1 one (nd-gb300-v6-dsr1): the path names the shipped
+    deepseek-r1 benchmark, the DeepSeek-R1 recipe is the one detected, never the Llama one, and a Llama recipe named
+    on the command line is refused as another benchmark, naming both."""
+    vm = fixtures / "azure-nd-gb300-v6-rack"
+    run = tmp_path / "results" / "ND_GB300_v6" / "deepseek-r1" / "Offline"
+    shutil.copytree(vm / "ND_GB300_v6_1" / "llama2-70b-99" / "Offline", run)
+    shutil.copy(vm / "ND_GB300_v6.json", run.parent.parent)
+    ident = identify(pick_perf_run(run))
+    assert (ident.benchmark, ident.benchmark_source) == ("deepseek-r1", "deepseek-r1 in the path")
+    assert ident.bench is not None and ident.bench.mlperf_model == "deepseek-r1"
+    detected = verify_dir(run).recipe
+    assert detected is not None and (detected.name, detected.benchmark) == ("nd-gb300-v6-dsr1", "deepseek-r1")
+    res = cli("verify", str(run), "--recipe", "nd-gb300-v6", "--json")
+    doc = json.loads(res.output)
+    assert res.exit_code == 1 and doc["status"] == "NOT A REPRODUCTION"
+    assert doc["identity"]["benchmark"] == "deepseek-r1"
+    assert any(
+        "a deepseek-r1 run (deepseek-r1 in the path) against recipe nd-gb300-v6's llama2-70b-99 result" in r
+        for r in doc["reasons"]
+    ), doc["reasons"]

@@ -100,25 +100,62 @@ def test_a_405b_run_against_the_llama2_recipe_is_not_a_reproduction(fixtures: Pa
     assert any("llama3.1-405b run" in r and "llama2-70b-99 result" in r for r in doc["reasons"]), doc["reasons"]
 
 
-def test_setup_plans_the_pinned_model_and_refuses_an_unpinned_405b_dataset(tmp_path: Path) -> None:
-    """`repro setup`: the gated model at MLCommons' pinned revision, the disk it needs, and the 8,313-sample set
-    from MLCommons' R2 downloader; no SHA-256 is published for it, so it is never unpickled unpinned (exit 2)."""
+def test_setup_plans_the_pinned_model_and_the_published_405b_pins(tmp_path: Path) -> None:
+    """`repro setup`: the gated model at MLCommons' pinned revision, the disk it needs, and the 8,313-sample set from
+    MLCommons' R2 downloader, checked against AMD's published MD5 and MLCommons' .md5 list (no recipe copy); the
+    dry run says once that the calibration file has no independent checksum; a rebuild is refused (exit 2)."""
     env = {"REPRO_HOME": str(tmp_path / "home"), "HF_HUB_OFFLINE": "1", "COLUMNS": "250"}
     dry = cli_process("setup", "--recipe", "nd-gb200-v6-405b", "--dry-run", env=env)
-    assert dry.returncode in (0, 1), dry.stderr  # 1: this machine lacks the 1.4 TB the plan needs
+    assert dry.returncode in (0, 1), dry.stderr  # 1: this machine lacks the 1.87 TB the plan needs
     out = " ".join(dry.stdout.split())
     assert "meta-llama/Llama-3.1-405B-Instruct/tree/be673f326cab4cd22ccfef76109faf68e41aa5f1" in out
-    assert "1,400.0 GB needed" in out and "llama3-1-405b-dataset-8313.uri" in out
-    # the refusal `repro setup` gives before downloading anything (check_pins), as the dry run states it
-    assert "mlperf_llama3.1_405b_dataset_8313_processed_fp16_eval.pkl" in out and "nothing was downloaded" in out
-    assert "refused until one is pinned in the recipe" in out and "--recipe COPY.yaml" in out
+    assert "1,870.0 GB needed" in out and "would fetch 812.00 GB" in out and "llama3-1-405b-dataset-8313.uri" in out
+    assert "│ place │ https://inference.mlcommons-storage.org/metadata/llama3-1-405b-dataset-8313.uri" in out
+    assert "nothing was downloaded" not in out
+    assert "MD5 25d9f2085bbc… published by amd-resource-checker" in out and "llama3-1-405b-dataset-8313.md5" in out
+    assert out.count("no checksum of the 512-row calibration pickle is published") == 1
     assert not (tmp_path / "home" / "data").exists()
     from repro.setup.download import check_pins
 
-    with pytest.raises(InputError, match="no SHA-256 of mlperf_llama3.1_405b_dataset_8313"):
-        check_pins(get_recipe("nd-gb200-v6-405b"), "fetch")
+    check_pins(get_recipe("nd-gb200-v6-405b"), "fetch")
     with pytest.raises(InputError, match="publishes no raw data to rebuild"):
         check_pins(get_recipe("nd-gb200-v6-405b"), "rebuild")
+
+
+def test_an_unpinned_file_is_told_the_whole_copy_to_write(tmp_path: Path) -> None:
+    """A benchmark with no pin for its 405B files (a file in $REPRO_BENCHMARKS_PATH without the md5 table): the
+    refusal names both files, where the copy goes, the name line to change and the one YAML line with every role."""
+    import yaml
+
+    from repro.core.benchmarks import SHIPPED
+
+    doc = yaml.safe_load((SHIPPED / "llama3.1-405b.yaml").read_text())
+    del doc["dataset"]["md5"]
+    (tmp_path / "llama3.1-405b.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
+    code = (
+        "import json\nfrom repro.core.errors import InputError\nfrom repro.core.recipes import get_recipe\n"
+        "from repro.setup.download import check_pins\n"
+        "try:\n    check_pins(get_recipe('nd-gb200-v6-405b'), 'fetch')\n"
+        "except InputError as e:\n    print(json.dumps([e.message, e.next_command]))\n"
+    )
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "REPRO_BENCHMARKS_PATH": str(tmp_path)}
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    message, hint = json.loads(proc.stdout)
+    files = "mlperf_llama3.1_405b_dataset_8313_processed_fp16_eval.pkl, mlperf_llama3.1_405b_calibration_dataset_512"
+    assert f"no checksum of {files}" in message and "nothing was downloaded" in message
+    assert (
+        "to nd-gb200-v6-405b-pinned.yaml, change its line 'name: nd-gb200-v6-405b' to 'name: nd-gb200-v6-405b-pinned'"
+        in hint
+    )
+    assert (
+        "'dataset: {sha256: {sampled: <sha256sum of mlperf_llama3.1_405b_dataset_8313_processed_fp16_eval.pkl>, "
+        "calibration: <sha256sum of mlperf_llama3.1_405b_calibration_dataset_512_processed_fp16_eval.pkl>}}'"
+    ) in hint
+    assert hint.endswith("then `repro setup --recipe nd-gb200-v6-405b-pinned.yaml`")
 
 
 def test_report_and_explain_of_the_405b_bundle_stay_within_its_benchmark(fixtures: Path) -> None:
@@ -154,7 +191,8 @@ def test_a_405b_run_is_configured_by_its_benchmark(scenario: str, key: str, limi
     settings = loadgen_settings(recipe, scenario)
     conf = user_conf_text(settings, scenario, recipe.bench)
     assert f"{key}.performance_sample_count_override = 8313" in conf
-    assert f"{key}.min_query_count = 8313" in conf  # the recipe's (the benchmark's Offline count) in every scenario
+    # Offline: one query of the benchmark's 8,313; Server and Interactive: LoadGen's default 100, as published
+    assert f"{key}.min_query_count = {8313 if scenario == 'Offline' else 100}\n" in conf
     assert f"{key}.target_qps = {1.17 if scenario == 'Offline' else 0.89}" in conf
     if limits:
         assert f"{key}.ttft_latency = {limits[0]}" in conf and f"{key}.tpot_latency = {limits[1]}" in conf

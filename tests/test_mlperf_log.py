@@ -1,4 +1,5 @@
-"""The parser on every published log variant in shared/fixtures, on broken logs, and on mutated logs."""
+"""The parser on every published log variant in tests/fixtures/published (copies of the real logs), on broken
+logs, and on mutated logs."""
 
 from __future__ import annotations
 

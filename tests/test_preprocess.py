@@ -7,16 +7,20 @@ from setup_helpers import ORIGINS, build_tokenizer_dir, write_parquet
 
 from repro.core.errors import InputError
 from repro.core.fsutil import sha256_file
+from repro.setup.prepare import content_digest
 from repro.setup.preprocess import (
     RESPONSE_INIT_TOKEN,
     build_from_parquet,
     calibration_frame,
-    content_sha256,
     filtered_frame,
     load_tokenizer,
     read_raw,
 )
-from repro.setup.safe_pickle import load_dataframe
+from repro.setup.safe_pickle import loads_table
+
+
+def _table(path):
+    return loads_table(path.read_bytes(), source=str(path), next_step="x")
 
 
 @pytest.fixture(scope="module")
@@ -39,14 +43,21 @@ def test_rebuild_is_deterministic_and_samples_equally_per_origin(tok, tmp_path):
     a = build_from_parquet(pq, tok, tmp_path / "a", n_samples=8, calib_size=4)
     b = build_from_parquet(pq, tok, tmp_path / "b", n_samples=8, calib_size=4)
     assert {k: sha256_file(v) for k, v in a.items()} == {k: sha256_file(v) for k, v in b.items()}
-    assert content_sha256(a["sampled"], sha256_file(a["sampled"])) == content_sha256(
+    assert content_digest(a["sampled"], sha256_file(a["sampled"])) == content_digest(
         b["sampled"], sha256_file(b["sampled"])
     )
-    sampled = load_dataframe(a["sampled"], sha256_file(a["sampled"]))
+    import pandas as pd
+
+    sampled = pd.read_pickle(a["sampled"])  # repro's writer, read back by pandas itself
     assert sampled["origin"].value_counts().to_dict() == {o: 2 for o in ORIGINS}
-    calib = load_dataframe(a["calibration"], sha256_file(a["calibration"]))
+    calib = pd.read_pickle(a["calibration"])
     assert len(calib) == 4 and set(calib["id"]) <= set(sampled["id"])
     assert calib.equals(calibration_frame(sampled, 4, a["sampled"]))  # processorca's rule, from the sampled set
+    # repro's own decoder reads both as pandas does, and draws the same calibration rows without pandas
+    table = _table(a["sampled"])
+    assert table.columns == tuple(sampled.columns)
+    assert all(table.values(c) == sampled[c].tolist() for c in sampled.columns)
+    assert table.sample(4, 12345).values("id") == calib["id"].tolist() == _table(a["calibration"]).values("id")
 
 
 def test_other_seed_data_changes_the_checksum(tok, tmp_path):
@@ -56,7 +67,7 @@ def test_other_seed_data_changes_the_checksum(tok, tmp_path):
     b = build_from_parquet(
         write_parquet(tmp_path / "b.parquet", raw_rows(seed=8)), tok, tmp_path / "b", n_samples=8, calib_size=4
     )
-    assert content_sha256(a["sampled"], sha256_file(a["sampled"])) != content_sha256(
+    assert content_digest(a["sampled"], sha256_file(a["sampled"])) != content_digest(
         b["sampled"], sha256_file(b["sampled"])
     )
 

@@ -37,13 +37,13 @@ GB200 = "azure-nd-gb200-v6-v5.1"
 
 def test_index_loads_with_counts_converted_and_figures_recomputed() -> None:
     idx = load_index()
-    assert len(idx.rows) == 955 + 117 and [f.rows for f in idx.files] == [955, 117]
+    assert len(idx.rows) == 957 + 117 + 133 and [f.rows for f in idx.files] == [957, 117, 133]
     l70 = [r for r in idx.rows if r.benchmark_name.startswith("llama2-70b-")]
     by_round = {r: sum(1 for x in l70 if x.round == r) for r in ("v4.0", "v4.1", "v5.0", "v5.1", "v6.0", "v6.1")}
-    assert by_round == {"v4.0": 2, "v4.1": 160, "v5.0": 291, "v5.1": 237, "v6.0": 179, "v6.1": 86}
+    assert by_round == {"v4.0": 2, "v4.1": 160, "v5.0": 291, "v5.1": 237, "v6.0": 179, "v6.1": 88}
     with INDEX_CSV.open(newline="") as fh:
         raw = list(csv.DictReader(fh))
-    assert idx.rows[:955] == tuple(l70)  # the 70B file first, in its own order
+    assert idx.rows[:957] == tuple(l70)  # the 70B file first, in its own order
     strings = [
         (x, r)
         for x, r in zip(raw, l70, strict=True)
@@ -56,21 +56,29 @@ def test_index_loads_with_counts_converted_and_figures_recomputed() -> None:
     for x, r in zip(raw, l70, strict=True):
         assert r.per_accelerator == pytest.approx(float(x["tokens_per_second_per_accelerator"]), abs=5e-6)
         assert r.metrics == {k: float(x[k]) for k in ("rouge1", "rouge2", "rougeL") if x[k]}
-    assert len({r.key for r in idx.rows}) == 1072
+    assert len({r.key for r in idx.rows}) == 1207
     v51 = [s.commit for s in idx.provenance.sources if s.round == "v5.1"]
     assert v51[0] == "965182b03376a00fcae415c54e560e1c83937932"
 
 
 def test_v61_rows_come_from_the_summary_logs_and_name_their_sources() -> None:
-    """v6.1 was read file by file (no snapshot): every row cites the fork copy's commit and agrees with the table."""
+    """v6.1 was read file by file (no snapshot): every row read from a summary log cites the fork copy's commit and
+    agrees with the table; the two VibeHPC results no stored copy has files for are rows of the table alone."""
     idx = load_index()
-    v61 = [r for r in idx.rows if r.round == "v6.1"]
-    assert {s.commit for s in idx.provenance.sources if s.round == "v6.1"} == {
+    v61 = [r for r in idx.rows if r.round == "v6.1" and r.benchmark_name.startswith("llama2-70b") and not r.table_only]
+    assert {s.commit for s in idx.provenance.sources if s.round == "v6.1" and s.file == INDEX_CSV.name} == {
         "5174fca85775b97127da8e3ff07f1bb776880fc4",
         "10ecdffda3bb94d71f0203a6ca8e20c17943f27c",
+        "7bf15fd8089655a71fb75c81a744d7ba5a632424",
     }
-    assert {r.source_commit for r in v61} == {"5174fca85775b97127da8e3ff07f1bb776880fc4"}
+    assert {r.source_commit for r in v61} == {"5174fca85775b97127da8e3ff07f1bb776880fc4"} and len(v61) == 86
     assert {r.summary_crosscheck for r in v61} == {"ok"} and {r.benchmark for r in v61} == {"99.9"}
+    vibe = [r for r in idx.rows if r.round == "v6.1" and r.submitter == "VibeHPC" and r.benchmark == "99.9"]
+    assert [(r.scenario, r.tokens_per_second, r.source_kind) for r in vibe] == [
+        ("Offline", 14636.8, "results-table-only"),
+        ("Server", 14495.6, "results-table-only"),
+    ]
+    assert {r.source_commit for r in vibe} == {"7bf15fd8089655a71fb75c81a744d7ba5a632424"}
     assert all(r.result_id is None for r in v61)  # the v6.1 table carries no IDs; the key is the reference
     interactive = [r for r in v61 if r.scenario == "Interactive"]
     assert len(interactive) == 9 and {r.log_scenario for r in interactive} == {"Server"}
@@ -165,14 +173,16 @@ def test_published_filters_and_json() -> None:
     )
     assert res.exit_code == 0, res.output
     doc = json.loads(res.stdout)
-    assert doc["index"]["rows"] == 1072 and doc["index"]["sources"][0]["commit"].startswith("3c4a1cf1")
+    assert doc["index"]["rows"] == 1207 and doc["index"]["sources"][0]["commit"].startswith("3c4a1cf1")
     assert [(f["file"], f["rows"]) for f in doc["index"]["index_files"]] == [
-        ("published-llama2-70b.csv", 955),
+        ("published-llama2-70b.csv", 957),
         ("published-llama3.1-405b.csv", 117),
+        ("published-deepseek-r1.csv", 133),
     ]
     assert {r["submitter"] for r in doc["results"]} == {"Cisco"} and doc["count"] == 4
     assert all(r["number_of_nodes"] >= 2 for r in doc["results"])
-    assert cli("published", "--submitter", "azure", "--json").stdout.count('"submitter": "Azure"') == 6
+    azure = cli("published", "--submitter", "azure", "--json").stdout
+    assert azure.count('"submitter": "Azure"') == 6 + 7  # + the seven DeepSeek-R1 results of v6.1
     bad = cli("published", "--scenario", "Batch")
     assert bad.exit_code == 2 and "unknown scenario 'Batch'" in bad.output
 
@@ -205,7 +215,9 @@ def test_every_published_bundle_verifies_against_itself(fixtures: Path) -> None:
     system but not its record, and Azure's per-VM GB300 logs (published outside MLCommons) are not in the index.
     """
     runs = _perf_runs(fixtures)
-    assert len(runs) == 29  # 6 of them Llama-3.1-405B (Azure ND GB200 v6: Offline and Server)
+    # 6 of them Llama-3.1-405B (Azure ND GB200 v6: Offline and Server), 7 + 4 DeepSeek-R1 (Azure; Cisco, Crusoe,
+    # NVIDIA), 2 Llama-2-70B of Azure's v4.0 NC H100 v5
+    assert len(runs) == 42
     seen = 0
     for run in runs:
         published = run.folder.parent.name == "performance" and run.folder.name.startswith("run_")
@@ -228,7 +240,7 @@ def test_every_published_bundle_verifies_against_itself(fixtures: Path) -> None:
             names = {c.name for c in v.checks}
             assert {"LoadGen validity", "min duration"} <= names and any(n.startswith("accuracy") for n in names)
         seen += 1
-    assert seen == 24
+    assert seen == 24 + 7 + 4 + 2  # + DeepSeek-R1: Azure's 7, Cisco's 2, Crusoe's and NVIDIA's 1; Azure's 2 v4.0
 
 
 def test_unofficial_and_ranging_logs(fixtures: Path) -> None:
@@ -302,7 +314,7 @@ def test_against_server_and_interactive(fixtures: Path) -> None:
         "--json",
     )
     doc = json.loads(res.stdout)
-    assert res.exit_code == 1 and doc["run"]["scenario"] == "Server" and doc["run"]["benchmark"] == "99.9"
+    assert res.exit_code == 1 and doc["run"]["scenario"] == "Server" and doc["run"]["benchmark"] == "llama2-70b-99.9"
     got = {a["ref"]: a["deviation_pct"] for a in doc["against"]}
     assert got == {
         "v4.1/closed/NVIDIA/DGX-H100_H100-SXM-80GBx8_TRT/99.9/Server": 0.0,
@@ -335,6 +347,9 @@ def test_recipe_figures_equal_the_index() -> None:
         "nd-gb200-v6-405b",
         "nd-h100-v5",
         "nd-h200-v5",
+        "nd-gb300-v6-dsr1",
+        "nd-gb200-v6-dsr1",
+        "nd-gb200-v6-dsr1-x288",
     }
     for recipe in named:
         pub = recipe.published

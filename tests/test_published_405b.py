@@ -117,7 +117,8 @@ def test_benchmark_filter_words() -> None:
     assert len(idx.select(Filters(benchmark="llama3.1-405b"))) == 117
     assert len(idx.select(Filters(benchmark="LLAMA3_1-405B"))) == 117
     assert len(idx.select(Filters(benchmark="405b"))) == 117
-    assert len(idx.select(Filters(benchmark="llama2-70b"))) == 955
+    assert len(idx.select(Filters(benchmark="llama2-70b"))) == 957
+    assert len(idx.select(Filters(benchmark="deepseek-r1"))) == len(idx.select(Filters(benchmark="r1"))) == 133
     assert {r.benchmark for r in idx.select(Filters(benchmark="llama2-70b-99.9"))} == {"99.9"}
     with pytest.raises(InputError, match="unknown benchmark 'llama3.1-8b'.*llama3.1-405b"):
         idx.select(Filters(benchmark="llama3.1-8b"))

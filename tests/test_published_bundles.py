@@ -14,6 +14,7 @@ from helpers import copy_bundle, edit
 from typer.testing import CliRunner
 
 from repro.cli import app
+from repro.core.benchmarks import load_benchmark
 from repro.core.errors import InputError
 from repro.core.published import load_index
 from repro.core.recipes import all_recipes, get_recipe
@@ -23,6 +24,9 @@ from repro.results.compliance import read_test06
 from repro.results.index_match import match_run
 from repro.results.logs import find_runs
 from repro.results.verify import verify_dir
+
+EOS = load_benchmark("llama2-70b-99").model.eos_token_id
+"""Llama-2's EOS id, from its benchmark file: the fixtures here are Llama-2-70B runs."""
 
 runner = CliRunner()
 CISCO32 = "v5.1_Cisco_HGX-H100_H100-SXM-80GBx32_TRT_llama2-70b-99_Offline"
@@ -53,8 +57,8 @@ def test_failed_accuracy_fails_without_a_recipe(fixtures: Path, tmp_path: Path) 
     assert doc["recipe"] is None and doc["reference"] == "published record 5.1-0016/99/Offline"
     assert code == 1 and doc["status"] == "FAIL" and doc["accuracy_verdict"] == "FAIL"
     assert (
-        "accuracy rouge1: 43.0000 < 43.9869 (99% target, llama2-70b-99, published record 5.1-0016/99/Offline)"
-        in doc["reasons"]
+        "accuracy rouge1: 43.0000 < 43.9869 (99% target, llama2-70b-99, "
+        "the published record 5.1-0016/99/Offline this log is)" in doc["reasons"]
     )
     assert doc["deviation_pct"] == 0.0 and doc["min_duration"] == "PASS" and doc["test06"] == "not shown"
     text = runner.invoke(app, ["verify", str(bundle)]).output
@@ -156,13 +160,14 @@ def test_a_match_agrees_on_submitter_and_round(fixtures: Path, tmp_path: Path) -
 
 
 def test_test06_token_width_is_detected_and_recorded(fixtures: Path) -> None:
-    result = read_test06(fixtures / INT64 / "TEST06", "Offline")
+    result = read_test06(fixtures / INT64 / "TEST06", "Offline", eos_id=EOS)
     assert result.passed and result.dtype == "int64" and "token ids int64" in result.detail
     assert result.to_json()["dtype"] == "int64"
     code, doc = _verify(str(fixtures / INT64))
     assert code == 0 and doc["test06"] == "PASS"
-    own32 = read_test06(fixtures / POWER / "TEST06", "Server")
-    assert own32.passed and own32.dtype is None  # the power bundle keeps only its verify_accuracy.txt
+    own32 = read_test06(fixtures / POWER / "TEST06", "Server", eos_id=EOS)
+    # the power bundle keeps only its verify_accuracy.txt: a statement, not a re-check (#44 item 6)
+    assert own32.state == "cannot be re-checked" and not own32.passed and own32.dtype is None
 
 
 def test_truncated_or_empty_published_test06_cannot_be_rechecked(fixtures: Path, tmp_path: Path) -> None:
@@ -174,13 +179,13 @@ def test_truncated_or_empty_published_test06_cannot_be_rechecked(fixtures: Path,
     assert doc["test06"] == "cannot be re-checked" and code == 0 and doc["status"] == "PASS"
     empty = copy_bundle(fixtures, INT64, tmp_path / "b")
     (empty / "TEST06/accuracy/mlperf_log_accuracy.json").write_text("[]\n")
-    result = read_test06(empty / "TEST06", "Offline")
+    result = read_test06(empty / "TEST06", "Offline", eos_id=EOS)
     assert result.state == "cannot be re-checked" and not result.passed and "holds no samples" in result.detail
     code, doc = _verify(str(empty))
     assert doc["test06"] == "cannot be re-checked" and doc["status"] == "PASS"
     # a verify text that says it failed is a failure, log or no log
     edit(empty / "TEST06/verify_accuracy.txt", "TEST06 verification complete", "TEST06 verification failed")
-    assert read_test06(empty / "TEST06", "Offline").state == "failed"
+    assert read_test06(empty / "TEST06", "Offline", eos_id=EOS).state == "failed"
     assert _verify(str(empty))[1]["status"] == "FAIL"
 
 
@@ -196,12 +201,13 @@ def test_every_figure_the_readme_table_shows_is_one_the_recipe_can_judge() -> No
             continue
         recipe = get_recipe(name.group(1))
         shown = line.split("|")[4]
+        system = recipe.trtllm.system if recipe.trtllm is not None else None
+        nodes = system.nodes if system is not None else 1  # one system over many nodes: the README shows its total
         for scenario, figure in re.findall(r"(Offline|Server|Interactive) ([\d,]+\.\d+)", shown):
             pub = recipe.published_for(scenario)
-            assert pub is not None and pub.tokens_per_s_per_vm == float(figure.replace(",", "")), (
-                recipe.name,
-                scenario,
-            )
+            assert pub is not None and pub.tokens_per_s_per_vm * nodes == pytest.approx(
+                float(figure.replace(",", "")), rel=1e-12
+            ), (recipe.name, scenario)
             checked += 1
     assert checked >= 4
     server = get_recipe("nc-h100-v5").published_for("Server")
@@ -355,7 +361,7 @@ def test_repro_agrees_with_the_official_checkers(fixtures: Path) -> None:
             else:
                 from repro.results.compliance import read_test06
 
-                width = read_test06(fixtures / rel / "../../TEST06", v.scenario).dtype
+                width = read_test06(fixtures / rel / "../../TEST06", v.scenario, eos_id=EOS).dtype
                 assert (t06 == "PASS") == (official["test06"][width] == "pass"), rel
             compared["test06"] += 1
     assert compared["validity"] >= 15 and compared["accuracy"] >= 12 and compared["test06"] >= 2

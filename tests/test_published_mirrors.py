@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from repro.core.published import INDEX_405B_CSV, INDEX_CSV, PublishedResult, load_index
+from repro.core.published import INDEX_405B_CSV, INDEX_CSV, INDEX_DSR1_CSV, PublishedResult, load_index
 from repro.results.verify import verify_dir
 
 REPO = Path(__file__).resolve().parents[1]
@@ -58,14 +58,19 @@ def _rebuild_v50_405b() -> bytes:
 @pytest.mark.slow
 def test_the_build_script_rebuilds_the_shipped_rows_from_the_fetched_repositories() -> None:
     """scripts/build_published_index.py --git-dir on the fetched results repositories (the commits sources.json
-    names) writes published-llama3.1-405b.csv (its v5.0 rows from the saved stored files), and the v4.1, v5.1 and
-    v6.0 rows of published-llama2-70b.csv, byte for byte. Needs the repositories fetched under
+    names) writes published-llama3.1-405b.csv (its v5.0 rows from the saved stored files), the v4.1, v5.1 and
+    v6.0 rows of published-llama2-70b.csv, and the v5.1 and v6.0 rows of published-deepseek-r1.csv (its v6.1 rows:
+    tests/test_published_deepseek_r1.py), byte for byte. Needs the repositories fetched under
     $REPRO_RESULTS_MIRRORS (owner+name/repo), as the search tool's `fetch` lays them out."""
     table = ("--table", "summary_results.json")
     l405 = _rebuild_v50_405b()  # the header and the v5.0 rows, from the saved stored files (no fetched repo)
     l405 += _rebuild("v5.1", *V51, "--benchmark", "llama3.1-405b", *table)
     l405 += _rebuild("v6.0", *V60, "--benchmark", "llama3.1-405b", *table)
     assert l405 == INDEX_405B_CSV.read_bytes()
+    dsr1 = _rebuild("v5.1", *V51, "--benchmark", "deepseek-r1", *table, "--header")
+    dsr1 += _rebuild("v6.0", *V60, "--benchmark", "deepseek-r1", *table)
+    shipped_dsr1 = INDEX_DSR1_CSV.read_bytes().splitlines(keepends=True)
+    assert dsr1 == b"".join(line for line in shipped_dsr1 if not line.startswith(b"v6.1,"))
     # each line with its own ending: these rounds' rows end in CRLF, the v5.0 and v6.1 rows between them in LF
     shipped = INDEX_CSV.read_bytes().splitlines(keepends=True)
     for round_, source, extra in (("v4.1", V41, ()), ("v5.1", V51, table), ("v6.0", V60, table)):

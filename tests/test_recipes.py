@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 
 import pytest
@@ -35,6 +36,9 @@ def test_every_shipped_recipe_validates() -> None:
         "nd-gb300-v6",
         "nd-h100-v5",
         "nd-h200-v5",
+        "nd-gb300-v6-dsr1",
+        "nd-gb200-v6-dsr1",
+        "nd-gb200-v6-dsr1-x288",
     }
     assert runner.invoke(app, ["recipes", "validate"]).exit_code == 0
 
@@ -113,3 +117,53 @@ def test_nvfp4_on_hopper_is_refused(tmp_path: Path) -> None:
 def test_unknown_recipe_names_the_list() -> None:
     res = runner.invoke(app, ["recipes", "show", "nd-a100"])
     assert res.exit_code == 2 and "Unknown recipe 'nd-a100'" in res.output and "nd-gb300-v6" in res.output
+
+
+def test_a_copys_dataset_tables_merge_key_by_key(tmp_path: Path) -> None:
+    """A copy that pins one role keeps the benchmark's others: `sha256: {calibration: X}` keeps the published
+    sampled pin (a shallow merge dropped it, and setup then refused the sampled set), `urls: {sampled: U}` keeps the
+    calibration URL; a field outside the tables still replaces the benchmark's."""
+    shipped = get_recipe("nd-gb300-v6")
+    pin = "ab" * 32
+
+    def mutate(d: dict) -> None:
+        d["dataset"] = {"sha256": {"calibration": pin}, "urls": {"sampled": "https://mirror.example/s.pkl"}}
+        d["dataset"]["samples"] = 100
+
+    copy = load_recipe_file(_broken(tmp_path, mutate))
+    assert copy.dataset.sha256 == {"sampled": shipped.dataset.sha256["sampled"], "calibration": pin}
+    assert copy.dataset.urls == {**shipped.dataset.urls, "sampled": "https://mirror.example/s.pkl"}
+    assert copy.dataset.files == shipped.dataset.files and copy.dataset.samples == 100
+
+
+def test_a_renamed_copy_is_told_the_line_to_change(tmp_path: Path) -> None:
+    """A copy saved as mine405.yaml still says `name: nd-gb200-v6-405b`: the one error line says which line to change
+    to what (`recipes validate` shows it too), and Next validates that file; a file name no recipe may have is told
+    the rename instead, and Next validates the renamed file."""
+    text = (recipes_dir() / "nd-gb200-v6-405b.yaml").read_text()
+    for stem, fix, then in (
+        ("mine405", "change its line 'name: nd-gb200-v6-405b' to 'name: mine405'.", "mine405"),
+        ("My Copy", "rename it to nd-gb200-v6-405b.yaml (a name is", "nd-gb200-v6-405b"),
+    ):
+        path = tmp_path / f"{stem}.yaml"
+        path.write_text(text)
+        with pytest.raises(RecipeError) as err:
+            load_recipe_file(path)
+        assert f"the file is named '{stem}' (a recipe is known by its file's name): {fix}" in err.value.message
+        assert err.value.next_command == f"`repro recipes validate {shlex.quote(str(tmp_path / then))}.yaml`"
+        res = runner.invoke(app, ["recipes", "validate", str(path)], env={"COLUMNS": "400"})
+        assert res.exit_code == 2 and fix in res.output, res.output
+
+
+def test_a_benchmark_pin_follows_its_file_name(tmp_path: Path) -> None:
+    """The benchmark's SHA-256 and MD5 of open_orca_..._24576.pkl pin that file: a copy naming another sampled file
+    does not inherit them (its own pins stay), and one keeping the file keeps both."""
+    shipped = get_recipe("nd-gb300-v6")
+
+    def rename(d: dict) -> None:
+        d["dataset"] = {"files": {"sampled": "mine.pkl"}, "sha256": {"calibration": "cd" * 32}}
+
+    copy = load_recipe_file(_broken(tmp_path, rename))
+    assert copy.dataset.sha256 == {"sampled": "unknown", "calibration": "cd" * 32} and "sampled" not in copy.dataset.md5
+    keep = load_recipe_file(_broken(tmp_path, lambda d: d.update(dataset={"samples": 10})))
+    assert keep.dataset.sha256 == shipped.dataset.sha256 and keep.dataset.md5 == shipped.dataset.md5

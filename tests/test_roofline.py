@@ -6,25 +6,27 @@ import pytest
 
 from repro.core.benchmarks import load_benchmark
 from repro.core.recipes import get_recipe
-from repro.report.roofline import flops_per_output_token, kv_bytes_per_token, roofline
+from repro.report.roofline import flops_per_output_token, kv_bytes_per_token, model_shape, roofline
 
-LLAMA2 = load_benchmark("llama2-70b-99").model
+LLAMA2_BENCH = load_benchmark("llama2-70b-99")
+LLAMA2 = model_shape(LLAMA2_BENCH, LLAMA2_BENCH.model)  # the shape its module (core/families/llama2_70b.py) reads
 P70 = 68_976_648_192  # 80 x (2 x 8192^2 + 2 x 8192 x 1024 + 3 x 8192 x 28672 + 2 x 8192) + 2 x 32000 x 8192 + 8192
-MEAN_INPUT_TOKENS = 624.0  # the llama2-70b benchmark file's stated (assumed) mean prompt
+MEAN_INPUT_TOKENS = 222.33  # the llama2-70b benchmark file's mean prompt of the published set (source openorca-lengths)
 
 
 def test_kv_bytes_for_llama2_70b_gqa() -> None:
-    assert LLAMA2.architecture is not None
-    assert kv_bytes_per_token(1, LLAMA2.architecture) == 80 * 8 * 128 * 2 == 163_840
-    assert kv_bytes_per_token(2, LLAMA2.architecture) == 327_680
-    assert LLAMA2.parameters == P70
+    assert LLAMA2 is not None
+    assert kv_bytes_per_token(1, LLAMA2) == 80 * 8 * 128 * 2 == 163_840
+    assert kv_bytes_per_token(2, LLAMA2) == 327_680
+    assert LLAMA2.params == LLAMA2.active == P70
 
 
 def test_405b_bound_uses_the_405b_model_and_measured_lengths() -> None:
     """A 405B recipe's roofline: 405.85e9 parameters, 126 layers x 8 KV heads x 128; no assumed prompt length."""
-    m405 = load_benchmark("llama3.1-405b").model
-    assert m405.architecture is not None and m405.parameters == 405_853_388_800
-    assert kv_bytes_per_token(1, m405.architecture) == 126 * 8 * 128 * 2
+    b405 = load_benchmark("llama3.1-405b")
+    m405 = model_shape(b405, b405.model)
+    assert m405 is not None and m405.params == 405_853_388_800
+    assert kv_bytes_per_token(1, m405) == 126 * 8 * 128 * 2
     per_token = 2 * 405_853_388_800 * (9000 + 650) + 4 * 126 * 16384 * (9000**2 / 2 + 650 * (9000 + 650 / 2))
     assert flops_per_output_token(9000, 650, m405) == pytest.approx(per_token / 650)
 
@@ -43,12 +45,13 @@ def test_gb300_ceiling_is_the_tensor_core_bound_not_the_hbm_one() -> None:
     """Issue 27: 15.2k tokens/s per GPU read as 28% of an HBM-only bound (3.6x headroom that does not exist)."""
     roof = roofline(get_recipe("nd-gb300-v6"), measured_per_gpu=15_200.0)
     assert roof is not None and roof.limiter == "compute"
-    per_token = 2 * P70 * (624 + 294.45) + 4 * 80 * 8192 * (624 * 624 / 2 + 294.45 * (624 + 294.45 / 2))
-    assert flops_per_output_token(624, 294.45, LLAMA2) == pytest.approx(per_token / 294.45)
-    assert roof.compute_tokens_per_s == pytest.approx(15_000e12 / (per_token / 294.45))
+    i, o = MEAN_INPUT_TOKENS, 294.45
+    per_token = 2 * P70 * (i + o) + 4 * 80 * 8192 * (i * i / 2 + o * (i + o / 2))
+    assert flops_per_output_token(i, o, LLAMA2) == pytest.approx(per_token / o)
+    assert roof.compute_tokens_per_s == pytest.approx(15_000e12 / (per_token / o))
     assert roof.bound_tokens_per_s == roof.compute_tokens_per_s < roof.hbm_tokens_per_s
-    assert 0.40 < (roof.fraction or 0) < 0.50  # not 0.28
-    assert "datasheet" in roof.peak_source and "assumed" in roof.input_source
+    assert roof.fraction == pytest.approx(15_200.0 / roof.compute_tokens_per_s)  # of the compute bound, not HBM's
+    assert "datasheet" in roof.peak_source and "benchmark file" in roof.input_source
 
 
 def test_measured_lengths_replace_the_assumed_ones() -> None:

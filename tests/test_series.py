@@ -9,7 +9,7 @@ import statistics
 from pathlib import Path
 
 import pytest
-from helpers import cli, copy_bundle, edit, edit_detail
+from helpers import as_another_run, cli, copy_bundle, edit, edit_detail
 
 from repro.results.series import t_quantile
 
@@ -22,7 +22,7 @@ BAND = (13015.4 * 0.95, 13015.4 * 1.05)
 def _runs(fixtures: Path, tmp: Path, tokens: list[str]) -> list[str]:
     out = []
     for i, value in enumerate(tokens):
-        b = copy_bundle(fixtures, GB200, tmp / f"r{i}")
+        b = as_another_run(copy_bundle(fixtures, GB200, tmp / f"r{i}"), i)  # a copy is the same run (#44 item 3)
         if value != "52061.6":
             edit(b / SUMMARY, "Tokens per second: 52061.6", f"Tokens per second: {value}")
             edit_detail(b / DETAIL, "result_tokens_per_second", float(value))
@@ -85,9 +85,14 @@ def test_runs_of_different_configurations_are_refused_naming_the_difference(fixt
     assert "are different configurations" in out and "accelerator NVIDIA H100-SXM-80GB vs NVIDIA GB200" in out
 
 
-def test_the_same_run_twice_is_refused(fixtures: Path) -> None:
-    res = cli("verify", str(fixtures / GB200), str(fixtures / GB200))
-    assert res.exit_code == 2 and "named twice" in res.output
+def test_the_same_run_twice_is_counted_once(fixtures: Path) -> None:
+    """Named twice, it is one run (#44 item 3): named in a note, counted once, and one run decides nothing."""
+    res = cli("verify", str(fixtures / GB200), str(fixtures / GB200), "--json")
+    doc = json.loads(res.stdout)
+    assert res.exit_code == 1 and doc["runs"] == 1 and doc["status"] == "UNDECIDED", doc
+    assert doc["notes"] == [
+        f"{fixtures / GB200} is the run {fixtures / GB200} again (the same mlperf_log_detail.txt): counted once"
+    ]
 
 
 def test_run_repeat_runs_each_in_its_own_process_and_verifies_them_together(

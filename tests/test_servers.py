@@ -122,17 +122,40 @@ def test_server_that_never_gets_ready_times_out_with_its_log(client, serve_image
                 ws,
                 samples=8,
                 detect=False,
-                servers=_options(serve_image, tag, env={"STANDIN_HANG": "load"}, ready_timeout_s=4),
+                # Long enough for a container to start and print its first line on a loaded 2-core machine.
+                servers=_options(serve_image, tag, env={"STANDIN_HANG": "load"}, ready_timeout_s=12),
             )
         )
-    assert "did not become ready within 4 s" in err.value.message and "loading model" in err.value.message
+    assert "did not become ready within 12 s" in err.value.message and "loading model" in err.value.message
     assert "--ready-timeout" in err.value.next_command and "servers" in err.value.next_command
     assert _left(client, tag) == []
 
 
 def test_server_dying_mid_run_marks_the_run_incomplete(client, serve_image, ws: Workspace) -> None:
     tag = uuid.uuid4().hex[:8]
+    # Each server first answers NVIDIA's warm-up burst (10 queries), so the crash after 13 answers is mid-run.
     with pytest.raises(StepFailed) as err:
+        run_benchmark(
+            RunOptions.build(
+                RECIPE,
+                ws,
+                samples=16,
+                detect=False,
+                servers=_options(serve_image, tag, env={"STANDIN_CRASH": "after:13"}),
+            )
+        )
+    assert "exited with code 3" in err.value.message and "simulated engine failure" in err.value.message
+    run_dir = next((ws.runs / RECIPE / "Offline").iterdir()) / "performance" / "run_1"
+    info = json.loads((run_dir / "run.json").read_text())
+    assert info["incomplete"] is True and info["status"] == "failed"
+    assert _left(client, tag) == []
+
+
+def test_server_dying_in_the_warm_up_names_its_exit_and_log(client, serve_image, ws: Workspace) -> None:
+    """A server that dies while answering the warm-up burst is reported as the server's death (exit code, last log
+    lines, when), not as a connection the client saw closed."""
+    tag = uuid.uuid4().hex[:8]
+    with pytest.raises(ServerDied) as err:
         run_benchmark(
             RunOptions.build(
                 RECIPE,
@@ -142,10 +165,10 @@ def test_server_dying_mid_run_marks_the_run_incomplete(client, serve_image, ws: 
                 servers=_options(serve_image, tag, env={"STANDIN_CRASH": "after:3"}),
             )
         )
-    assert "exited with code 3" in err.value.message and "simulated engine failure" in err.value.message
+    msg = err.value.message
+    assert "exited with code 3" in msg and "simulated engine failure" in msg and "warm-up burst" in msg
     run_dir = next((ws.runs / RECIPE / "Offline").iterdir()) / "performance" / "run_1"
-    info = json.loads((run_dir / "run.json").read_text())
-    assert info["incomplete"] is True and info["status"] == "failed"
+    assert json.loads((run_dir / "run.json").read_text())["status"] == "failed"
     assert _left(client, tag) == []
 
 

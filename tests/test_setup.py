@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import cli
+from helpers import cli, cli_process
 from hubserver import HubServer, Repo
 from setup_helpers import MODEL_REPO, N_CALIB, N_SAMPLES, build_tokenizer_dir, model_files, write_parquet, write_recipe
 
@@ -376,10 +376,77 @@ def test_payload_pinned_by_a_hostile_recipe_is_refused_by_the_unpickler(hub, tmp
     marker, recipe = _serve_payload(hub, tmp_path, pin_it=True)
     res = cli("setup", "--recipe", str(recipe))
     assert res.exit_code == 2, res.output
-    assert "posix.system" in res.stderr and "refused without running it" in res.stderr
+    assert "posix.system" in res.stderr and "nothing in the file was run" in res.stderr
     assert "Traceback" not in res.stderr
     assert not marker.exists()
     assert ledger(_isolated_home).get("setup").status == "failed"
+
+
+HOSTILE = Path(__file__).parent / "fixtures" / "pickles" / "hostile"
+
+
+def _serve_pinned_sampled(hub, data: bytes) -> str:
+    """The hub serves `data` as the sampled set and the recipe pins it (what a hostile recipe + mirror could do)."""
+    import hashlib
+
+    import yaml
+
+    name = f"open_orca_gpt4_tokenized_llama.sampled_{N_SAMPLES}.pkl"
+    hub.static[name] = data
+    recipe = yaml.safe_load(hub.recipe.read_text())
+    recipe["dataset"]["sha256"]["sampled"] = hashlib.sha256(data).hexdigest()
+    hub.recipe.write_text(yaml.safe_dump(recipe, sort_keys=False))
+    return name
+
+
+def test_a_pinned_heap_write_pickle_is_refused_in_its_own_process_exit_2(hub, _isolated_home):
+    """Issue #43: the pickle that made pandas 3.1.1 write out of bounds (a segfault after a "clean" refusal), pinned
+    by the recipe: `repro setup`, in its own process, refuses it in one line, exit 2; nothing is prepared."""
+    name = _serve_pinned_sampled(hub, (HOSTILE / "heapwrite_slice_1e9.pkl").read_bytes())
+    proc = cli_process("setup", "--recipe", str(hub.recipe), env={"REPRO_HOME": str(_isolated_home)}, timeout=600)
+    assert proc.returncode == 2, (proc.returncode, proc.stderr[-2000:])
+    errors = [ln for ln in proc.stderr.splitlines() if ln.startswith("error:")]
+    assert len(errors) == 1 and name in errors[0] and "BlockManager" in errors[0], proc.stderr[-2000:]
+    assert "nothing in the file was run" in errors[0]
+    assert not (_isolated_home / "preprocessed" / "mlperf-openorca").exists()
+    assert not [p for p in (_isolated_home / "preprocessed").glob(".*")]  # no staging folder left behind
+    assert ledger(_isolated_home).get("setup").status == "failed"
+
+
+def test_a_decoder_that_crashes_is_one_error_naming_the_file(hub, _isolated_home, monkeypatch):
+    """The child really crashes (numpy's own setstate on the object-array pickle, run in place of repro's decoder):
+    setup says which file could not be decoded and why, exit 2, and the prepared folder is not touched."""
+    from repro.setup import convert
+
+    name = _serve_pinned_sampled(hub, (HOSTILE / "numpy_object_slots.pkl").read_bytes())
+    plain = [sys.executable, "-I", "-c", "import pickle, sys; pickle.loads(sys.stdin.buffer.read())"]
+    monkeypatch.setattr(convert, "child_argv", lambda: plain)
+    res = cli("setup", "--recipe", str(hub.recipe))
+    assert res.exit_code == 2, res.output
+    assert f"the dataset file {_isolated_home / 'data' / 'mlperf-openorca' / name} could not be decoded" in " ".join(
+        res.stderr.split()
+    )
+    assert "the decoder was killed by SIG" in res.stderr and "nothing was written" in res.stderr
+    assert not (_isolated_home / "preprocessed" / "mlperf-openorca").exists()
+
+
+def test_the_conversion_is_recorded_and_not_repeated(hub, _isolated_home):
+    """The prepared files, the calibration parquet and the confinement are in the manifest and the ledger; a second
+    setup decodes nothing (the manifest records these very source pickles)."""
+    assert cli("setup", "--recipe", str(hub.recipe)).exit_code == 0
+    folder = _isolated_home / "preprocessed" / "mlperf-openorca"
+    manifest = json.loads((folder / "manifest.json").read_text())
+    calib = manifest["calibration"]
+    assert calib["sha256"] == sha256_file(folder / calib["file"]) and calib["file"].endswith("/data.parquet")
+    assert manifest["conversion"]["network"] == ledger(_isolated_home).get("setup").details["conversion"]["network"]
+    assert manifest["conversion"]["as_bytes"] >= 2 << 30 and manifest["conversion"]["core_bytes"] == 0
+    arts = {Path(a.path).name: a for a in ledger(_isolated_home).get("setup").outputs}
+    assert arts["data.parquet"].sha256 == calib["sha256"] and arts["input_ids.npy"].verify()
+    before = (folder / "manifest.json").stat().st_mtime_ns
+    res = cli("setup", "--recipe", str(hub.recipe), "--force", "--json")
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["details"]["conversion"]["converted"] is False
+    assert (folder / "manifest.json").stat().st_mtime_ns == before
 
 
 def test_unpinned_calibration_is_derived_from_the_sampled_set_not_fetched(hub, assets, _isolated_home):
@@ -400,9 +467,7 @@ def test_unpinned_calibration_is_derived_from_the_sampled_set_not_fetched(hub, a
     calib_name = f"open_orca_gpt4_tokenized_llama.calibration_{N_CALIB}.pkl"
     assert not (_isolated_home / "data" / "mlperf-openorca" / calib_name).exists()
     parquet = _isolated_home / "preprocessed" / "mlperf-openorca" / "mlperf_llama2_openorca_calibration_1k"
-    from repro.setup.safe_pickle import load_dataframe
-
-    published = load_dataframe(assets["pkls"]["calibration"], sha256_file(assets["pkls"]["calibration"]))
+    published = pd.read_pickle(assets["pkls"]["calibration"])  # made by pandas' own sample(), read by pandas
     assert pd.read_parquet(parquet / "data.parquet")["text"].tolist() == list(published["input"])
     checks = json.loads(res.stdout)["details"]["checks"]
     assert any("never downloaded or unpickled" in c for c in checks)

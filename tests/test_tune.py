@@ -289,10 +289,11 @@ def test_no_rate_held_in_the_time_given_names_a_longer_max_minutes(tmp_path: Pat
 
 def test_bad_tune_options_are_one_line_errors(tmp_path: Path) -> None:
     from repro.run.tune import tune
+    from repro.run.tune_options import TuneOptions
 
     ws = Workspace.open(tmp_path)
     with pytest.raises(InputError, match="--margin"):
-        tune(get_recipe("demo"), ws, margin=0.9)
+        tune(TuneOptions.build(get_recipe("demo"), ws, margin=0.9))
     res = runner.invoke(app, ["tune", "server", "--recipe", "demo", "--start-qps", "-1", "-w", str(tmp_path)])
     assert res.exit_code == 2 and "'--start-qps': must be a finite number > 0" in res.output
     res = runner.invoke(app, ["run", "server", "--recipe", "demo", "--target-qps", "auto", "-w", str(tmp_path)])
@@ -420,6 +421,7 @@ def test_a_probe_far_above_capacity_is_stopped_and_fails(tmp_path: Path) -> None
     and a search with no passing rate says so (exit 1) with the probe kept."""
     from repro.core.errors import StepFailed
     from repro.run.tune import tune
+    from repro.run.tune_options import TuneOptions
 
     ws, tok = standin_ws(tmp_path / "ws")
     env = {"STANDIN_TOKENS_PER_S": "20", "STANDIN_MAX_BATCH": "1", "STANDIN_OUT_LEN": "9"}
@@ -428,15 +430,17 @@ def test_a_probe_far_above_capacity_is_stopped_and_fails(tmp_path: Path) -> None
         time.sleep(0.5)
         with pytest.raises(StepFailed, match="No Interactive rate held for nd-h100-v5 within --max-minutes 0.05"):
             tune(
-                get_recipe("nd-h100-v5"),
-                ws,
-                scenario="Interactive",
-                endpoints=[srv.url],
-                start_qps=50,
-                probe_s=1,
-                probe_queries=40,
-                max_minutes=0.05,
-                detect=False,
+                TuneOptions.build(
+                    get_recipe("nd-h100-v5"),
+                    ws,
+                    scenario="Interactive",
+                    endpoints=[srv.url],
+                    start_qps=50,
+                    probe_s=1,
+                    probe_queries=40,
+                    max_minutes=0.05,
+                    detect=False,
+                )
             )
     (doc,) = [json.loads(p.read_text()) for p in ws.tuned.glob("nd-h100-v5/interactive-search/*/tune.json")]
     assert doc["probes"][0]["passed"] is False and "stopped early" in doc["probes"][0]["reason"]

@@ -26,6 +26,9 @@ GB200 = "azure-nd-gb200-v6-v5.1"
 GB200_RUN = f"{GB200}/llama2-70b-99/Offline/performance/run_1"
 RACK = "azure-nd-gb300-v6-rack"
 DGX = "nvidia-dgx-h100-v4.1"
+DSR1 = "v6.1_Azure_deepseek-r1"
+DSR1_OTHERS = "v6.1_deepseek-r1_others"  # Cisco B300 x8 O/S, Crusoe MI355X x512 O, NVIDIA GB300 x72 Interactive
+AZURE_V40 = "v4.0_Azure_NC_H100_v5_TRT_llama2-70b-99.9"  # Offline and Server in the submission's own layout
 CISCO = "v5.1_Cisco_HGX-H100_H100-SXM-80GBx32_TRT_llama2-70b-99_Offline"
 INTEL = "v6.0_Intel_1-node-4x-BMG-B60_llama2-70b-99_Offline"
 NEURALMAGIC = "v4.1_NeuralMagic_vLLM_8xL40S-reference-cpu-pytorch-v2.3.1-default_config_llama2-70b-99_offline"
@@ -182,7 +185,9 @@ def test_interactive_is_told_apart_from_server(fixtures: Path) -> None:
 
 def test_interactive_checked_by_its_own_limits(fixtures: Path, tmp_path: Path) -> None:
     bundle = copy_bundle(fixtures, INTERACTIVE, tmp_path / "b")
-    edit_json(bundle / "systems/B200-SXM-180GBx8_TRT.json", accelerator_model_name="NVIDIA GB200")
+    # a GB200 VM's system (4 GPUs): an 8-GPU system is not the recipe's, never a reproduction of it (#44 item 6)
+    system = bundle / "systems/B200-SXM-180GBx8_TRT.json"
+    edit_json(system, accelerator_model_name="NVIDIA GB200", accelerators_per_node=4)
     v = verify_dir(bundle, recipe="nd-gb200-v6")
     assert v.scenario == "Interactive" and v.status == "NO REFERENCE" and v.exit_code == 1
     assert "recipe nd-gb200-v6 has no published Interactive result (it has Offline, Server)" in v.reasons
@@ -392,7 +397,9 @@ def test_same_log_under_another_name_counts_once(fixtures: Path, tmp_path: Path)
     report = aggregate([rack])
     assert report.stats["vms"] == 3
     assert [r.name for r in report.rows] == ["ND_GB300_v6_1", "ND_GB300_v6_4", "ND_GB300_v6_16"]
-    assert any("ND_GB300_v6_4_copy" in n and "holds the same log as" in n for n in report.notes)
+    assert any(
+        n.startswith(f"{rack / 'ND_GB300_v6_4_copy'}") and "is the run" in n and "again" in n for n in report.notes
+    )
 
 
 def test_different_systems_are_never_summed(fixtures: Path) -> None:
@@ -466,6 +473,8 @@ def _targets(fixtures: Path) -> list[tuple[str, list[str]]]:
             out += [(f"{RACK}/{vm.name}", []) for vm in sorted(bundle.iterdir()) if vm.is_dir()]
         elif bundle.name == DGX:
             out += [(DGX, ["--scenario", s]) for s in ("Offline", "Server")]
+        elif bundle.name in (DSR1, DSR1_OTHERS, AZURE_V40):  # results in the submission's own layout: each
+            out += [(str(r.relative_to(fixtures)), []) for r in sorted(bundle.glob("closed/*/results/*/*/*"))]
         else:
             out.append((bundle.name, []))
     return out

@@ -64,7 +64,7 @@ def attest(
             )
         from repro.results.attest_verify import verify_file
 
-        result = verify_file(Path(target[1]), logs, key, root)
+        result = verify_file(Path(target[1]), logs, key, root, allowed_excludes=_rack_excludes())
         emit(result, json)
         raise typer.Exit(result.exit_code)
     if len(target) != 1:

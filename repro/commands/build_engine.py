@@ -22,6 +22,17 @@ BaseImageOpt = Annotated[
 ]
 
 
+ScenarioOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--scenario",
+        help="Build this scenario's own engine where the recipe gives it one (e.g. Server: 405B's TP4xPP1); "
+        "default: the base engine, which Offline and every scenario without its own use.",
+        case_sensitive=False,
+    ),
+]
+
+
 @dataclass
 class BuildResult:
     outcome: StepOutcome
@@ -52,6 +63,7 @@ def build_engine(
     dry_run: DryRunOpt = False,
     json: JsonOpt = False,
     base_image: BaseImageOpt = None,
+    scenario: ScenarioOpt = None,
 ) -> None:
     """Build the TensorRT-LLM container, quantize to NVFP4 (FP8 on Hopper) and build the engine."""
     from repro.core.workspace import Workspace
@@ -62,7 +74,8 @@ def build_engine(
 
     ws = Workspace.open(workspace)
     chosen = recipe_flag(recipe, ws)
+    target = b.deployment_for(chosen, scenario)
     outcome = b.run_build(
-        chosen, ws, force=force, dry_run=dry_run, base_image=base_image, view=None if json else BuildView
+        target, ws, force=force, dry_run=dry_run, base_image=base_image, view=None if json else BuildView
     )
     emit(BuildResult(outcome), json)

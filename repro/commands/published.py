@@ -47,8 +47,8 @@ def list_published(
     ] = "per-accelerator",
     json: JsonOpt = False,
 ) -> None:
-    """List every published MLPerf Llama-2-70B and Llama-3.1-405B result in the shipped index, filtered, best per
-    accelerator first."""
+    """List every published MLPerf result of Llama-2-70B, Llama-3.1-405B and DeepSeek-R1 in the shipped index (and a
+    benchmark's own published-<name>.csv beside its file), filtered, best per accelerator first."""
     if ctx.invoked_subcommand is not None:
         return
     from repro.core.published import Filters, load_index

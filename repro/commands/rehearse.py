@@ -14,7 +14,22 @@ RehearseRecipeOpt = Annotated[
 ]
 TimeScaleOpt = Annotated[
     float,
-    typer.Option("--time-scale", help="LoadGen durations and query counts x this (default 1/400: 2,400 s -> 6 s)."),
+    typer.Option(
+        "--time-scale",
+        help="Time here per second of the real machine (default 1/400: 2,400 s -> 6 s): LoadGen's durations, and at "
+        "--pace published every deadline, interval and the server twin's clock too.",
+    ),
+]
+PaceOpt = Annotated[
+    str,
+    typer.Option(
+        "--pace",
+        help="fixed: stand-in servers at a fixed speed (a quick look at the flow); published: the recipe's server "
+        "twin, calibrated from its published logs, at the published run's pace (fails where the real run would).",
+    ),
+]
+RunStepOpt = Annotated[
+    str | None, typer.Option("--run-step", hidden=True, help="Run one rehearsal step described by FILE (internal).")
 ]
 NodesOpt = Annotated[
     int,
@@ -34,6 +49,15 @@ RackIntoOpt = Annotated[
         "--into", hidden=True, help="With --rack-node: the folder this node's run goes into (RACK_DIR/vm-NN)."
     ),
 ]
+SystemNodeOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--system-node", hidden=True, help="Run the batch step of a system rehearsal's job in rack folder DIR."
+    ),
+]
+SystemScenarioOpt = Annotated[
+    str | None, typer.Option("--scenario", hidden=True, help="With --system-node: the scenario the job runs.")
+]
 ServerImageOpt = Annotated[str | None, typer.Option("--server-image", hidden=True, help="The rack's server image.")]
 ImageSourceOpt = Annotated[
     str | None,
@@ -48,6 +72,7 @@ ImageSourceOpt = Annotated[
 def rehearse(
     recipe: RehearseRecipeOpt = "nd-gb300-v6",
     time_scale: TimeScaleOpt = 1 / 400,
+    pace: PaceOpt = "fixed",
     nodes: NodesOpt = 1,
     workspace: WorkspaceOpt = None,
     dry_run: DryRunOpt = False,
@@ -56,6 +81,9 @@ def rehearse(
     server_image: ServerImageOpt = None,
     image_source: ImageSourceOpt = None,
     into: RackIntoOpt = None,
+    run_step: RunStepOpt = None,
+    system_node: SystemNodeOpt = None,
+    scenario: SystemScenarioOpt = None,
 ) -> None:
     """Rehearse a GPU recipe here: doctor, setup, build-engine on a stand-in TensorRT-LLM base, Offline and Server
     runs through its servers, verify and report; with --nodes, the rack through Slurm. Labelled a rehearsal
@@ -66,9 +94,26 @@ def rehearse(
     from repro.ui.output import emit, show_err
     from repro.ui.progress_bar import RunBar
 
+    if run_step is not None:  # one step of a rehearsal, in its own process (rehearse/step_process.py)
+        import json as json_mod
+        import sys
+
+        from repro.rehearse.step_process import execute_state
+
+        row = execute_state(Path(run_step), bar=RunBar if sys.stderr.isatty() else None)
+        typer.echo(json_mod.dumps(row, default=str))
+        raise typer.Exit(0 if row.get("validity") != "ERROR" else 1)
     if not 0 < time_scale <= 1:
         raise InputError(f"--time-scale must be in (0, 1] (got {time_scale:g}).", "repro rehearse --time-scale 0.0025")
-    if rack_node is not None:
+    if system_node is not None:
+        from repro.rehearse.system import system_node as run_system_node
+
+        if scenario not in ("Offline", "Server"):
+            raise InputError(
+                "--system-node needs --scenario Offline or Server (the job passes it).", "repro rehearse --nodes 4"
+            )
+        result = run_system_node(recipe, Path(system_node), scenario, time_scale, Workspace.open(workspace).root)
+    elif rack_node is not None:
         if not server_image or not into:
             raise InputError(
                 "--rack-node needs --server-image and --into (the rack passes them).", "repro rehearse --nodes 2"
@@ -80,11 +125,20 @@ def rehearse(
     else:
         root = rehearsal.rehearsal_root(Workspace.open(workspace), recipe)
         if dry_run:
-            result = rehearsal.plan(recipe, root, time_scale=time_scale, nodes=nodes, image_source=image_source)
+            result = rehearsal.plan(
+                recipe, root, time_scale=time_scale, pace=pace, nodes=nodes, image_source=image_source
+            )
         else:
             say = None if json else show_err
             result = rehearsal.rehearse(
-                recipe, root, time_scale=time_scale, nodes=nodes, on_step=say, image_source=image_source, bar=RunBar
+                recipe,
+                root,
+                time_scale=time_scale,
+                pace=pace,
+                nodes=nodes,
+                on_step=say,
+                image_source=image_source,
+                bar=RunBar,
             )
     emit(result, json)
     raise typer.Exit(result.exit_code)

@@ -87,8 +87,35 @@ RateOpt = Annotated[
     ),
 ]
 NodesOpt = Annotated[int, typer.Option("--nodes", min=1, help="VMs to run on (with --launcher slurm).")]
-LauncherOpt = Annotated[str, typer.Option("--launcher", help="local: this VM; slurm: one run per node through sbatch.")]
+LauncherOpt = Annotated[
+    str,
+    typer.Option(
+        "--launcher",
+        help="What starts the servers: local (this VM), slurm (sbatch/srun: a rack of VMs, one run each, or one "
+        "system's servers across nodes).",
+    ),
+]
 PartitionOpt = Annotated[str | None, typer.Option("--partition", help="Slurm partition (with --launcher slurm).")]
+InsideJobOpt = Annotated[
+    bool,
+    typer.Option(
+        "--inside-job",
+        help="This process is node 0 of a Slurm job (what the job repro submits runs; also under salloc): place "
+        "the recipe's system on the job's nodes, start its servers as srun steps, LoadGen here.",
+    ),
+]
+TimeLimitOpt = Annotated[
+    str | None,
+    typer.Option("--time-limit", help="Slurm time limit of a system's job (--time: MINUTES, HH:MM:SS or D-HH)."),
+]
+SystemNodesOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--nodes",
+        min=1,
+        help="Nodes (with --launcher slurm; a one-system recipe: default its published count).",
+    ),
+]
 ImageOpt = Annotated[
     str | None,
     typer.Option(
@@ -111,7 +138,9 @@ ImageSourceOpt = Annotated[
         "--image-source",
         help="How the server image reaches each node (with --launcher slurm): archive (docker save/load through the "
         "rack folder), registry (docker pull), enroot (enroot import into the rack folder, each node runs it with "
-        "enroot). Default: registry if the image is in one, enroot where enroot is and Docker is not, else archive.",
+        "enroot); host (a system's servers on each node's host: TensorRT-LLM installed there, no container). "
+        "Default: registry if the image is in one, enroot where enroot is and Docker is not, else archive "
+        "(a system: enroot).",
     ),
 ]
 ServerImageOpt = Annotated[
@@ -171,8 +200,9 @@ StallTimeoutOpt = Annotated[
     typer.Option(
         "--stall-timeout",
         callback=finite_in(0, 7 * 86400),
-        help="Seconds a server may send nothing before the run ends as failed (default 600; a whole request "
-        "gets three times that).",
+        help="Seconds a server may send nothing before the run ends as failed (default: derived from the recipe's "
+        "requests in flight and Offline rate, at least 600; --dry-run shows it; a whole request gets three times "
+        "that).",
     ),
 ]
 MAX_TARGET_QPS = 1_000_000
@@ -284,6 +314,10 @@ def _server_lines(d: dict[str, Any]) -> list[Text]:
     from rich.text import Text
 
     out: list[Text] = []
+    engine = d.get("engine")
+    if isinstance(engine, dict) and engine.get("layout"):
+        which = f"{engine['scenario']}'s own engine" if engine.get("source") else "the base (Offline) engine"
+        out.append(Text(f"engine: {which}, {engine['layout']} (built by `{engine['build']}`)", style="bold"))
     for s in d.get("servers") or []:
         gpus = ",".join(s["gpus"]) if s["gpus"] else "none"
         out.append(Text(f"server {s['rank']}: container {s['container']}  GPUs {gpus}  {s['url']}", style="bold"))
@@ -298,14 +332,26 @@ def _server_lines(d: dict[str, Any]) -> list[Text]:
         )
     if d.get("endpoints"):
         out.append(Text("endpoints (started by you, not repro): " + ", ".join(d["endpoints"])))
+    c = d.get("client")
+    if c:
+        out.append(
+            Text(
+                f"client: {c['requests_in_flight_per_server']:,} requests in flight per server "
+                f"({c['requests_in_flight_source']}); a server that sends nothing for {c['stall_timeout_s']:,.0f} s "
+                f"ends the run ({c['stall_timeout_source']})"
+            )
+        )
     return out
 
 
 def _accuracy_text(scores: dict[str, Any]) -> Text:
-    """The scores the run computed (issue 15 item 4), as accuracy.txt states them."""
+    """The scores the run computed (issue 15 item 4), as accuracy.txt states them: its benchmark's metrics, in their
+    order (rouge1 ... for Llama-2-70B, rougeL and exact_match for Llama-3.1-405B), then the totals."""
     from rich.text import Text
 
-    keys = [k for k in ("rouge1", "rouge2", "rougeL", "rougeLsum") if isinstance(scores.get(k), (int, float))]
+    from repro.results.accuracy import TOTALS
+
+    keys = [k for k, v in scores.items() if k not in TOTALS and isinstance(v, (int, float)) and not isinstance(v, bool)]
     line = ", ".join(f"{k} {scores[k]:.4f}" for k in keys)
     tps = scores.get("tokens_per_sample")
     extra = f"; tokens per sample {tps:,.1f}" if isinstance(tps, (int, float)) else ""
@@ -391,6 +437,9 @@ def _run(scenario: str, flags: dict[str, Any]) -> None:
         stop_if_below_band=flags["stop_if_below_band"],
         argv=("repro", *sys.argv[1:]),
         dry_run=dry_run,
+        launcher=flags.get("launcher"),
+        inside_job=bool(flags.get("inside_job")),
+        nodes=flags.get("nodes") if flags.get("inside_job") else None,
     )
     if flags.get("repeat") and not dry_run:
         _repeat(options, chosen, scenario, flags)
@@ -398,8 +447,12 @@ def _run(scenario: str, flags: dict[str, Any]) -> None:
     from repro.flow.status import record_resume, record_verify
 
     if not flags["json"] and not dry_run:
+        from repro.run.plan import manages_servers
+        from repro.run.servers import check_engine_built
         from repro.ui.output import info
 
+        if manages_servers(options):  # a scenario's own engine not built: one error, before "loading"
+            check_engine_built(options.deployment, ws)
         # said at once: loading the model and LoadGen takes seconds before the bar can show a count
         info(f"run: LoadGen {scenario} for recipe {chosen.name}: loading the model and LoadGen; the bar follows.")
     try:
@@ -509,13 +562,38 @@ def _rack_ui(json: bool) -> Any:
     return QuietRack() if json else ConsoleRack()
 
 
-def _show_rack(result: Any, json: bool) -> None:
-    """The rack result first, then its exit code (failed VMs, or a rack outside the band) through the error table."""
-    from repro.run.rack import check
+def _submitted(scenario: str, flags: dict[str, Any], spec: Any) -> bool:
+    """A launcher that submits (--launcher slurm on a login node, or --rerun-failed): it submits the job, follows it
+    and collects the result, shown first, then its exit code through the error table (True). False: this process
+    runs the scenario itself (one VM, or --inside-job, node 0 of a system's job)."""
+    rerun = flags.get("rerun_failed")
+    if (not spec.submits and rerun is None) or flags.get("inside_job"):
+        return False
+    from repro.run.launchers import Submission, launcher
     from repro.ui.output import emit
 
-    emit(result, json)
-    check(result)
+    chosen = launcher(spec.name if spec.submits else "slurm")
+    request = Submission(
+        flags["recipe"],
+        flags["workspace"],
+        scenario,
+        nodes=flags.get("nodes"),
+        partition=flags.get("partition"),
+        container_image=flags.get("container_image"),
+        image_registry=flags.get("image_registry"),
+        image_source=flags.get("image_source"),
+        backend=flags.get("backend"),
+        duration_s=flags.get("duration"),
+        samples=flags.get("samples"),
+        sim_rate=flags.get("sim_rate"),
+        time_limit=flags.get("time_limit"),
+        rerun=rerun,
+        dry_run=flags["dry_run"],
+    )
+    result = chosen.submit(request, _rack_ui(flags["json"]))
+    emit(result, flags["json"])
+    chosen.check(result)
+    return True
 
 
 def offline(
@@ -537,6 +615,8 @@ def offline(
     image_source: ImageSourceOpt = None,
     server_image: ServerImageOpt = None,
     rerun_failed: RerunOpt = None,
+    inside_job: InsideJobOpt = False,
+    time_limit: TimeLimitOpt = None,
     endpoint: EndpointOpt = None,
     keep_servers: KeepServersOpt = False,
     listen: ListenOpt = "127.0.0.1",
@@ -550,47 +630,21 @@ def offline(
     json: JsonOpt = False,
 ) -> None:
     """Run the Offline scenario through MLCommons LoadGen and write MLPerf logs to a run folder."""
-    if launcher not in ("local", "slurm"):
-        from repro.core.errors import InputError
+    from repro.core.launchers import launcher_spec
 
-        raise InputError(f"--launcher {launcher!r}: use local or slurm.", "`repro run offline --help`")
-    if rerun_failed is not None:
-        from repro.run.rack import rerun_failed as rerun
-
-        _show_rack(rerun(rerun_failed, dry_run=dry_run, ui=_rack_ui(json)), json)
-        return
-    if launcher == "slurm" and repeat:
+    spec = launcher_spec(launcher)
+    if spec.submits and repeat and not inside_job:
         from repro.core.errors import InputError
 
         raise InputError("--repeat runs on this VM (--launcher local).", "`repro run offline --repeat N`")
-    if launcher == "slurm" and (compliance or into):
+    if spec.submits and not inside_job and (compliance or into):
         from repro.core.errors import InputError
 
         raise InputError(
             "--compliance and --into run on this VM only (--launcher local).",
             "`repro run offline --compliance TEST06` on each VM",
         )
-    if launcher == "slurm":
-        from repro.run.rack import launch_offline
-
-        _show_rack(
-            launch_offline(
-                recipe=recipe,
-                workspace=workspace,
-                nodes=nodes,
-                partition=partition,
-                container_image=container_image,
-                image_registry=image_registry,
-                image_source=image_source,
-                backend=backend,
-                duration_s=duration,
-                samples=samples,
-                dry_run=dry_run,
-                sim_rate=sim_rate,
-                ui=_rack_ui(json),
-            ),
-            json,
-        )
+    if _submitted("Offline", locals(), spec):
         return
     _run("Offline", locals())
 
@@ -615,10 +669,22 @@ def server(
     target_qps: TargetQpsOpt = None,
     stop_if_below_band: StopBelowOpt = False,
     repeat: RepeatOpt = None,
+    nodes: SystemNodesOpt = None,
+    launcher: LauncherOpt = "local",
+    partition: PartitionOpt = None,
+    container_image: ImageOpt = None,
+    image_registry: RegistryOpt = None,
+    image_source: ImageSourceOpt = None,
+    inside_job: InsideJobOpt = False,
+    time_limit: TimeLimitOpt = None,
     dry_run: DryRunOpt = False,
     json: JsonOpt = False,
 ) -> None:
     """Run the Server scenario through MLCommons LoadGen (streaming, so TTFT and TPOT are measured)."""
+    from repro.core.launchers import launcher_spec
+
+    if _submitted("Server", locals(), launcher_spec(launcher)):
+        return
     _run("Server", locals())
 
 
@@ -641,8 +707,20 @@ def interactive(
     target_qps: TargetQpsOpt = None,
     stop_if_below_band: StopBelowOpt = False,
     repeat: RepeatOpt = None,
+    nodes: SystemNodesOpt = None,
+    launcher: LauncherOpt = "local",
+    partition: PartitionOpt = None,
+    container_image: ImageOpt = None,
+    image_registry: RegistryOpt = None,
+    image_source: ImageSourceOpt = None,
+    inside_job: InsideJobOpt = False,
+    time_limit: TimeLimitOpt = None,
     dry_run: DryRunOpt = False,
     json: JsonOpt = False,
 ) -> None:
     """Run the Interactive scenario: LoadGen's Server scenario under the benchmark's Interactive TTFT/TPOT limits."""
+    from repro.core.launchers import launcher_spec
+
+    if _submitted("Interactive", locals(), launcher_spec(launcher)):
+        return
     _run("Interactive", locals())

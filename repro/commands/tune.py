@@ -87,23 +87,12 @@ def _tune(
     from repro.core.workspace import Workspace
     from repro.run.servers import ServerOptions
     from repro.run.tune import tune
+    from repro.run.tune_options import TuneOptions
     from repro.ui.output import emit, show_err
 
     ws = Workspace.open(workspace)
     chosen, _ = resolve_recipe(recipe, ws)
-    extra: dict[str, float | int] = {}
-    if probe_seconds is not None:
-        extra["probe_s"] = probe_seconds
-    if probe_queries is not None:
-        extra["probe_queries"] = probe_queries
-    run_settings = None
-    if run_samples is not None:
-        if run_samples < 1:
-            from repro.core.errors import InputError
-
-            raise InputError(f"--run-samples must be positive (got {run_samples}).", "`repro tune server --help`")
-        run_settings = {"min_query_count": run_samples, "min_duration": 0}
-    result = tune(
+    options = TuneOptions.build(
         chosen,
         ws,
         scenario=scenario,
@@ -113,12 +102,13 @@ def _tune(
         start_qps=start_qps,
         margin=margin,
         max_minutes=max_minutes,
+        probe_s=probe_seconds,
+        probe_queries=probe_queries,
+        run_settings=None if run_samples is None else {"min_query_count": run_samples, "min_duration": 0},
         dry_run=dry_run,
         argv=["repro", *sys.argv[1:]],
-        show=show_err,
-        run_settings=run_settings,
-        **extra,  # type: ignore[arg-type]
     )
+    result = tune(options, show=show_err)
     emit(result, json)
 
 

@@ -87,10 +87,42 @@ def verify(
         then = shlex.join(["repro", "published", "show", verdict.record.row.ref])
     if verdict.accuracy_command is not None:  # only the accuracy run is missing: the command that writes it
         then = verdict.accuracy_command
-    if verdict.run.detail_path is None:  # no detail log, no PASS: once it is copied in, the same command again
+    missing = None
+    if verdict.run.detail_path is None:  # no detail log, no PASS: verify again once it is copied in
         then = shlex.join(["repro", "verify", str(result_dir)])
-    emit(WithNext(_priced(verdict, price_per_hour), then, hint=labelled_exit(verdict)), json)
+        missing = f"copy the run's mlperf_log_detail.txt beside {verdict.run.summary_path or verdict.run.folder}"
+    elif verdict.accuracy_command is not None:
+        from repro.results.checks import expected_accuracy_txt
+
+        where = expected_accuracy_txt(verdict.run).parent
+        missing = f"copy the result's accuracy.txt and mlperf_log_accuracy.json into {where}"
+    after, prose = next_after_verify(then, result_dir, verdict, missing)
+    hints = " ".join(filter(None, (prose, labelled_exit(verdict))))
+    emit(WithNext(_priced(verdict, price_per_hour), after, hint=hints or None), json)
     raise typer.Exit(verdict.exit_code)
+
+
+def next_after_verify(then: str | None, result_dir: Path, verdict: Any, missing: str | None) -> tuple[str | None, str]:
+    """(the Next command, prose): never the verify just run. What only copying files can fix (a published result's
+    accuracy or detail log) is said in words, with the published record to fetch them from as the command."""
+    try:
+        argv = shlex.split(then or "")
+    except ValueError:
+        argv = []
+    target = next((a for a in argv[2:] if not a.startswith("-")), None) if argv[:2] == ["repro", "verify"] else None
+    if target is None or not _same_folder(Path(target), Path(result_dir)):
+        return then, ""
+    what = missing or "copy the missing files into the folder"
+    if verdict.record is not None:
+        show = shlex.join(["repro", "published", "show", verdict.record.row.ref])
+        return show, f"{what[:1].upper()}{what[1:]} (the published record below names its source), then verify again."
+    return None, f"{what[:1].upper()}{what[1:]}, then verify again."
+
+
+def _same_folder(a: Path, b: Path) -> bool:
+    """One result: the same folder, or one inside the other (the result folder and its performance/run_1)."""
+    ra, rb = a.resolve(), b.resolve()
+    return ra == rb or rb in ra.parents or ra in rb.parents
 
 
 def labelled_exit(verdict: Any) -> str | None:

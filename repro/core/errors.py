@@ -184,4 +184,12 @@ def explain(exc: BaseException) -> Explained | None:
             return fn(exc)
     if isinstance(exc, OSError):
         return _explain_oserror(exc)
+    if isinstance(exc, RuntimeError) and str(exc).startswith("Symlink loop from "):
+        # Python 3.11's Path.resolve() raises RuntimeError (3.13: OSError ELOOP) on a link that leads back to itself
+        where = str(exc).removeprefix("Symlink loop from ")
+        return Explained(
+            f"A symbolic link loops back on itself ({where}); repro cannot use a folder behind it.",
+            "remove or fix that link (`ls -l` shows where it points), then run the command again",
+            2,
+        )
     return None

@@ -12,8 +12,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from repro.core.families import ModelShape
+
 if TYPE_CHECKING:
-    from repro.core.recipes import Recipe
+    from repro.core.recipes import Deployment, Recipe
 
 GB = 10**9
 BYTES = {"fp4": 0.5625, "nvfp4": 0.5625, "fp8": 1.0, "int8": 1.0, "float16": 2.0, "fp16": 2.0, "bfloat16": 2.0}
@@ -21,21 +23,6 @@ BYTES = {"fp4": 0.5625, "nvfp4": 0.5625, "fp8": 1.0, "int8": 1.0, "float16": 2.0
 RESERVE_GB = 3.0
 """Per GPU, held back from the KV pool for the CUDA context, NCCL buffers and activations (an estimate: TensorRT-LLM
 measures the free memory after loading the weights and one warm-up pass, then takes its fraction of that)."""
-
-
-@dataclass(frozen=True)
-class ModelShape:
-    """What the memory arithmetic needs of a model; layers/kv_heads/head_dim None when no source gives them."""
-
-    params: float
-    layers: int | None = None
-    kv_heads: int | None = None
-    head_dim: int | None = None
-    source: str = ""
-
-    @property
-    def has_kv(self) -> bool:
-        return bool(self.layers and self.kv_heads and self.head_dim)
 
 
 @dataclass(frozen=True)
@@ -81,6 +68,18 @@ class MemoryFit:
     full_batch_kv_gb: float | None
     typical_tokens: float | None
     assumptions: list[str] = field(default_factory=list)
+    input_tokens: float | None = None
+    """The mean prompt (None: not known, so `typical_tokens` counts outputs only)."""
+    input_source: str = ""
+    in_flight: int | None = None
+    """The requests the client keeps in flight per server (None: not stated)."""
+
+    @property
+    def sequences_at_once(self) -> int | None:
+        """How many sequences of the typical length the KV pool holds at once: the engine's effective batch."""
+        if self.pool_tokens is None or not self.typical_tokens:
+            return None
+        return int(self.pool_tokens // self.typical_tokens)
 
     @property
     def weights_fit(self) -> bool:
@@ -120,9 +119,30 @@ class MemoryFit:
         if self.full_batch_kv_gb is not None:
             text += f"; batch {self.batch:,} at full length: {self.full_batch_kv_gb:,.0f} GB"
         text += ")"
-        if self.typical_tokens:
+        if self.typical_tokens and self.input_tokens is not None:
+            text += f"; {self._at_once()}"
+        elif self.typical_tokens:
             share = self.pool_tokens / self.batch
-            text += f"; {share:,.0f} tokens/sequence at batch {self.batch:,} (typical {self.typical_tokens:,.0f})"
+            text += (
+                f"; {share:,.0f} tokens/sequence at batch {self.batch:,} (outputs of {self.typical_tokens:,.0f}; "
+                f"prompts not counted: {self.input_source or 'no prepared dataset yet'})"
+            )
+        return text
+
+    def _at_once(self) -> str:
+        """What the pool holds of sequences of the typical prompt + output, and what that means for the batch and
+        the requests in flight."""
+        fits, typical = self.sequences_at_once or 0, self.typical_tokens or 0.0
+        prompt = self.input_tokens or 0.0
+        text = (
+            f"{plural(fits, 'sequence')} of {typical:,.0f} tokens fit at once (mean prompt {prompt:,.0f} from "
+            f"{self.input_source}, output {typical - prompt:,.0f})"
+        )
+        if fits >= self.batch:
+            return text + f": the full batch of {self.batch:,} fits"
+        text += f": the engine batches at most {fits:,} of its {self.batch:,}"
+        if self.in_flight is not None and self.in_flight > fits:
+            text += f"; of the client's {self.in_flight:,} in flight per server, the rest wait in the server's queue"
         return text
 
     def to_json(self) -> dict[str, Any]:
@@ -137,20 +157,33 @@ class MemoryFit:
             "full_batch_kv_gb": None if self.full_batch_kv_gb is None else round(self.full_batch_kv_gb, 1),
             "sequences_at_full_length": self.sequences_at_full_length,
             "typical_tokens": self.typical_tokens,
+            "input_tokens": self.input_tokens,
+            "input_source": self.input_source,
+            "sequences_at_once": self.sequences_at_once,
+            "client_in_flight": self.in_flight,
             "reserve_gb": RESERVE_GB,
             "status": self.level,
             "assumptions": self.assumptions,
         }
 
 
+def stage_weights_gb(shape: ModelShape, weight_bytes: float, tp: int, pp: int, embed_bytes: float | None) -> float:
+    """Per GPU of the heaviest pipeline stage. Without the vocabulary (or `embed_bytes`) every parameter is at
+    `weight_bytes`, split evenly. With them the quantized layers split over tp x pp, the embedding is whole on each
+    first-stage rank and the lm_head split over the last stage's tp ranks, both at `embed_bytes` (405B TP2xPP2:
+    56.5 + 4.2 = 60.7 GB on stage 0, not 57.1)."""
+    emb = shape.embedding_params
+    if not emb or embed_bytes is None:
+        return shape.params * weight_bytes / (tp * pp) / GB
+    layers = (shape.params - 2 * emb) * weight_bytes / (tp * pp)
+    first = layers + emb * embed_bytes + (emb * embed_bytes / tp if pp == 1 else 0.0)
+    last = layers + emb * embed_bytes / tp
+    return max(first, last) / GB
+
+
 def kv_bytes_per_token(shape: ModelShape, kv_bytes: float, tp: int, pp: int = 1) -> float | None:
-    """K and V for every layer: 2 x layers x kv_heads x head_dim x bytes, split over tp (KV heads) and pp (layers);
-    with fewer KV heads than tp ranks each rank holds one head."""
-    if not shape.has_kv:
-        return None
-    assert shape.layers and shape.kv_heads and shape.head_dim
-    heads = max(1.0, shape.kv_heads / tp)
-    return 2 * shape.layers / pp * heads * shape.head_dim * kv_bytes
+    """The KV cache per token on one GPU of a tp x pp server, by the model's attention (ModelShape: GQA or MLA)."""
+    return shape.kv_bytes_per_token(kv_bytes, tp, pp)
 
 
 def memory_fit(
@@ -166,10 +199,12 @@ def memory_fit(
     kv_fraction: float = 0.9,
     typical_tokens: float | None = None,
     assumptions: list[str] | None = None,
+    embed_bytes: float | None = None,
 ) -> MemoryFit:
-    """Weights = params x bytes / (tp x pp); the KV pool is kv_fraction of what is left after the weights and the
-    reserve (TensorRT-LLM's free_gpu_memory_fraction), compared with batch x max_seq_len and batch x typical."""
-    weights = shape.params * weight_bytes / (tp * pp) / GB
+    """Weights = params x bytes / (tp x pp) (with `embed_bytes` and the shape's vocabulary: the heaviest stage,
+    `stage_weights_gb`); the KV pool is kv_fraction of what is left after the weights and the reserve (TensorRT-LLM's
+    free_gpu_memory_fraction), compared with batch x max_seq_len and batch x typical."""
+    weights = stage_weights_gb(shape, weight_bytes, tp, pp, embed_bytes)
     per_token = kv_bytes_per_token(shape, kv_bytes, tp, pp)
     pool = max(0.0, gpu_gb - weights - RESERVE_GB) * kv_fraction
     tokens = None if per_token is None else int(pool * GB / per_token)
@@ -218,31 +253,39 @@ def recipe_shape(recipe: Recipe, model_dir: Path | None = None) -> ModelShape:
 
 
 def _benchmark_shape(recipe: Recipe) -> ModelShape | None:
-    """The model's data from its benchmark file (repro/data/benchmarks/), as the recipe resolved it; None when the
-    file gives no architecture (the CPU demo's tiny model)."""
-    model, arch = recipe.model, recipe.model.architecture
-    if arch is None:
-        return None
-    return ModelShape(
-        float(model.parameters),
-        arch.layers,
-        arch.kv_heads,
-        arch.head_dim,
-        f"benchmark {recipe.benchmark} (repro/data/benchmarks/{recipe.benchmark}.yaml)",
-    )
+    """The model's shape as its benchmark's module reads the recipe's model data (repro/core/families/); None when
+    the file gives no architecture (the CPU demo's tiny model)."""
+    where = f"benchmark {recipe.benchmark} (repro/data/benchmarks/{recipe.benchmark}.yaml)"
+    return recipe.bench.spec.model_shape(recipe.model, where)
 
 
-def recipe_memory_fit(recipe: Recipe, gpu_gb: float, model_dir: Path | None = None) -> MemoryFit | None:
-    """The recipe's precision, parallelism, batch and sequence limit on a GPU of `gpu_gb`; None without trtllm."""
-    t = recipe.trtllm
+def recipe_memory_fit(
+    target: Recipe | Deployment,
+    gpu_gb: float,
+    model_dir: Path | None = None,
+    input_tokens: tuple[float, str] | None = None,
+) -> MemoryFit | None:
+    """A deployment's precision, parallelism, batch and sequence limit on a GPU of `gpu_gb` (a recipe: its base
+    deployment); None without trtllm. `input_tokens`: the mean prompt and where it was measured (the prepared
+    dataset), so a sequence counts its prompt as well as its output."""
+    from repro.core.recipes import as_deployment
+
+    dep = as_deployment(target)
+    recipe, t = dep.recipe, dep.trtllm
     if t is None:
         return None
     shape = recipe_shape(recipe, model_dir)
     weight = BYTES.get(recipe.precision, 2.0)
+    embed = BYTES.get(str(dep.quantization.dtype), 2.0)
     notes = [f"model: {shape.source}", f"weights at {recipe.precision} ({weight:g} bytes per parameter)"]
-    kv_name: str | None = recipe.quantization.kv_cache_dtype
+    if shape.embedding_params:
+        notes.append(
+            f"embedding and lm_head at {dep.quantization.dtype} ({embed:g} bytes): the embedding whole on each "
+            "first-stage GPU, the lm_head split over the last stage's tensor-parallel GPUs"
+        )
+    kv_name: str | None = dep.quantization.kv_cache_dtype
     if kv_name is None:
-        kv_name = str(recipe.quantization.dtype)
+        kv_name = str(dep.quantization.dtype)
         notes.append(f"KV cache at {kv_name}: the recipe names no KV dtype (the checkpoint's may be smaller)")
     else:
         notes.append(f"KV cache at {kv_name}")
@@ -251,9 +294,13 @@ def recipe_memory_fit(recipe: Recipe, gpu_gb: float, model_dir: Path | None = No
     kv_cfg = t.serve_extra_options.get("kv_cache_config") or {}
     frac = float(kv_cfg.get("free_gpu_memory_fraction", 0.9)) if isinstance(kv_cfg, dict) else 0.9
     notes.append(f"batch {t.gpu_batch_size} and max_seq_len {seq} from the recipe; KV fraction {frac:g}")
-    typical = recipe.bench.accuracy.tokens_per_sample.low
-    notes.append(f"typical sequence: {typical:g} output tokens per sample (the accuracy floor; prompts not counted)")
-    return memory_fit(
+    output = min(recipe.bench.accuracy.tokens_per_sample.reference, float(recipe.loadgen.max_tokens))
+    prompt, source = input_tokens if input_tokens is not None else (None, "")
+    notes.append(
+        f"typical sequence: {output:g} output tokens (the benchmark's reference tokens_per_sample)"
+        + (f" + a mean prompt of {prompt:,.0f} tokens ({source})" if prompt is not None else "; prompts not counted")
+    )
+    fit = memory_fit(
         shape,
         gpu_gb=gpu_gb,
         weight_bytes=weight,
@@ -263,6 +310,10 @@ def recipe_memory_fit(recipe: Recipe, gpu_gb: float, model_dir: Path | None = No
         batch=t.gpu_batch_size,
         max_seq_len=seq,
         kv_fraction=frac,
-        typical_tokens=typical,
+        typical_tokens=output + (prompt or 0.0),
         assumptions=notes,
+        embed_bytes=embed,
     )
+    fit.input_tokens, fit.in_flight = prompt, t.requests_in_flight
+    fit.input_source = source or "no prepared dataset yet: `repro setup` measures the prompts"
+    return fit

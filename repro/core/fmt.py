@@ -21,6 +21,23 @@ def fmt_rate(value: Any) -> str:
     return fmt_num(value, 1 if abs(float(value)) >= 1000 else 2)
 
 
+def fmt_compared(
+    value: float, limit: float, digits: int = 4, *, limit_digits: int | None = None, comma: bool = False
+) -> tuple[str, str]:
+    """A value and the limit it was compared with, with `digits` (and `limit_digits`) decimals, or as many more as
+    it takes for the printed numbers to compare as the numbers did (1.23450 < 1.23453, never "1.2345 <
+    1.2345"; equal numbers print equal): what the comparison decided and what the line shows must agree."""
+    sep = "," if comma else ""
+    want = (value > limit) - (value < limit)
+    for extra in range(16):
+        a = f"{value:{sep}.{digits + extra}f}"
+        b = f"{limit:{sep}.{(digits if limit_digits is None else limit_digits) + extra}f}"
+        x, y = float(a.replace(",", "")), float(b.replace(",", ""))
+        if (x > y) - (x < y) == want:
+            return a, b
+    return repr(value), repr(limit)
+
+
 def end_sentence(text: str) -> str:
     """The text ending in exactly one stop: messages quote reasons and hints that may or may not end with one."""
     text = text.rstrip()

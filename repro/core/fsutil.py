@@ -78,6 +78,52 @@ def write_output(path: Path | str, data: bytes, *, option: str) -> str:
     return f"wrote {path}"
 
 
+def confined(base: Path, target: Path, *, step: str) -> Path:
+    """`target`, where `step` writes, refused unless it lies inside the workspace folder `base` once every link on
+    the way is followed, and is not itself a link (a link planted at a dataset file would make the write land on
+    whatever it points to). Names in recipes are names (core/names.py); this holds even when a folder of the
+    workspace was replaced by a link. The error names only paths inside the workspace: the link to remove."""
+    from repro.core.errors import InputError
+
+    base, target = Path(base), Path(target)
+    try:
+        root = base.resolve()
+        where = target.resolve()
+    except (OSError, RuntimeError) as exc:  # RuntimeError: Python 3.11's "Symlink loop"
+        raise InputError(
+            f"{target}: a link on the way loops or cannot be followed ({getattr(exc, 'strerror', None) or exc}); "
+            "nothing was written.",
+            f"remove the looping link under {base}, then `{step}`",
+        ) from None
+    if not where.is_relative_to(root):
+        link = _first_link(base, target) or target
+        which = "is a link that points" if link == target else f"lies behind the link {link}, which points"
+        raise InputError(
+            f"{target} {which} outside {base}; repro writes only inside the workspace, so nothing was written.",
+            f"remove the link {link} (only the link), then `{step}`",
+        )
+    if target.is_symlink():
+        raise InputError(
+            f"{target}: a symbolic link; repro never writes through or replaces a link, so nothing was written.",
+            f"remove the link {target} (only the link), then `{step}`",
+        )
+    return target
+
+
+def _first_link(base: Path, target: Path) -> Path | None:
+    """The first symbolic link on the way from `base` down to `target` (both as given), or None."""
+    try:
+        rel = target.relative_to(base)
+    except ValueError:
+        return None
+    here = base
+    for part in rel.parts:
+        here = here / part
+        if here.is_symlink():
+            return here
+    return None
+
+
 def atomic_write_text(path: Path, text: str) -> None:
     atomic_write_bytes(path, text.encode("utf-8"))
 

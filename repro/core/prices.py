@@ -17,7 +17,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from repro.core.errors import InputError
-from repro.core.safeio import read_text_bounded
+from repro.core.safeio import read_text_bounded, safe_yaml
 
 PRICES_FILE = Path(__file__).resolve().parents[1] / "data" / "prices.yaml"
 MAX_PRICE = 100_000.0  # USD per VM-hour: far above any VM; a larger figure is a typo
@@ -60,7 +60,7 @@ class PriceTable(BaseModel):
 
 def load_price_table(path: Path = PRICES_FILE) -> PriceTable:
     try:
-        doc = yaml.safe_load(read_text_bounded(path, 1 << 20, what="price table"))
+        doc = safe_yaml(read_text_bounded(path, 1 << 20, what="price table"))
         return PriceTable.model_validate(doc)
     except (OSError, ValueError, yaml.YAMLError, ValidationError) as exc:
         raise InputError(f"{path}: not a valid price table ({str(exc).splitlines()[0]}).", "reinstall repro") from None

@@ -26,17 +26,18 @@ import hashlib
 import json
 import re
 from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from repro.core.benchmarks import impossible_score
 from repro.core.errors import InputError
 
 DATA_DIR = Path(__file__).resolve().parents[1] / "data" / "published"
 INDEX_CSV = DATA_DIR / "published-llama2-70b.csv"
 INDEX_405B_CSV = DATA_DIR / "published-llama3.1-405b.csv"
+INDEX_DSR1_CSV = DATA_DIR / "published-deepseek-r1.csv"
 SOURCES_JSON = DATA_DIR / "sources.json"
 SCENARIOS = ("Offline", "Server", "Interactive")
 _ID = re.compile(r"^\d+\.\d+-\d{4}$")
@@ -47,7 +48,7 @@ _REINSTALL = "reinstall repro (`pip install --force-reinstall repro`)"
 
 
 class _Row(BaseModel):
-    model_config = ConfigDict(extra="ignore", frozen=True)
+    model_config = ConfigDict(extra="ignore", frozen=True, allow_inf_nan=False)
 
 
 def _opt(value: Any) -> Any:
@@ -129,6 +130,17 @@ class PublishedResult(_Row):
             )
         if self.table_only and (self.log_scenario or self.samples_per_second is not None):
             raise ValueError("a results-table-only row has no summary log: log_scenario and samples/s must be empty")
+        return self
+
+    @model_validator(mode="after")
+    def _scores_can_be(self) -> PublishedResult:
+        """An accuracy figure no evaluation can print (exact_match 100.5, tokens/sample 0) is a broken row."""
+        figures = dict(self.metrics)
+        if self.tokens_per_sample is not None:
+            figures["tokens_per_sample"] = self.tokens_per_sample
+        for key, value in figures.items():
+            if (why := impossible_score(key, value)) is not None:
+                raise ValueError(f"{key} {why}")
         return self
 
     @model_validator(mode="after")
@@ -278,6 +290,10 @@ class PublishedIndex:
     def benchmark_names(self) -> dict[str, str]:
         """Every benchmark value of the index with its full name (99 -> llama2-70b-99)."""
         return {k: v for f in self.provenance.files for k, v in f.benchmarks.items()}
+
+    def value_of(self, benchmark: str | None) -> str | None:
+        """The `benchmark` value the index writes for a benchmark file's name (llama2-70b-99 -> 99); None if none."""
+        return next((v for v, name in self.benchmark_names().items() if name == benchmark), None)
 
     def benchmark_value(self, text: str) -> str:
         """The `benchmark` value a user's word names (99, llama2-70b-99.9, llama3_1-405b); InputError if none."""
@@ -518,17 +534,22 @@ def _read_rows(path: Path, provenance: Provenance) -> list[PublishedResult]:
     return rows
 
 
-def load_index_file(path: Path, sources: Path, more: tuple[Path, ...] = ()) -> PublishedIndex:
-    """The index read from `path` (and `more`), each file read as sources.json declares the file of that name."""
+def load_index_file(
+    path: Path, sources: Path, more: tuple[Path, ...] = (), own: tuple[tuple[Path, IndexFile], ...] = ()
+) -> PublishedIndex:
+    """The index read from `path` (and `more`), each file read as sources.json declares the file of that name, and
+    `own`: benchmarks' own index files with their declarations (own_index_files)."""
     try:
         provenance = Provenance.model_validate(json.loads(sources.read_text(encoding="utf-8")))
     except (OSError, ValueError, ValidationError) as exc:
         raise InputError(
             f"{sources}: the index provenance is unreadable ({str(exc).splitlines()[0]}).", _REINSTALL
         ) from None
+    if own:
+        provenance = provenance.model_copy(update={"files": [*provenance.files, *(spec for _, spec in own)]})
     rows: list[PublishedResult] = []
     loaded = []
-    for one in (path, *more):
+    for one in (path, *more, *(p for p, _ in own)):
         read = _read_rows(one, provenance)
         rows += read
         raw = one.read_bytes() if one.is_file() else b""
@@ -541,15 +562,50 @@ def load_index_file(path: Path, sources: Path, more: tuple[Path, ...] = ()) -> P
     return PublishedIndex(tuple(rows), provenance, tuple(loaded))
 
 
-@lru_cache(maxsize=1)
+OWN_INDEX = "published-{name}.csv"
+"""A benchmark's own published results, beside its file in a folder of $REPRO_BENCHMARKS_PATH: rows in the shipped
+index's columns, its accuracy columns the benchmark's judged metrics, `benchmark` its name."""
+
+
+def own_index_files() -> tuple[tuple[Path, IndexFile], ...]:
+    """Every benchmark's own index file on the search path (OWN_INDEX), with the declaration its file implies; the
+    shipped benchmarks' rows are the shipped index's (sources.json)."""
+    from repro.core.benchmarks import SHIPPED, load_benchmark, search_path
+
+    out = []
+    for folder in search_path():
+        if not folder.is_dir() or folder.resolve() == SHIPPED.resolve():
+            continue
+        for csv_path in sorted(folder.glob(OWN_INDEX.format(name="*"))):
+            name = csv_path.name[len("published-") : -len(".csv")]
+            if not (folder / f"{name}.yaml").is_file():
+                continue
+            metrics = [m.name for m in load_benchmark(name).accuracy.targets()]
+            out.append((csv_path, IndexFile(file=csv_path.name, benchmarks={name: name}, metrics=metrics)))
+    return tuple(out)
+
+
 def load_index() -> PublishedIndex:
-    """The shipped index, every file sources.json names (cached: package data never changes while repro runs)."""
+    """The shipped index, every file sources.json names, and the benchmarks' own index files (own_index_files);
+    read once per set of files as they are (package data never changes while repro runs)."""
+    own = own_index_files()
+    key = tuple((str(p), (st := p.stat()).st_mtime_ns, st.st_size) for p, _ in own)
+    if key not in _INDEXES:
+        _INDEXES.clear()
+        _INDEXES[key] = _load_index(own)
+    return _INDEXES[key]
+
+
+_INDEXES: dict[tuple[tuple[str, int, int], ...], PublishedIndex] = {}
+
+
+def _load_index(own: tuple[tuple[Path, IndexFile], ...]) -> PublishedIndex:
     try:
         files = [f.file for f in Provenance.model_validate_json(SOURCES_JSON.read_bytes()).files]
     except (OSError, ValueError, ValidationError):
         files = [INDEX_CSV.name]  # load_index_file names the unreadable provenance
     paths = [DATA_DIR / f for f in files]
-    return load_index_file(paths[0], SOURCES_JSON, tuple(paths[1:]))
+    return load_index_file(paths[0], SOURCES_JSON, tuple(paths[1:]), own)
 
 
 def rule_reference(

@@ -57,6 +57,7 @@ _LATE = (
     "serving",
     "warnings",
     "probe",
+    "system",
 )
 
 
@@ -67,6 +68,9 @@ class RunRecord(BaseModel):
     repro_version: str | None = None
     recipe: str | None = None
     recipe_hash: str | None = None
+    benchmark: str | None = None
+    """The benchmark file the run ran by (its recipe's `benchmark:`): what results/identity.py reads first for a
+    run whose folder names none (runs/<recipe>/<scenario>/<stamp>/)."""
     scenario: str | None = None
     mode: str | None = None
     backend: str | None = None
@@ -114,6 +118,13 @@ class RunRecord(BaseModel):
     warnings: list[str] | None = None
     probe: dict[str, Any] | None = None
     """`repro doctor --probe` on the same GPUs before this run: measured GEMM and HBM ceilings per GPU."""
+    system: dict[str, Any] | None = None
+    """A run of one system over many nodes (repro/run/launchers/srun.py SrunFleet.system): number_of_nodes,
+    accelerators_per_node, each node's host, GPUs and server image digest, every instance's endpoint and ranks, and
+    the node that ran LoadGen. Absent for a run on one VM."""
+    boost_slider: dict[str, Any] | None = None
+    """The host's GPU boost slider when the run started (`nvidia-smi boost-slider -l`: state, vboost, why, raw), which
+    NVIDIA's harness sets where the published config says so and repro only reads."""
     dropped: list[str] | None = Field(default=None, exclude=True)
     """Keys of a read run.json whose values had the wrong type (never written back)."""
 

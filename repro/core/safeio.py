@@ -256,6 +256,67 @@ def _no_aliases(text: str) -> str:
     return text
 
 
+class DuplicateKey(ValueError):
+    """A mapping states one key twice: PyYAML keeps the last silently (`band_pct: 5` then `band_pct: 60` is 60)."""
+
+
+class _UniqueKeyLoader(_SAFE_LOADER):  # the C parser (when built with libyaml), the Python constructor
+    """The safe loader, refusing a mapping that states a key twice, at any depth, naming the key and both lines."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            try:
+                hash(key)
+            except TypeError:
+                continue  # the base constructor says "found unhashable key" with its line
+            line = key_node.start_mark.line + 1 if key_node.start_mark is not None else 0
+            if key in seen:
+                shown = key if isinstance(key, str) and key.isprintable() and len(key) <= 60 else ascii(key)[:60]
+                raise DuplicateKey(
+                    f"key '{shown}' is stated twice in one mapping (lines {seen[key]} and {line}); "
+                    "YAML would keep the last silently"
+                )
+            seen[key] = line
+        return super().construct_mapping(node, deep=deep)
+
+
+def _no_bom(text: str) -> str:
+    """A UTF-8 byte order mark some editors write is not part of the document."""
+    return text[1:] if text.startswith("\ufeff") else text
+
+
 def safe_yaml(text: str) -> Any:
-    """YAML that cannot blow up: bounded nesting, no aliases, the safe loader."""
-    return yaml.load(_no_aliases(_not_too_deep(text)), Loader=_SAFE_LOADER)
+    """YAML that cannot blow up or say two things: bounded nesting, no aliases, no key stated twice, the safe
+    loader."""
+    return yaml.load(_no_aliases(_not_too_deep(_no_bom(text))), Loader=_UniqueKeyLoader)
+
+
+def yaml_problem(exc: BaseException) -> str:
+    """Why a YAML file could not be read, as the clause after its name: not UTF-8 (which byte, where), a key stated
+    twice, or the parser's problem with its line and column (PyYAML's first line alone often names neither)."""
+    if isinstance(exc, UnicodeDecodeError):
+        byte = exc.object[exc.start : exc.start + 1].hex() if isinstance(exc.object, bytes | bytearray) else "?"
+        return f"not UTF-8 text (byte 0x{byte} at offset {exc.start:,}); save it as UTF-8"
+    if isinstance(exc, RecursionError):
+        return "not valid YAML (nested too deeply)"
+    if isinstance(exc, yaml.MarkedYAMLError) and exc.problem:
+        mark = exc.problem_mark
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        return f"not valid YAML ({exc.problem}{where})"
+    text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    if text.startswith("larger than "):  # read_text_bounded's size limit: not a YAML problem
+        return text
+    return f"not valid YAML ({text})"
+
+
+def yaml_kind(value: Any) -> str:
+    """What a YAML document is when it is not the mapping a loader wants: 'a list', 'an empty file', 'the text ...'."""
+    if value is None:
+        return "an empty document"
+    if isinstance(value, list):
+        return f"a list of {len(value)} item{'s' if len(value) != 1 else ''}"
+    if isinstance(value, str):
+        return "a line of text" if len(value) > 40 else f"the text {value!r}"
+    return f"a {type(value).__name__}"

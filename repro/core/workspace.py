@@ -10,10 +10,19 @@ DEFAULT_NAME = "repro-workspace"
 
 
 def repro_home(override: Path | None = None) -> Path:
-    if override is not None:
-        return Path(override).expanduser().resolve()
     env = os.environ.get("REPRO_HOME")
-    return Path(env).expanduser().resolve() if env else (Path.cwd() / DEFAULT_NAME).resolve()
+    given = Path(override) if override is not None else Path(env) if env else Path.cwd() / DEFAULT_NAME
+    try:
+        return given.expanduser().resolve()
+    except (OSError, RuntimeError) as exc:  # a link loop: RuntimeError on Python 3.11, OSError ELOOP later
+        from repro.core.errors import InputError
+        from repro.core.textsafe import terminal_safe
+
+        why = getattr(exc, "strerror", None) or "a symbolic link that loops back on itself"
+        raise InputError(
+            f"The workspace {terminal_safe(str(given))} cannot be used ({why}).",
+            "point --workspace (or $REPRO_HOME) at a real folder, or remove the looping link",
+        ) from None
 
 
 @dataclass(frozen=True)
@@ -57,6 +66,13 @@ class Workspace:
 
     def ensure(self) -> Workspace:
         for p in (self.root, self.models, self.data, self.preprocessed, self.engines, self.runs):
+            if p.is_symlink() and not p.exists():
+                from repro.core.errors import InputError
+
+                raise InputError(
+                    f"{p} is a symbolic link that loops or leads nowhere; the workspace cannot use it.",
+                    f"remove the link {p} (only the link), or point it at a folder, then run the command again",
+                )
             p.mkdir(parents=True, exist_ok=True)
         return self
 

@@ -419,7 +419,10 @@ def remove_container(container: Any) -> None:
 
 
 def managed_containers(label: str | None = None, client=None) -> list:
-    """Containers repro started (optionally with one extra `key=value` label), running or not."""
+    """Containers repro started (optionally with one extra `key=value` label), running or not.
+
+    The SDK lists ids, then inspects each: one removed in between (a server stopping, a parallel cleanup after
+    Ctrl-C) answers 404, which means it is gone, not that listing failed (`ignore_removed`)."""
     client = client or docker_client()
     filters = {"label": [LABEL] + ([label] if label else [])}
-    return client.containers.list(all=True, filters=filters)
+    return client.containers.list(all=True, filters=filters, ignore_removed=True)

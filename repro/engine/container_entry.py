@@ -66,8 +66,8 @@ def cmd_exec(args: argparse.Namespace) -> int:
 
 def cmd_prepare_calib(args: argparse.Namespace) -> int:
     """MLPerf's preprocess_data.py step (calibration `input` as a `text` parquet) is done by `repro setup` on the
-    host, from checksum-pinned data through a DataFrame-only unpickler. Here the parquet is only checked: the
-    container never unpickles a calibration file (a pickle can run code), whatever sits beside it."""
+    host, from checksum-pinned data decoded by repro's own decoder in a confined child. Here the parquet is only
+    checked: the container never unpickles a calibration file (a pickle can run code), whatever sits beside it."""
     out = Path(args.output_dir)
     if (out / "data.parquet").is_file():
         _say(f"calibration set already prepared: {out}")

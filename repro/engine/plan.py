@@ -3,6 +3,11 @@
 Each sub-step is skipped when its inputs (model revision, recipe hash, container digest, command line)
 are unchanged and its outputs still verify; `force` redoes everything. `dry_run` returns the plan:
 the image, the mounts and every command line, without touching Docker or the workspace.
+A recipe builds its base deployment (the Offline engine, ledger step `build-engine`); a scenario with its own engine
+(`scenarios:` in the recipe, e.g. 405B Server's TP4xPP1) is its own deployment, checkpoint, engine and step
+(`build-engine-server`), built by `repro build-engine --scenario Server`; a sub-step that runs the very command
+another build of the recipe ran, still fresh (DeepSeek-R1 Server's quantize into the base's checkpoint), is taken
+from it (`shared_step`).
 """
 
 from __future__ import annotations
@@ -16,9 +21,10 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from repro.core.errors import InputError, Interrupted, RecipeError, StepFailed, SystemMismatch
-from repro.core.fsutil import atomic_write_text
+from repro.core.fsutil import atomic_write_text, confined
 from repro.core.ledger import Artifact, Ledger
-from repro.core.recipes import Recipe, all_recipes, by_gpu_name
+from repro.core.recipes import Deployment, Recipe, all_recipes, as_deployment, by_gpu_name
+from repro.core.serving import serving_text
 from repro.core.steps import StepOutcome
 from repro.core.systems import SystemInfo, detect_system
 from repro.core.workspace import Workspace
@@ -81,7 +87,7 @@ class PlannedStep:
 
 @dataclass
 class BuildPlan:
-    recipe: Recipe
+    deployment: Deployment
     image: ImageSpec
     mounts: list[Mount]
     steps: list[PlannedStep]
@@ -92,10 +98,23 @@ class BuildPlan:
     host_model_dir: Path
     host_calib_parquet: Path
 
+    @property
+    def recipe(self) -> Recipe:
+        return self.deployment.recipe
+
+    @property
+    def step(self) -> str:
+        return self.deployment.build_step
+
     def to_json(self) -> dict[str, Any]:
+        layout = self.deployment.layout
         return {
             "recipe": self.recipe.name,
             "recipe_hash": self.recipe.hash(),
+            "scenario": self.deployment.engine_scenario,
+            "ledger_step": self.step,
+            "engine_layout": layout.text() if layout else None,
+            "engine_source": self.deployment.source,
             "backend": self.recipe.backend,
             "image": self.image.to_json(),
             "mounts": [m.to_json() for m in self.mounts],
@@ -105,19 +124,62 @@ class BuildPlan:
             "container_paths": self.paths.to_json(),
         }
 
+    def _scenario_lines(self) -> list[str]:
+        """Every scenario the recipe serves, with its layout and which build it serves from: the whole plan, not
+        only the deployment this command builds."""
+        recipe = self.deployment.recipe
+        served = [s for s in ("Offline", "Server", "Interactive") if s in recipe.bench.scenarios]
+        if len(served) < 2 and not recipe.scenarios:
+            return []
+        out = ["# every scenario of this recipe, and what it serves from:"]
+        for scenario in served:
+            dep = recipe.deployment(scenario)
+            if dep.engine_scenario == self.deployment.engine_scenario:
+                built = "this build"
+            else:
+                built = f"{'its own' if dep.own else 'the base'} build (`{dep.build_command()}`)"
+            out.append(f"#   {scenario}: {serving_text(dep)} [{built}]")
+        return out
+
     def lines(self) -> list[str]:
         """The plan as shell lines: what `--dry-run` prints."""
         b = self.image
         args = " ".join(f"--build-arg {shlex.quote(f'{k}={v}')}" for k, v in b.build_args.items())
         from repro.engine.container import context_shell
 
-        out = [f"# image {b.tag} (built only if missing), from a staged build context"]
+        dep = self.deployment
+        layout = dep.layout
+        for_what = f"{dep.scenario}'s own engine" if dep.own else "the base engine (every scenario without its own)"
+        system = dep.trtllm.system if dep.trtllm is not None else None
+        roles = system is not None and system.context is not None and system.generation is not None
+        shape = layout.text() if layout else "-"
+        if roles:  # disaggregated: each role has its own parallelism and options; the checkpoint is the one
+            shape = f"the checkpoint its context and generation servers load ({serving_text(dep).split(':')[0]})"
+        out = [f"# {for_what}: {shape}" + (f" ({dep.source})" if dep.source else "")]
+        out += self._scenario_lines()
+        out += [f"# image {b.tag} (built only if missing), from a staged build context"]
         out += context_shell(b)
         out += [f'docker build -f "$ctx/{b.dockerfile.name}" {args} -t {shlex.quote(b.tag)} "$ctx"']
         for s in self.steps:
             out += [f"# {s.name}", s.run.docker_cli()]
-        out += [f"# write {self.serve_config_path}"] + [f"#   {ln}" for ln in self.serve_config_text.splitlines()]
-        out += ["# serve (started by `repro run offline`)"]
+        write = f"# write {self.serve_config_path}"
+        if roles:
+            write += " (the options both roles start from; `repro run` writes each role's own into the run folder)"
+        out += [write] + [f"#   {ln}" for ln in self.serve_config_text.splitlines()]
+        run = dep.scenario.lower() if dep.own else "offline"
+        if roles:
+            out += [
+                f"# serve: {serving_text(dep)}; each role's command, options, nodes and srun step in "
+                f"`repro run {run} --recipe {dep.recipe.name} --launcher slurm --dry-run`"
+            ]
+            return out
+        if system is not None:
+            out += [
+                f"# serve: {serving_text(dep)}; one instance's command below, every node, instance and srun step "
+                f"in `repro run {run} --recipe {dep.recipe.name} --launcher slurm --dry-run`"
+            ]
+        else:
+            out += [f"# serve (started by `repro run {run}`)"]
         out += [f"CUDA_VISIBLE_DEVICES={s.cuda_visible_devices} {shlex.join(s.argv)}" for s in self.serve]
         return out
 
@@ -135,13 +197,21 @@ def _model_dir(recipe: Recipe, ws: Workspace) -> Path:
 
 
 def _host(ws: Workspace, p: PurePosixPath) -> Path:
-    return ws.root / p.relative_to(q.CONTAINER_WORKSPACE)
+    """The host side of a container path under the workspace mount; a link on the way out of it is refused."""
+    return confined(ws.root, ws.root / p.relative_to(q.CONTAINER_WORKSPACE), step="repro build-engine")
 
 
 def plan_build(
-    recipe: Recipe, ws: Workspace, *, base_image: str | None = None, install: str = "full", gpus: bool = True
+    target: Recipe | Deployment,
+    ws: Workspace,
+    *,
+    base_image: str | None = None,
+    install: str = "full",
+    gpus: bool = True,
 ) -> BuildPlan:
-    if recipe.trtllm is None:
+    dep = as_deployment(target)
+    recipe = dep.recipe
+    if dep.trtllm is None:
         raise RecipeError(f"Recipe '{recipe.name}' has no trtllm section.", f"`repro recipes show {recipe.name}`")
     model = _model_dir(recipe, ws)
     mounts = [Mount(ws.root, str(q.CONTAINER_WORKSPACE))]
@@ -150,7 +220,7 @@ def plan_build(
     except ValueError:
         model_c = PurePosixPath("/model")
         mounts.append(Mount(model, str(model_c), read_only=True))
-    p = q.paths_for(recipe, model_dir=model_c)
+    p = q.paths_for(dep, model_dir=model_c)
     image = image_spec_for(recipe, base_image=base_image, install=install)
     env = {"REPRO_HOME": str(q.CONTAINER_WORKSPACE)}
 
@@ -159,34 +229,49 @@ def plan_build(
 
     ckpt = _host(ws, p.checkpoint_dir)
     ckpt_files = [ckpt / "config.json"] + (
-        [ckpt / "rank0.safetensors"]
-        if recipe.quantization.tool == "trtllm_quantize"
-        else [ckpt / "hf_quant_config.json"]
+        [ckpt / "rank0.safetensors"] if dep.quantization.tool == "trtllm_quantize" else [ckpt / "hf_quant_config.json"]
     )
     steps = [
-        PlannedStep(
-            "prepare-calib", spec(q.prepare_calib_command(recipe, p)), [_host(ws, p.calib_dir) / "data.parquet"]
-        ),
-        PlannedStep("quantize", spec(q.quantize_command(recipe, p)), ckpt_files, [ckpt / "config.json"]),
+        PlannedStep("prepare-calib", spec(q.prepare_calib_command(dep, p)), [_host(ws, p.calib_dir) / "data.parquet"]),
+        PlannedStep("quantize", spec(q.quantize_command(dep, p)), ckpt_files, [ckpt / "config.json"]),
     ]
-    build = q.build_command(recipe, p)
+    build = q.build_command(dep, p)
     if build is not None and p.engine_dir is not None:
         eng = _host(ws, p.engine_dir)
         steps.append(
             PlannedStep("engine", spec(build), [eng / "config.json", eng / "rank0.engine"], [eng / "config.json"])
         )
     return BuildPlan(
-        recipe,
+        dep,
         image,
         mounts,
         steps,
         _host(ws, p.serve_config),
-        q.serve_config(recipe),
-        q.serve_commands(recipe, p),
+        q.serve_config(dep),
+        q.serve_commands(dep, p),
         p,
         model,
         _host(ws, p.calib_dir) / "data.parquet",
     )
+
+
+SCENARIO_NAMES = {"offline": "Offline", "server": "Server", "interactive": "Interactive"}
+
+
+def deployment_for(recipe: Recipe, scenario: str | None) -> Deployment:
+    """`--scenario`: what that scenario runs (its own engine where the recipe gives it one, else the base engine it
+    shares); without it, the base engine."""
+    if scenario is None:
+        return recipe.deployment("Offline")
+    name = SCENARIO_NAMES.get(scenario.strip().lower())
+    if name is None:
+        shown = scenario if len(scenario) <= 40 and scenario.isprintable() else ascii(scenario[:40])
+        own = [s for s in recipe.scenarios]
+        raise InputError(
+            f"--scenario {shown}: not a scenario (Offline, Server or Interactive).",
+            f"`repro build-engine --recipe {recipe.name}" + (f" --scenario {own[0]}`" if own else "`"),
+        )
+    return recipe.deployment(name)
 
 
 def _hash(*parts: Any) -> str:
@@ -204,7 +289,7 @@ def _artifacts(step: PlannedStep) -> list[Artifact]:
 
 
 def run_build(
-    recipe: Recipe,
+    target: Recipe | Deployment,
     ws: Workspace,
     *,
     force: bool = False,
@@ -215,7 +300,10 @@ def run_build(
     gpus: bool | None = None,
     view: ViewFactory | None = None,
 ) -> StepOutcome:
-    """Image, quantization, engine and serve config for a recipe; see the module docstring for skipping."""
+    """Image, quantization, engine and serve config for a recipe's deployment; see the module docstring for
+    skipping."""
+    dep = as_deployment(target)
+    recipe = dep.recipe
     if recipe.demo or recipe.backend in ("hf", "numpy", "sim"):
         return StepOutcome(
             step=STEP,
@@ -230,59 +318,111 @@ def run_build(
             f"Recipe '{recipe.name}' is reference-only (a published system repro compares against, not one it runs).",
             f"`repro build-engine --recipe {alt.name}`" if alt else "`repro recipes list`",
         )
-    plan = plan_build(recipe, ws, base_image=base_image, install=install, gpus=True if gpus is None else gpus)
+    plan = plan_build(dep, ws, base_image=base_image, install=install, gpus=True if gpus is None else gpus)
+    what = _what(dep)
     if dry_run:
         return StepOutcome(
-            step=STEP,
+            step=plan.step,
             status="dry-run",
-            summary=f"would build {plan.image.tag} and run {', '.join(s.name for s in plan.steps)} for '{recipe.name}'",
+            summary=f"would build {plan.image.tag} and run {', '.join(s.name for s in plan.steps)} for {what}",
             details={**plan.to_json(), "plan": plan.lines()},
         )
     system = system if system is not None else detect_system()
     check_gpu(recipe, system)
     if gpus is None:
-        plan = plan_build(recipe, ws, base_image=base_image, install=install, gpus=True)
-    for path, what in ((plan.host_model_dir, "model"), (plan.host_calib_parquet, "calibration set")):
+        plan = plan_build(dep, ws, base_image=base_image, install=install, gpus=True)
+    for path, missing in ((plan.host_model_dir, "model"), (plan.host_calib_parquet, "calibration set")):
         if not path.exists():
-            raise InputError(f"The {what} is missing: {path} does not exist.", f"`repro setup --recipe {recipe.name}`")
+            raise InputError(
+                f"The {missing} is missing: {path} does not exist.", f"`repro setup --recipe {recipe.name}`"
+            )
     ws.ensure()
     logs = ws.root / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     ledger = Ledger.load(ws.ledger_path)
+    return _execute(plan, ledger, logs, force=force, view=view)
 
+
+def _what(dep: Deployment) -> str:
+    """'nd-gb200-v6-405b' for the base engine, "nd-gb200-v6-405b's Server engine (TP4xPP1, ...)" for its own."""
+    if not dep.own:
+        return f"'{dep.recipe.name}'"
+    layout = dep.layout
+    system = dep.trtllm.system if dep.trtllm is not None else None
+    if system is not None and system.context is not None and system.generation is not None:
+        c, g = system.context, system.generation
+        roles = f"context servers TP{c.tp_size}, generation TP{g.tp_size}"
+        return f"'{dep.recipe.name}' {dep.scenario} checkpoint ({roles})"
+    return f"'{dep.recipe.name}' {dep.scenario} engine" + (f" ({layout.text()})" if layout else "")
+
+
+def _fresh(ledger: Ledger, key: str, dep: Deployment, digest: str, argv: list[str], force: bool) -> tuple[bool, str]:
+    """A sub-step is fresh when what its output depends on is unchanged (`Deployment.build_hash`: model, dataset,
+    quantization, engine flags; not the serve options, LoadGen settings or notes), so an edit elsewhere in the recipe
+    never rebuilds an engine for hours."""
+    h = _hash(dep.build_hash(), dep.recipe.model.revision, digest, argv)
+    return (not force and ledger.is_fresh(key, h)), h
+
+
+def shared_step(plan: BuildPlan, ledger: Ledger, step: PlannedStep, digest: str) -> list[Artifact] | None:
+    """The outputs of the same sub-step of another build of this recipe, where it ran this very command (the same
+    output folder) and is fresh: a PyTorch-backend scenario's own build (DeepSeek-R1 Server and Interactive) loads
+    the base's checkpoint with other serve options, so its prepare-calib and quantize are the base's, not hours of
+    quantizing into the same folder again. None where no other build ran it."""
+    dep = plan.deployment
+    for other in dep.recipe.deployments():
+        if other.build_step == plan.step:
+            continue
+        key = f"{other.build_step}.{step.name}"
+        rec = ledger.steps.get(key)
+        if rec is None or rec.details.get("command") != list(step.argv):
+            continue
+        if ledger.is_fresh(key, _hash(other.build_hash(), other.recipe.model.revision, digest, step.argv)):
+            return list(rec.outputs)
+    return None
+
+
+def _execute(plan: BuildPlan, ledger: Ledger, logs: Path, *, force: bool, view: ViewFactory | None) -> StepOutcome:
+    """Build the image, then each sub-step not already fresh, then write the serve config; the ledger follows."""
+    dep, recipe, step_name = plan.deployment, plan.recipe, plan.step
+    what = _what(dep)
     try:
         with _view(f"image {plan.image.tag}", view) as live:
             image = build_image(plan.image, force=force, on_line=live.line, log_path=logs / "build-engine-image.log")
     except BaseException as exc:
-        ledger.fail(STEP, getattr(exc, "message", str(exc)), interrupted=_interrupted(exc))
+        ledger.fail(step_name, getattr(exc, "message", str(exc)), interrupted=_interrupted(exc))
         raise
     for step in plan.steps:
         step.run.env.update(image_env(image))
     overall = _hash(
         recipe.hash(), recipe.model.revision, image.digest, [s.argv for s in plan.steps], plan.serve_config_text
     )
-    if not force and ledger.is_fresh(STEP, overall):
+    if not force and ledger.is_fresh(step_name, overall):
         return StepOutcome(
-            step=STEP,
+            step=step_name,
             status="skipped",
-            summary=f"up to date for '{recipe.name}' (image {image.tag})",
+            summary=f"up to date for {what} (image {image.tag})",
             details={**plan.to_json(), "image_digest": image.digest, "ran": []},
         )
-    ledger.start(STEP, overall, recipe=recipe.name, image=image.tag, image_digest=image.digest)
+    ledger.start(step_name, overall, recipe=recipe.name, image=image.tag, image_digest=image.digest)
     ran: list[str] = []
     outputs: list[Artifact] = []
     try:
         for step in plan.steps:
-            key = f"{STEP}.{step.name}"
-            h = _hash(recipe.hash(), recipe.model.revision, image.digest, step.argv)
-            if not force and ledger.is_fresh(key, h):
+            key = f"{step_name}.{step.name}"
+            fresh, h = _fresh(ledger, key, dep, image.digest, step.argv, force)
+            if fresh:
                 outputs += ledger.steps[key].outputs
+                continue
+            shared = None if force else shared_step(plan, ledger, step, image.digest)
+            if shared is not None:
+                outputs += shared
                 continue
             ledger.start(key, h, command=step.argv)
             try:
                 with _view(step.name, view) as live:
                     run_container(
-                        step.run, step=step.name, on_line=live.line, log_path=logs / f"build-engine-{step.name}.log"
+                        step.run, step=step.name, on_line=live.line, log_path=logs / f"{step_name}-{step.name}.log"
                     )
                 arts = _artifacts(step)
             except BaseException as exc:
@@ -294,13 +434,13 @@ def run_build(
         atomic_write_text(plan.serve_config_path, plan.serve_config_text)
         outputs.append(Artifact.of(plan.serve_config_path))
     except BaseException as exc:
-        ledger.fail(STEP, getattr(exc, "message", str(exc)), interrupted=_interrupted(exc))
+        ledger.fail(step_name, getattr(exc, "message", str(exc)), interrupted=_interrupted(exc))
         raise
-    ledger.finish(STEP, outputs, serve=[s.to_json() for s in plan.serve], serve_config=str(plan.serve_config_path))
+    ledger.finish(step_name, outputs, serve=[s.to_json() for s in plan.serve], serve_config=str(plan.serve_config_path))
     return StepOutcome(
-        step=STEP,
+        step=step_name,
         status="done",
-        summary=f"built for '{recipe.name}': ran {', '.join(ran) or 'nothing new'} (image {image.tag})",
+        summary=f"built for {what}: ran {', '.join(ran) or 'nothing new'} (image {image.tag})",
         details={**plan.to_json(), "image_digest": image.digest, "ran": ran},
     )
 

@@ -2,6 +2,8 @@
 
 Pure: paths in, argv lists and YAML text out. Every path is the one the container sees, under the
 workspace bind mount, so the same lines appear in `--dry-run`, in the ledger and in the golden tests.
+Each function takes the deployment of one scenario (`Recipe.deployment`: its checkpoint, engine and servers); a
+recipe stands for its base deployment, the Offline engine.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from typing import Any
 import yaml
 
 from repro.core.errors import RecipeError
-from repro.core.recipes import Recipe
+from repro.core.recipes import Deployment, Recipe, TensorRTLLM, as_deployment
 
 CONTAINER_WORKSPACE = PurePosixPath("/workspace")
 TRTLLM_QUANTIZE = "/app/tensorrt_llm/examples/quantization/quantize.py"
@@ -35,60 +37,70 @@ class Paths:
         return {k: (str(v) if v is not None else None) for k, v in self.__dict__.items()}
 
 
-def engine_name(recipe: Recipe) -> str:
+Target = Recipe | Deployment
+
+
+def engine_name(target: Target) -> str:
     """NVIDIA's harness names engines `gpu-<precision>-b<batch>-tp<tp>-pp<pp>`; keep that shape."""
-    t = _trt(recipe)
-    return f"gpu-{recipe.precision}-b{t.gpu_batch_size}-tp{t.tp_size}-pp{t.pp_size}"
+    dep = as_deployment(target)
+    t = _trt(dep)
+    return f"gpu-{dep.recipe.precision}-b{t.gpu_batch_size}-tp{t.tp_size}-pp{t.pp_size}"
 
 
 def paths_for(
-    recipe: Recipe, root: PurePosixPath = CONTAINER_WORKSPACE, model_dir: PurePosixPath | None = None
+    target: Target, root: PurePosixPath = CONTAINER_WORKSPACE, model_dir: PurePosixPath | None = None
 ) -> Paths:
+    """Each deployment's checkpoint and engine in its own folder: the base's engine under Offline/ (NVIDIA's
+    `build/engines/<system>/<model>/<scenario>/` shape), a scenario's own under its name, with its serve config."""
+    dep = as_deployment(target)
+    recipe = dep.recipe
     base = root / "engines" / recipe.name
     calib_file = recipe.dataset.files.get("calibration", "calibration.pkl")
+    own = base / dep.scenario if dep.own else base
     return Paths(
         model_dir=model_dir or root / "models" / recipe.model.repo_id.split("/")[-1],
         calib_pkl=root / "data" / recipe.dataset.name / calib_file,
         calib_dir=root / "preprocessed" / recipe.dataset.name / recipe.dataset.calibration_dir,
-        checkpoint_dir=base / "checkpoints" / recipe.quantization.output_name,
-        engine_dir=base / "Offline" / recipe.bench.mlperf_model / engine_name(recipe)
+        checkpoint_dir=base / "checkpoints" / dep.quantization.output_name,
+        engine_dir=base / dep.engine_scenario / recipe.bench.mlperf_model / engine_name(dep)
         if recipe.backend == "trtllm-engine"
         else None,
-        serve_config=base / "trtllm_serve_extra_conf.yaml",
+        serve_config=own / "trtllm_serve_extra_conf.yaml",
     )
 
 
-def _trt(recipe: Recipe):
-    if recipe.trtllm is None:
+def _trt(dep: Deployment) -> TensorRTLLM:
+    if dep.trtllm is None:
         raise RecipeError(
-            f"Recipe '{recipe.name}' has no trtllm section, so there is no TensorRT-LLM step to run.",
-            f"`repro recipes show {recipe.name}`",
+            f"Recipe '{dep.recipe.name}' has no trtllm section, so there is no TensorRT-LLM step to run.",
+            f"`repro recipes show {dep.recipe.name}`",
         )
-    return recipe.trtllm
+    return dep.trtllm
 
 
-def qformat(recipe: Recipe) -> str:
+def qformat(target: Target) -> str:
     """The harness rewrites precision 'fp4' to NVFP4 ("Using NVFP4 for FP4 quantization")."""
-    q = recipe.quantization.qformat
+    q = as_deployment(target).quantization.qformat
     return "nvfp4" if q in ("fp4", "nvfp4") else q
 
 
-def prepare_calib_command(recipe: Recipe, p: Paths) -> list[str]:
+def prepare_calib_command(target: Target, p: Paths) -> list[str]:
     """Checks the calibration parquet (`text` column) `repro setup` wrote; the container never unpickles."""
     return ["python3", ENTRY, "prepare-calib", f"--pkl={p.calib_pkl}", f"--output_dir={p.calib_dir}"]
 
 
-def quantize_command(recipe: Recipe, p: Paths) -> list[str]:
+def quantize_command(target: Target, p: Paths) -> list[str]:
     """TRT-LLM checkpoint via quantize.py for the engine path; ModelOpt HF checkpoint for the PyTorch path."""
-    q = recipe.quantization
-    t = _trt(recipe)
+    dep = as_deployment(target)
+    q = dep.quantization
+    t = _trt(dep)
     common = [
         f"--model_dir={p.model_dir}",
         f"--output_dir={p.checkpoint_dir}",
         f"--calib_dataset={p.calib_dir}",
         f"--calib_size={q.calib_size}",
         f"--dtype={q.dtype}",
-        f"--qformat={qformat(recipe)}",
+        f"--qformat={qformat(dep)}",
     ]
     kv = [f"--kv_cache_dtype={q.kv_cache_dtype}"] if q.kv_cache_dtype else []
     if q.tool == "trtllm_quantize":
@@ -96,8 +108,8 @@ def quantize_command(recipe: Recipe, p: Paths) -> list[str]:
     if q.tool == "hf_quantize":
         return ["python3", ENTRY, "hf-quantize", *common, *kv]
     raise RecipeError(
-        f"Recipe '{recipe.name}' has quantization.tool 'none'; there is nothing to quantize.",
-        f"`repro recipes show {recipe.name}`",
+        f"Recipe '{dep.recipe.name}' has quantization.tool 'none'; there is nothing to quantize.",
+        f"`repro recipes show {dep.recipe.name}`",
     )
 
 
@@ -107,15 +119,16 @@ def _flag_value(value: Any) -> str:
     return "nvfp4" if value == "fp4" else str(value)
 
 
-def build_command(recipe: Recipe, p: Paths) -> list[str] | None:
+def build_command(target: Target, p: Paths) -> list[str] | None:
     """trtllm-build with the recipe's flags, in recipe order; None on the PyTorch path, which has no engine."""
-    if recipe.backend != "trtllm-engine":
+    dep = as_deployment(target)
+    if dep.recipe.backend != "trtllm-engine":
         return None
-    t = _trt(recipe)
+    t = _trt(dep)
     forbidden = {"tensor_parallelism", "pipeline_parallelism", "max_batch_size"} & set(t.build_flags)
     if forbidden:
         raise RecipeError(
-            f"Recipe '{recipe.name}': trtllm.build_flags may not set {', '.join(sorted(forbidden))} "
+            f"Recipe '{dep.recipe.name}': trtllm.build_flags may not set {', '.join(sorted(forbidden))} "
             "(they come from tp_size, pp_size and gpu_batch_size).",
             "fix it, then `repro recipes validate`",
         )
@@ -131,9 +144,11 @@ def build_command(recipe: Recipe, p: Paths) -> list[str] | None:
     return argv
 
 
-def serve_config(recipe: Recipe) -> str:
-    """The `--extra_llm_api_options` YAML, exactly the recipe's serve_extra_options."""
-    return yaml.safe_dump(dict(_trt(recipe).serve_extra_options), sort_keys=False, default_flow_style=False)
+def serve_config(target: Target) -> str:
+    """The `--extra_llm_api_options` YAML, exactly the deployment's serve_extra_options."""
+    return yaml.safe_dump(
+        dict(_trt(as_deployment(target)).serve_extra_options), sort_keys=False, default_flow_style=False
+    )
 
 
 def _release(version: str) -> tuple[int, int]:
@@ -147,12 +162,13 @@ def _release(version: str) -> tuple[int, int]:
         ) from exc
 
 
-def serve_backend(recipe: Recipe) -> str:
+def serve_backend(target: Target) -> str:
     """trtllm-serve's --backend value for the recipe's release: engines are `trt` up to 1.0 (click rejects
     `tensorrt` there) and `tensorrt` from 1.1 on (TensorRT-LLM PR #7829 renamed the choice)."""
-    if recipe.backend != "trtllm-engine":
+    dep = as_deployment(target)
+    if dep.recipe.backend != "trtllm-engine":
         return "pytorch"
-    return "trt" if _release(_trt(recipe).version) < (1, 1) else "tensorrt"
+    return "trt" if _release(_trt(dep).version) < (1, 1) else "tensorrt"
 
 
 @dataclass(frozen=True)
@@ -171,11 +187,12 @@ class ServeInstance:
         }
 
 
-def serve_commands(recipe: Recipe, p: Paths) -> list[ServeInstance]:
+def serve_commands(target: Target, p: Paths) -> list[ServeInstance]:
     """One trtllm-serve per data-parallel rank, each on its own GPUs and port 30000+i, as the harness launches them."""
-    t = _trt(recipe)
+    dep = as_deployment(target)
+    t = _trt(dep)
     per = t.tp_size * t.pp_size
-    engine = recipe.backend == "trtllm-engine"
+    engine = dep.recipe.backend == "trtllm-engine"
     model = p.engine_dir if engine else p.checkpoint_dir
     max_seq_len = t.build_flags.get("max_seq_len", t.runtime_flags.get("max_seq_len"))
     out = []
@@ -209,7 +226,7 @@ def serve_commands(recipe: Recipe, p: Paths) -> list[ServeInstance]:
             # server containers get no token and no hub cache.
             str(p.model_dir) if engine else str(p.checkpoint_dir),
             "--backend",
-            serve_backend(recipe),
+            serve_backend(dep),
         ]
         out.append(ServeInstance(i, gpus, t.base_port + i, argv))
     return out

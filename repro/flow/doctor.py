@@ -190,28 +190,56 @@ def check_gpu_count(recipe: Recipe, gpus: int) -> Check:
     return Check("GPU count", "PASS", f"{arithmetic}, as published")
 
 
-def check_gpu_memory(recipe: Recipe | None, info: SystemInfo, ws: Workspace | None = None) -> Check:
-    """Weights + KV cache per GPU for the recipe's precision and parallelism, with the numbers shown."""
+def check_gpu_memory(recipe: Recipe | None, info: SystemInfo, ws: Workspace | None = None) -> list[Check]:
+    """Weights + KV cache per GPU for each engine the recipe serves (the base one, and a scenario's own), with the
+    numbers shown; a sequence counts the prepared dataset's mean prompt as well as its output."""
     if not _needs_gpu(recipe):
-        return Check("GPU memory", "SKIP", _not_needed(recipe))
+        return [Check("GPU memory", "SKIP", _not_needed(recipe))]
     assert recipe is not None
     if info.gpus:
         gpu_gb, where = info.gpus[0].memory_mib * (1 << 20) / GB, f"{info.gpus[0].name} (NVML)"
     elif isinstance(recipe.system.gpu_memory_gb, (int, float)):
         gpu_gb, where = float(recipe.system.gpu_memory_gb), f"the recipe's {recipe.system.gpu_name} (no GPU found)"
     else:
-        return Check("GPU memory", "SKIP", "no GPU found and the recipe states no GPU memory")
+        return [Check("GPU memory", "SKIP", "no GPU found and the recipe states no GPU memory")]
     model_dir = ws.models / recipe.model.repo_id.split("/")[-1] if ws is not None else None
-    fit = recipe_memory_fit(recipe, gpu_gb, model_dir)
-    if fit is None:
-        return Check("GPU memory", "SKIP", "this recipe starts no TensorRT-LLM servers")
-    level: Level = fit.level  # type: ignore[assignment]
-    fix = None
-    if level == "FAIL":
-        fix = "a GPU with more memory or a recipe with a larger tp_size or smaller precision (`repro recipes list`)"
-    elif level == "WARN" and fit.pool_tokens is not None:
-        fix = "expect batches limited by KV cache; the published system had the same limit per GPU"
-    return Check("GPU memory", level, f"{where}, {fit.detail()}", fix, data=fit.to_json())
+    prompts = mean_prompt(recipe, ws)
+    rows = []
+    for dep in recipe.deployments():
+        fit = recipe_memory_fit(dep, gpu_gb, model_dir, prompts)
+        name = f"GPU memory ({dep.scenario} engine)" if dep.own else "GPU memory"
+        if fit is None:
+            return [Check("GPU memory", "SKIP", "this recipe starts no TensorRT-LLM servers")]
+        level: Level = fit.level  # type: ignore[assignment]
+        fix = None
+        if level == "FAIL":
+            fix = "a GPU with more memory or a recipe with a larger tp_size or smaller precision (`repro recipes list`)"
+        elif level == "WARN" and fit.pool_tokens is not None:
+            fix = "expect batches limited by KV cache; the published system had the same limit per GPU"
+        layout = f"{dep.layout.text()}: " if dep.own and dep.layout else ""
+        rows.append(Check(name, level, f"{where}, {layout}{fit.detail()}", fix, data=fit.to_json()))
+    return rows
+
+
+def mean_prompt(recipe: Recipe, ws: Workspace | None) -> tuple[float, str] | None:
+    """The prepared dataset's mean prompt length (`repro setup` wrote input_lens.npy); before setup the benchmark
+    file's stated mean of the published set, with where it is stated; else None, and the row says the prompts are
+    not counted yet."""
+    from repro.setup.dataset import prompt_lengths
+
+    if ws is not None:
+        folder = ws.preprocessed / recipe.dataset.name
+        try:
+            lens = prompt_lengths(folder)
+        except ReproError:
+            pass
+        else:
+            return float(lens.mean()), f"{len(lens):,} prompts in {folder / 'input_lens.npy'}"
+    stated = recipe.dataset.mean_input_tokens
+    if stated == "unknown":
+        return None
+    where = f"repro/data/benchmarks/{recipe.benchmark}.yaml mean_input_tokens"
+    return float(stated), f"the benchmark file's mean of the published set ({where}; `repro setup` measures it)"
 
 
 def _min_cuda(recipe: Recipe) -> tuple[int, int]:
@@ -312,17 +340,22 @@ def check_disk(recipe: Recipe | None, ws: Workspace) -> Check:
     if recipe is None:
         return Check("disk", "WARN", f"{free_gb:,.1f} GB free at {root}; need unknown without a recipe")
     need = recipe.disk_needed_gb
-    text = f"{free_gb:,.1f} GB free at {root}, recipe needs {need:,.0f} GB (1 GB = 10^9 bytes)"
+    own = [(s, o.disk_gb) for s, o in recipe.scenarios.items() if o.disk_gb]
+    parts = "; ".join(f"{s}'s own engine {gb:,.0f} GB of it" for s, gb in own)
+    text = f"{free_gb:,.1f} GB free at {root}, recipe needs {need:,.0f} GB" + (f" ({parts})" if parts else "")
+    text += " (1 GB = 10^9 bytes)"
+    hint = recipe.system.local_nvme_hint
+    fix = (
+        f"free space, or put the workspace on the local NVMe (`--workspace {hint}/repro`)"
+        if hint
+        else "free space, or choose a bigger disk with `--workspace`"
+    )
+    base = need - sum(gb for _, gb in own)
+    if free_gb < base:
+        return Check("disk", "FAIL", text, fix)
     if free_gb < need:
-        hint = recipe.system.local_nvme_hint
-        return Check(
-            "disk",
-            "FAIL",
-            text,
-            f"free space, or put the workspace on the local NVMe (`--workspace {hint}/repro`)"
-            if hint
-            else "free space, or choose a bigger disk with `--workspace`",
-        )
+        scenarios = " and ".join(s for s, _ in own)
+        return Check("disk", "WARN", f"{text}: enough for the base engine, not for {scenarios}'s own", fix)
     return Check("disk", "PASS", text)
 
 
@@ -569,6 +602,23 @@ def _address(hexaddr: str, width: int) -> str:
     return str(ipaddress.IPv6Address(words))
 
 
+def check_vboost(recipe: Recipe | None) -> Check:
+    """The GPU boost slider the published run's harness set (`vboost_slider`), against the host's: repro never
+    changes a host setting, so a difference is a WARN naming the command."""
+    from repro.results.stack import vboost_advice, vboost_command, vboost_words
+    from repro.run.host_state import read_boost_slider
+
+    host = recipe.published_host if recipe is not None else None
+    if recipe is None or host is None or host.vboost_slider is None:
+        return Check("vboost", "SKIP", "not needed: the published run set no GPU boost slider")
+    state = read_boost_slider()
+    advice = vboost_advice(recipe, state)
+    if advice is None:
+        return Check("vboost", "PASS", f"{vboost_words(state)}, as the published run's harness set it")
+    fix = f"`{vboost_command(host.vboost_slider)}` before the run (`--vboost 0` after); repro never changes it"
+    return Check("vboost", "WARN", advice.split(". To match it:")[0], fix, data=state)
+
+
 def check_server_ports(recipe: Recipe | None, ports: list[int] | None = None) -> Check:
     """The trtllm-serve endpoints have no authentication: one bound to every interface is reachable from outside."""
     if ports is None:
@@ -621,6 +671,7 @@ def run_doctor(
         lambda: check_driver(recipe, info),
         lambda: check_docker(recipe),
         lambda: check_server_ports(recipe),
+        lambda: check_vboost(recipe),
         lambda: check_disk(recipe, ws),
         lambda: check_nvme(recipe, ws),
         lambda: check_hf(recipe),

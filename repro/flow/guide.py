@@ -21,6 +21,8 @@ from repro.core.steps import StepOutcome
 from repro.core.workspace import Workspace
 from repro.flow.status import (
     STEPS,
+    engine_note,
+    engines_to_build,
     load_ledger_fresh_if_corrupt,
     record_resume,
     run_dir_of,
@@ -246,6 +248,8 @@ def _introduce(flow: _Flow, reason: str, interactive: bool, yes: bool) -> None:
     if not interactive and not yes:
         show(GuideNote("stdin is not a terminal: not asking before expensive steps."))
     show(plan(recipe, ledger))
+    for dep in engines_to_build(ledger, recipe):
+        show(GuideNote(f"note: {engine_note(dep, flow.workspace_flag)}."))
 
 
 def _doctor_passes(flow: _Flow, reason: str, doctor: Callable[[], Any] | None) -> bool:

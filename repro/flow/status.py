@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from repro.core.ledger import Ledger, StepRecord
-from repro.core.recipes import Recipe
+from repro.core.recipes import Deployment, Recipe
 from repro.core.workspace import Workspace
 
 STEPS = ("setup", "build-engine", "run-offline", "verify")
@@ -36,6 +36,30 @@ def step_command(step: str, recipe: Recipe | None, run_dir: str | None = None, w
 def needs_step(step: str, recipe: Recipe | None) -> bool:
     """Recipes without TensorRT-LLM (the CPU demo) have no engine to build."""
     return not (step == "build-engine" and recipe is not None and recipe.trtllm is None)
+
+
+def engines_to_build(ledger: Ledger, recipe: Recipe | None) -> list[Deployment]:
+    """The scenarios' own engines (405B Server's TP4xPP1) not built yet: they are outside the main flow (doctor ->
+    verify builds the base engine), so the guide and status name the command that builds each."""
+    if recipe is None or recipe.trtllm is None or recipe.reference_only or recipe.demo:
+        return []
+    out = []
+    for dep in recipe.deployments()[1:]:
+        rec = ledger.get(dep.build_step)
+        if rec is None or rec.status != "done":
+            out.append(dep)
+    return out
+
+
+def engine_note(dep: Deployment, workspace: str | None = None) -> str:
+    """One sentence: which scenario has its own engine, its layout and disk, and the command that builds it."""
+    layout = dep.layout.text() if dep.layout else "its own layout"
+    over = dep.recipe.scenarios.get(dep.scenario)  # type: ignore[call-overload]
+    disk = f", {over.disk_gb:,.0f} GB more disk" if over is not None and over.disk_gb else ""
+    return (
+        f"{dep.scenario} runs its own engine ({layout}{disk}), as the published {dep.scenario} run did: "
+        f"`{dep.build_command(workspace)}` before `repro run {dep.scenario.lower()}`"
+    )
 
 
 @dataclass
@@ -149,6 +173,8 @@ class StatusReport:
     other_runs: list[StepState] = field(default_factory=list)
     workspace_flag: str | None = None
     no_recipe_command: str | None = None
+    engines: list[Deployment] = field(default_factory=list)
+    """The scenarios' own engines not built yet (`engines_to_build`)."""
 
     @property
     def next_step(self) -> StepState | None:
@@ -160,7 +186,8 @@ class StatusReport:
             return f"No recipe: {self.recipe_reason}"
         if self.next_step is None:
             again = step_command("run-offline", self.recipe, workspace=self.workspace_flag)
-            return f"All steps done. The report comes next; another run: {again}"
+            more = "".join(f"; {engine_note(d, self.workspace_flag)}" for d in self.engines)
+            return f"All steps done. The report comes next; another run: {again}{more}"
         return None
 
     @property
@@ -216,6 +243,7 @@ def build_status(
         report.states.append(step_state(step, ledger, recipe, list(STEPS[:i])))
     for step in other_run_steps(ledger):
         report.other_runs.append(step_state(step, ledger, recipe, ["setup", "build-engine"]))
+    report.engines = engines_to_build(ledger, recipe)
     return report
 
 

@@ -20,22 +20,22 @@ import numpy as np
 
 from repro.core.recipes import Recipe, get_recipe
 from repro.core.workspace import Workspace
-from repro.rehearse.result import DEFAULT_TIME_SCALE, LABEL, PROMPTS, RehearsalResult, Scaling
+from repro.rehearse.result import (
+    DEFAULT_TIME_SCALE,
+    LABEL,
+    OUT_LEN,
+    PROMPTS,
+    RehearsalResult,
+    Scaling,
+    free_ports,
+    run_row,
+    standin_env,
+)
 from repro.rehearse.setup_step import VOCAB, write_tokenizer
+from repro.rehearse.step_process import TUNE_MARGIN  # noqa: F401 - where `repro tune --help` reads it from
 
 STANDIN_DIR = Path(__file__).resolve().parent / "standin"
 STANDIN = STANDIN_DIR / "trtllm_serve.py"
-OUT_LEN = 8  # answer length of the stand-in (STANDIN_OUT_LEN): 9 ids with EOS
-# `repro tune server` in a rehearsal: probes of 2 s / 100 queries from the rehearsal's Server rate, a 50% bracket (the
-# step shows the search and that the run uses its rate; a 3% bracket costs minutes of probes per recipe), and the
-# demo's 20% margin (the stand-ins share this machine's CPU, as the demo does).
-TUNE_PROBE_S = 2.0
-TUNE_PROBE_QUERIES = 100
-TUNE_RESOLUTION = 0.5
-TUNE_MARGIN = 0.2
-TUNE_MAX_MINUTES = 2.0
-# The warm-up lasts one probe (tune's default is 10 s: a GPU server builds CUDA graphs on its first batches; the
-# stand-in has nothing to warm, and 10 s was a quarter of the tune step).
 
 
 def tiny_prompts() -> list[list[int]]:
@@ -45,12 +45,21 @@ def tiny_prompts() -> list[list[int]]:
 
 
 def checkpoint_tokenizer(recipe: Recipe, ws: Workspace) -> None:
-    """The tokenizer a checkpoint carries for trtllm-serve, which ModelOpt quantization (the PyTorch path, not stood
-    in) would write: the tiny model's."""
+    """The tokenizer and config.json a checkpoint carries for trtllm-serve, which ModelOpt quantization (the PyTorch
+    path, not stood in) would write: the tiny model's (a scenario's own checkpoint is served only once its
+    config.json is there, run/servers.py check_engine_built)."""
+    import shutil
+
     from repro.engine.quantize import paths_for
 
     ws.ensure()
-    write_tokenizer(ws.root / paths_for(recipe).checkpoint_dir.relative_to("/workspace"))
+    for dep in recipe.deployments():
+        p = paths_for(dep)
+        folder = ws.root / p.checkpoint_dir.relative_to("/workspace")
+        write_tokenizer(folder)
+        config = ws.root / p.model_dir.relative_to("/workspace") / "config.json"
+        if config.is_file() and not (folder / "config.json").exists():
+            shutil.copyfile(config, folder / "config.json")
 
 
 def base_tag() -> str:
@@ -104,19 +113,10 @@ def build_images(recipe: Recipe, client: Any = None) -> str:
     return build_image(image_spec_for(recipe, base_image=standin, install="none"), client=client).tag
 
 
-def standin_env(scaling: Scaling, servers: int) -> dict[str, str]:
-    """A fixed speed (one slot per server) whose total capacity is `scaling.capacity_qps`."""
-    per_server = scaling.capacity_qps / max(1, servers)
-    return {
-        "STANDIN_OUT_LEN": str(OUT_LEN),
-        "STANDIN_MAX_BATCH": "1",
-        "STANDIN_TOKENS_PER_S": f"{per_server * (OUT_LEN + 1):.6g}",
-    }
-
-
 def rehearsal_root(ws: Workspace, recipe: str) -> Path:
-    """A rehearsal's own workspace, beside the real one's folders: its tiny model never stands where setup's goes."""
-    return ws.root / "rehearsal" / recipe
+    """A rehearsal's own workspace, beside the real one's folders: its tiny model never stands where setup's goes
+    (named by the recipe's name, also when --recipe is a file)."""
+    return ws.root / "rehearsal" / (get_recipe(recipe).name if recipe.endswith((".yaml", ".yml")) else recipe)
 
 
 def gpu_recipe(name: str) -> Recipe:
@@ -138,6 +138,7 @@ def plan(
     root: Path,
     *,
     time_scale: float = DEFAULT_TIME_SCALE,
+    pace: str = "fixed",
     nodes: int = 1,
     image_source: str | None = None,
 ) -> RehearsalResult:
@@ -146,20 +147,43 @@ def plan(
 
     recipe = gpu_recipe(recipe_name)
     _check_nodes(nodes)
+    runs = _paced(recipe, pace, time_scale, nodes, None)  # a dry run writes nothing, not even the fit's cache
     assert recipe.trtllm is not None
     spec = image_spec_for(recipe, base_image=standin_tag(base_tag(), recipe.trtllm.version), install="none")
     result = RehearsalResult(
         recipe.name,
         root,
-        Scaling.for_recipe(recipe, time_scale),
+        Scaling.for_recipe(recipe, time_scale, pace=runs),
         spec.tag,
         dry_run=True,
         nodes=nodes,
         image_source=image_source,
     )
-    result.steps = [name for name, _ in default_steps(nodes)]
+    result.steps = [name for name, _ in default_steps(nodes, runs, _system(recipe, nodes))]
     result.device_requests = planned_device_requests(recipe, Workspace.open(root))
     return result
+
+
+def _paced(recipe: Recipe, pace: str, time_scale: float, nodes: int, root: Path | None) -> dict[str, Any] | None:
+    """--pace published: each scenario's run against the recipe's twin (None: the fixed-speed stand-in)."""
+    from repro.core.errors import InputError
+
+    if pace == "fixed":
+        return None
+    from repro.rehearse.twin import has_twin
+
+    if pace != "published" or nodes > 1 or not has_twin(recipe.name):
+        why = (
+            f"--pace is fixed or published (got {pace!r})"
+            if pace not in ("fixed", "published")
+            else "--pace published rehearses one VM (the rack rehearsal runs at the fixed pace)"
+            if nodes > 1
+            else f"recipe '{recipe.name}' has no server twin (repro/data/twin/twins.yaml)"
+        )
+        raise InputError(f"{why}.", f"repro rehearse --recipe {recipe.name}")
+    from repro.rehearse.pace import plan_pace
+
+    return plan_pace(recipe, time_scale, cache_dir=root / "twin" if root is not None else None)
 
 
 def _check_nodes(nodes: int) -> None:
@@ -190,56 +214,71 @@ class Rehearsal:
     bar: Callable[[str], Any] | None = None
     """Makes each run's progress bar in a terminal (the CLI lends the one `repro run` draws)."""
 
+    pace: dict[str, Any] | None = None
+    """--pace published: each scenario's RunPace (rehearse/pace.py): time scale, width, settings, twin, client."""
+    in_process: bool = False
+    """Run LoadGen here (a rack node, already its own Slurm task) rather than in a process of its own."""
+    ref: str | None = None
+    """The recipe as --recipe gave it: a name, or a file's path, which the steps' own commands are given."""
+
     def run(self, scenario: str, into: Path | None = None) -> None:
-        """One LoadGen run through the recipe's servers, then verify; its row goes into result.runs."""
-        from repro.results.verify import verify_dir
-        from repro.run.harness import run_benchmark
-        from repro.run.options import RunHooks, RunOptions
+        """One LoadGen run through the recipe's servers, then verify, in its own process as `repro run` is (a rack
+        node in this one: it is that process); its row goes into result.runs."""
+        from dataclasses import replace
+
+        from repro.core.timescale import REAL_TIME
 
         self.say(f"run {scenario.lower()} through the recipe's servers")
-        out = run_benchmark(
-            RunOptions.build(
+        servers, settings, scale, target = self.servers, self.scaling.settings(self.recipe, scenario), REAL_TIME, None
+        pace = (self.pace or {}).get(scenario)
+        if pace is not None:
+            from repro.rehearse.pace import twin_env
+
+            # every scenario's twin in one environment: the servers one run starts, the next keeps (and picks its own)
+            servers = replace(servers, env=twin_env(self.pace or {}), client_concurrency=pace.client_concurrency)
+            settings, scale = pace.settings, pace.time_scale
+            if scenario != "Offline":
+                target = {"from": "the published rate (rehearsal at the published pace)", **_rate(settings)}
+        if self.in_process:
+            from repro.rehearse.step_process import run_once
+
+            row = run_once(
                 self.recipe,
                 self.ws,
-                scenario=scenario,
-                detect=False,
-                servers=self.servers,
-                settings_override=self.scaling.settings(self.recipe, scenario),
-                rehearsal=True,
+                scenario,
+                servers,
+                settings,
+                scale,
                 into=into,
                 inputs_from=self.shared,
-            ),
-            RunHooks(bar=self.bar),
-        )
-        verdict = verify_dir(Path(out.details["run_dir"]), recipe=self.recipe)
-        self.result.runs.append(
-            run_row(
-                scenario,
-                out.details["run_dir"],
-                verdict,
-                target_qps=out.details.get("target_qps"),
-                target_qps_source=out.details.get("target_qps_source"),
+                bar=self.bar,
             )
-        )
-        self.say(f"{scenario}: {verdict.run.validity}, verdict {verdict.status} [{verdict.run.label}]")
+        else:
+            from repro.rehearse.step_process import run_step, servers_state
+
+            state = {
+                "kind": "run",
+                "recipe": self.recipe.name,
+                "workspace": str(self.ws.root),
+                "scenario": scenario,
+                "servers": servers_state(servers),
+                "settings": settings,
+                "time_scale": scale.to_json(),
+                "target_qps": target,
+                "twin_scenario": scenario if pace is not None else None,
+                "into": str(into) if into else None,
+                "inputs_from": str(self.shared.root) if self.shared else None,
+            }
+            row = run_step(state, self.ws.root / "steps" / f"{self.tag}-run-{scenario.lower()}.json")
+        if pace is not None:
+            row["time_scale"], row["width"] = scale.to_json(), pace.width
+        self.result.runs.append(row)
+        said = row.get("error") or f"{row['validity']}, verdict {row['verdict']} [{row['label']}]"
+        self.say(f"{scenario}: {said}")
 
 
-def run_row(
-    scenario: str, run_dir: str | Path, verdict: Any, no_verdict: str = "ERROR", **extra: Any
-) -> dict[str, Any]:
-    """One run of a rehearsal as its result lists it (a rack node without a verdict: `no_verdict` as its status)."""
-    run = verdict.run if verdict is not None else None
-    return {
-        "scenario": scenario,
-        "run_dir": str(run_dir),
-        "valid": bool(run and run.valid),
-        "validity": run.validity if run else "ERROR",
-        "verdict": verdict.status if verdict is not None else no_verdict,
-        "label": run.label if run else None,
-        "samples_per_s": run.samples_per_s if run else None,
-        "tokens_per_s": run.tokens_per_s if run else None,
-        **extra,
-    }
+def _rate(settings: dict[str, Any]) -> dict[str, Any]:
+    return {"target_qps": float(settings["target_qps"])}
 
 
 Step = tuple[str, Callable[[Rehearsal], None]]
@@ -289,11 +328,12 @@ def repro_json(args: list[str], env: dict[str, str] | None = None) -> tuple[dict
     return doc if isinstance(doc, dict) else None, done.returncode, done.stderr.strip()[-300:]
 
 
-def doctor_step(recipe: Recipe, ws: Workspace) -> dict[str, Any]:
+def doctor_step(recipe: Recipe, ws: Workspace, ref: str | None = None) -> dict[str, Any]:
     """`repro doctor --recipe` in its own process, its NVML and nvidia-smi stood in by the recipe's GPUs. Checks
-    that need the VM (NVIDIA runtime, disk, token) may fail here; the GPU checks must pass."""
+    that need the VM (NVIDIA runtime, disk, token) may fail here; the GPU checks must pass. `ref`: the recipe as
+    --recipe gave it (a file's path)."""
     found, code, err = repro_json(
-        ["doctor", "--recipe", recipe.name, "--workspace", str(ws.root)], env=doctor_env(recipe)
+        ["doctor", "--recipe", ref or recipe.name, "--workspace", str(ws.root)], env=doctor_env(recipe)
     )
     doc = found or {"status": "ERROR", "system": {"gpus": []}, "checks": [], "error": err}
     gpu_checks = {c["name"]: c["status"] for c in doc.get("checks", []) if c["name"] in GPU_CHECKS}
@@ -311,45 +351,50 @@ def doctor_step(recipe: Recipe, ws: Workspace) -> dict[str, Any]:
 
 def _doctor(r: Rehearsal) -> None:
     r.say("doctor: repro doctor against stand-in GPUs (NVML and nvidia-smi report the recipe's)")
-    r.result.doctor = doctor_step(r.recipe, r.ws)
+    r.result.doctor = doctor_step(r.recipe, r.ws, r.ref)
     checks = r.result.doctor["gpu_checks"]
     r.say(f"doctor [stand-in GPUs]: {', '.join(f'{k} {v}' for k, v in checks.items())}")
 
 
 def build_engine_steps(recipe: Recipe, ws: Workspace, client: Any = None) -> dict[str, Any]:
     """Run the steps of repro's build plan that are TensorRT-LLM's own tools (quantize.py, trtllm-build) in the
-    recipe's image on the stand-in base, where they are the contract-bound stand-ins; report what each wrote."""
+    recipe's image on the stand-in base, where they are the contract-bound stand-ins, for each of the recipe's
+    deployments (a scenario with its own engine, 405B Server, builds it as `build-engine --scenario` does); report
+    what each wrote."""
     from repro.engine import quantize as q
     from repro.engine.container import run_container
     from repro.engine.plan import plan_build
 
     assert recipe.trtllm is not None
     base = standin_tag(base_tag(), recipe.trtllm.version)
-    plan = plan_build(recipe, ws, base_image=base, install="none", gpus=False)
     logs = ws.root / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     ran: list[dict[str, Any]] = []
     skipped: list[dict[str, str]] = []
-    for step in plan.steps:
-        cmd = step.argv[2:] if step.argv[:2] == ["exec", "--"] else step.argv  # the image's entrypoint runs it
-        trtllm_tool = cmd[:1] == ["trtllm-build"] or cmd[1:2] == [q.TRTLLM_QUANTIZE]
-        if not trtllm_tool:
-            why = (
-                "repro's own step; setup already wrote its calibration parquet"
-                if step.name == "prepare-calib"
-                else "ModelOpt quantization in repro's entry point needs torch, ModelOpt and the GPU"
+    for dep in recipe.deployments():
+        plan = plan_build(dep, ws, base_image=base, install="none", gpus=False)
+        for step in plan.steps:
+            cmd = step.argv[2:] if step.argv[:2] == ["exec", "--"] else step.argv  # the image's entrypoint runs it
+            trtllm_tool = cmd[:1] == ["trtllm-build"] or cmd[1:2] == [q.TRTLLM_QUANTIZE]
+            if not trtllm_tool:
+                why = (
+                    "repro's own step; setup already wrote its calibration parquet"
+                    if step.name == "prepare-calib"
+                    else "ModelOpt quantization in repro's entry point needs torch, ModelOpt and the GPU"
+                )
+                skipped.append({"step": step.name, "why": why, "engine": dep.engine_scenario})
+                continue
+            log = logs / f"{plan.step}-{step.name}.log"
+            run_container(step.run, step=step.name, log_path=log, client=client)
+            ran.append(
+                {
+                    "step": step.name,
+                    "engine": dep.engine_scenario,
+                    "command": cmd,
+                    "outputs": [str(p) for p in step.outputs],
+                    "missing": [str(p) for p in step.outputs if not p.exists()],
+                }
             )
-            skipped.append({"step": step.name, "why": why})
-            continue
-        run_container(step.run, step=step.name, log_path=logs / f"build-engine-{step.name}.log", client=client)
-        ran.append(
-            {
-                "step": step.name,
-                "command": cmd,
-                "outputs": [str(p) for p in step.outputs],
-                "missing": [str(p) for p in step.outputs if not p.exists()],
-            }
-        )
     return {
         "label": "stand-in TensorRT-LLM tools",
         "version": recipe.trtllm.version,
@@ -380,6 +425,9 @@ def _build(r: Rehearsal) -> None:
         name_prefix=f"repro-rehearse-{r.tag}",
         labels={"org.repro.rehearsal": r.tag},
         keep=r.result.nodes == 1,
+        base_port=free_ports(r.recipe.trtllm.base_port, r.recipe.trtllm.servers_per_vm)
+        if r.result.nodes == 1
+        else None,
     )
     r.servers.env = standin_env(r.scaling, len(plan_servers(r.recipe, r.ws, r.servers)))
     r.result.device_requests = planned_device_requests(r.recipe, r.ws)
@@ -394,39 +442,23 @@ def release_servers(r: Rehearsal) -> None:
 
 
 def _tune(r: Rehearsal) -> None:
-    """`repro tune server` against the stand-in servers with the rehearsal's scaling (its Server run's duration and
-    query count judge early stopping); the Server run after it reads the saved rate and records it in run.json."""
-    from repro.run.tune import tune
+    """`repro tune server` against the stand-in servers, in its own process as a user runs it, with the rehearsal's
+    scaling (its Server run's duration and query count judge early stopping); the Server run after it reads the
+    saved rate and records it in run.json."""
+    from repro.rehearse.step_process import run_step, servers_state
 
     run = r.scaling.settings(r.recipe, "Server")
     r.say(f"tune server: LoadGen probes against the stand-in servers from {run['target_qps']:.3g} queries/s")
-    found = tune(
-        r.recipe,
-        r.ws,
-        scenario="Server",
-        servers=r.servers,
-        start_qps=float(f"{run['target_qps']:.4g}"),
-        margin=TUNE_MARGIN,
-        resolution=TUNE_RESOLUTION,
-        max_minutes=TUNE_MAX_MINUTES,
-        probe_s=TUNE_PROBE_S,
-        probe_queries=TUNE_PROBE_QUERIES,
-        run_settings={k: run[k] for k in ("min_duration", "min_query_count")},
-        rehearsal=True,
-        detect=False,
-        warmup_s=TUNE_PROBE_S,
-    )
-    r.result.tune = {
-        "label": LABEL,
-        "chosen_qps": found.chosen_qps,
-        "highest_passing_qps": found.highest_passing_qps,
-        "lowest_failing_qps": found.lowest_failing_qps,
-        "margin": found.margin,
-        "stopped": found.stopped,
-        "file": found.file,
-        "search": [(p.target_qps, p.passed) for p in found.probes],
+    state = {
+        "kind": "tune",
+        "recipe": r.recipe.name,
+        "workspace": str(r.ws.root),
+        "scenario": "Server",
+        "servers": servers_state(r.servers),
+        "settings": run,
     }
-    r.say(f"tune server [{LABEL}]: {found.summary}")
+    r.result.tune = run_step(state, r.ws.root / "steps" / f"{r.tag}-tune-server.json")
+    r.say(f"tune server [{LABEL}]: {r.result.tune.get('summary') or r.result.tune.get('error')}")
 
 
 def _setup(r: Rehearsal) -> None:
@@ -489,16 +521,18 @@ def _rack(r: Rehearsal) -> None:
     r.say(f"rack: {r.result.rack['counted']} of {nodes} nodes counted, total {summed}")
 
 
-def verify_run(recipe: Recipe, ws: Workspace, run_dir: str) -> dict[str, Any]:
+def verify_run(recipe: Recipe, ws: Workspace, run_dir: str, recipe_ref: str | None = None) -> dict[str, Any]:
     """`repro verify RUN --recipe` as a user runs it, in its own process: a rehearsal run must come out NOT A
-    REPRODUCTION under the rehearsal label, with exit code 1 as every verdict short of PASS."""
+    REPRODUCTION under the rehearsal label, with exit code 1 as every verdict short of PASS (`recipe_ref`: the recipe
+    file a system rehearsal's runs are held to, its layout shrunk to the rehearsal's nodes)."""
     import shlex
 
-    doc, code, err = repro_json(["verify", run_dir, "--recipe", recipe.name, "--workspace", str(ws.root)])
+    ref = recipe_ref or recipe.name
+    doc, code, err = repro_json(["verify", run_dir, "--recipe", ref, "--workspace", str(ws.root)])
     doc = doc or {}
     return {
         "run_dir": run_dir,
-        "command": shlex.join(["repro", "verify", run_dir, "--recipe", recipe.name]),
+        "command": shlex.join(["repro", "verify", run_dir, "--recipe", ref]),
         "scenario": doc.get("scenario"),
         "verdict": doc.get("status", "ERROR"),
         "label": doc.get("label"),
@@ -539,16 +573,17 @@ def verify_rack(recipe: Recipe, rack_dir: str) -> dict[str, Any]:
     }
 
 
-def report_html(result_dir: str, html: Path) -> dict[str, Any]:
+def report_html(result_dir: str, html: Path, recipe_ref: str | None = None) -> dict[str, Any]:
     """`repro report RESULT_DIR --html FILE`, the command verify's Next line gives, in its own process: the file it
     wrote, the label the report carries, and its exit code (the verdict's: 1, as a rehearsal is never a PASS)."""
     import shlex
 
-    doc, code, err = repro_json(["report", result_dir, "--html", str(html)])
+    args = ["report", result_dir, "--html", str(html), *(["--recipe", recipe_ref] if recipe_ref else [])]
+    doc, code, err = repro_json(args)
     doc = doc or {}
     return {
         "result_dir": result_dir,
-        "command": shlex.join(["repro", "report", result_dir, "--html", str(html)]),
+        "command": shlex.join(["repro", *args]),
         "html": str(html),
         "label": doc.get("label"),
         "reproduction": doc.get("reproduction"),
@@ -559,13 +594,24 @@ def report_html(result_dir: str, html: Path) -> dict[str, Any]:
     }
 
 
+def each_at_once(step: Callable[[Any], dict[str, Any]], items: list[Any]) -> list[dict[str, Any]]:
+    """One user command per item, each its own process as a user runs it, side by side (they read what the runs
+    wrote and time nothing: one after another, a three-run rehearsal spent a minute and a half on them here)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=max(1, len(items))) as pool:
+        return list(pool.map(step, items))
+
+
 def _verify(r: Rehearsal) -> None:
     if r.result.rack:
         r.say(f"verify: repro aggregate {r.result.rack['rack_dir']} (each node's verdict, the rack summed)")
         r.result.verify = [verify_rack(r.recipe, r.result.rack["rack_dir"])]
     else:
         r.say("verify: repro verify on each run")
-        r.result.verify = [verify_run(r.recipe, r.ws, run["run_dir"]) for run in r.result.runs]
+        folders = [run["run_dir"] for run in r.result.runs if run.get("run_dir")]
+        ref = r.result.system["recipe_file"] if r.result.system else None
+        r.result.verify = each_at_once(lambda d: verify_run(r.recipe, r.ws, d, ref), folders)
     for v in r.result.verify:
         verdict = (
             v["verdict"] if isinstance(v["verdict"], str) else ", ".join(f"{k} {s}" for k, s in v["verdict"].items())
@@ -585,19 +631,31 @@ def _report(r: Rehearsal) -> None:
         targets = [
             (run["run_dir"], reports / f"{r.recipe.name}-{run['scenario'].lower()}-{Path(run['run_dir']).name}.html")
             for run in r.result.runs
+            if run.get("run_dir")
         ]
     r.say(f"report: repro report --html into {reports}")
-    r.result.report = [report_html(folder, html) for folder, html in targets]
+    ref = r.result.system["recipe_file"] if r.result.system else None
+    r.result.report = each_at_once(lambda t: report_html(t[0], t[1], ref), targets)
     for rep in r.result.report:
         r.say(f"report [{rep['label']}]: {'wrote ' + rep['html'] if rep['written'] else rep['error']}")
 
 
-def default_steps(nodes: int = 1) -> list[Step]:
-    """A rehearsal's steps in order, by name, so a later step (a tune before `run server`) slots in by position."""
+def default_steps(nodes: int = 1, pace: Any = None, system: list[str] | None = None) -> list[Step]:
+    """A rehearsal's steps in order, by name, so a later step (a tune before `run server`) slots in by position.
+    At the published pace (`pace`: its scenarios' RunPace) each scenario the twin has runs at the published rate,
+    without a tune (the rate is the published one). With --nodes, a recipe's `system` scenarios each run as one
+    system through Slurm (rehearse/system.py); any other recipe's rack is Offline on every node."""
     first: list[Step] = [("doctor", _doctor), ("setup", _setup), ("build-engine", _build)]
     last: list[Step] = [("verify", _verify), ("report", _report)]
+    if nodes > 1 and system:
+        from repro.rehearse.system import run_system
+
+        return [*first, *[(f"run {s.lower()}", _system_runner(s, run_system)) for s in system], *last]
     if nodes > 1:
         return [*first, ("rack offline", _rack), *last]
+    if pace:
+        runs: list[Step] = [(f"run {s.lower()}", _runner(s)) for s in ("Offline", "Server", "Interactive") if s in pace]
+        return [*first, *runs, *last]
     return [
         *first,
         ("run offline", lambda r: r.run("Offline")),
@@ -607,11 +665,26 @@ def default_steps(nodes: int = 1) -> list[Step]:
     ]
 
 
+def _runner(scenario: str) -> Callable[[Rehearsal], None]:
+    return lambda r: r.run(scenario)
+
+
+def _system_runner(scenario: str, run: Callable[[Rehearsal, str], None]) -> Callable[[Rehearsal], None]:
+    return lambda r: run(r, scenario)
+
+
+def _system(recipe: Recipe, nodes: int) -> list[str] | None:
+    from repro.rehearse.system import system_scenarios
+
+    return system_scenarios(recipe) if nodes > 1 else None
+
+
 def rehearse(
     recipe_name: str,
     root: Path,
     *,
     time_scale: float = DEFAULT_TIME_SCALE,
+    pace: str = "fixed",
     nodes: int = 1,
     steps: list[Step] | None = None,
     client: Any = None,
@@ -627,15 +700,16 @@ def rehearse(
 
     recipe = gpu_recipe(recipe_name)
     _check_nodes(nodes)
+    runs = _paced(recipe, pace, time_scale, nodes, root)
     client = client or docker.from_env(timeout=300)
-    scaling = Scaling.for_recipe(recipe, time_scale)
+    scaling = Scaling.for_recipe(recipe, time_scale, pace=runs)
     ws = Workspace.open(root)
     say = on_step or (lambda _msg: None)
     say(f"rehearsal of {recipe.name} in {ws.root}: {scaling.text(('Offline',) if nodes > 1 else None)}")
     result = RehearsalResult(recipe.name, ws.root, scaling, "", nodes=nodes, image_source=image_source)
-    r = Rehearsal(recipe, ws, scaling, client, result, say, bar=bar)
+    r = Rehearsal(recipe, ws, scaling, client, result, say, bar=bar, pace=runs, ref=recipe_name)
     try:
-        for name, step in steps if steps is not None else default_steps(nodes):
+        for name, step in steps if steps is not None else default_steps(nodes, runs, _system(recipe, nodes)):
             step(r)
             r.result.steps.append(name)
     finally:
@@ -669,7 +743,8 @@ def rack_node(recipe_name: str, root: Path, *, image: str, rack: str, time_scale
     node's folder of the rack (`into`, as a real node's `repro run --into`), reading the model, dataset and
     checkpoint the rack's setup and build-engine left in the shared workspace.
 
-    The nodes of a rehearsal share this machine, so each takes its own port range (the real nodes are hosts)."""
+    The nodes of a rehearsal share this machine, and other tests with it, so each takes free ports of its own
+    (the real nodes are hosts)."""
     import docker
 
     from repro.engine.container import managed_containers
@@ -687,7 +762,7 @@ def rack_node(recipe_name: str, root: Path, *, image: str, rack: str, time_scale
     scaling = Scaling.for_recipe(recipe, time_scale)
     ws = Workspace.open(root).ensure()
     result = RehearsalResult(recipe.name, ws.root, scaling, image, node_of=str(rack_dir))
-    r = Rehearsal(recipe, ws, scaling, client, result, lambda _msg: None, tag=tag, shared=shared)
+    r = Rehearsal(recipe, ws, scaling, client, result, lambda _msg: None, tag=tag, shared=shared, in_process=True)
     result.steps = [f"read {name} from {shared.root}" for name in link_shared_inputs(shared, ws)]
     assert recipe.trtllm is not None
     r.servers = ServerOptions(
@@ -695,7 +770,8 @@ def rack_node(recipe_name: str, root: Path, *, image: str, rack: str, time_scale
         gpus=False,
         name_prefix=f"repro-rehearse-{tag}-{node}",
         labels={"org.repro.rehearsal": tag, "org.repro.rack-node": node},
-        base_port=recipe.trtllm.base_port + 100 * index,
+        # free ones from its own range up: another rehearsal's servers may hold the recipe's ports on this host
+        base_port=free_ports(recipe.trtllm.base_port + 100 * index, recipe.trtllm.servers_per_vm),
     )
     r.servers.env = standin_env(scaling, len(plan_servers(recipe, ws, r.servers)))
     r.run("Offline", into=into)

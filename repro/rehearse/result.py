@@ -27,14 +27,18 @@ class Scaling:
     time: float
     rate: float
     capacity_qps: float
+    pace: dict[str, Any] | None = None
+    """--pace published: each scenario's RunPace (rehearse/pace.py); None: the fixed-speed stand-in."""
 
     @classmethod
-    def for_recipe(cls, recipe: Recipe, time: float = DEFAULT_TIME_SCALE) -> Scaling:
+    def for_recipe(
+        cls, recipe: Recipe, time: float = DEFAULT_TIME_SCALE, pace: dict[str, Any] | None = None
+    ) -> Scaling:
         from repro.run.settings import recipe_target_qps
 
         server = recipe_target_qps(recipe, "Server") or recipe.loadgen.offline_expected_qps
         rate = SERVER_QPS / server
-        return cls(time, rate, max(recipe.loadgen.offline_expected_qps * rate, 2 * SERVER_QPS))
+        return cls(time, rate, max(recipe.loadgen.offline_expected_qps * rate, 2 * SERVER_QPS), pace)
 
     def settings(self, recipe: Recipe, scenario: str) -> dict[str, Any]:
         from repro.run.settings import loadgen_settings
@@ -52,6 +56,10 @@ class Scaling:
 
     def text(self, scenarios: tuple[str, ...] | list[str] | None = None) -> str:
         """`scenarios`: the ones this rehearsal runs; an Offline-only one never speaks of Server rates."""
+        if self.pace:
+            return "the published pace, against the recipe's server twin: " + "; ".join(
+                f"{s} time x {p.time_scale.text}, {p.width:.3g} of the published load" for s, p in self.pace.items()
+            )
         server = scenarios is None or any(s != "Offline" for s in scenarios)
         if not server:
             return (
@@ -90,6 +98,9 @@ class RehearsalResult:
     """What Docker would be asked for per server on the VM (this machine has no NVIDIA runtime, so none is sent)."""
     rack: dict[str, Any] | None = None
     """With --nodes: the rack folder, its Slurm jobs, the summed total and the jobs Slurm still runs."""
+    system: dict[str, Any] | None = None
+    """With --nodes for a one-system recipe: the shrunk recipe file, each scenario's Slurm job, and the jobs and
+    stand-in processes still there after the last one (none, or the rehearsal failed)."""
     tune: dict[str, Any] | None = None
     """`repro tune server` against the stand-in servers: the rate chosen, the search, where it was saved."""
     verify: list[dict[str, Any]] = field(default_factory=list)
@@ -103,7 +114,7 @@ class RehearsalResult:
     @property
     def scenarios(self) -> tuple[str, ...] | None:
         """The scenarios run: a rack rehearsal is Offline only; None before any run (the plan names Server too)."""
-        if self.nodes > 1:
+        if self.nodes > 1 and not self.system and "run server" not in self.steps:  # a per-VM rack: Offline only
             return ("Offline",)
         return tuple(dict.fromkeys(r["scenario"] for r in self.runs)) or None
 
@@ -113,7 +124,8 @@ class RehearsalResult:
         shows what did not hold (the verdict of its run or rack), else the rehearsal again."""
         import shlex
 
-        again = shlex.join(["repro", "rehearse", "--recipe", self.recipe, *self._nodes_args])
+        pace = ["--pace", "published"] if self.scaling.pace else []
+        again = shlex.join(["repro", "rehearse", "--recipe", self.recipe, *pace, *self._nodes_args])
         if self.dry_run:
             return again
         if self.node_of:
@@ -127,10 +139,19 @@ class RehearsalResult:
             )
         if self.rack:
             return shlex.join(["repro", "aggregate", self.rack["rack_dir"], "--recipe", self.recipe])
-        bad = [r for r in self.runs if not r["valid"]] + [v for v in self.verify if not v["as_rehearsal"]]
+        bad = [r for r in self.runs if not r["valid"] and r.get("run_dir")]
+        bad += [v for v in self.verify if not v["as_rehearsal"]]
         if bad:
             return shlex.join(["repro", "verify", bad[0]["run_dir"], "--recipe", self.recipe])
         return again
+
+    def _twin(self) -> dict[str, Any] | None:
+        """The server twin's calibration (each parameter with the log line or arithmetic it came from)."""
+        if not self.scaling.pace:
+            return None
+        from repro.rehearse.twin import calibrate
+
+        return calibrate(self.recipe, None if self.dry_run else self.workspace / "twin").to_json()
 
     @property
     def _nodes_args(self) -> list[str]:
@@ -151,6 +172,7 @@ class RehearsalResult:
         steps_ok = steps_ok and all(v["as_rehearsal"] for v in self.verify)
         steps_ok = steps_ok and all(r["written"] for r in self.report)
         rack_ok = self.rack is None or (self.rack["counted"] == self.nodes and not self.rack["left_jobs"])
+        rack_ok = rack_ok and (self.system is None or not (self.system["left_jobs"] or self.system["left_processes"]))
         return (
             bool(self.runs) and all(r["valid"] for r in self.runs) and not self.left_containers and rack_ok and steps_ok
         )
@@ -162,11 +184,14 @@ class RehearsalResult:
             "recipe": self.recipe,
             "workspace": str(self.workspace),
             "scaling": {
+                "pace": "published" if self.scaling.pace else "fixed",
                 "time": self.scaling.time,
                 "rate": self.scaling.rate,
                 "capacity_qps": self.scaling.capacity_qps,
                 "text": self.scaling.text(self.scenarios),
+                "runs": {s: p.to_json() for s, p in (self.scaling.pace or {}).items()},
             },
+            "twin": self._twin(),
             "image": self.image,
             "nodes": self.nodes,
             "steps": self.steps,
@@ -176,6 +201,7 @@ class RehearsalResult:
             "device_requests": self.device_requests,
             "runs": self.runs,
             "rack": self.rack,
+            "system": self.system,
             "tune": self.tune,
             "verify": self.verify,
             "report": self.report,
@@ -185,3 +211,61 @@ class RehearsalResult:
             "ok": self.ok,
             "next_command": self.next_command,
         }
+
+
+def run_row(
+    scenario: str, run_dir: str | Path, verdict: Any, no_verdict: str = "ERROR", **extra: Any
+) -> dict[str, Any]:
+    """One run of a rehearsal as its result lists it (a rack node without a verdict: `no_verdict` as its status)."""
+    run = verdict.run if verdict is not None else None
+    return {
+        "scenario": scenario,
+        "run_dir": str(run_dir),
+        "valid": bool(run and run.valid),
+        "validity": run.validity if run else "ERROR",
+        "verdict": verdict.status if verdict is not None else no_verdict,
+        "label": run.label if run else None,
+        "samples_per_s": run.samples_per_s if run else None,
+        "tokens_per_s": run.tokens_per_s if run else None,
+        **extra,
+    }
+
+
+OUT_LEN = 8  # answer length of the stand-in (STANDIN_OUT_LEN): 9 ids with EOS
+
+
+def standin_env(scaling: Scaling, servers: int) -> dict[str, str]:
+    """A fixed speed (one slot per server) whose total capacity is `scaling.capacity_qps`."""
+    per_server = scaling.capacity_qps / max(1, servers)
+    return {
+        "STANDIN_OUT_LEN": str(OUT_LEN),
+        "STANDIN_MAX_BATCH": "1",
+        "STANDIN_TOKENS_PER_S": f"{per_server * (OUT_LEN + 1):.6g}",
+    }
+
+
+PORT_SPAN = 2000
+"""How far above the recipe's base port a rehearsal looks for its servers' ports."""
+
+
+def free_ports(base: int, n: int) -> int:
+    """n consecutive ports at or above `base` (the recipe's) that nothing on this host holds, the scan starting at
+    a random place in PORT_SPAN: the stand-in servers share this machine with other rehearsals and tests, where a
+    VM's servers have theirs to themselves. A scan from `base` itself gave every rehearsal 30000, and one that
+    another took between the scan and its servers' start (setup and build-engine lie between) ended the run with
+    "Port 30000 (server 0) is already in use by another program"."""
+    import random
+    import socket
+
+    slots = max(1, PORT_SPAN // max(1, n))
+    first = random.SystemRandom().randrange(slots)
+    for slot in (*range(first, slots), *range(first)):
+        start = base + slot * n
+        try:
+            for port in range(start, start + n):
+                with socket.socket() as s:
+                    s.bind(("127.0.0.1", port))
+        except OSError:
+            continue
+        return start
+    return base

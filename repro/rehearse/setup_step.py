@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
+from repro.core.benchmarks import Benchmark
 from repro.core.errors import ReproError
 from repro.core.recipes import Recipe
 from repro.core.workspace import Workspace
@@ -30,16 +31,27 @@ HUB_ENV = ("HF_ENDPOINT", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_HUB_DISABLE_
 
 
 def write_tokenizer(folder: Path, size: int = VOCAB) -> Path:
-    """The tiny model's tokenizer (word-level: 'w17' <-> 17), saved the way `repro setup` leaves one."""
-    from tokenizers import Tokenizer, models, pre_tokenizers
-    from transformers import PreTrainedTokenizerFast
+    """The tiny model's tokenizer (word-level: 'w17' <-> 17), saved the way `repro setup` leaves one: the files
+    transformers' `save_pretrained` writes for it (byte for byte), written with `tokenizers` alone, since README
+    command 1's install, which rehearses, has no transformers."""
+    from tokenizers import AddedToken, Tokenizer, models, pre_tokenizers, processors
 
     vocab = {"<unk>": 0, "<s>": 1, "</s>": 2, **{f"w{i}": i for i in range(3, size)}}
     tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
     tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>", unk_token="<unk>")
+    tok.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in ("<unk>", "<s>", "</s>")])
+    tok.post_processor = processors.TemplateProcessing(single="$A", pair="$A $B:1", special_tokens=[])
     folder.mkdir(parents=True, exist_ok=True)
-    fast.save_pretrained(str(folder))
+    tok.save(str(folder / "tokenizer.json"))
+    config = {
+        "backend": "tokenizers",
+        "bos_token": "<s>",
+        "eos_token": "</s>",
+        "model_max_length": int(1e30),
+        "tokenizer_class": "TokenizersBackend",
+        "unk_token": "<unk>",
+    }
+    (folder / "tokenizer_config.json").write_text(json.dumps(config, indent=2) + "\n")
     return folder
 
 
@@ -56,67 +68,63 @@ def tiny_model_files(vocab: int, tokenizer_dir: Path) -> dict[str, bytes]:
     return files
 
 
-def tiny_dataset(prompts: list[list[int]], out_len: int, fmt: str = "mlperf-openorca-pkl") -> dict[str, bytes]:
-    """MLPerf's two pickles in the benchmark's columns, pickled with object columns as MLPerf's pandas wrote them,
-    so setup's DataFrame-only unpickler reads them. OpenOrca (llama2-70b): tok_input, tok_input_length, output;
-    calibration: input. llama3.1-405b: input, tok_input, tok_input_len, gt_output and each sample's metric (rouge,
-    niah_em, qa_em in turn, as the real set mixes them); calibration: input, tok_input, tok_input_len."""
-    import pandas as pd
+def tiny_dataset(prompts: list[list[int]], out_len: int, bench: Benchmark) -> dict[str, bytes]:
+    """MLPerf's dataset pickles in the benchmark's own columns (its module's `stand_in`, repro/core/families/),
+    written by repro's own DataFrame-pickle writer (the opcodes and globals pandas writes for object and int64
+    columns; no pandas needed, so the light install rehearses)."""
+    from repro.setup.frame_encode import encode_frame as pkl
 
-    from repro.setup.safe_pickle import dataframe_pickle_bytes as pkl
-
+    stand_in = bench.spec.stand_in
+    if stand_in is None:
+        raise ReproError(f"benchmark {bench.name}'s module {bench.module} has no stand-in dataset to rehearse with")
     texts = [" ".join(f"w{t}" for t in p) for p in prompts]
-    if fmt == "mlperf-llama3.1-405b-pkl":
-        kinds = ["rouge", "niah_em", "qa_em"]
-        sampled = pd.DataFrame(
-            {
-                "input": texts,
-                "tok_input": prompts,
-                "tok_input_len": [len(p) for p in prompts],
-                "gt_output": [" ".join(["w3"] * out_len)] * len(prompts),
-                "metric": [kinds[i % 3] for i in range(len(prompts))],
-            }
-        )
-        calibration = pd.DataFrame(
-            {"input": texts[:8], "tok_input": prompts[:8], "tok_input_len": [len(p) for p in prompts[:8]]}
-        )
-        return {"sampled": pkl(sampled), "calibration": pkl(calibration)}
-    sampled = pd.DataFrame(
-        {
-            "input": texts,
-            "tok_input": prompts,
-            "tok_input_length": [len(p) for p in prompts],
-            "output": [" ".join(["w3"] * out_len)] * len(prompts),
-            "tok_output_length": [out_len] * len(prompts),
-        }
-    )
-    return {"sampled": pkl(sampled), "calibration": pkl(pd.DataFrame({"input": texts[:8]}))}
+    return {role: pkl(columns) for role, columns in stand_in(prompts, texts, out_len).items()}
 
 
-def setup_recipe(recipe: Recipe, urls: dict[str, str], data: dict[str, bytes], samples: int) -> Recipe:
+def setup_recipe(
+    recipe: Recipe, urls: dict[str, str], data: dict[str, bytes], samples: int, lists: dict[str, str]
+) -> Recipe:
     """The recipe with the stand-in data's facts: mirror URLs, checksums, sample count and sizes.
 
-    A file the real recipe pins (a published SHA-256) is pinned here to the stand-in's own bytes, which this
-    rehearsal made; a file the real recipe leaves unpinned stays unpinned, so setup takes the same path as on a
-    GPU VM (the calibration set is derived from the sampled set, never unpickled). A benchmark with no published
-    checksum and no raw data (llama3.1-405b) is set up on a VM by pinning the R2 downloader's files in a copy of the
-    recipe, as setup's refusal says: the stand-in takes that step with its own bytes."""
+    Each pin the real benchmark has is kept, over the stand-in's own bytes (this rehearsal made them): a published
+    SHA-256 or MD5 becomes the stand-in's, MLCommons' .md5 list is the mirror's `lists[role]` (which lists the
+    stand-in's MD5), and a file the benchmark leaves unpinned stays unpinned, so setup takes the same path as on a
+    GPU VM (llama2's calibration set is derived from the sampled set, never unpickled; llama3.1-405b's files are
+    placed as the R2 downloader leaves them and checked against the published MD5 and the list)."""
+    from repro.core.benchmarks import Md5Pin
     from repro.setup.download import pinned_sha256
 
-    user_pins = recipe.dataset.raw is None
+    md5 = {}
+    for role, pin in recipe.dataset.md5.items():
+        mine = hashlib.md5(data[role], usedforsecurity=False).hexdigest()
+        md5[role] = Md5Pin(
+            value=mine if pin.value is not None else None,
+            sources=pin.sources,
+            list_url=lists.get(role) if pin.list_url is not None else None,
+            note=pin.note,
+        )
     dataset = recipe.dataset.model_copy(
         update={
             "urls": urls,
             "sha256": {
-                role: hashlib.sha256(b).hexdigest() if (user_pins or pinned_sha256(recipe, role)) else "unknown"
+                role: hashlib.sha256(b).hexdigest() if pinned_sha256(recipe, role) else "unknown"
                 for role, b in data.items()
             },
+            "md5": md5,
             "samples": samples,
             "calibration_samples": 8,
         }
     )
     model = recipe.model.model_copy(update={"size_gb": 0.001})
     return recipe.model_copy(update={"dataset": dataset, "model": model, "disk_needed_gb": 0.01})
+
+
+def _mirror(hub: Any, url: str, body: bytes) -> str:
+    """The mirror URL of a real one on the local hub (same host and path under /static/), serving `body`."""
+    real = urlparse(url)
+    key = f"{real.netloc}{real.path}"
+    hub.static[key] = body
+    return f"{hub.url}/static/{key}"
 
 
 @contextmanager
@@ -150,23 +158,28 @@ def gated_setup(recipe: Recipe, ws: Workspace, prompts: list[list[int]], out_len
     """Setup three times as a user meets the gate: no token (401), a token before the license is accepted (403),
     then after (200, files downloaded and verified). Each refusal's message is kept; the token never is."""
     from repro.rehearse.hub import HubServer, Repo
-    from repro.setup.download import data_dir, run_setup
+    from repro.setup.download import dataset_file, run_setup
+    from repro.setup.pins import has_pin
 
-    data = tiny_dataset(prompts, out_len, recipe.dataset.format)
+    data = tiny_dataset(prompts, out_len, recipe.bench)
     placed: list[str] = []
     with tempfile.TemporaryDirectory(prefix="repro-rehearse-model-") as tmp, HubServer() as hub:
         files = tiny_model_files(vocab, write_tokenizer(Path(tmp) / "tok", vocab))
         repo = hub.add(Repo(recipe.model.repo_id, files, commit=recipe.model.revision, gated=True))
-        urls = {}
-        for role, url in recipe.dataset.urls.items():
-            real = urlparse(url)
-            key = f"{real.netloc}{real.path}"
-            hub.static[key] = data[role]
-            urls[role] = f"{hub.url}/static/{key}"
-        rec = setup_recipe(recipe, urls, data, len(prompts))
+        urls = {role: _mirror(hub, url, data[role]) for role, url in recipe.dataset.urls.items()}
+        # MLCommons' md5sum list beside each .uri, as `md5sum` writes it, over the stand-in's bytes: one list for
+        # every file it covers (DeepSeek-R1's sampled and calibration pickles share one)
+        listed: dict[str, str] = {}
+        for role, pin in recipe.dataset.md5.items():
+            if pin.list_url is not None:
+                line = f"{hashlib.md5(data[role], usedforsecurity=False).hexdigest()}  {recipe.dataset.files[role]}\n"
+                listed[pin.list_url] = listed.get(pin.list_url, "") + line
+        mirrored = {url: _mirror(hub, url, body.encode()) for url, body in listed.items()}
+        lists = {role: mirrored[pin.list_url] for role, pin in recipe.dataset.md5.items() if pin.list_url is not None}
+        rec = setup_recipe(recipe, urls, data, len(prompts), lists)
         for role, fname in recipe.dataset.files.items():
             if role not in urls and role in recipe.dataset.r2_uri:  # what MLCommons' R2 downloader leaves there
-                dest = data_dir(ws, rec) / fname
+                dest = dataset_file(ws, rec, fname)
                 dest.parent.mkdir(parents=True, exist_ok=True)
                 dest.write_bytes(data[role])
                 placed.append(fname)
@@ -195,7 +208,9 @@ def gated_setup(recipe: Recipe, ws: Workspace, prompts: list[list[int]], out_len
         "model_files": sorted(p.rsplit("/", 1)[-1] for p in downloads),
         "dataset_files": fetched,
         "dataset_placed": sorted(placed),
-        "derived_from_sampled": sorted(role for role, sha in rec.dataset.sha256.items() if sha == "unknown"),
+        "derived_from_sampled": sorted(role for role in rec.dataset.files if not has_pin(rec, role)),
+        "dataset_pins": out.details.get("dataset_pins", {}),
+        "notes": out.details.get("notes", []),
         "model_dir": out.details.get("model_dir"),
         "prepared_dir": out.details.get("prepared_dir"),
     }

@@ -11,6 +11,7 @@ from typing import Any
 
 from repro.core.prices import Price, resolve_price
 from repro.core.recipes import Recipe
+from repro.results.index_match import count_value
 from repro.results.logs import LoadGenRun
 
 MLPERF_BASIS = "MLPerf's basis: LoadGen's tokens/s counts generated tokens"
@@ -31,6 +32,7 @@ class TokenCost:
     per_million_total: float | None = None
     tokens_per_joule: float | None = None
     joule_basis: str = "no power.csv in the run folder"
+    vms_basis: str = "one VM"
 
     @property
     def usd_per_hour(self) -> float | None:
@@ -41,7 +43,7 @@ class TokenCost:
         if self.price is None:
             out = [("$ per million output tokens", "no price known", self.why)]
         else:
-            hourly = f"{self.price.basis}" + (f" x {self.vms} VMs" if self.vms > 1 else "")
+            hourly = f"{self.price.basis}" + (f" x {self.vms_basis}" if self.vms > 1 else "")
             total = (
                 f"input + output, InferenceX's basis: {self.input_per_sample:,.1f} input + "
                 f"{self.output_per_sample:,.1f} output tokens per sample (input {self.input_basis})"
@@ -69,6 +71,7 @@ class TokenCost:
             "price": self.price.to_json() if self.price else None,
             "price_note": self.why,
             "vms": self.vms,
+            "vms_basis": self.vms_basis,
             "output_tokens_per_s": self.tokens_per_s,
             "usd_per_million_output_tokens": _round(self.per_million_output),
             "usd_per_million_total_tokens": _round(self.per_million_total),
@@ -90,6 +93,31 @@ def _round(value: float | None) -> float | None:
     return None if value is None else round(value, 6)
 
 
+def nodes_of(run: LoadGenRun) -> tuple[int, str]:
+    """The VMs (nodes) one run's system had and where that is stated: its system JSON's number_of_nodes (an NVL72
+    rack is 18 ND GB200 v6 VMs), or run.json's `system` for one system repro ran over many nodes (trtllm.system
+    recipes); 1 for a folder that is one node of a system, for a run on one VM and when nothing says."""
+    if run.system_node_of:
+        return 1, "one node of a system"
+    own = run.run_info.system if run.run_info is not None else None
+    if isinstance(own, dict) and own.get("number_of_nodes") is not None:
+        return count_value(own["number_of_nodes"]) or 1, "run.json"
+    if run.system and run.system.get("number_of_nodes") is not None:
+        return count_value(run.system["number_of_nodes"]) or 1, "the system JSON"
+    return 1, ""
+
+
+def vms_of(runs: list[LoadGenRun]) -> tuple[int, str]:
+    """(VMs the runs' tokens were made on, in words): every run's own system counted, summed over the runs."""
+    counted = [nodes_of(r) for r in runs]
+    total = max(1, sum(n for n, _ in counted))
+    multi = [n for n, _ in counted if n > 1]
+    if not multi:
+        return total, f"{total} VM{'s' if total > 1 else ''}, one per run"
+    where = " and ".join(dict.fromkeys(w for n, w in counted if n > 1))
+    return total, f"{total} VMs: number_of_nodes in {where} ({' + '.join(str(n) for n, _ in counted)})"
+
+
 def token_cost(
     runs: list[LoadGenRun], recipe: Recipe | None, price_per_hour: float | None, input_tokens: tuple[float | None, str]
 ) -> TokenCost:
@@ -100,7 +128,8 @@ def token_cost(
     vm_size = next((i.vm_size for i in infos if i.vm_size), None) or (recipe.system.vm_size if recipe else None)
     vm_name = recipe.title if recipe is not None and recipe.system.vm_size == vm_size else vm_size
     price, why = resolve_price(price_per_hour, vm_size, vm_name)
-    cost = TokenCost(price, why, max(1, len(runs)), tokens)
+    vms, vms_basis = vms_of(runs)
+    cost = TokenCost(price, why, vms, tokens, vms_basis=vms_basis)
     if price is not None and tokens > 0 and math.isfinite(tokens):
         cost.per_million_output = price.usd_per_hour * cost.vms / 3600 / tokens * 1e6
     cost.input_per_sample, cost.input_basis = input_tokens

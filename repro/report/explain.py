@@ -17,11 +17,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from repro.core.benchmarks import Benchmark, load_benchmark
+from repro.core.benchmarks import Benchmark, not_shipped_notes
 from repro.core.errors import InputError
 from repro.core.published import DATA_DIR, Accelerator, load_index
 from repro.core.recipes import Recipe
-from repro.report.roofline import flops_per_output_token, roofline
+from repro.core.serving import gpus_served, serving_text
+from repro.report.roofline import flops_per_output_token, model_shape, roofline
 from repro.report.sides import (
     Diff,
     Effect,
@@ -34,9 +35,10 @@ from repro.report.sides import (
     side_of_run,
     stack_diffs,
 )
-from repro.results.compare import pick_perf_run
+from repro.results.compare import pick_perf_run, same_model
+from repro.results.identity import benchmark_file, decide_benchmark
 from repro.results.index_match import effective_scenario
-from repro.results.logs import LoadGenRun, benchmark_target, find_runs
+from repro.results.logs import LoadGenRun, find_runs
 
 SETTINGS_JSON = DATA_DIR / "settings.json"
 NOISE_PCT = 2.0  # run-to-run spread of one system (MLPerf reruns differ by 1-2%): a smaller gap needs no cause
@@ -209,18 +211,16 @@ def _output_lengths(folder: Path) -> tuple[list[int], Path] | None:
 # --- the comparison ------------------------------------------------------------------------------------------------
 
 
-def benchmark_of_run(run: LoadGenRun, recipe: Recipe | None) -> Benchmark | None:
-    """The run's benchmark: its path, else its recipe's; None when neither says."""
-    if run.benchmark:
-        return load_benchmark(run.benchmark)
-    return recipe.bench if recipe is not None else None
+def _benchmark(run: LoadGenRun, recipe: Recipe | None) -> Benchmark | None:
+    """The run's benchmark file, decided as verify decides it (results/identity.py); None when nothing says."""
+    return benchmark_file(decide_benchmark(run, recipe=recipe)[0])
 
 
 def _token_stats(
     run: LoadGenRun, side: Side, recipe: Recipe | None, input_tokens: float | None, input_src: str
 ) -> TokenStats:
     found = _output_lengths(run.folder)
-    bench = benchmark_of_run(run, recipe)
+    bench = _benchmark(run, recipe)
     max_tokens = side.serving.get("max_tokens") or (
         recipe.loadgen.max_tokens if recipe is not None else bench.generation.max_new_tokens if bench else None
     )
@@ -359,10 +359,9 @@ def _output_causes(
         and abs(out_shift) > OUTPUT_SHIFT_PCT
         and inp
         and bench is not None
-        and bench.model.architecture is not None
+        and (m := model_shape(bench, bench.model)) is not None
     ):
         shorter = out_shift < 0
-        m = bench.model
         impact = flops_per_output_token(inp, ref_out, m) / flops_per_output_token(inp, run.tokens_per_sample, m) - 1
         impact *= 100
         evidence = [
@@ -585,6 +584,37 @@ def _fill_from_index(run: LoadGenRun, side: Side, notes: list[str]) -> None:
         notes.append(f"this is the published log of {match.row.ref}: its effective settings come from the shipped copy")
 
 
+def _known_diffs(run: LoadGenRun, recipe: Recipe | None, mine: Side, ref: Side, have: list[Diff]) -> list[Diff]:
+    """The recipe's known differences from the published run (results.stack: serving stack, engine layout, boost
+    slider, ...) for repro's own run, each a stack diff not already found by comparing the two sides."""
+    if recipe is None or run.run_info is None or ref.kind == "run":
+        return []
+    from repro.results.stack import stack_differences
+
+    seen = {d.key for d in have}
+    known = stack_differences(recipe, mine.scenario, run.run_info, ref.stack.get("LoadGen"))
+    return [
+        Diff("stack", k.key, k.here, k.published, k.effect, f"known difference from the published run ({k.source})")
+        for k in known
+        if k.key not in seen
+    ]
+
+
+def refuse_another_model(run: LoadGenRun, recipe: Recipe | None, command: str) -> None:
+    """A result is never explained or reported against a recipe of another model (a DeepSeek-R1 folder with a
+    Llama-2-70B recipe): its figure says nothing about it. The benchmark is the one the result states (its path or
+    run.json); 99 and 99.9 of one model are one model."""
+    stated, source = decide_benchmark(run)
+    mine = benchmark_file(stated)
+    if recipe is None or mine is None or stated == recipe.benchmark or mine.model.repo_id == recipe.model.repo_id:
+        return
+    raise InputError(
+        f"{run.folder}: a {stated} run ({source}), and recipe {recipe.name} runs {recipe.benchmark} "
+        f"({recipe.model.repo_id}): another model's figure says nothing about this run.",
+        f"`repro {command} RESULT_DIR --recipe NAME` with a recipe of {stated} (see `repro recipes list`)",
+    )
+
+
 def _resolve_recipe(run: LoadGenRun, recipe: str | Recipe | None) -> Recipe | None:
     from repro.results.verify import resolve_recipe
 
@@ -605,9 +635,16 @@ def _reference(against: str | None, run: LoadGenRun, recipe: Recipe | None) -> t
     if against:
         rows = idx.resolve(against)
         same = [r for r in rows if r.scenario == effective_scenario(run)] or rows
-        bench = benchmark_target(run.folder)
-        same = [r for r in same if bench is None or r.benchmark == bench] or same
-        return side_of_published(same[0]), None
+        name = decide_benchmark(run, recipe=recipe)[0]
+        bench = idx.value_of(name)
+        own = [r for r in same if bench is None or r.benchmark == bench]
+        if not own and name and not any(same_model(name, r.benchmark_name) for r in same):
+            theirs = ", ".join(sorted({r.benchmark_name for r in same}))
+            raise InputError(
+                f"{against}: no {name} result ({theirs} only): another model's figure says nothing about this run.",
+                f"`repro published --benchmark {name}` lists the results to explain it against",
+            )
+        return side_of_published((own or same)[0]), None
     if recipe is None:
         from repro.results.index_match import match_run
 
@@ -619,13 +656,33 @@ def _reference(against: str | None, run: LoadGenRun, recipe: Recipe | None) -> t
             "compare it with; pick a published result of the same accelerator.",
             f"repro published --scenario {effective_scenario(run)}",
         )
-    pub = recipe.published_for(effective_scenario(run)) or recipe.published
+    scenario = effective_scenario(run)
+    pub = recipe.published_for(scenario)
+    if pub is None:  # another scenario's figure says nothing about this run (a Server run is not an Offline one)
+        have = ", ".join(p.scenario for p in (recipe.published, *recipe.published_scenarios))
+        raise InputError(
+            f"recipe {recipe.name} has no published {scenario} result to explain {run.folder} against (it has {have}).",
+            f"repro published --scenario {scenario}",
+        )
     if pub.result_id:
         rows = idx.resolve(pub.result_id)
         same = [r for r in rows if r.scenario == effective_scenario(run) and r.benchmark_name == recipe.benchmark]
         if same:
             return side_of_published(same[0]), None
     return side_of_recipe(recipe, effective_scenario(run)), None
+
+
+def _served_from(recipe: Recipe, scenario: str | None) -> str | None:
+    """Where the recipe's published config served a scenario from fewer GPUs than its system has (Azure's GB300
+    Interactive: 64 of 72), the note that says so: MLPerf divides by the system's count all the same."""
+    if scenario not in ("Offline", "Server", "Interactive") or recipe.trtllm is None:
+        return None
+    dep = recipe.deployment(scenario)
+    used, total = gpus_served(dep)
+    if not 0 < used < total:
+        return None
+    layout = serving_text(dep)
+    return f"recipe {recipe.name} serves {scenario} with {layout}; per GPU is over all {total}, as MLPerf counts"
 
 
 def explain(
@@ -652,9 +709,12 @@ def explain(
     else:
         run = pick_perf_run(result_dir)
     chosen = _resolve_recipe(run, recipe)
+    refuse_another_model(run, chosen, "explain")
     ref, other = _reference(against, run, chosen)
     mine = side_of_run(run, chosen, name=_display_name(run))
     _fill_from_index(run, mine, notes)
+    if chosen is not None and (served := _served_from(chosen, mine.scenario)):
+        notes.append(served)
     if chosen is not None and ref.kind != "run" and not mine.serving:
         notes.append("the run recorded no serving configuration: serving options not compared")
     if chosen is not None and ref.kind == "published" and mine.serving:
@@ -673,6 +733,7 @@ def explain(
     if mine.scenario != ref.scenario:
         notes.append(f"scenarios differ ({mine.scenario} vs {ref.scenario}): the figures are not comparable")
     diffs = settings_diffs(mine, ref) + serving_diffs(mine, ref) + stack_diffs(mine, ref)
+    diffs += _known_diffs(run, chosen, mine, ref, diffs)
     if not ref.settings:
         notes.append(
             f"no effective LoadGen settings for {ref.name}: settings not compared "
@@ -688,7 +749,7 @@ def explain(
         tokens,
         per,
         mlperf_data=not (chosen and chosen.demo),
-        bench=benchmark_of_run(run, chosen),
+        bench=_benchmark(run, chosen),
     )
     roof = None
     if chosen is not None:
@@ -711,5 +772,6 @@ def explain(
         notes.insert(
             0, f"{mine.label} run: it rehearses the flow; its causes describe the rehearsal, never a reproduction"
         )
+    notes += not_shipped_notes(_benchmark(run, chosen), chosen.bench if chosen else None)
     sources = [s for s in (mine.source, ref.source) if s]
     return Explanation(mine, ref, deviation, per, causes, diffs, tokens, roof, rack, straggler, notes, sources)

@@ -105,10 +105,11 @@ def _rack_fig(report: Report) -> Figure:
         [r["tokens_per_s_per_gpu"] for r in rows],
         color=["#2ca02c" if r["status"] == "PASS" else "#d62728" for r in rows],
     )
-    band = report.recipe.published.band()
-    if band:
-        ax.axhspan(band[0], band[1], color="#2ca02c", alpha=0.15, label="published band")
-        ax.axhline(float(report.recipe.published.tokens_per_s_per_gpu), color="#2ca02c", lw=1)
+    pub = report.published
+    band = pub.band() if pub is not None else None
+    if band and pub is not None:
+        ax.axhspan(band[0], band[1], color="#2ca02c", alpha=0.15, label=f"published {pub.scenario} band")
+        ax.axhline(float(pub.tokens_per_s_per_gpu), color="#2ca02c", lw=1)
         ax.legend(loc="lower right")
     ax.set_ylabel("tokens/s per GPU")
     ax.set_title("Per VM" + (f" [{report.label}]" if report.label else ""))

@@ -14,9 +14,9 @@ from typing import Any
 from repro.core.errors import InputError
 from repro.core.fmt import fmt_num
 from repro.core.published import Accelerator, PublishedResult, load_index
-from repro.core.recipes import Recipe, all_recipes
+from repro.core.recipes import Published, Recipe, all_recipes
 from repro.report.cost import TokenCost, token_cost
-from repro.report.explain import Explanation, dataset_input_tokens, explain
+from repro.report.explain import Explanation, dataset_input_tokens, explain, refuse_another_model
 from repro.report.roofline import Roofline, roofline
 from repro.results.aggregate import RackReport, VMRow, aggregate, published_outside_band
 from repro.results.attest import verify_command
@@ -168,6 +168,17 @@ class Report:
         return self.rack.recipe
 
     @property
+    def scenario(self) -> str:
+        """The runs' scenario: every published figure the report sets beside them is of this scenario."""
+        return self.rack.scenario
+
+    @property
+    def published(self) -> Published | None:
+        """The recipe's published figure for the runs' scenario (a Server run beside the Server figure, never the
+        Offline one); None when the recipe published none for it."""
+        return self.recipe.published_for(self.scenario)
+
+    @property
     def label(self) -> str | None:
         return ", ".join(self.labels) or None
 
@@ -188,7 +199,12 @@ class Report:
     @property
     def exit_code(self) -> int:
         """The verdict's, as `repro verify` and `repro aggregate` give it: 0 only when every run PASSes (a demo,
-        smoke or rehearsal run never does), 1 otherwise, 2 when a folder is unreadable."""
+        smoke or rehearsal run never does), 1 otherwise, 2 when a folder is unreadable. Runs that are each a whole
+        system's result (a published DeepSeek-R1 rack) sum nothing as VMs, yet PASS as `repro verify` judges them."""
+        rows = self.rack.rows
+        whole = bool(rows) and all(r.whole_system and r.verdict and r.verdict.status == "PASS" for r in rows)
+        if whole and not self.rack.errors and self.rack.missing_count == 0:
+            return 0
         return self.rack.exit_code
 
     @property
@@ -236,7 +252,8 @@ class Report:
         return rows
 
     def to_json(self) -> dict[str, Any]:
-        band = self.recipe.published.band()
+        pub = self.published
+        band = pub.band() if pub is not None else None
         return {
             "report": "repro report",
             "label": self.label,
@@ -253,11 +270,15 @@ class Report:
                 "tokens_per_s_per_gpu": self.per_gpu,
                 "from": [str(r.folder) for r in self.used],
             },
-            "published": {
-                "tokens_per_s_per_gpu": self.recipe.published.tokens_per_s_per_gpu,
+            "scenario": self.scenario,
+            "published": None
+            if pub is None
+            else {
+                "scenario": pub.scenario,
+                "tokens_per_s_per_gpu": pub.tokens_per_s_per_gpu,
                 "band_per_gpu": list(band) if band else None,
-                "status": self.recipe.published.status,
-                "source": self.recipe.published.source,
+                "status": pub.status,
+                "source": pub.source,
             },
             "comparisons": [
                 {
@@ -346,25 +367,27 @@ class Report:
         return published_outside_band(self.recipe)
 
 
-def _comparisons(recipe: Recipe, per_gpu: float) -> list[Comparison]:
-    """Every recipe's published figure of the same model (a Llama-2-70B run is never set beside a 405B figure)."""
+def _comparisons(recipe: Recipe, per_gpu: float, scenario: str) -> list[Comparison]:
+    """Every recipe's published figure of the same model and scenario (a Llama-2-70B run is never set beside a 405B
+    figure, a Server run never beside an Offline one)."""
     out = []
     for r in all_recipes():
-        band = r.published.band()
-        if r.demo or band is None or r.bench.mlperf_model != recipe.bench.mlperf_model:
+        pub = r.published_for(scenario)
+        band = pub.band() if pub is not None else None
+        if r.demo or pub is None or band is None or r.bench.mlperf_model != recipe.bench.mlperf_model:
             continue
-        centre = float(r.published.tokens_per_s_per_gpu)
+        centre = float(pub.tokens_per_s_per_gpu)
         out.append(
             Comparison(
                 r.name,
                 r.title,
                 r.system.gpu_name,
-                r.published.status,
+                pub.status,
                 centre,
                 band,
                 (per_gpu / centre - 1) * 100,
                 r.name == recipe.name,
-                r.published.source,
+                pub.source,
             )
         )
     return out
@@ -407,6 +430,9 @@ def build_report(
             "a report compares with a recipe.",
             "`repro report RESULT_DIR... --recipe NAME` (see `repro recipes list`)",
         )
+    for r in rack.rows:
+        if r.verdict is not None:
+            refuse_another_model(r.verdict.run, chosen, "report")
     notes: list[str] = []
     used = rack.counted
     if not used:
@@ -417,7 +443,11 @@ def build_report(
                 f"no readable Offline performance run with tokens/s in {', '.join(map(str, dirs))}: {problems}",
                 "`repro run offline`, then `repro report RESULT_DIR`",
             )
-        notes.append("no VALID complete run: the figures below come from INVALID or incomplete runs")
+        whole = [r for r in used if r.whole_system and _verdict(r).run.valid and not _verdict(r).run.incomplete]
+        if len(whole) == len(used):  # a published rack result (DeepSeek-R1 over 18 nodes): valid, just not one VM's
+            notes.append(f"{len(used)} run(s) not summed as VMs: {used[0].excluded}; the figures below are its own")
+        else:
+            notes.append("no VALID complete run: the figures below come from INVALID or incomplete runs")
     for r in rack.rows:
         if r.problem:
             notes.append(f"{r.name}: skipped ({r.problem})")
@@ -474,7 +504,7 @@ def build_report(
         rack=rack,
         used=used,
         per_gpu=per_gpu,
-        comparisons=_comparisons(chosen, per_gpu),
+        comparisons=_comparisons(chosen, per_gpu, rack.scenario),
         business=[Business(name, n, per_gpu / n, per_vm / n, total / n) for name, n in PROFILES],
         measured=measured,
         tdp=tdp,
@@ -482,7 +512,7 @@ def build_report(
         labels=labels,
         notes=notes,
         sources=_sources(rack.rows, chosen),
-        standing=standing_for(chosen, per_gpu),
+        standing=standing_for(chosen, per_gpu, rack.scenario),
         explanation=explanation,
         tune=_tune_source(used),
         cost=token_cost(

@@ -1,5 +1,6 @@
 """Two ceilings for serving the recipe's benchmark model, so a measured tokens/s reads as a fraction of what the GPU
-can do. The model's size and shape come from its benchmark file (repro/data/benchmarks/).
+can do. The model's size and shape come from its benchmark file, as its module reads them (ModelShape,
+repro/core/families/).
 
 Memory (HBM): each decode step of a batch of B sequences reads every weight once and the KV cache of every
 sequence, and produces B tokens:
@@ -14,8 +15,9 @@ and attention FLOPs, prefill included:
 BW: HBM bandwidth (recipe system.memory_bandwidth_tbps); W: weight bytes per GPU (quantized_size_gb when known,
 else the model's parameters x precision bits / 8, over TP x PP); B: recipe trtllm.gpu_batch_size; I, O: mean input
 and output tokens per sample (measured from the dataset and the run when given, else the benchmark's figures);
-C = I + O/2, the mean context while decoding; KV = layers x KV heads x head dim x 2 x KV-cache bytes; P: the
-parameter count; L x D = layers x hidden size (Llama-2-70B: 80 x 8 x 128, 68.98e9, 80 x 8192). The lower bound is
+C = I + O/2, the mean context while decoding; KV = layers x KV heads x head dim x 2 x KV-cache bytes (GQA; MLA:
+layers x latent values x bytes); P: the parameters one token passes through (all of a dense model's; a mixture of
+experts' active ones); L x D = layers x hidden size (Llama-2-70B: 80 x 8 x 128, 68.98e9, 80 x 8192). The lower bound is
 the ceiling; at batch 2048 that is the compute bound on Blackwell and Hopper. Activations, scheduling and
 communication are ignored, so both are upper bounds.
 """
@@ -26,7 +28,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from repro.core.benchmarks import Architecture, Model
+from repro.core.benchmarks import Benchmark, Model
+from repro.core.families import ModelShape
 from repro.core.recipes import Recipe
 
 MAX_OUTPUT_TOKENS = 1e6  # more per sample than any model emits: the log is wrong, use the mean
@@ -57,24 +60,36 @@ PEAK_TFLOPS: dict[str, dict[str, float]] = {
 _FAMILY = {"nvfp4": "fp4", "fp4": "fp4", "fp8": "fp8", "bf16": "fp16", "fp16": "fp16"}
 
 
-def kv_bytes_per_token(kv_bytes: float, arch: Architecture) -> float:
-    """GQA: K and V for every KV head of every layer (Llama-2-70B: 8 heads of 128 dims in 80 layers)."""
-    return arch.kv_bytes_per_token(kv_bytes)
+def kv_bytes_per_token(kv_bytes: float, shape: ModelShape) -> float:
+    """The whole model's KV cache per token, by its attention (GQA: K and V for every KV head of every layer,
+    Llama-2-70B: 8 heads of 128 dims in 80 layers; MLA: one latent vector per layer)."""
+    per_token = shape.kv_bytes_per_token(kv_bytes)
+    if per_token is None:
+        raise ValueError(f"{shape.source}: no KV shape (layers, KV heads, head dim)")
+    return per_token
 
 
-def flops_per_output_token(input_tokens: float, output_tokens: float, model: Model) -> float:
-    """Matmul FLOPs of prefill and decode plus attention over the growing context, per generated token."""
+def flops_per_output_token(input_tokens: float, output_tokens: float, shape: ModelShape) -> float:
+    """Matmul FLOPs of prefill and decode (2 x the parameters a token passes through: a mixture of experts' active
+    ones) plus attention over the growing context, per generated token."""
     i, o = input_tokens, output_tokens
-    arch = _arch(model)
-    matmul = 2 * model.parameters * (i + o)
-    attention = 4 * arch.layers * arch.hidden_size * (i * i / 2 + o * (i + o / 2))
+    layers, width = _attention(shape)
+    matmul = 2 * shape.active * (i + o)
+    attention = 4 * layers * width * (i * i / 2 + o * (i + o / 2))
     return (matmul + attention) / o
 
 
-def _arch(model: Model) -> Architecture:
-    if model.architecture is None:
-        raise ValueError(f"{model.repo_id}: its benchmark file gives no architecture")
-    return model.architecture
+def model_shape(bench: Benchmark, model: Model) -> ModelShape | None:
+    """The model's shape as its benchmark's module reads it (repro/core/families/); None when the file gives no
+    architecture (the CPU demo's tiny model) or no attention width to count FLOPs by."""
+    shape = bench.spec.model_shape(model, f"benchmark {bench.name}")
+    return shape if shape is not None and shape.has_kv and shape.layers and shape.hidden else None
+
+
+def _attention(shape: ModelShape) -> tuple[int, int]:
+    if not shape.layers or not shape.hidden:
+        raise ValueError(f"{shape.source}: no layers and hidden size to count attention FLOPs by")
+    return shape.layers, shape.hidden
 
 
 def peak_for(recipe: Recipe) -> tuple[float, str] | None:
@@ -109,6 +124,7 @@ class Roofline:
     output_tokens: float
     output_source: str
     model: Model
+    shape: ModelShape
     compute_tokens_per_s: float | None = None
     peak_flops: float | None = None
     peak_source: str = "no tensor-core peak listed for this GPU"
@@ -172,24 +188,28 @@ class Roofline:
 
     @property
     def explanation(self) -> str:
-        a = _arch(self.model)
+        a = self.shape
+        kv = (
+            f"{a.layers} x {a.kv_latent} (latent) x {self.kv_bytes:g} B"
+            if a.kv_latent
+            else f"{a.layers} x {a.kv_heads} x {a.head_dim} x 2 x {self.kv_bytes:g} B"
+        )
         return (
             f"{FORMULA}; BW = {self.bandwidth_bytes_s / 1e12:g} TB/s, W = {self.weight_bytes / 1e9:,.2f} GB "
             f"({self.weight_source}), B = {self.batch}, C = {self.context_tokens:,.1f} tokens "
             f"(I = {self.input_tokens:,.1f}: {self.input_source}; + O/2, O = {self.output_tokens:,.1f}: "
-            f"{self.output_source}), KV = {a.layers} x {a.kv_heads} x {a.head_dim} x 2 x {self.kv_bytes:g} B = "
-            f"{self.kv_bytes_per_token:,.0f} B/token"
+            f"{self.output_source}), KV = {kv} = {self.kv_bytes_per_token:,.0f} B/token"
         )
 
     @property
     def compute_explanation(self) -> str:
         if self.compute_tokens_per_s is None or self.peak_flops is None:
             return f"compute bound not computed: {self.peak_source}"
-        per_token = flops_per_output_token(self.input_tokens, self.output_tokens, self.model)
-        a = _arch(self.model)
+        per_token = flops_per_output_token(self.input_tokens, self.output_tokens, self.shape)
+        a = self.shape
         return (
-            f"{COMPUTE_FORMULA}; F = {self.peak_source}; P = {self.model.parameters:.4g}, "
-            f"L x D = {a.layers} x {a.hidden_size}, I = {self.input_tokens:,.1f}, "
+            f"{COMPUTE_FORMULA}; F = {self.peak_source}; P = {a.active:.4g}, "
+            f"L x D = {a.layers} x {a.hidden}, I = {self.input_tokens:,.1f}, "
             f"O = {self.output_tokens:,.1f}: {per_token / 1e9:,.1f} GFLOP per output token"
         )
 
@@ -248,7 +268,8 @@ def roofline(
     to be assumed, when they are missing or implausible."""
     bw = recipe.system.memory_bandwidth_tbps
     model, bench = recipe.model, recipe.bench
-    if bw == "unknown" or recipe.trtllm is None or model.architecture is None:
+    shape = model_shape(bench, model)
+    if bw == "unknown" or recipe.trtllm is None or shape is None:
         return None
     tp = recipe.trtllm.tp_size * recipe.trtllm.pp_size
     if recipe.quantization.quantized_size_gb != "unknown":
@@ -266,20 +287,20 @@ def roofline(
     out, out_src = reference, f"{bench.name} reference mean {reference:g} (not measured)"
     if _plausible(output_tokens):
         out, out_src = float(output_tokens or 0), output_source or "measured: the run's tokens/s / samples/s"
-    assumed = bench.dataset.mean_input_tokens
+    stated = bench.dataset.mean_input_tokens
     if _plausible(input_tokens):
         inp, inp_src = float(input_tokens or 0), input_source or "measured from the dataset"
-    elif assumed != "unknown":
-        inp, inp_src = float(assumed), f"assumed mean prompt of the {bench.dataset.name} set (not measured)"
+    elif stated != "unknown":
+        inp, inp_src = float(stated), f"the {bench.dataset.name} set's mean prompt (benchmark file; not measured)"
     else:
         return None  # no input length measured, and the benchmark states none: nothing to bound
     context = inp + out / 2
-    per_token = kv_bytes_per_token(kv_bytes, _arch(model))
+    per_token = kv_bytes_per_token(kv_bytes, shape)
     batch = recipe.trtllm.gpu_batch_size
     hbm = float(bw) * 1e12 / (weights / batch + context * per_token)
     peak = peak_for(recipe)
-    compute = peak[0] / flops_per_output_token(inp, out, model) if peak else None
-    m_hbm, m_compute, m_source = _measured(probe, recipe, weights / batch + context * per_token, inp, out)
+    compute = peak[0] / flops_per_output_token(inp, out, shape) if peak else None
+    m_hbm, m_compute, m_source = _measured(probe, recipe, shape, weights / batch + context * per_token, inp, out)
     return Roofline(
         recipe=recipe.name,
         bandwidth_bytes_s=float(bw) * 1e12,
@@ -296,6 +317,7 @@ def roofline(
         output_tokens=out,
         output_source=out_src,
         model=model,
+        shape=shape,
         compute_tokens_per_s=compute,
         peak_flops=peak[0] if peak else None,
         peak_source=peak[1] if peak else f"no dense tensor-core peak listed for {recipe.system.gpu_name}",
@@ -317,7 +339,7 @@ def _finite(value: Any) -> float | None:
 
 
 def _measured(
-    probe: dict[str, Any] | None, recipe: Recipe, bytes_per_token: float, inp: float, out: float
+    probe: dict[str, Any] | None, recipe: Recipe, shape: ModelShape, bytes_per_token: float, inp: float, out: float
 ) -> tuple[float | None, float | None, str | None]:
     """Both bounds from a probe's median ceilings (run.json `probe`; hostile like any result file)."""
     if not isinstance(probe, dict) or not isinstance(probe.get("ceilings"), dict):
@@ -327,7 +349,7 @@ def _measured(
     metric = PROBE_METRIC.get(_FAMILY.get(recipe.precision, ""), "")
     tflops = _finite(ceil.get(metric)) if metric else None
     hbm = tbps * 1e12 / bytes_per_token if tbps else None
-    compute = tflops * 1e12 / flops_per_output_token(inp, out, recipe.model) if tflops else None
+    compute = tflops * 1e12 / flops_per_output_token(inp, out, shape) if tflops else None
     if hbm is None and compute is None:
         return None, None, None
     said = [f"HBM copy {tbps:,.2f} TB/s" if tbps else "", f"{metric} {tflops:,.0f}" if tflops else ""]

@@ -223,7 +223,7 @@ def serving_of_recipe(recipe: Recipe) -> dict[str, Any]:
         "pp_size": trt.pp_size,
         "precision": recipe.precision,
         "servers_per_vm": trt.servers_per_vm,
-        "client_concurrency": trt.gpu_batch_size,
+        "client_concurrency": trt.requests_in_flight,
         "max_tokens": recipe.loadgen.max_tokens,
     }
     if "max_num_tokens" in trt.runtime_flags:
@@ -341,7 +341,12 @@ def side_of_published(row: PublishedResult) -> Side:
 
 
 def side_of_recipe(recipe: Recipe, scenario: str) -> Side:
-    pub = recipe.published_for(scenario) or recipe.published
+    pub = recipe.published_for(scenario)
+    if pub is None:  # never another scenario's figure in this one's place
+        raise InputError(
+            f"recipe {recipe.name} has no published {scenario} result to compare with.",
+            f"repro published --scenario {scenario}",
+        )
     per_vm = pub.tokens_per_s_per_vm
     return Side(
         name=f"{recipe.name} published figure",

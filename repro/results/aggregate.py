@@ -1,9 +1,10 @@
 """The rack table: independent per-VM runs summed, as the published 1.1M tokens/s GB300 result was.
 
-Only valid, complete, in-scenario VMs are summed; every other VM is listed with its status and reason. A folder
-is counted once (same real path, or the same summary log under another path), runs of different systems or
-recipes are never summed together unless one --recipe judges them all, and a VM folder that cannot be read is
-an error, not a missing row.
+Only valid, complete, in-scenario VMs are summed; every other VM is listed with its status and reason. A run is
+counted once however it is named (its content, not its path: results/combine.py), results of another kind than
+the rack's (benchmark, round, division, submitter, system: the rule `verify A B` refuses by) are excluded naming
+what differs, runs of different recipes are never summed together unless one --recipe judges them all, and a VM
+folder that cannot be read is an error, not a missing row.
 """
 
 from __future__ import annotations
@@ -19,9 +20,9 @@ from repro.core.errors import InputError, ReproError
 from repro.core.fmt import fmt_num, fmt_rate
 from repro.core.published import Accelerator
 from repro.core.recipes import Recipe, get_recipe
-from repro.core.safeio import sha256_regular
 from repro.core.textsafe import md_cell
-from repro.results.identity import ResultIdentity, identify, recipe_benchmark
+from repro.results.combine import Kind, differences, unique_runs
+from repro.results.identity import ResultIdentity, identify
 from repro.results.index_match import IndexMatch, count_value
 from repro.results.logs import LoadGenRun, parse_run, require_paths, run_folders
 from repro.results.verify import NoRecipeFor, Verdict, evaluate, resolve_recipe
@@ -37,6 +38,8 @@ class VMRow:
     problem: str | None = None
     excluded: str | None = None
     """Why a readable run is not summed: another system shape, benchmark or round, or not a reproduction."""
+    whole_system: bool = False
+    """Excluded as a multi-node system's own result (a published rack): its figure is already the system's."""
 
     @property
     def counted(self) -> bool:
@@ -245,44 +248,65 @@ def excluded_text(row: VMRow) -> str:
     return f" (excluded from the total: {row.excluded})" if row.excluded else " (excluded from the total)"
 
 
-def _most_common(values: list[str]) -> str | None:
-    return max(set(values), key=values.count) if values else None
-
-
 def _exclude(rows: list[VMRow], recipe: Recipe | None, unit: str) -> list[str]:
     """Mark every readable row that is not one more VM of the same result, with the reason: a multi-node system
-    (its figure is a whole system's), another benchmark (99 vs 99.9, another model) or round than the rest, or a
-    row that is not a reproduction (a rack of rehearsal runs alone is summed, labelled). Returns notes."""
+    (its figure is a whole system's), a result of another kind than the rack's (benchmark, round, division,
+    submitter, system: results/combine.py, the rule `verify A B` refuses by), or a row that is not a reproduction (a
+    rack of rehearsal runs alone is summed, labelled). Returns notes; InputError when the rows are of different
+    kinds and none is the most (which to sum would be a guess)."""
     judged = [r for r in rows if r.verdict is not None and r.verdict.identity is not None]
-    idents = {id(r): r.verdict.identity for r in judged}  # type: ignore[union-attr]
-    bench = (
-        recipe_benchmark(recipe)
-        if recipe is not None
-        else _most_common([i.benchmark for i in idents.values() if i is not None and i.benchmark])
-    )
-    rnd = _most_common([i.round for i in idents.values() if i is not None and i.round])
     labels = {r.verdict.run.label for r in judged}  # type: ignore[union-attr]
     all_labelled = len(labels) == 1 and None not in labels
     for r in judged:
-        v, ident = r.verdict, idents[id(r)]
-        assert v is not None and ident is not None
-        system = v.run.system or {}
-        nodes = count_value(system.get("number_of_nodes", 1)) or 1
+        v = r.verdict
+        assert v is not None and v.identity is not None
+        nodes = count_value((v.run.system or {}).get("number_of_nodes", 1)) or 1
         if nodes > 1 and not v.run.system_node_of:
+            r.whole_system = True
             r.excluded = (
-                f"a system of {nodes} nodes and {v.gpus} accelerators ({ident.accelerators_where()}), not one "
+                f"a system of {nodes} nodes and {v.gpus} accelerators ({v.identity.accelerators_where()}), not one "
                 f"{unit}: its figure is already a whole system's"
             )
-        elif bench and ident.benchmark and ident.benchmark != bench:
-            r.excluded = f"another benchmark: {ident.benchmark} ({ident.benchmark_source}), the rack's is {bench}"
-        elif rnd and ident.round and ident.round != rnd:
-            r.excluded = f"another round: {ident.round}, the rest {rnd}"
-        elif v.status not in ("PASS", "FAIL") and not (all_labelled and v.run.label) and v.accuracy_command is None:
-            # a VM that lacks only its accuracy run is summed (its throughput is measured) and never a PASS
+        elif recipe is not None and v.identity.benchmark and v.identity.benchmark != recipe.benchmark:
+            r.excluded = (
+                f"another benchmark: {v.identity.benchmark} ({v.identity.benchmark_source}), the rack's is "
+                f"{recipe.benchmark}"
+            )
+    _exclude_other_kinds([r for r in judged if r.excluded is None])
+    for r in judged:
+        v = r.verdict
+        assert v is not None
+        # a VM that lacks only its accuracy run is summed (its throughput is measured) and never a PASS
+        judged_only = v.status in ("PASS", "FAIL") or (all_labelled and v.run.label) or v.accuracy_command is not None
+        if r.excluded is None and not judged_only:
             r.excluded = f"{v.status}: not a reproduction, never summed ({v.reasons[0] if v.reasons else v.status})"
     if all_labelled and judged:
         return [f"every run is a {next(iter(labels))} run: the total is labelled too, never a reproduction"]
     return []
+
+
+def _exclude_other_kinds(rows: list[VMRow]) -> None:
+    """The rack's kind is the one most rows are (in the order given on a tie of compatible rows); every row of
+    another kind is excluded naming what differs. Rows of different kinds with none the most are refused."""
+    if len(rows) < 2:
+        return
+    kinds = {id(r): Kind.of(r.verdict.identity) for r in rows}  # type: ignore[union-attr,arg-type]
+    support = [sum(1 for o in rows if not differences(kinds[id(r)], kinds[id(o)])) for r in rows]
+    best = max(support)
+    leaders = [r for r, n in zip(rows, support, strict=True) if n == best]
+    anchor = leaders[0]
+    rivals = [r for r in leaders[1:] if differences(kinds[id(anchor)], kinds[id(r)])]
+    if rivals:
+        differ = {r.name: ", ".join(map(str, differences(kinds[id(anchor)], kinds[id(r)]))) for r in rivals}
+        what = "; ".join(f"{name}: {why}" for name, why in differ.items())
+        raise InputError(
+            f"these folders hold results of different kinds, none of them the most, never summed: {anchor.name} "
+            f"against {what}.",
+            "aggregate the folders of one result (one benchmark, round, division and system): `repro aggregate DIR...`",
+        )
+    for r in rows:
+        if r is not anchor and (why := differences(kinds[id(anchor)], kinds[id(r)])):
+            r.excluded = "; ".join(f"another {d.what}: {d.theirs}, the rest {d.ours}" for d in why)
 
 
 def _repeats(rows: list[VMRow]) -> list[str]:
@@ -337,8 +361,14 @@ def _names_per_argument(
             arg = next((a for a in dirs if folder.is_relative_to(a)), folder)
             groups.setdefault(arg, []).append(folder)
     out = {id(folder): name for name, folder, _ in errors if name}
+    single = [arg for arg, folders in groups.items() if len(folders) == 1]
+    # one run per argument: its argument's name, unless two share it (each VM's copy of .../deepseek-r1/Offline),
+    # then the path parts that differ between those arguments
+    own = {a: a.name for a in single}
+    if len(set(own.values())) < len(own):
+        own = dict(zip(single, _vm_names(single), strict=True))
     for arg, folders in groups.items():
-        names = [arg.name] if len(folders) == 1 else _vm_names(folders)
+        names = [own[arg]] if len(folders) == 1 else _vm_names(folders)
         out.update({id(f): n for f, n in zip(folders, names, strict=True)})
     return out
 
@@ -354,11 +384,6 @@ def _official(runs: list[LoadGenRun], scenario: str) -> list[LoadGenRun]:
     ]
     parents_with_runs = {r.folder.parent for r in perf if r.folder.name.lower() != "ranging"}
     return [r for r in perf if not (r.folder.name.lower() == "ranging" and r.folder.parent in parents_with_runs)]
-
-
-def _digest(run: LoadGenRun) -> str:
-    path = run.summary_path or run.detail_path
-    return sha256_regular(path) if path else str(run.folder.resolve())
 
 
 def _system_key(run: LoadGenRun) -> str:
@@ -378,9 +403,6 @@ def _collect(
     notes on what was counted once."""
     runs: list[tuple[Path, LoadGenRun]] = []
     errors: list[tuple[str, Path, str]] = []
-    notes: list[str] = []
-    seen_paths: dict[Path, Path] = {}
-    seen_logs: dict[str, Path] = {}
     for arg in dirs:
         arg = Path(arg)
         try:
@@ -398,18 +420,9 @@ def _collect(
         if not found and not any(folder in (e[1] for e in errors) for folder in folders):
             errors.append((arg.name, arg, f"{arg}: no {scenario} performance run in this folder or below"))
             continue
-        for run in found:
-            real = run.folder.resolve()
-            if real in seen_paths:
-                notes.append(f"{run.folder} is the same folder as {seen_paths[real]}: counted once")
-                continue
-            digest = _digest(run)
-            if digest in seen_logs:
-                notes.append(f"{run.folder} holds the same log as {seen_logs[digest]}: counted once")
-                continue
-            seen_paths[real] = run.folder
-            seen_logs[digest] = run.folder
-            runs.append((arg, run))
+        runs += [(arg, run) for run in found]
+    # one run counts once however it is named: a copy, a hard link, a symlink, a/../a (results/combine.py)
+    runs, _, notes = unique_runs(runs, lambda item: item[1], lambda item: str(item[1].folder))
     return runs, errors, notes
 
 
@@ -485,7 +498,7 @@ def aggregate(
             continue
         match = ident.record
         try:
-            resolved.append((row, run, chosen or resolve_recipe(run, None), match))
+            resolved.append((row, run, chosen or resolve_recipe(run, None, ident.benchmark), match))
         except NoRecipeFor as exc:
             if match is None:
                 row.problem = exc.message

@@ -3,8 +3,11 @@
 The attestation is an in-toto Statement v1 in a DSSE envelope signed with Ed25519 (core/signing.py). Its subjects
 are the SHA-256 of every file of the result folder, so an edited, swapped, removed or added file is found; its
 predicate records what the verdict rests on (recipe and benchmark files, image digest, software, GPUs as run.json
-recorded them) and the verdict itself, exactly as `repro verify --json` gives it, so `repro attest verify` re-runs
-verify on the logs and requires the same answer. Verifying lives in results/attest_verify.py.
+recorded them) and the verdict itself, exactly as `repro verify --json` gives it (a --gpus override and what it
+contradicts included), so `repro attest verify` re-runs verify on the logs and requires the same answer. Paths in
+the verdict are made relative to the folder as paths (RUN_DIR/...), never by replacing text; every file the verdict
+reads outside the folder is hashed too (`inputs_outside`); every hash is bounded in bytes and time (HashBudget).
+Verifying lives in results/attest_verify.py.
 """
 
 from __future__ import annotations
@@ -13,12 +16,14 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from repro import __version__
+from repro.core.benchmarks import BenchmarkSource, benchmark_path
 from repro.core.clock import now_iso
 from repro.core.errors import InputError
 from repro.core.safeio import sha256_regular
@@ -28,11 +33,61 @@ STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
 PAYLOAD_TYPE = "application/vnd.in-toto+json"
 PREDICATE_TYPE = "urn:repro:mlperf-reproduction:v1"
 MAX_FILES = 20_000
-MAX_TOTAL_BYTES = 64 << 30
-"""A run's logs are megabytes, its accuracy log a few hundred; 64 GiB is no result folder (and hours of hashing)."""
+MAX_FILE_BYTES = 4 << 30
+"""The largest file of a result folder is its accuracy log: a whole Llama-2-70B set is tens of MB, the whole 405B
+set at 20,000 tokens a sample at most 1.3 GB. A bigger file (a 40 GiB sparse one) is no log: refused by its size."""
+MAX_TOTAL_BYTES = 16 << 30
+"""Every file of one result folder together (a rack's image archive is not hashed)."""
+HASH_SECONDS = 600.0
+"""Hashing that takes longer than this (a disk far slower than any VM's) is stopped with one error, never a hang."""
 UNKNOWN = "unknown"
 RUN_DIR_TOKEN = "RUN_DIR"
 """Stands for the attested folder's own path inside the recorded verdict, so the logs verify from any folder."""
+
+
+class HashBudget:
+    """The bytes and seconds one attestation's hashing may take, shared by every file it hashes."""
+
+    def __init__(self, max_bytes: int = MAX_TOTAL_BYTES, seconds: float = HASH_SECONDS):
+        import time
+
+        self.left, self.max_bytes, self.seconds = max_bytes, max_bytes, seconds
+        self.deadline = time.monotonic() + seconds
+
+    def sha256(self, path: Path, shown: str) -> str:
+        """sha256 of a regular file, refused (InputError) past the per-file size, the total or the deadline; the
+        size is read from the open handle (no swap between a check and the read)."""
+        import time
+
+        from repro.core.safeio import CHUNK, open_regular
+
+        h = hashlib.sha256()
+        with open_regular(path) as fh:
+            size = os.fstat(fh.fileno()).st_size
+            if size > MAX_FILE_BYTES:
+                raise InputError(
+                    f"{shown}: {size / (1 << 30):,.1f} GiB, more than the {MAX_FILE_BYTES >> 30} GiB any file of a "
+                    "result folder is (its accuracy log is the largest); not hashed.",
+                    "remove the file from the result folder, then attest or verify again",
+                )
+            if size > self.left:
+                raise InputError(
+                    f"{shown}: the folder's files pass {self.max_bytes >> 30} GiB together; not one result folder.",
+                    "point at one run",
+                )
+            self.left -= size
+            read = 0
+            while block := fh.read(CHUNK):
+                read += len(block)
+                if read > size:  # the file grew while it was read: not the file that was measured
+                    raise InputError(f"{shown}: changed while it was hashed.", "attest or verify again")
+                h.update(block)
+                if time.monotonic() > self.deadline:
+                    raise InputError(
+                        f"{shown}: hashing the folder took more than {self.seconds:.0f} s; stopped.",
+                        "check the disk (`df -h`), or attest a folder on local storage",
+                    )
+        return h.hexdigest()
 
 
 def known(value: Any) -> Any:
@@ -40,15 +95,18 @@ def known(value: Any) -> Any:
     return UNKNOWN if value is None or value == "" or value == [] else value
 
 
-def hash_tree(root: Path, exclude: tuple[str, ...] = (), problems: list[str] | None = None) -> dict[str, str]:
+def hash_tree(
+    root: Path, exclude: tuple[str, ...] = (), problems: list[str] | None = None, budget: HashBudget | None = None
+) -> dict[str, str]:
     """{relative POSIX path: sha256} of every regular file under root, but root's own attestation and the
-    `exclude`d top-level folders. A link, FIFO or device in a result folder is no evidence: refused (InputError),
-    or, given `problems`, named there and skipped (what a verification reports as a difference)."""
+    `exclude`d top-level folders, within `budget` (bytes and seconds). A link, FIFO or device in a result folder is
+    no evidence: refused (InputError), or, given `problems`, named there and skipped (what a verification reports
+    as a difference)."""
     root = Path(root)
     if not root.is_dir():
         raise InputError(f"{root}: not a folder.", "`repro attest RUN_DIR` with a result folder")
+    budget = budget or HashBudget()
     found: dict[str, str] = {}
-    total = 0
     for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
         rel_dir = Path(dirpath).relative_to(root)
         if rel_dir == Path("."):
@@ -76,27 +134,37 @@ def hash_tree(root: Path, exclude: tuple[str, ...] = (), problems: list[str] | N
                     f"{path}: not a regular file (a link, FIFO or device); an attestation covers files only.",
                     "remove it or replace it with the file it stands for",
                 )
-            total += os.lstat(path).st_size
-            if total > MAX_TOTAL_BYTES:
-                raise InputError(
-                    f"{root}: more than {MAX_TOTAL_BYTES >> 30} GiB of files; not one result folder.",
-                    "point at one run",
-                )
-            found[rel] = sha256_regular(path)
+            found[rel] = budget.sha256(path, str(path))
             if len(found) > MAX_FILES:
                 raise InputError(f"{root}: more than {MAX_FILES:,} files; not one result folder.", "point at one run")
     return dict(sorted(found.items()))
 
 
+_ABSOLUTE_PATH = re.compile(r"(?<![\w.~-])/[^\s'\"`),;]*")
+"""A path as verify's JSON writes one (verify is run on the absolute folder, so every path it names is absolute),
+up to the quote, bracket, comma or space that ends it in a sentence."""
+
+
 def relocate(doc: Any, root: Path) -> Any:
-    """`doc` with the folder's own path written as RUN_DIR, so the same logs elsewhere give the same document."""
-    forms = sorted({str(root), str(root.absolute()), str(root.resolve())}, key=len, reverse=True)
+    """`doc` with every path inside the folder written relative to it, as RUN_DIR/..., so the same logs elsewhere give
+    the same document. Structured: each absolute path in a string is read as a path and made relative to the folder
+    when it is inside it (Path.relative_to); no other text is touched (a folder named `Offline` or `.` leaves the
+    word Offline and every dot alone)."""
+    forms = sorted({root.absolute(), root.resolve()}, key=lambda p: -len(p.parts))
+
+    def relative(match: re.Match[str]) -> str:
+        text = match.group(0)
+        tail = text[len(text.rstrip(".:")) :]  # a sentence's full stop or colon after the path
+        path = Path(text[: len(text) - len(tail)] or text)
+        for form in forms:
+            if path == form or form in path.parents:
+                rel = path.relative_to(form).as_posix()
+                return (RUN_DIR_TOKEN if rel == "." else f"{RUN_DIR_TOKEN}/{rel}") + tail
+        return text
 
     def walk(node: Any) -> Any:
         if isinstance(node, str):
-            for form in forms:
-                node = node.replace(form, RUN_DIR_TOKEN)
-            return node
+            return _ABSOLUTE_PATH.sub(relative, node)
         if isinstance(node, dict):
             return {k: walk(v) for k, v in node.items()}
         if isinstance(node, list | tuple):
@@ -106,30 +174,86 @@ def relocate(doc: Any, root: Path) -> Any:
     return json.loads(json.dumps(walk(doc), default=str))
 
 
+def verdict_files(run: Any) -> list[Path]:
+    """Every file a verdict on `run` reads (absolute): its LoadGen logs, run.json, the system JSON, accuracy.txt and
+    the accuracy log beside it, the TEST06 folder's files, and the same of each identical copy it counted once. An
+    attestation must list and hash each, or the verdict rests on a file nobody checked."""
+    from repro.core.record import RUN_JSON
+    from repro.results.compliance import find_test06
+
+    paths: list[Path | None] = [run.summary_path, run.detail_path, run.system_path, run.accuracy_path]
+    paths.append(run.folder / RUN_JSON)
+    if run.accuracy_path is not None:
+        paths.append(Path(run.accuracy_path).with_name("mlperf_log_accuracy.json"))
+    test06 = find_test06(run.folder)
+    if test06 is not None:
+        paths += [p for p in sorted(test06.rglob("*")) if p.is_file() or p.is_symlink()]
+    for copy in run.copies:
+        paths += verdict_files(copy)
+    out: dict[str, Path] = {}
+    for p in paths:
+        if p is not None and (Path(p).is_file() or Path(p).is_symlink()):
+            out.setdefault(str(Path(p).absolute()), Path(p).absolute())
+    return sorted(out.values())
+
+
+def outside_inputs(root: Path, files: list[Path], budget: HashBudget) -> dict[str, str]:
+    """{path relative to root (with ..): sha256} of the files the verdict reads outside the attested folder (a rack
+    VM's system JSON sits in the rack folder above it): hashed into the statement like every subject."""
+    root = Path(root).absolute()
+    out = {}
+    for f in files:
+        if not f.is_relative_to(root):
+            out[os.path.relpath(f, root)] = budget.sha256(f, str(f))
+    return dict(sorted(out.items()))
+
+
 def _file_entry(path: Path | None, what: str) -> dict[str, Any]:
     if path is None or not path.is_file():
         return {"name": what, "path": UNKNOWN, "sha256": UNKNOWN}
     return {"name": what, "path": path.name, "sha256": sha256_regular(path)}
 
 
-def recipe_files(recipe_name: str | None) -> dict[str, Any]:
-    """The recipe's YAML and the benchmark file it names, by hash (files repro ships: recipes/, repro/data/)."""
+def _source_entry(source: BenchmarkSource) -> dict[str, Any]:
+    """The benchmark file the targets were read from, by the hash of the bytes parsed: a $REPRO_BENCHMARKS_PATH
+    file that shadows the shipped one is named as such (and its own module, if one scores), never the shipped
+    file's hash (core/benchmarks.py BenchmarkSource)."""
+    return {
+        "name": source.name,
+        "path": Path(source.path).name if source.path else UNKNOWN,
+        "sha256": source.sha256 or UNKNOWN,
+        "shipped": source.shipped,
+        **({"file": source.path, "shadows": source.shadows} if not source.shipped else {}),
+        **({"module": source.module, "module_sha256": source.module_sha256 or UNKNOWN} if source.module else {}),
+    }
+
+
+def _benchmark_entry(name: str) -> dict[str, Any]:
+    """The file of the benchmark a verdict without a recipe judged by, as it loads now."""
+    from repro.core.benchmarks import load_benchmark
+
+    try:
+        return _source_entry(load_benchmark(name).source)
+    except InputError:  # not a benchmark that loads: hashed as found, if found
+        return _file_entry(benchmark_path(name), name)
+
+
+def recipe_files(recipe_name: str | None, benchmark: str | None = None) -> dict[str, Any]:
+    """The recipe's YAML and the benchmark file its targets were read from, by hash; without a recipe, the file of
+    the benchmark the verdict judged by (`benchmark`: the one the result's identity states, a DeepSeek-R1 folder's
+    deepseek-r1)."""
     from repro.core.recipes import get_recipe, recipes_dir
 
     if not recipe_name:
-        return {"recipe": _file_entry(None, UNKNOWN), "benchmark": _file_entry(None, UNKNOWN)}
+        bench = _benchmark_entry(benchmark) if benchmark else _file_entry(None, UNKNOWN)
+        return {"recipe": _file_entry(None, UNKNOWN), "benchmark": bench}
     try:
         recipe = get_recipe(recipe_name)
     except InputError:
         return {"recipe": _file_entry(None, recipe_name), "benchmark": _file_entry(None, UNKNOWN)}
     path = next((p for p in recipes_dir().glob("*.yaml") if p.stem == recipe.name), None)
     out = {"recipe": {**_file_entry(path, recipe.name), "content_hash": recipe.hash()}}
-    bench = getattr(recipe, "benchmark", None)
-    bench_path: Path | None = None
-    if isinstance(bench, str):
-        data = Path(__file__).resolve().parent.parent / "data" / "benchmarks"
-        bench_path = next((p for p in data.glob("*.y*ml") if p.stem == bench), None) if data.is_dir() else None
-    out["benchmark"] = _file_entry(bench_path, bench if isinstance(bench, str) else UNKNOWN)
+    out["benchmark"] = _source_entry(recipe.bench.source)
     return out
 
 
@@ -271,10 +395,11 @@ def plan_run(root: Path, recipe: str | None, gpus: int | None, scenario: str | N
     """The attestation of one run folder: verify's verdict on it and the hash of every file (nothing written)."""
     from repro.results.verify import verify_dir
 
-    root = Path(root)
+    root = Path(root).absolute()  # every path in the verdict absolute, so relocate can make it relative
     verdict = verify_dir(root, recipe=recipe, gpus=gpus, scenario=scenario)
     info = verdict.run.run_info
-    subjects = hash_tree(root)
+    budget = HashBudget()
+    subjects = hash_tree(root, budget=budget)
     vjson = relocate(verdict.to_json(), root)
     predicate = {
         "kind": "run",
@@ -282,7 +407,9 @@ def plan_run(root: Path, recipe: str | None, gpus: int | None, scenario: str | N
         "attested": now_iso(),
         "verify_inputs": verdict_inputs(verdict.recipe.name if verdict.recipe else recipe, gpus, scenario),
         "run": run_identity(root, info, subjects, verdict.run.folder),
-        "files": recipe_files(verdict.recipe.name if verdict.recipe else None),
+        "files": recipe_files(
+            verdict.recipe.name if verdict.recipe else None, verdict.identity.benchmark if verdict.identity else None
+        ),
         "software": _software(info),
         "gpus": _gpus(info),
         "gpu_probe": known(_gpu_probe(info)),
@@ -292,6 +419,7 @@ def plan_run(root: Path, recipe: str | None, gpus: int | None, scenario: str | N
             "record": vjson.get("published_record"),
         },
         "verdict": vjson,
+        "inputs_outside": outside_inputs(root, verdict_files(verdict.run), budget),
     }
     return Plan(root, "run", predicate, subjects)
 
@@ -311,6 +439,22 @@ def rack_vm_folders(root: Path, report: Any) -> dict[str, Path] | None:
     return tops if len(tops) >= 2 and len(set(tops.values())) == len(tops) else None
 
 
+def rack_of(
+    root: Path, recipe: str | None, gpus: int | None, scenario: str | None
+) -> tuple[Any, dict[str, Path]] | None:
+    """(the rack table, {VM: its folder}) when root is a rack (two or more VMs, each in its own child folder), else
+    None: what decides whether a folder is attested, and verified, as a rack or as one run."""
+    from repro.core.errors import ReproError
+    from repro.results.aggregate import aggregate
+
+    try:
+        rack = aggregate([root], recipe=recipe, gpus=gpus, scenario=scenario or "Offline")
+    except ReproError:
+        return None
+    vms = rack_vm_folders(root, rack) if len(rack.rows) > 1 else None
+    return (rack, vms) if vms else None
+
+
 def plan(
     root: Path,
     recipe: str | None = None,
@@ -319,21 +463,15 @@ def plan(
     exclude: tuple[str, ...] = (),
 ) -> Plan:
     """A run's attestation, or a rack's: one per VM folder and one over the rack's files and its aggregate."""
-    from repro.core.errors import ReproError
-    from repro.results.aggregate import aggregate
-
-    root = Path(root)
+    root = Path(root).absolute()
     if not root.exists():
         raise InputError(f"{root}: no such file or folder.", "`repro status` lists your runs")
     if not root.is_dir():
         raise InputError(f"{root}: not a folder; attest the run's folder.", "`repro attest RUN_DIR`")
-    try:
-        rack = aggregate([root], recipe=recipe, gpus=gpus, scenario=scenario or "Offline")
-        vms = rack_vm_folders(root, rack) if len(rack.rows) > 1 else None
-    except ReproError:
-        vms = None
-    if not vms:
+    found = rack_of(root, recipe, gpus, scenario)
+    if found is None:
         return plan_run(root, recipe, gpus, scenario)
+    rack, vms = found
     vm_plans = [plan_run(folder, recipe, gpus, scenario) for folder in vms.values()]
     predicate = {
         "kind": "rack",

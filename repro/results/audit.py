@@ -229,7 +229,6 @@ def reference_row(recipe: Recipe, scenario: str) -> PublishedResult | None:
     """The index row of the result a recipe reproduces (its published result_id, narrowed to the scenario and the
     recipe's benchmark); None when the recipe names none or the index does not hold it."""
     from repro.core.published import load_index
-    from repro.results.identity import recipe_benchmark
 
     pub = recipe.published_for(scenario)
     if pub is None or not pub.result_id:
@@ -238,6 +237,6 @@ def reference_row(recipe: Recipe, scenario: str) -> PublishedResult | None:
         rows = load_index().resolve(pub.result_id)
     except InputError:
         return None
-    bench = recipe_benchmark(recipe)
+    bench = recipe.benchmark
     same = [r for r in rows if r.scenario == scenario and r.benchmark_name.lower() == bench]
     return same[0] if same else None

@@ -14,9 +14,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from repro.core.benchmarks import Benchmark, benchmark_names, load_benchmark
+from repro.core.benchmarks import Benchmark
 from repro.core.errors import InputError
+from repro.core.fmt import fmt_compared
 from repro.core.recipes import Recipe
+from repro.results.identity import ResultIdentity
 from repro.results.logfiles import ACCURACY_TXT
 from repro.results.logs import LoadGenRun
 
@@ -33,21 +35,6 @@ class Check:
     """True when ok is False and that alone makes the verdict FAIL."""
     closed: bool | None = None
     """An open-division run's closed-division accuracy rule, shown for information: did it hold?"""
-
-
-def benchmark_of(
-    run: LoadGenRun, recipe: Recipe | None, row: PublishedResult | None = None
-) -> tuple[Benchmark | None, str, str]:
-    """(its benchmark file, the benchmark's name, where the name came from): the run's own path, else the recipe,
-    else the published record. The file is None for a benchmark repro holds no file for (its rules are unknown)."""
-    if run.benchmark:
-        name, source = run.benchmark, f"{run.benchmark} in the path"
-    elif recipe is not None:
-        name, source = recipe.benchmark, f"recipe {recipe.name}"
-    else:
-        assert row is not None
-        name, source = row.benchmark_name, f"published record {row.ref}"
-    return (load_benchmark(name) if name in benchmark_names() else None), name, source
 
 
 def _validity(run: LoadGenRun) -> list[Check]:
@@ -91,18 +78,21 @@ def _duration(run: LoadGenRun, recipe: Recipe | None, rule_ms: float) -> tuple[l
     return checks, []
 
 
-def test06_checks(run: LoadGenRun) -> list[Check]:
-    """TEST06 hook (issue 19): the compliance folder beside a run, published or ours, is shown; failed is never PASS."""
+def test06_checks(run: LoadGenRun, bench: Benchmark | None) -> list[Check]:
+    """TEST06 hook (issue 19): the compliance folder beside a run, published or ours, is shown; failed is never PASS.
+    Its EOS check counts the benchmark file's EOS id; a benchmark repro holds no file for has none to count."""
     from repro.results.compliance import find_test06, read_test06
 
     folder = find_test06(run.folder)
     if folder is None:
         return []
+    where = min(str(folder), os.path.relpath(folder, run.folder), key=len)
+    if bench is None:
+        return [Check("TEST06", None, f"cannot be re-checked: no benchmark file names its EOS token id ({where})")]
     try:
-        result = read_test06(folder, run.scenario)
+        result = read_test06(folder, run.scenario, eos_id=bench.model.eos_token_id)
     except (OSError, InputError) as exc:
         return [Check("TEST06", False, f"{folder}: unreadable ({getattr(exc, 'message', exc)})", fails=True)]
-    where = min(str(folder), os.path.relpath(folder, run.folder), key=len)
     ok = None if result.state == "cannot be re-checked" else result.passed
     return [Check("TEST06", ok, f"{result.detail} ({where})", fails=ok is False)]
 
@@ -118,9 +108,9 @@ def _issued_note(run: LoadGenRun, required: float) -> str:
 
 
 def _scenario_rules(run: LoadGenRun, scenario: str, bench: Benchmark) -> list[Check]:
-    """The benchmark file's rules for the scenario. Offline: at least its samples per query (llama2-70b: 24,576).
-    Server and Interactive: its TTFT/TPOT limits were the ones LoadGen enforced, p99 TTFT and TPOT are under them,
-    and early stopping succeeded."""
+    """The benchmark file's rules for the scenario. Offline: at least its samples per query
+    (`min_samples_per_query`). Server and Interactive: its TTFT/TPOT limits were the ones LoadGen enforced, p99 TTFT
+    and TPOT are under them, and early stopping succeeded."""
     checks: list[Check] = []
     if scenario not in bench.scenarios:
         return [Check("scenario", False, f"{bench.name} has no {scenario} scenario in MLPerf", fails=True)]
@@ -157,11 +147,12 @@ def _scenario_rules(run: LoadGenRun, scenario: str, bench: Benchmark) -> list[Ch
         p99 = stats.get("p99")
         if isinstance(p99, (int, float)) and math.isfinite(p99):
             ok = p99 / 1e6 <= rule_ms
+            shown, limit = fmt_compared(p99 / 1e6, rule_ms, 1, limit_digits=0, comma=True)
             checks.append(
                 Check(
                     f"{what} p99",
                     ok,
-                    f"{p99 / 1e6:,.1f} ms {'≤' if ok else '>'} {rule_ms:,.0f} ms ({scenario})",
+                    f"{shown} ms {'≤' if ok else '>'} {limit} ms ({scenario})",
                     fails=not ok,
                 )
             )
@@ -208,6 +199,11 @@ def _token_count(run: LoadGenRun) -> list[Check]:
     return [Check("token count", not contradicts, "; ".join(parts), fails=contradicts)]
 
 
+SAMPLE_COUNT_KEYS = ("gen_num", "num-samples")
+"""The key an evaluation prints its scored sample count under: Llama's evaluate-accuracy.py `gen_num`, DeepSeek-R1's
+eval_accuracy.py `num-samples` (mlcommons/inference @ b66003e1 language/deepseek-r1/eval_accuracy.py)."""
+
+
 def _accuracy(
     run: LoadGenRun, bench: Benchmark, source: str, division: str, own: PublishedResult | None
 ) -> list[Check]:
@@ -237,7 +233,8 @@ def _accuracy(
             checks.append(Check(f"accuracy {key}", False, f"missing from {run.accuracy_path}", fails=True))
             continue
         ok = acc[key] >= floor
-        detail = f"{acc[key]:.4f} {'≥' if ok else '<'} {floor:.4f} ({where})"
+        shown, limit = fmt_compared(acc[key], floor)
+        detail = f"{shown} {'≥' if ok else '<'} {limit} ({where})"
         checks.append(
             Check(f"accuracy {key}", None if is_open else ok, detail, not ok and not is_open, ok if is_open else None)
         )
@@ -246,11 +243,14 @@ def _accuracy(
         checks.append(Check("accuracy tokens_per_sample", False, f"missing from {run.accuracy_path}", fails=True))
     else:
         ok = band.low <= tps <= band.high
+        near_low = tps < (band.low + band.high) / 2
+        shown, edge = fmt_compared(tps, band.low if near_low else band.high, 1, limit_digits=3)
+        low, high = (edge, f"{band.high:.3f}") if near_low else (f"{band.low:.3f}", edge)
         checks.append(
             Check(
                 "accuracy tokens_per_sample",
                 None if is_open else ok,
-                f"{tps:.1f} {'within' if ok else 'outside'} {band.low:.3f}–{band.high:.3f} "
+                f"{shown} {'within' if ok else 'outside'} {low}–{high} "
                 f"({band.band[0] * 100:.0f}–{band.band[1] * 100:.0f}% of {band.reference})"
                 + ("; open division: for information" if is_open else ""),
                 fails=not ok and not is_open,
@@ -259,7 +259,8 @@ def _accuracy(
         )
     if is_open:
         checks += _own_accuracy(acc, bench, own)
-    gen_num = acc.get("gen_num")
+    counted = next((k for k in SAMPLE_COUNT_KEYS if k in acc), None)
+    gen_num = acc[counted] if counted else None
     if gen_num is None:
         checks.append(Check("accuracy samples", None, "gen_num not in accuracy.txt: the run's size is not shown"))
     else:
@@ -282,21 +283,20 @@ def _accuracy(
     return checks
 
 
-def _consistency(
-    run: LoadGenRun, recipe: Recipe | None, row: PublishedResult | None, division: str
-) -> tuple[list[Check], list[str]]:
+def _consistency(run: LoadGenRun, ident: ResultIdentity, row: PublishedResult | None) -> tuple[list[Check], list[str]]:
     """The run's files against each other (results/consistency.py): a contradiction FAILs naming both files, a
     setting that is text is missing evidence; a de-duplicated copy's failing accuracy or TEST06 is shown too."""
     checks = [Check("consistency", False, text, fails=True) for text in run.contradictions]
     if run.accuracy_log_hash is not None and run.accuracy_log_hash.ok is not False:
         checks.append(Check("accuracy.txt hash", run.accuracy_log_hash.ok, run.accuracy_log_hash.detail))
     for copy in run.copies:
-        bench, _, source = benchmark_of(copy, recipe, row)
+        mine = ident.of_copy(copy)
+        bench, source = mine.bench, mine.benchmark_source or ""
         own = row if row and row.division == "open" else None
         for c in (
-            (_accuracy(copy, bench, source, division, own) if bench is not None else [])
-            + test06_checks(copy)
-            + _consistency(copy, recipe, row, division)[0]
+            (_accuracy(copy, bench, source, ident.division, own) if bench is not None else [])
+            + test06_checks(copy, bench)
+            + _consistency(copy, mine, row)[0]
         ):
             if c.ok is False:
                 checks.append(Check(c.name, False, f"{c.detail} (in the identical copy {copy.folder})", fails=True))
@@ -330,23 +330,25 @@ def _own_accuracy(acc: dict[str, float], bench: Benchmark, own: PublishedResult 
             continue
         floor = published * fraction
         ok = acc[key] >= floor
+        shown, limit = fmt_compared(acc[key], floor)
         checks.append(
             Check(
                 f"accuracy {key} (open)",
                 ok,
-                f"{acc[key]:.4f} {'≥' if ok else '<'} {floor:.4f} ({target}% of its published {published:.4f}, "
-                f"{own.ref})",
+                f"{shown} {'≥' if ok else '<'} {limit} ({target}% of its published {published:.4f}, {own.ref})",
                 fails=not ok,
             )
         )
     tps, published_tps = acc.get("tokens_per_sample"), own.tokens_per_sample
     if tps is not None and published_tps:
         ok = low * published_tps <= tps <= high * published_tps
+        edge = low * published_tps if tps < published_tps else high * published_tps
+        shown = fmt_compared(tps, edge, 1, limit_digits=3)[0]
         checks.append(
             Check(
                 "accuracy tokens_per_sample (open)",
                 ok,
-                f"{tps:.1f} {'within' if ok else 'outside'} {low * 100:.0f}–{high * 100:.0f}% of its published "
+                f"{shown} {'within' if ok else 'outside'} {low * 100:.0f}–{high * 100:.0f}% of its published "
                 f"{published_tps:.1f}",
                 fails=not ok,
             )
@@ -388,19 +390,28 @@ class Evidence:
         return [c for c in self.checks if c.fails and c.ok is False]
 
 
-def evidence_checks(run: LoadGenRun, recipe: Recipe | None, row: PublishedResult | None, division: str) -> Evidence:
+def evidence_checks(
+    run: LoadGenRun, ident: ResultIdentity, recipe: Recipe | None, row: PublishedResult | None
+) -> Evidence:
     """The one place the run's checks are built: validity, duration, the scenario's rules, the token count,
-    accuracy, TEST06 and the folder's agreement with itself. `row` is the published record the run is compared
-    with or recognised as (its accuracy target when the path names none; an open result's own accuracy)."""
-    scenario = run.benchmark_scenario or run.scenario
-    bench, name, source = benchmark_of(run, recipe, row)
-    consistency_checks, gaps = _consistency(run, recipe, row, division)
+    accuracy, TEST06 and the folder's agreement with itself, by the rules of the benchmark its identity decided
+    (results/identity.py; `recipe` or `row` only where the result states none). `row` is the published record the
+    run is compared with or recognised as (an open result's own accuracy)."""
+    ident = ident.judged_by(recipe, row)
+    scenario, division = ident.scenario, ident.division
+    bench, name, source = ident.bench, ident.benchmark, ident.benchmark_source or ""
+    consistency_checks, gaps = _consistency(run, ident, row)
     own = row if row and row.division == "open" else None
     if bench is not None:
         rule = bench.scenarios.get(scenario) or bench.rules("Offline")  # type: ignore[call-overload]
         duration_checks, missing = _duration(run, recipe, rule.min_duration_ms)
         accuracy = _accuracy(run, bench, source, division, own)
         rules = _scenario_rules(run, scenario, bench)
+    elif name is None:  # nothing states the benchmark: no rules to judge by, and never evidence of a PASS
+        unjudged = "no benchmark: neither the path, run.json, a published record nor a recipe names one: not judged"
+        duration_checks, missing, rules = [], [], []
+        accuracy = [Check("accuracy", None, unjudged)]
+        gaps = [*gaps, unjudged]
     else:  # a benchmark repro holds no file for: shown, and never evidence of a PASS
         unjudged = f"no rules for benchmark {name} ({source}, not in repro/data/benchmarks/): not judged"
         duration_checks, missing, rules = [], [], []
@@ -411,7 +422,7 @@ def evidence_checks(run: LoadGenRun, recipe: Recipe | None, row: PublishedResult
         no_accuracy, accuracy_command = _no_accuracy(run)
     return Evidence(
         _validity(run) + duration_checks + rules,
-        _token_count(run) + accuracy + test06_checks(run) + consistency_checks,
+        _token_count(run) + accuracy + test06_checks(run, bench) + consistency_checks,
         missing,
         gaps,
         no_accuracy,
@@ -442,7 +453,7 @@ def _no_accuracy(run: LoadGenRun) -> tuple[str, str]:
         command = shlex.join(["repro", "verify", str(run.folder)])
         return f"{why}; copy the result's accuracy.txt and mlperf_log_accuracy.json there, then `{command}`", command
     run_dir = expected.parent.parent if expected.parent.name == "accuracy" else run.folder
-    scenario = (run.benchmark_scenario or run.scenario).lower()
+    scenario = run.effective_scenario.lower()
     argv = ["repro", "run", scenario if scenario in ("offline", "server", "interactive") else "offline"]
     argv += ["--accuracy", "--into", str(run_dir), "--recipe", info.recipe]
     command_line = [str(a) for a in info.command]

@@ -20,7 +20,7 @@ from repro.core.published import Accelerator, PublishedIndex, PublishedResult, l
 from repro.results.audit import AuditLine, SystemItem, published_system, run_system, system_diff
 from repro.results.identity import ResultIdentity, identify
 from repro.results.index_match import IndexMatch
-from repro.results.logs import LoadGenRun, benchmark_target, find_runs
+from repro.results.logs import LoadGenRun, find_runs
 from repro.results.pick import pick_run
 
 if TYPE_CHECKING:
@@ -117,7 +117,7 @@ def facts_from_run(run: LoadGenRun, ident: ResultIdentity, refs: list[str] | Non
         total,
         source,
         ident.scenario,
-        benchmark_target(run.folder),
+        ident.benchmark,
         ident.accelerator,
         ident.accelerator_source or "unknown",
         run.valid and not run.contradictions,  # a folder that disagrees with itself is never a valid result
@@ -250,6 +250,11 @@ def compare(
         refused = None
         if row.scenario != facts.scenario:
             refused = f"{row.ref} is a {row.scenario} result; this run is {facts.scenario}"
+        elif facts.benchmark and not same_model(facts.benchmark, row.benchmark_name):
+            refused = (
+                f"another benchmark: the run is {facts.benchmark}, {row.ref} is {row.benchmark_name}; tokens/s of "
+                "another model say nothing about this run"
+            )
         elif mine is None:
             refused = "the run does not say which accelerator it used (no system JSON, no GPU names in run.json)"
         elif not mine.same_as(theirs):
@@ -259,14 +264,16 @@ def compare(
             continue
         dev = (facts.per_accelerator / row.per_accelerator - 1) * 100
         notes = []
-        if facts.benchmark and facts.benchmark != row.benchmark:
-            notes.append(f"accuracy benchmark differs: run {facts.benchmark}, published {row.benchmark}")
+        if facts.benchmark and facts.benchmark != row.benchmark_name:
+            notes.append(f"accuracy benchmark differs: run {facts.benchmark}, published {row.benchmark_name}")
         if row.division != "closed":
             notes.append("open-division result: its rules differ from closed")
         entries.append(RowComparison(row, dev, abs(dev) <= band_pct + 1e-9, None, tuple(notes)))
     reasons: list[str] = []
     if facts.label:
-        reasons.append(f"{facts.label} run: it rehearses the flow and is never a reproduction")
+        from repro.results.logs import label_reason
+
+        reasons.append(label_reason(facts.label))
     if not facts.valid:
         reasons.append("LoadGen marked the run INVALID")
     from repro.results.checks import failure_reasons
@@ -283,6 +290,17 @@ def compare(
                 f"outside ±{band_pct:g}%"
             )
     return Comparison(facts, band_pct, entries, evidence, match, reasons)
+
+
+def same_model(a: str, b: str) -> bool:
+    """Whether two benchmarks are one model's (llama2-70b-99 and -99.9 are; llama2-70b and llama3.1-405b are not):
+    the benchmark files' mlperf.conf model key, else the names themselves for a benchmark repro holds no file for."""
+    from repro.core.benchmarks import benchmark_names, load_benchmark
+
+    known = benchmark_names()
+    if a in known and b in known:
+        return load_benchmark(a).family == load_benchmark(b).family
+    return a == b
 
 
 def _same_model(rows: list[PublishedResult], facts: RunFacts, scores: set[str]) -> list[PublishedResult]:
@@ -310,7 +328,10 @@ def pick_row(rows: list[PublishedResult], facts: RunFacts, ref: str, scores: set
     """
     same = [r for r in rows if r.scenario == facts.scenario] or rows
     if facts.benchmark:
-        same = [r for r in same if r.benchmark == facts.benchmark] or same
+        # its own benchmark, else its model's other accuracy class; else one row, which compare refuses as another
+        # benchmark (a DeepSeek-R1 run against Azure's Llama-only 5.1-0008 is not a choice between 99 and 99.9)
+        own = [r for r in same if r.benchmark_name == facts.benchmark]
+        same = own or [r for r in same if same_model(facts.benchmark, r.benchmark_name)] or same[:1]
     else:
         same = _same_model(same, facts, scores or set())
     figures = {r.per_accelerator for r in same}
@@ -354,7 +375,7 @@ def verify_against(
             rows.append(row)
     # the record the run is (its own target and, when open, its own accuracy), else the first one named
     own = match.row if match is not None else rows[0] if rows else None
-    evidence = evidence_checks(run, None, own, ident.division)
+    evidence = evidence_checks(run, ident, None, own)
     result = compare(facts, rows, evidence, band_pct, match)
     result.system = system_diff(run_system(run, ident, None), published_system(own))
     result.division = ident.division

@@ -1,4 +1,4 @@
-"""MLPerf compliance TEST06 for Llama-2-70B: the audit settings, the three checks, and the TEST06/ folder.
+"""MLPerf compliance TEST06 for the LLM benchmarks: the audit settings, the three checks, and the TEST06/ folder.
 
 TEST06 is a PerformanceOnly run with LoadGen reading an audit.config that logs about 100 samples to
 mlperf_log_accuracy.json with their `token_count` (and, outside Offline, the first token LoadGen was
@@ -25,7 +25,6 @@ from repro.core.errors import InputError
 from repro.core.record import RUN_JSON, RunRecord
 
 TEST06 = "TEST06"
-EOS_ID = 2
 DTYPES = {"int32": "<i4", "int64": "<i8"}  # LoadGen logs what the SUT hands it; most SUTs int32, some int64
 ACCURACY_LOG = "mlperf_log_accuracy.json"
 VERIFY_TXT = "verify_accuracy.txt"
@@ -44,7 +43,7 @@ AUDIT_SETTINGS: dict[str, int] = {
 }
 _LINES = {"first_token": "First token check pass", "eos": "EOS check pass", "sample_length": "Sample length check pass"}
 _MAX_LOG = 256 << 20
-_MAX_ENTRIES = 100_000  # TEST06 logs ~100 samples (accuracy_log_sampling_target); a full accuracy run 24,576
+_MAX_ENTRIES = 100_000  # TEST06 logs ~100 samples (accuracy_log_sampling_target); a full accuracy run, every sample
 _MAX_ENTRY = 1 << 20  # one sample: up to 2,048 int64 token ids in hex is 32 KB
 _MAX_TEXT = 1 << 20
 
@@ -94,8 +93,8 @@ class Test06Result:
     @property
     def state(self) -> Literal["passed", "failed", "cannot be re-checked"]:
         """A published log cut short or left empty is neither a pass nor a failure: it cannot be re-checked."""
-        if self.unreadable is not None and not self.problems:
-            return "cannot be re-checked"
+        if self.unreadable is not None and not self.problems and all(c.ok for c in self.checks):
+            return "cannot be re-checked"  # what is stated held; a stated failure is a failure
         return "passed" if self.passed else "failed"
 
     def check(self, name: str) -> Test06Check:
@@ -208,9 +207,10 @@ def load_accuracy_log(path: Path) -> list[dict[str, Any]]:
 
 
 def check_entries(
-    entries: list[dict[str, Any]], scenario: str | None, *, eos_id: int = EOS_ID, folder: Path | None = None
+    entries: list[dict[str, Any]], scenario: str | None, *, eos_id: int, folder: Path | None = None
 ) -> Test06Result:
-    """The three TEST06 checks over accuracy-log entries. scenario None: check first tokens where they were logged."""
+    """The three TEST06 checks over accuracy-log entries. scenario None: check first tokens where they were logged.
+    `eos_id` is the benchmark file's (model.eos_token_id): Llama-2 ends with 2, Llama-3.1 with 128009."""
     first_needed = scenario != "Offline" if scenario else any("token_data" in e for e in entries)
     dtype = detect_dtype(entries)
     fails: dict[str, list[str]] = {"first_token": [], "eos": [], "sample_length": []}
@@ -253,7 +253,7 @@ def check_entries(
     return Test06Result(folder, scenario, len(entries), checks, problems, dtype=dtype if entries else None)
 
 
-def check_accuracy_log(path: Path, scenario: str | None, *, eos_id: int = EOS_ID) -> Test06Result:
+def check_accuracy_log(path: Path, scenario: str | None, *, eos_id: int) -> Test06Result:
     return check_entries(load_accuracy_log(path), scenario, eos_id=eos_id, folder=Path(path).parent)
 
 
@@ -351,7 +351,7 @@ def find_test06(run_folder: Path) -> Path | None:
     return None
 
 
-def read_test06(folder: Path, scenario: str | None = None) -> Test06Result:
+def read_test06(folder: Path, scenario: str | None = None, *, eos_id: int) -> Test06Result:
     """A TEST06 folder, published or ours: the checks re-run on its accuracy log where it has one, and the
     statements of its verify_accuracy.txt; any failure, disagreement or gap fails it. A log the publisher cut short
     or left empty beside a verify text that states a pass cannot be re-checked: shown, neither a pass nor a failure."""
@@ -369,13 +369,15 @@ def read_test06(folder: Path, scenario: str | None = None) -> Test06Result:
         stated, problems = None, [*problems, f"{txt}: cannot be read ({exc.strerror})"]
     if log.is_file():
         try:
-            result = check_accuracy_log(log, scenario)
+            result = check_accuracy_log(log, scenario, eos_id=eos_id)
             result.folder = folder
         except InputError as exc:
             unreadable = f"accuracy/{ACCURACY_LOG} is cut short ({log.stat().st_size:,} bytes, not valid JSON)"
             problems.append(exc.message)
         if result is not None and not result.samples:
             unreadable = f"accuracy/{ACCURACY_LOG} holds no samples"
+    elif stated is not None:  # a statement is not a re-check: no log, no evidence the checks held
+        unreadable = f"no accuracy/{ACCURACY_LOG} to re-check"
     if unreadable is not None and stated is not None and stated.get("complete") == "True":
         problems, result = [], None
     else:
@@ -446,8 +448,9 @@ def compliance_settings(compliance: str | None) -> dict[str, int]:
     return {k: v for k, v in AUDIT_SETTINGS.items() if k != "mode"}
 
 
-def finish_test06(run_dir: Path, scenario: str) -> dict[str, Any]:
-    """Check the TEST06 run's accuracy log and write RUN_DIR/TEST06/verify_accuracy.txt; the result for run.json."""
-    result = read_test06(Path(run_dir) / TEST06, scenario)
+def finish_test06(run_dir: Path, scenario: str, eos_id: int) -> dict[str, Any]:
+    """Check the TEST06 run's accuracy log (EOS: the benchmark file's id) and write RUN_DIR/TEST06/verify_accuracy.txt;
+    the result for run.json."""
+    result = read_test06(Path(run_dir) / TEST06, scenario, eos_id=eos_id)
     path = write_test06(Path(run_dir) / TEST06, result)
     return {**result.to_json(), "verify_accuracy": str(path), "verify_text": result.verify_text()}

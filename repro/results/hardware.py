@@ -21,6 +21,10 @@ class GpuCount:
     total: int
     source: str
     notes: list[str] = field(default_factory=list)
+    stated: int | None = None
+    """What the run's own files (run.json, system JSON) give, whatever --gpus says; None when they say nothing."""
+    contradicts: list[str] = field(default_factory=list)
+    """A --gpus count the run's own files contradict: each file and its count (a contradiction is never a PASS)."""
 
 
 @dataclass
@@ -59,8 +63,8 @@ def _named_folder(run: LoadGenRun) -> str | None:
     """A submission folder whose name states the chip (`B200-SXM-180GBx8_TRT`, `v5.1_..._H100-SXM-80GBx32_...`):
     the results/<system> folder, else the folder that names the benchmark. Evidence when no file names the GPU."""
     names = [run.system_folder] if run.system_folder else []
-    bench = run.benchmark or "llama2-70b"
-    names += [p for p in reversed(run.folder.absolute().parts) if bench.lower() in p.lower()][:1]
+    if run.benchmark:
+        names += [p for p in reversed(run.folder.absolute().parts) if run.benchmark.lower() in p.lower()][:1]
     return next((n for n in names if n and chips(n)), None)
 
 
@@ -174,9 +178,10 @@ def count_accelerators(
                     f"per GPU uses the JSON (`--gpus {n}` to use the name's count)"
                 )
     if flag is not None:
-        others = ", ".join(f"{where} gives {n}" for n, where in sources if n != flag)
-        notes.insert(0, f"--gpus {flag} overrides the count" + (f" ({others})" if others else ""))
-        return GpuCount(flag, "--gpus", notes), notes
+        contradicts = [f"{where} gives {n}" for n, where in sources if n != flag]
+        notes.insert(0, f"--gpus {flag} overrides the count" + (f" ({', '.join(contradicts)})" if contradicts else ""))
+        stated = sources[0][0] if sources and len({n for n, _ in sources}) == 1 else None
+        return GpuCount(flag, "--gpus", notes, stated, contradicts), notes
     if sources:
         count, where = sources[0]
         for other, other_where in sources[1:]:
@@ -185,9 +190,10 @@ def count_accelerators(
                     f"{run.folder}: conflicting GPU counts: {where} says {count}, {other_where} says {other}.",
                     f"`repro verify {run.folder} --gpus N` with the count the run used",
                 )
-        return GpuCount(count, where, notes), notes
+        return GpuCount(count, where, notes, count), notes
     if match is not None and match.exact:
-        return GpuCount(match.row.total_accelerators, f"the published record {match.row.ref} this log is", notes), notes
+        total = match.row.total_accelerators
+        return GpuCount(total, f"the published record {match.row.ref} this log is", notes, total), notes
     if (folder := _named_folder(run)) and (named := _name_counts(run, chips(folder)[0], [("", folder)])):
-        return GpuCount(named[0][1], f"folder {folder}", notes), notes
+        return GpuCount(named[0][1], f"folder {folder}", notes, named[0][1]), notes
     return None, notes

@@ -4,33 +4,81 @@ with where it came from, and the published record it is.
 `identify` builds one `ResultIdentity` per run folder; verify, --against, aggregate and report pass it to every
 check, the JSON and the views instead of asking the folder again (issue #33 item 5: one `repro verify` used to
 re-derive the accelerator, the count, the submission path and the index match in four modules, many times over).
+
+The benchmark is decided here and nowhere else, by one precedence rule: what the result states of itself outranks
+what it is compared with.
+  1. its path: a folder named as a benchmark file names its results (`llama3.1-405b`, `deepseek-r1`), whole or
+     inside a longer name (results/logs.py benchmark_of_path);
+  2. its run.json: the benchmark repro ran it by (`benchmark`, else the shipped recipe it names);
+  3. the published record the index recognises the log as (an exact match);
+  4. only when none of these says: the reference it is judged against, the recipe, else the published record
+     (`ResultIdentity.judged_by`).
+`ResultIdentity.bench` is that benchmark's file (None when repro holds none: its rules are unknown, never a PASS).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from repro.core.accelerators import Accelerator, chips, same_accelerator
-from repro.core.errors import InputError
-from repro.core.published import PublishedIndex
-from repro.core.recipes import Recipe
+from repro.core.benchmarks import Benchmark, benchmark_names, load_benchmark
+from repro.core.errors import InputError, RecipeError
+from repro.core.published import PublishedIndex, PublishedResult
+from repro.core.recipes import Recipe, registry_recipe
 from repro.results.hardware import GpuCount, Identity, count_accelerators, run_accelerator
 from repro.results.index_match import IndexMatch, match_run, path_identity
-from repro.results.logs import LoadGenRun, benchmark_of_path
+from repro.results.logs import LoadGenRun
 
 
-def benchmark_of(folder: Path) -> tuple[str | None, str | None]:
-    """(MLPerf benchmark, where it came from) from the nearest folder that names one, as the benchmark files list
-    their result-folder names (repro/data/benchmarks; `llama2-70b-interactive-99` is llama2-70b-99)."""
-    name = benchmark_of_path(folder)
-    return (name, f"{name} in the path") if name else (None, None)
+def _stated_benchmark(run: LoadGenRun, record: IndexMatch | None) -> tuple[str | None, str | None]:
+    """Rules 1-3 of the module docstring: (the benchmark the result states of itself, where), or (None, None)."""
+    if run.benchmark:
+        return run.benchmark, f"{run.benchmark} in the path"
+    info = run.run_info
+    if info is not None and info.benchmark:
+        return info.benchmark, "run.json"
+    if info is not None and info.recipe:
+        try:
+            return registry_recipe(info.recipe).benchmark, f"run.json (recipe {info.recipe})"
+        except RecipeError:
+            pass  # a recipe given as a file, or since renamed: the name says nothing more
+    if record is not None and record.exact:
+        return record.row.benchmark_name, f"the published record {record.row.ref} this log is"
+    return None, None
 
 
-def recipe_benchmark(recipe: Recipe) -> str:
-    """The benchmark a recipe reproduces: its `benchmark:` field."""
-    return recipe.benchmark
+def stated_benchmark(run: LoadGenRun) -> tuple[str | None, str | None]:
+    """What the result states of itself before the index is asked (rules 1 and 2): for a caller that needs the
+    benchmark to find the recipe (results/verify.py resolve_recipe) and has no identity yet."""
+    return _stated_benchmark(run, None)
+
+
+def decide_benchmark(
+    run: LoadGenRun,
+    record: IndexMatch | None = None,
+    recipe: Recipe | None = None,
+    row: PublishedResult | None = None,
+) -> tuple[str | None, str | None]:
+    """(benchmark, where it came from) by the module docstring's rule, for a caller without a whole identity
+    (`repro explain`); identify() and ResultIdentity.judged_by apply the same rule in two halves."""
+    name, source = _stated_benchmark(run, record)
+    return (name, source) if name is not None else _reference_benchmark(recipe, row)
+
+
+def _reference_benchmark(recipe: Recipe | None, row: PublishedResult | None) -> tuple[str | None, str | None]:
+    """Rule 4: the benchmark of what the result is judged against, the recipe first."""
+    if recipe is not None:
+        return recipe.benchmark, f"recipe {recipe.name}"
+    if row is not None:
+        return row.benchmark_name, f"published record {row.ref}"
+    return None, None
+
+
+def benchmark_file(name: str | None) -> Benchmark | None:
+    """The benchmark file of that name on the search path; None when repro holds none (its rules are unknown)."""
+    return load_benchmark(name) if name and name in benchmark_names() else None
 
 
 @dataclass
@@ -54,6 +102,26 @@ class ResultIdentity:
     submitter: str | None = None
     system: str | None = None
     round: str | None = None
+    bench: Benchmark | None = None
+    """The file of `benchmark` (its rules, metrics and limits); None when repro holds none or nothing states it."""
+
+    def judged_by(self, recipe: Recipe | None, row: PublishedResult | None = None) -> ResultIdentity:
+        """This identity as judged against a recipe or a published record: rule 4 of the module docstring fills the
+        benchmark only when the result states none; what the result states is never overridden."""
+        if self.benchmark is not None:
+            return self
+        name, source = _reference_benchmark(recipe, row)
+        if name is None:
+            return self
+        return replace(self, benchmark=name, benchmark_source=source, bench=benchmark_file(name))
+
+    def of_copy(self, copy: LoadGenRun) -> ResultIdentity:
+        """An identical copy of this run (results/logs.py `copies`) in another folder: the benchmark its own path or
+        run.json states, else this run's."""
+        name, source = _stated_benchmark(copy, None)
+        if name is None:
+            return replace(self, folder=copy.folder)
+        return replace(self, folder=copy.folder, benchmark=name, benchmark_source=source, bench=benchmark_file(name))
 
     def against(self, want: Accelerator, whose: str = "the recipe's") -> Identity:
         """The run's accelerator against `want` (a recipe's, or the published record's it is compared with)."""
@@ -90,7 +158,7 @@ class ResultIdentity:
                 f"recipe {recipe.name} (`--gpus N` if the run used another count)"
             )
             return GpuCount(recipe.system.gpus_per_vm, f"recipe {recipe.name}", [*self.count_notes, note])
-        out = GpuCount(found.total, found.source, list(found.notes))
+        out = GpuCount(found.total, found.source, list(found.notes), found.stated, list(found.contradicts))
         if recipe is not None:
             if found.source != "--gpus" and found.total != recipe.system.gpus_per_vm and not recipe.demo:
                 out.notes.append(
@@ -133,12 +201,9 @@ def identify(run: LoadGenRun, gpus: int | None = None, index: PublishedIndex | N
     """Read the run's identity once, in the order its own files outrank what is inferred: run.json and the system
     JSON, then the submission path, then the published record the index recognises it as."""
     where = path_identity(run.folder)
-    benchmark = run.benchmark  # read once, by the log parser, from the benchmark files' folder names
-    benchmark_source = f"{benchmark} in the path" if benchmark else None
-    record = match_run(run, index, where=where, benchmark=benchmark)
-    if benchmark is None and record is not None and record.exact:
-        benchmark = record.row.benchmark_name
-        benchmark_source = f"the published record {record.row.ref} this log is"
+    stated, _ = _stated_benchmark(run, None)
+    record = match_run(run, index, where=where, benchmark=stated)
+    benchmark, benchmark_source = _stated_benchmark(run, record)
     stated = str((run.system or {}).get("division") or "").strip().lower()
     if stated in ("closed", "open"):
         division, division_source = stated, "system JSON"
@@ -154,7 +219,7 @@ def identify(run: LoadGenRun, gpus: int | None = None, index: PublishedIndex | N
         folder=run.folder,
         benchmark=benchmark,
         benchmark_source=benchmark_source,
-        scenario=run.benchmark_scenario or run.scenario,
+        scenario=run.effective_scenario,
         scenario_source=run.scenario_source,
         division=division,
         division_source=division_source,
@@ -166,6 +231,7 @@ def identify(run: LoadGenRun, gpus: int | None = None, index: PublishedIndex | N
         submitter=str(submitter) if submitter else None,
         system=run.system_path.stem if run.system_path else where.get("system"),
         round=where.get("round"),
+        bench=benchmark_file(benchmark),
     )
 
 

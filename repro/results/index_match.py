@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from repro.core.published import PublishedIndex, PublishedResult, load_index
-from repro.results.logs import LoadGenRun, benchmark_target
+from repro.results.logs import LoadGenRun
 
 _ROUND = re.compile(r"inference_results_(v\d+\.\d+)", re.I)
 
@@ -35,7 +35,7 @@ def system_accelerators(system: dict[str, Any]) -> tuple[int, int] | None:
 
 def effective_scenario(run: LoadGenRun) -> str:
     """The benchmark scenario as the verdict sees it (Interactive logs say Server; see results.logs)."""
-    return run.benchmark_scenario or run.scenario
+    return run.effective_scenario
 
 
 def path_identity(folder: Path) -> dict[str, str]:
@@ -106,8 +106,7 @@ def match_run(
     idx = index or load_index()
     scenario = effective_scenario(run)
     if benchmark is None:
-        target = benchmark_target(run.folder)
-        benchmark = f"llama2-70b-{target}" if target else None
+        benchmark = run.benchmark
     where = path_identity(run.folder) if where is None else where
     system = run.system or {}
     folders = {n.lower() for n in (run.system_path.stem if run.system_path else None, where.get("system")) if n}

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from repro.core.benchmarks import impossible_score
 from repro.core.errors import InputError
 from repro.core.safeio import iter_lines, loads_json, open_regular
 from repro.results import consistency
@@ -37,7 +38,7 @@ _MAX_ACCURACY_TXT = 4 << 20  # MLPerf's accuracy.txt is under 1 KB (plus evaluat
 _MAX_JSON = 4 << 20  # a system JSON or run.json is a few KB; 4 MB of `[{},...]` expands to ~100 MB at most
 
 
-_MAX_LINE = 1 << 20  # the longest published MLLOG line (loaded_qsl_set, 24,576 indices) is ~137 KB
+_MAX_LINE = 1 << 20  # the longest published MLLOG line (loaded_qsl_set: Llama-2-70B's every sample index) is ~137 KB
 
 
 _MAX_SCORES_LINE = 64 << 10
@@ -358,7 +359,7 @@ _NUMPY_SCALAR = re.compile(r"(?:np|numpy)\.(?:float|int|uint)(?:16|32|64|128)?_?
 
 
 _SCORE_ITEM = re.compile(
-    r"""\s*(['"])([A-Za-z0-9_]{1,64})\1\s*:\s*"""
+    r"""\s*(['"])([A-Za-z0-9_-]{1,64})\1\s*:\s*"""
     r"""((?:np|numpy)\.\w{1,16}\([^()]{0,80}\)|'[^']{0,80}'|"[^"]{0,80}"|[^,'"{}()]{0,80})\s*(?:,|$)"""
 )
 
@@ -372,7 +373,15 @@ def _score(value: Any) -> float | None:
     return float(value) if math.isfinite(value) else None
 
 
-_SCORE_KEYS = ("rouge1", "rouge2", "rougeL", "tokens_per_sample", "gen_num", "exact_match")
+_TOTAL_KEYS = ("tokens_per_sample", "gen_num")
+
+
+def _score_keys() -> tuple[str, ...]:
+    """What marks the scores line of any benchmark's accuracy.txt: its metrics' names (the benchmark files') and
+    the totals every evaluation prints."""
+    from repro.core.benchmarks import all_benchmarks
+
+    return (*dict.fromkeys(m.name for b in all_benchmarks() for m in b.accuracy.metrics), *_TOTAL_KEYS)
 
 
 def _scores_line(line: str) -> dict[str, float] | str | None:
@@ -392,8 +401,11 @@ def _scores_line(line: str) -> dict[str, float] | str | None:
         if m.group(2) in seen:
             return m.group(2)  # a key stated twice: the caller refuses the file
         seen.add(m.group(2))
-        if (value := _score(raw.strip("'\""))) is not None:
+        text = raw.strip("'\"")
+        if (value := _score(text)) is not None:
             scores[m.group(2)] = value
+        elif isinstance(number := _num(text), float):  # nan, inf: kept, so that the caller refuses the file
+            scores[m.group(2)] = number
         pos = m.end()
     return scores
 
@@ -406,8 +418,9 @@ def read_accuracy_txt(path: Path) -> tuple[dict[str, float], list[str]]:
     run = path.parent.parent if path.parent.name == "accuracy" else path.parent  # verify the run, not accuracy/
     lines = [ln.strip() for ln in text_lines(text)]
     found: list[tuple[int, dict[str, float]]] = []
+    keys = _score_keys()
     for number, line in enumerate(lines, 1):
-        if not (line.startswith("{") and any(key in line for key in _SCORE_KEYS)):
+        if not (line.startswith("{") and any(key in line for key in keys)):
             continue
         if len(line) > _MAX_SCORES_LINE:
             raise InputError(
@@ -421,6 +434,12 @@ def read_accuracy_txt(path: Path) -> tuple[dict[str, float], list[str]]:
                     "the file contradicts itself.",
                     f"restore the accuracy.txt the evaluation wrote, then `repro verify {run}`",
                 )
+            for key, value in scores.items():
+                if (why := impossible_score(key, value)) is not None:
+                    raise InputError(
+                        f"{path}: line {number}: {key!r} {why}, so the file contradicts itself and is no evidence.",
+                        f"restore the accuracy.txt the evaluation wrote, then `repro verify {run}`",
+                    )
             found.append((number, scores))
     if not found:
         raise InputError(

@@ -9,12 +9,13 @@ Numbers are kept only when finite: a NaN, infinite or negative throughput is an 
 from __future__ import annotations
 
 import re
+from functools import cache
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError
 
-from repro.core.benchmarks import all_benchmarks, benchmark_for_result_name, load_benchmark
+from repro.core.benchmarks import all_benchmarks, benchmark_for_result_name, load_benchmark, search_path
 from repro.core.errors import InputError
 from repro.core.record import RUN_JSON, RunRecord
 from repro.results import consistency
@@ -33,7 +34,16 @@ from repro.results.logfiles import (
     stat_key,
 )
 
-LABELS = ("simulated", "smoke", "demo", "rehearsal")
+LABELS = ("simulated", "smoke", "demo", "rehearsal", "non-compliant")
+NON_COMPLIANT = "non-compliant"
+"""The label of a run whose recipe waives an MLPerf rule (`waive_rules`: an experiment, never a reproduction)."""
+
+
+def label_reason(label: str) -> str:
+    """Why a labelled run is never a reproduction, in the words every verdict path uses."""
+    if label == NON_COMPLIANT:
+        return f"{label} run: its recipe waives MLPerf rules (waive_rules), so it is never a reproduction"
+    return f"{label} run: it rehearses the flow and is never a reproduction"
 
 
 class LoadGenRun(BaseModel):
@@ -53,6 +63,7 @@ class LoadGenRun(BaseModel):
     settings: dict[str, Any] = Field(default_factory=dict)
     loadgen_version: str | None = None
     sut_name: str | None = None
+    test_datetime: str | None = Field(default=None, description="When LoadGen started the run (its detail log)")
     warnings: list[str] = Field(default_factory=list)
     errors: list[str] = Field(default_factory=list)
     min_duration_met: bool | None = None
@@ -68,9 +79,11 @@ class LoadGenRun(BaseModel):
     run_info: RunRecord | None = None
     benchmark_scenario: str = Field(default="", description="Offline, Server or Interactive (Interactive logs: Server)")
     scenario_source: str = ""
-    accuracy_target: str | None = Field(default=None, description="99 or 99.9, from the run's benchmark folder")
-    accuracy_target_source: str | None = None
-    benchmark: str | None = Field(default=None, description="The benchmark its path names (repro/data/benchmarks)")
+    benchmark: str | None = Field(
+        default=None,
+        description="The benchmark its path names (benchmark_of_path); the run's benchmark is decided from this "
+        "and the rest by results/identity.py (ResultIdentity.bench)",
+    )
     accuracy_hashes: list[str] = Field(default_factory=list)
     system_folder: str | None = Field(default=None, description="The results/<system> folder name, if any")
     system_node_of: str | None = Field(default=None, description="Set when the run is one node of a system")
@@ -88,72 +101,74 @@ class LoadGenRun(BaseModel):
     )
 
     @property
+    def effective_scenario(self) -> str:
+        """Offline, Server or Interactive as the verdict sees it (Interactive logs say Server): the one expression."""
+        return self.benchmark_scenario or self.scenario
+
+    @property
     def is_reproduction_candidate(self) -> bool:
         return self.label is None and not self.incomplete
-
-
-_BENCHMARK = re.compile(r"^llama2-70b(?:-interactive)?-(99(?:\.9)?)$", re.I)
 
 
 def _parts(folder: Path) -> tuple[str, ...]:
     return Path(folder).absolute().parts
 
 
+def _result_names() -> tuple[tuple[str, str], ...]:
+    """(result-folder name, benchmark) of every benchmark file on the search path, longest name first (so that
+    `llama2-70b-99.9` is tried before `llama2-70b-99`)."""
+    return _result_names_on(tuple(str(p) for p in search_path()))
+
+
+@cache
+def _result_names_on(where: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+    del where  # the cache key: the search path all_benchmarks() reads
+    names = ((n.lower(), b.name) for b in all_benchmarks() for n in b.all_result_names())
+    return tuple(sorted(names, key=lambda x: -len(x[0])))
+
+
+def _is_benchmark_folder(part: str) -> bool:
+    """`results/<system>/<benchmark>/`: a folder named as a benchmark file names its results, or such a name with a
+    variant after an underscore (the open division's `llama3_1-405b_pruned`)."""
+    low = part.lower()
+    return benchmark_for_result_name(low) is not None or any(low.startswith(f"{n}_") for n, _ in _result_names())
+
+
 def system_folder_of(folder: Path) -> str | None:
-    """`results/<system>/<benchmark>/<scenario>`: the folder above the benchmark folder (any benchmark file's
-    result-folder name, or a llama2-70b-99[.9] one)."""
+    """`results/<system>/<benchmark>/<scenario>`: the folder above the benchmark folder."""
     parts = _parts(folder)
     for i in range(len(parts) - 1, 0, -1):
-        if (
-            _BENCHMARK.match(parts[i])
-            or parts[i].lower().startswith("llama2-70b")
-            or benchmark_for_result_name(parts[i]) is not None
-        ):
+        if _is_benchmark_folder(parts[i]):
             return parts[i - 1]
     return None
 
 
 def benchmark_of_path(folder: Path) -> str | None:
-    """The benchmark the nearest folder names: a result-folder name a benchmark file lists (`llama3.1-405b`,
-    `llama2-70b-interactive-99`), or a llama2-70b-99[.9] inside a longer name (`..._llama2-70b-99_Offline`)."""
+    """The benchmark the nearest folder names, as the benchmark files list their result-folder names: the whole
+    name (`llama3.1-405b`, `llama2-70b-interactive-99`), else one inside a longer name (`..._llama2-70b-99_Offline`,
+    `v5.1_Cisco_..._llama3_1-405b_Offline`). results/identity.py decides the run's benchmark from this and the rest."""
     for part in reversed(_parts(folder)):
         if (bench := benchmark_for_result_name(part)) is not None:
             return bench.name
-        if m := _TARGET_IN_NAME.search(part):
-            return f"llama2-70b-{m.group(1)}"
         if named := _result_name_inside(part):
             return named
     return None
 
 
 def _result_name_inside(part: str) -> str | None:
-    """A benchmark file's result-folder name inside a longer folder name (`v5.1_Cisco_..._llama3_1-405b_Offline`),
-    whole: not followed by a letter, digit or '.digit' (llama2-70b-99 is not inside llama2-70b-99.9)."""
-    from repro.core.benchmarks import all_benchmarks
-
-    names = sorted(((n, b.name) for b in all_benchmarks() for n in b.all_result_names()), key=lambda x: -len(x[0]))
-    for name, bench in names:
+    """A result-folder name inside a longer folder name, whole: not after a letter or digit, and not followed by
+    one or by '.digit' (llama2-70b-99 is not inside llama2-70b-99.9)."""
+    for name, bench in _result_names():
         if re.search(rf"(?<![A-Za-z0-9]){re.escape(name)}(?![A-Za-z0-9]|\.\d)", part, re.I):
             return bench
     return None
 
 
-_TARGET_IN_NAME = re.compile(r"(?<![A-Za-z0-9])llama2-70b(?:-interactive)?-(99(?:\.9)?)(?![\d.])", re.I)
-
-
-def benchmark_target(folder: Path) -> str | None:
-    """99 or 99.9 from the nearest folder naming the benchmark (`llama2-70b-99.9`, or `..._llama2-70b-99_Offline`)."""
-    for part in reversed(_parts(folder)):
-        if m := _TARGET_IN_NAME.search(part):
-            return m.group(1)
-    return None
-
-
 def system_json_dirs(folder: Path) -> list[list[Path]]:
     """Where the submission layout keeps a run's system JSON, nearest first, one group per level: the run's own
-    folder, its scenario folder (above performance/ or accuracy/), then around the benchmark folder (llama2-70b-*,
-    or any result-folder name of a benchmark file) the system folder, the results root and `<submitter>/systems`
-    beside `results/`. Never an arbitrary ancestor: a JSON five levels up in /tmp describes nothing about this run."""
+    folder, its scenario folder (above performance/ or accuracy/), then around the benchmark folder
+    (`_is_benchmark_folder`) the system folder, the results root and `<submitter>/systems` beside `results/`.
+    Never an arbitrary ancestor: a JSON five levels up in /tmp describes nothing about this run."""
     folder = Path(folder).absolute()
     groups: list[list[Path]] = [[folder, folder / "systems"]]
     up = folder.parent
@@ -161,15 +176,7 @@ def system_json_dirs(folder: Path) -> list[list[Path]]:
         scenario = up.parent if up.name == "performance" else up
         groups.append([scenario, scenario / "systems"])
     parts = folder.parts
-    names = [p.lower() for p in parts]
-    bench = next(
-        (
-            i
-            for i in range(len(parts) - 1, 0, -1)
-            if names[i].startswith("llama2-70b") or benchmark_for_result_name(names[i]) is not None
-        ),
-        None,
-    )
+    bench = next((i for i in range(len(parts) - 1, 0, -1) if _is_benchmark_folder(parts[i])), None)
     if bench is not None and bench >= 2:
         system_dir, results_root = Path(*parts[:bench]), Path(*parts[: bench - 1])
         groups += [[system_dir, system_dir / "systems"], [results_root, results_root / "systems"]]
@@ -276,26 +283,34 @@ def _summary_gaps(summary: dict[str, Any]) -> list[str]:
     return gaps + ["the closing 'errors encountered' line"]
 
 
-def _interactive_limits(folder: Path) -> list[tuple[float, float]]:
-    """The Interactive (TTFT, TPOT) limits in ns of the benchmark the path names, else of every benchmark file."""
+def _interactive_limits(folder: Path, recorded: str | None = None) -> list[tuple[float, float]]:
+    """The Interactive (TTFT, TPOT) limits in ns of the benchmark the path names, else the one repro's run.json
+    records (a known benchmark's name only), else of every benchmark file (DeepSeek-R1's Server limits, 2,000/80
+    ms, are inside Llama-3.1-405B's Interactive ones, 4,500/80: a repro DeepSeek-R1 Server run under a folder that
+    names no benchmark read as Interactive)."""
     named = benchmark_of_path(folder)
+    if named is None and recorded in {b.name for b in all_benchmarks()}:
+        named = recorded
     benches = [load_benchmark(named)] if named else all_benchmarks()
     rules = [b.scenarios.get("Interactive") for b in benches]
     return [(r.ttft_ms * 1e6, r.tpot_ms * 1e6) for r in rules if r and r.ttft_ms and r.tpot_ms]
 
 
-def _benchmark_scenario(log_scenario: str, folder: Path, settings: dict[str, Any]) -> tuple[str, str]:
+def _benchmark_scenario(
+    log_scenario: str, folder: Path, settings: dict[str, Any], recorded: str | None = None
+) -> tuple[str, str]:
     """Interactive runs log `Scenario : Server`; the TTFT/TPOT limits LoadGen enforced decide (within the
     benchmark's Interactive limits: Llama-2-70B 450/40 ms, not Server's 2,000/200; Llama-3.1-405B 4,500/80, not
-    6,000/175), and the folder name (Interactive, llama2-70b-interactive) when the logs carry no limits."""
+    6,000/175), and the folder name (a word `interactive`: Interactive, llama2-70b-interactive-99) when the logs carry
+    no limits."""
     if log_scenario.lower() != "server":
         return log_scenario, "the logs"
     names = [p.lower() for p in _parts(folder)]
-    folder_says = any("interactive" in re.split(r"[^a-z0-9]+", p) or "llama2-70b-interactive" in p for p in names)
+    folder_says = any("interactive" in re.split(r"[^a-z0-9]+", p) for p in names)
     ttft, tpot = settings.get("ttft_latency_ns"), settings.get("tpot_latency_ns")
     if finite(ttft) and finite(tpot):
         ttft, tpot = float(ttft), float(tpot)  # type: ignore[arg-type]
-        interactive = any(ttft <= t and tpot <= p for t, p in _interactive_limits(folder))
+        interactive = any(ttft <= t and tpot <= p for t, p in _interactive_limits(folder, recorded))
         limits = f"TTFT/TPOT limits {ttft / 1e6:,.0f}/{tpot / 1e6:,.0f} ms"
         if interactive != folder_says and any(p in ("server", "interactive") for p in names[-4:]):
             return ("Interactive" if interactive else "Server"), f"{limits} (the folder name says otherwise)"
@@ -315,6 +330,10 @@ def _read_logs(folder: Path) -> tuple[Path, Path, dict[str, Any], dict[str, Any]
     v = detail["values"]
     if summary_path.is_file():
         summary = parse_summary(summary_path)
+    elif "AccuracyOnly" in (v.get("effective_test_mode"), v.get("requested_test_mode")) and "result_validity" not in v:
+        # an accuracy run's folder as v4.0 submissions published it: the detail log, no summary; LoadGen judges no
+        # validity in AccuracyOnly mode, so there is none to miss (its scores are accuracy.txt's)
+        summary = empty_summary()
     else:
         if "result_validity" not in v:
             raise InputError(
@@ -436,16 +455,16 @@ def parse_run(folder: Path) -> LoadGenRun:
     scenario, mode = _scenario_and_mode(folder, summary_path, detail_path, summary, v)
     settings, latency = _settings_and_latency(summary, v)
     tokens, samples = _throughput(folder, summary_path, detail_path, summary, v)
-    bench_scenario, scenario_source = _benchmark_scenario(scenario, folder, settings)
+    run_info = RunRecord.parse(read_json(folder / RUN_JSON)) if (folder / RUN_JSON).is_file() else None
+    recorded = run_info.benchmark if run_info is not None else None
+    bench_scenario, scenario_source = _benchmark_scenario(scenario, folder, settings, recorded)
     duration_s = latency["max"] / 1e9 if scenario == "Offline" and latency.get("max") else None
     min_duration_ms = settings.get("min_duration_ms")
     satisfied = {k.lower(): ok for k, ok in summary["satisfied"].items()}
     min_duration_met = satisfied.get("min duration satisfied", v.get("result_min_duration_met"))
-    run_info = RunRecord.parse(read_json(folder / RUN_JSON)) if (folder / RUN_JSON).is_file() else None
     accuracy_path = _accuracy_for(folder)
     scores, hashes = read_accuracy_txt(accuracy_path) if accuracy_path else (None, [])
     system = find_system_json(folder)
-    target = benchmark_target(folder)
     bench_name = benchmark_of_path(folder)
     summary_file = summary_path if summary_path.is_file() else None
     detail_file = detail_path if detail_path.is_file() else None
@@ -472,6 +491,7 @@ def parse_run(folder: Path) -> LoadGenRun:
             settings=settings,
             loadgen_version=v.get("loadgen_version"),
             sut_name=sut_name,
+            test_datetime=str(v["test_datetime"]) if v.get("test_datetime") is not None else None,
             warnings=summary["warnings"] + detail["warnings"],
             errors=summary["errors"] + detail["errors"],
             min_duration_met=min_duration_met,
@@ -487,8 +507,6 @@ def parse_run(folder: Path) -> LoadGenRun:
             system_folder=system_folder_of(folder),
             benchmark_scenario=bench_scenario,
             scenario_source=scenario_source,
-            accuracy_target=target,
-            accuracy_target_source=f"llama2-70b-{target} in the path" if target else None,
             benchmark=bench_name,
             label=_label(run_info, sut_name),
             incomplete=run_info is not None and run_info.stopped_early,

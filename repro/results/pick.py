@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from repro.core.errors import InputError
-from repro.core.safeio import sha256_regular
+from repro.results.combine import unique_runs
 from repro.results.logfiles import SUMMARY
 from repro.results.logs import LoadGenRun
 
@@ -17,11 +17,6 @@ def _is_compliance(run: LoadGenRun, root: Path) -> bool:
     except ValueError:
         parts = run.folder.parts
     return any(p.upper().startswith("TEST") and p[4:].isdigit() for p in parts)
-
-
-def _content_key(run: LoadGenRun) -> str:
-    path = run.summary_path or run.detail_path
-    return sha256_regular(path) if path else str(run.folder)
 
 
 def pick_run(runs: list[LoadGenRun], root: Path, scenario: str | None = None) -> tuple[LoadGenRun, list[str]]:
@@ -58,17 +53,15 @@ def pick_run(runs: list[LoadGenRun], root: Path, scenario: str | None = None) ->
             "(that is performance/run_1)"
         )
     matching = official or matching
-    unique: dict[str, LoadGenRun] = {}
-    for r in matching:
-        kept = unique.setdefault(_content_key(r), r)
-        if kept is not r:
-            kept.copies.append(r)
-    if len(unique) < len(matching):
+    unique, copies, _ = unique_runs(matching, lambda r: r, lambda r: str(r.folder))  # one run, however named
+    for copy, kept in copies:
+        kept.copies.append(copy)
+    if copies:
         notes.append(
-            f"{len(matching) - len(unique)} identical copies of the same {SUMMARY} counted once "
+            f"{len(copies)} identical copies of the same {SUMMARY} counted once "
             "(the same run published under several benchmarks)"
         )
-    matching = list(unique.values())
+    matching = unique
     if len(matching) > 1:
         listing = ", ".join(str(r.folder.relative_to(root)) for r in matching[:4])
         best = next((r for r in reversed(matching) if r.is_reproduction_candidate), matching[-1])

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel
 
 from repro.core.accelerators import accelerator_of
+from repro.core.benchmarks import not_shipped_notes
 from repro.core.errors import InputError
 from repro.core.fmt import fmt_rate
 from repro.core.recipes import Published, Recipe, by_system_name, get_recipe, registry_recipe
@@ -30,14 +31,15 @@ from repro.results.audit import (
     run_system,
     system_diff,
 )
-from repro.results.checks import Check, Evidence, benchmark_of, evidence_checks, failure_reasons
-from repro.results.hardware import Identity
-from repro.results.identity import ResultIdentity, identify, mixed_against
-from repro.results.logs import LoadGenRun, find_runs
+from repro.results.checks import Check, Evidence, evidence_checks, failure_reasons
+from repro.results.hardware import GpuCount, Identity
+from repro.results.identity import ResultIdentity, identify, mixed_against, stated_benchmark
+from repro.results.index_match import count_value
+from repro.results.logs import LoadGenRun, find_runs, label_reason
 from repro.results.pick import pick_run
+from repro.results.stack import EngineCheck, StackDifference, engine_check, stack_differences
 
 if TYPE_CHECKING:
-    from repro.core.benchmarks import Benchmark
     from repro.core.published import PublishedResult
     from repro.results.index_match import IndexMatch
 
@@ -100,6 +102,10 @@ class Verdict:
     accuracy_command: str | None = None
     """When the accuracy run alone keeps the run from a PASS, the next command: the run that writes it (repro's own
     run), else verify again once the published accuracy files are copied back."""
+    differences: list[StackDifference] = field(default_factory=list)
+    """What this run's stack did otherwise than the published run (results.stack): repro's own runs only."""
+    engine: EngineCheck | None = None
+    """The run's engine layout against the published one for its scenario (repro's own runs only)."""
 
     @property
     def exit_code(self) -> int:
@@ -126,7 +132,7 @@ class Verdict:
 
     @property
     def scenario(self) -> str:
-        return self.run.benchmark_scenario or self.run.scenario
+        return self.run.effective_scenario
 
     @property
     def headline(self) -> str:
@@ -162,6 +168,7 @@ class Verdict:
             "validity": self.run.validity,
             "gpus": self.gpus,
             "gpus_source": self.gpus_source,
+            "gpus_override": self._override(),
             "accelerator": _fields_json(self.hardware, _ACCELERATOR_JSON),
             "tokens_per_s": _finite_or_none(self.run.tokens_per_s),
             "tokens_per_s_per_gpu": _finite_or_none(self.per_gpu, 2 if abs(self.per_gpu or 0) < 1000 else 1),
@@ -182,13 +189,34 @@ class Verdict:
             "audit_2pct": self.audit.to_json() if self.audit else None,
             "system_diff": [i.to_json() for i in self.system],
             "accuracy_run_command": self.accuracy_command,
+            "engine": None if self.engine is None else {"state": self.engine.state, "detail": self.engine.detail},
+            "known_differences": [d.to_json() for d in self.differences],
+            "benchmark_file": self._benchmark_file(),
         }
+
+    def _benchmark_file(self) -> dict[str, Any] | None:
+        """The benchmark file the targets were read from when it is not the shipped one (its path, sha256, and the
+        shipped file it shadows); None when they are the shipped file's."""
+        bench = self.identity.bench if self.identity is not None else None
+        bench = bench or (self.recipe.bench if self.recipe is not None else None)
+        return bench.source.to_json() if bench is not None and not bench.source.shipped else None
+
+    def _override(self) -> dict[str, Any] | None:
+        """A --gpus count, what the run's own files give, and what of them it contradicts (the JSON and any
+        attestation of it carry both: an override is never silent)."""
+        count = self.identity.count if self.identity is not None else None
+        if self.gpus_source != "--gpus" or count is None:
+            return None
+        return {"gpus": self.gpus, "files_give": count.stated, "contradicts": list(count.contradicts)}
 
     @property
     def accuracy_target(self) -> tuple[str, str]:
         """(the accuracy class, 99 or 99.9, or the benchmark's name when repro holds no file for it; its source)."""
-        bench, name, source = benchmark_of(self.run, self.recipe, self.record.row if self.record else None)
-        return (bench.accuracy.level if bench else name), source
+        ident = self.identity
+        if ident is None:
+            return "unknown", "no identity"
+        ident = ident.judged_by(self.recipe, self.record.row if self.record else None)
+        return (ident.bench.accuracy.level if ident.bench else str(ident.benchmark)), str(ident.benchmark_source)
 
 
 def check_state(checks: list[Check], prefix: str) -> str:
@@ -247,7 +275,9 @@ class NoRecipeFor(InputError):
     runs: list[LoadGenRun] | None = None
 
 
-def resolve_recipe(run: LoadGenRun, recipe: str | Recipe | None) -> Recipe:
+def resolve_recipe(run: LoadGenRun, recipe: str | Recipe | None, benchmark: str | None = None) -> Recipe:
+    """The recipe named, else the one run.json records, else the recipe of the run's system for its benchmark
+    (`benchmark`: the one its identity decided; default what the result states, results/identity.py)."""
     if isinstance(recipe, Recipe):
         return recipe
     if recipe:
@@ -256,13 +286,19 @@ def resolve_recipe(run: LoadGenRun, recipe: str | Recipe | None) -> Recipe:
         return registry_recipe(run.run_info.recipe)  # a name from a result file, never a path (#16)
     names = [str(run.system.get("system_name", ""))] if run.system else []
     names += [run.system_path.stem] if run.system_path else []
+    if benchmark is None:
+        benchmark = stated_benchmark(run)[0]
     for name in filter(None, names):
-        if found := by_system_name(name, run.benchmark):
+        if found := by_system_name(name, benchmark):
             return found
+    others = sorted({r.benchmark for n in filter(None, names) if (r := by_system_name(n)) is not None})
     if run.system:
         name = str(run.system.get("system_name", "")).strip() or (run.system_path.stem if run.system_path else "?")
         acc = str(run.system.get("accelerator_model_name", "")).strip()
-        why = f"its system {name!r}{f' ({acc})' if acc else ''} matches no recipe"
+        system = f"its system {name!r}{f' ({acc})' if acc else ''}"
+        why = f"{system} matches no recipe"
+        if others and benchmark:  # the system's recipes run another model: never this run's reference
+            why = f"{system} has no recipe for {benchmark} (its recipe runs {', '.join(others)})"
     else:
         why = "no run.json and no system JSON name its system"
     raise NoRecipeFor(
@@ -296,6 +332,29 @@ def _throughput(
     if published.status == "analog":
         checks.append(Check("reference", None, f"analog result: {published.note}"))
     return checks, band, (per_gpu / centre - 1) * 100
+
+
+def _published_loadgen(row: PublishedResult | None) -> str | None:
+    """The published run's LoadGen version, from the shipped copy of its detail log (None where not shipped)."""
+    from repro.results.audit import published_settings
+
+    shipped = published_settings().get(row.key) if row is not None else None
+    value = shipped.get("detail", {}).get("loadgen_version") if isinstance(shipped, dict) else None
+    return str(value) if value else None
+
+
+def _stack(
+    run: LoadGenRun, recipe: Recipe | None, scenario: str, row: PublishedResult | None
+) -> tuple[list[Check], EngineCheck | None]:
+    """repro's own run (it has a run.json) against the recipe's published engine for its scenario: one row, and the
+    check the status reads. A folder of someone else's logs (a published bundle) has no run.json: not compared."""
+    if recipe is None or recipe.demo or recipe.trtllm is None or run.run_info is None:
+        return [], None
+    engine = engine_check(recipe, scenario, run.run_info)
+    if engine.state == "not stated":
+        return [], engine
+    ok = {"same": True, "differs": False}.get(engine.state)
+    return [Check("engine", ok, engine.detail)], engine
 
 
 def _software_note(recipe: Recipe | None) -> str | None:
@@ -388,16 +447,14 @@ def _reference(
     return published_of(row), _record_identity(ident, row)
 
 
-def _run_notes(
-    run: LoadGenRun, count_notes: list[str], scenario: str, benchmark: tuple[Benchmark | None, str, str]
-) -> list[str]:
+def _run_notes(run: LoadGenRun, count_notes: list[str], ident: ResultIdentity, recipe: Recipe | None) -> list[str]:
     """What the verdict was told rather than read from the logs: the GPU count, the scenario, the benchmark."""
-    bench, bench_name, bench_source = benchmark
     notes = list(count_notes)
     if run.scenario_source != "the logs":
-        notes.append(f"scenario {scenario}: told by {run.scenario_source}")
-    if not run.benchmark and run.accuracy and bench is not None:
-        notes.append(f"benchmark {bench_name} from {bench_source}: the run's path names no benchmark")
+        notes.append(f"scenario {ident.scenario}: told by {run.scenario_source}")
+    if not run.benchmark and run.accuracy and ident.bench is not None:
+        notes.append(f"benchmark {ident.benchmark} from {ident.benchmark_source}: the run's path names no benchmark")
+    notes += not_shipped_notes(ident.bench, recipe.bench if recipe is not None else None)
     return notes
 
 
@@ -413,6 +470,11 @@ class _Findings:
     reasons: list[str]
     other_benchmark: bool
     other_model: bool
+    other_system: str | None = None
+    """Why the run's system (nodes, accelerators) is not the recipe's one VM; None when it is, or nothing says."""
+    contradicted: str | None = None
+    """A --gpus count the run's own files contradict, in words: never a PASS."""
+    engine: EngineCheck | None = None
 
 
 def _status(
@@ -427,7 +489,7 @@ def _status(
     if run.label or (recipe is not None and recipe.demo):
         # never a reproduction whatever its evidence: the accuracy run it lacks is not worth a line of its own
         reasons = [r for r in reasons if r != evidence.no_accuracy]
-        reasons.insert(0, f"{run.label or 'demo'} run: it rehearses the flow and is never a reproduction")
+        reasons.insert(0, label_reason(run.label or "demo"))
         status = "NOT A REPRODUCTION"
     elif hw.same is False:
         reasons.insert(
@@ -436,6 +498,9 @@ def _status(
             f"accelerator: {hw.why}; "
             "a different accelerator is never a reproduction",
         )
+        status = "NOT A REPRODUCTION"
+    elif f.other_system is not None:
+        reasons.insert(0, f.other_system)
         status = "NOT A REPRODUCTION"
     elif recipe is not None and ident.division == "open":
         reasons.insert(
@@ -446,6 +511,13 @@ def _status(
         status = "NOT A REPRODUCTION"
     elif f.other_model and not evidence.failed:
         status, lead = "NOT A REPRODUCTION", 0
+    elif f.engine is not None and f.engine.state == "differs" and not evidence.failed:
+        reasons.insert(
+            0,
+            f"{f.engine.detail}: another engine is another configuration, never a reproduction of the "
+            f"published {ident.scenario} result",
+        )
+        status = "NOT A REPRODUCTION"
     elif f.band is None:
         lead = 0
         if f.published is None:
@@ -476,11 +548,58 @@ def _status(
             f"a {ident.benchmark} run ({ident.benchmark_source}) against recipe {recipe.name}'s "
             f"{recipe.benchmark} result: another benchmark is never a reproduction",
         )
+    if f.contradicted is not None:
+        reasons.insert(0, f.contradicted)
+        if status == "PASS":
+            status, accuracy_command = "NOT A REPRODUCTION", None
     if run.incomplete:
         reasons.insert(0, "the run was interrupted or failed; its logs are partial (run.json)")
         if status == "PASS":
             status = "FAIL"
     return status, reasons, accuracy_command
+
+
+def _other_system(run: LoadGenRun, count: GpuCount, recipe: Recipe | None) -> str | None:
+    """Why the system the run's own files state (nodes, accelerators) is not the recipe's one VM of gpus_per_vm GPUs:
+    a 72-GPU rack is never a reproduction of a 4-GPU VM's result, however its per-GPU figure compares."""
+    if recipe is None or recipe.demo:
+        return None
+    ours = run.run_info.system if run.run_info is not None else None
+    stated_nodes = (
+        (run.system or {}).get("number_of_nodes", 1) if run.system else (ours or {}).get("number_of_nodes", 1)
+    )
+    nodes = 1 if run.system_node_of else count_value(stated_nodes) or 1
+    scenario = run.benchmark_scenario or run.scenario
+    layout = _system_layout(recipe, scenario)
+    want_nodes = layout.nodes if layout is not None else 1
+    want = recipe.system.gpus_per_vm * want_nodes
+    differ = [f"{nodes} node{'s' if nodes != 1 else ''}"] if nodes != want_nodes else []
+    if count.stated is not None and count.stated != want:
+        differ.append(f"{count.stated} accelerators")
+    if not differ:
+        return None
+    theirs = f"{want_nodes} nodes, {want} GPUs" if want_nodes > 1 else f"one VM, {want} GPUs"
+    return (
+        f"the run's system ({', '.join(differ)}, {count.source if count.source != '--gpus' else 'its own files'}) is "
+        f"not recipe {recipe.name}'s ({theirs}): a result of another system is never a reproduction of it"
+    )
+
+
+def _system_layout(recipe: Recipe, scenario: str) -> Any:
+    """The recipe's one-system layout of this scenario (trtllm.system: its nodes), or None for one VM's servers."""
+    if recipe.trtllm is None or scenario not in ("Offline", "Server", "Interactive"):
+        return None
+    dep = recipe.deployment(scenario)
+    return dep.trtllm.system if dep.trtllm is not None else None
+
+
+def _contradicted(count: GpuCount) -> str | None:
+    if count.source != "--gpus" or not count.contradicts:
+        return None
+    return (
+        f"--gpus {count.total} contradicts the run's own files ({'; '.join(count.contradicts)}): a verdict on a "
+        "count its files contradict is never a PASS"
+    )
 
 
 def evaluate(run: LoadGenRun, ident: ResultIdentity, recipe: Recipe | None) -> Verdict:
@@ -497,11 +616,11 @@ def evaluate(run: LoadGenRun, ident: ResultIdentity, recipe: Recipe | None) -> V
     division = ident.division
     published, hw = _reference(ident, recipe, row)
     per_gpu = tokens_per_s / count.total
-    bench_of = benchmark_of(run, recipe, row)
-    bench = bench_of[0]
-    notes = _run_notes(run, count.notes, scenario, bench_of)
+    ident = ident.judged_by(recipe, row)
+    bench = ident.bench
+    notes = _run_notes(run, count.notes, ident, recipe)
 
-    evidence = evidence_checks(run, recipe, row, division)
+    evidence = evidence_checks(run, ident, recipe, row)
     throughput_checks, band, deviation = _throughput(run, per_gpu, published)
     if band is not None and per_gpu > band[1] and (software := _software_note(recipe)):
         notes.append(software)
@@ -510,7 +629,8 @@ def evaluate(run: LoadGenRun, ident: ResultIdentity, recipe: Recipe | None) -> V
     # No published system (the demo's, a result the shipped index does not hold): nothing to compare item by item
     system = system_diff(run_system(run, ident, recipe), published_system(ref_row)) if ref_row is not None else []
     unheld = [] if ref_row is not None or recipe is None or recipe.demo else [_no_published_system(recipe)]
-    checks = evidence.with_band(_hardware(hw), throughput_checks + _audit_rows(audit, system) + unheld)
+    stack, engine = _stack(run, recipe, scenario, ref_row)
+    checks = evidence.with_band(_hardware(hw), throughput_checks + _audit_rows(audit, system) + unheld + stack)
     failed = [c for c in checks if c.fails and c.ok is False]
     # Another model's recipe (a 405B run against Llama-2-70B's): its band means nothing for this run, so the run is
     # judged by its own evidence only and is never a reproduction of that recipe.
@@ -523,6 +643,9 @@ def evaluate(run: LoadGenRun, ident: ResultIdentity, recipe: Recipe | None) -> V
         reasons=failure_reasons(failed, evidence),
         other_benchmark=recipe is not None and ident.benchmark is not None and ident.benchmark != recipe.benchmark,
         other_model=recipe is not None and bench is not None and bench.mlperf_model != recipe.bench.mlperf_model,
+        other_system=_other_system(run, count, recipe),
+        contradicted=_contradicted(count),
+        engine=engine,
     )
     status, reasons, accuracy_command = _status(run, ident, recipe, row, findings)
     if division == "open":
@@ -551,6 +674,8 @@ def evaluate(run: LoadGenRun, ident: ResultIdentity, recipe: Recipe | None) -> V
         audit,
         system,
         accuracy_command,
+        stack_differences(recipe, scenario, run.run_info, _published_loadgen(ref_row)) if engine and recipe else [],
+        engine,
     )
 
 
@@ -566,7 +691,7 @@ def verify_dir(
     record = ident.record
     chosen: Recipe | None
     try:
-        chosen = resolve_recipe(run, recipe)
+        chosen = resolve_recipe(run, recipe, ident.benchmark)
     except NoRecipeFor as exc:
         if record is None:
             exc.runs = runs

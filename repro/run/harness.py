@@ -22,17 +22,19 @@ from repro.core.clock import now_iso
 from repro.core.errors import SIGNAL_EXIT, InputError, Interrupted, ReproError, StepFailed, stop_signal
 from repro.core.fsutil import atomic_write_text
 from repro.core.ledger import Artifact, Ledger
+from repro.core.recipes import Deployment
 from repro.core.record import GpuFacts, RunRecord
 from repro.core.steps import StepOutcome
 from repro.results.compliance import audit_config_text, compliance_settings, finish_test06
 from repro.run.backends import Backend, BackendContext, create_backend
+from repro.run.launchers import Fleet, FleetContext
 from repro.run.layout import AUDIT_CONFIG, choose_run_dir, empty_logs, kind_dir, remove_empty
 from repro.run.options import RunHooks, RunOptions
 from repro.run.plan import RunPlan, plan_run
-from repro.run.progress import RunProgress, choose_mode
+from repro.run.progress import HEARTBEAT_FLOOR_S, RunProgress, choose_mode, heartbeat_interval
 from repro.run.projection import RunWatch
-from repro.run.servers import ServerDied, ServerFleet, plan_servers, ready_timeout_s
-from repro.run.settings import expected_samples, loadgen_scenario, model_key, sim_pace, user_conf_text
+from repro.run.servers import ServerDied, ready_timeout_s
+from repro.run.settings import expected_samples, model_key, sim_pace, user_conf_text
 from repro.run.sut import LoadGenSUT
 from repro.setup.dataset import PreparedDataset, load_prepared
 
@@ -76,13 +78,15 @@ class ActiveRun:
     dataset: PreparedDataset | None = None
     backend: Backend | None = None
     sut: LoadGenSUT | None = None
-    fleet: ServerFleet | None = None
+    fleet: Fleet | None = None
     sampler: Any = None
     worker: threading.Thread | None = None
     stop_signal: str | None = None
     watch: RunWatch | None = None
     stop_deadline: float | None = None
     """When LoadGen's grace after a signal ends: one deadline, however many places wait for it."""
+    died_next: str | None = None
+    """The next command of a server's death (its log), when one died."""
     backend_left: bool = False
     """The backend's thread was still busy when its close gave up (after a signal): the process leaves at once."""
 
@@ -160,7 +164,7 @@ def _open_run(plan: RunPlan) -> ActiveRun:
                 paths,
                 recipe,
                 plan.backend.name,
-                scenario=loadgen_scenario(o.scenario),
+                scenario=o.scenario_spec.loadgen,
                 samples=o.samples,
                 duration_s=o.duration_s,
                 accuracy=o.accuracy,
@@ -173,6 +177,7 @@ def _open_run(plan: RunPlan) -> ActiveRun:
         repro_version=facts["repro_version"],
         recipe=recipe.name,
         recipe_hash=recipe.hash(),
+        benchmark=recipe.benchmark,
         scenario=o.scenario,
         mode=o.mode,
         backend=plan.backend.name,
@@ -199,6 +204,9 @@ def _open_run(plan: RunPlan) -> ActiveRun:
     if o.compliance:
         record.compliance = {"test": o.compliance, "audit_settings": compliance_settings(o.compliance)}
     record.demo_calibration = calibration
+    record.boost_slider, advice = _boost_slider(recipe, o.detect)
+    if advice:
+        record.warnings = [*(record.warnings or []), advice]
     if not o.probe:
         from repro.run.gpu_probe import latest_probe
 
@@ -215,6 +223,20 @@ def _open_run(plan: RunPlan) -> ActiveRun:
     inputs += "|600s" if o.official_min_duration else ""
     ledger.start(plan.step, sha256_text(inputs)[:16], recipe=recipe.name, run_dir=str(run_dir), label=plan.label)
     return ActiveRun(plan, ledger, record, run_dir, log_dir, settings, data_dir, model_dir)
+
+
+def _boost_slider(recipe: Any, detect: bool) -> tuple[dict[str, Any], str | None]:
+    """The host's boost slider as the run starts (read only, never set) and, where the published run's harness set
+    another, the sentence that names the host command."""
+    from repro.results.stack import vboost_advice
+    from repro.run.host_state import read_boost_slider
+
+    state = (
+        read_boost_slider()
+        if detect
+        else {"state": "unknown", "vboost": None, "why": "machine detection was off for this run"}
+    )
+    return state, vboost_advice(recipe, state)
 
 
 def _recorded(path: Path, o: RunOptions) -> str:
@@ -237,11 +259,13 @@ def _drive(run: ActiveRun, hooks: RunHooks) -> None:
 
         check_model_dir(run.model_dir)
     if plan.managed:
-        run.fleet = ServerFleet(plan_servers(plan.recipe, o.workspace, o.servers), keep=o.servers.keep)
+        assert plan.launch is not None
+        run.fleet = plan.launcher().fleet(plan.launch, FleetContext(o.workspace, o.servers))
         run.fleet.start(run.run_dir / "servers")
         record.servers = run.fleet.to_json()
+        _record_system(record, run.fleet.system())
     sim_rate = o.sim_rate
-    paced = "sim_rate" in plan.backend.options and o.scenario == "Offline" and not o.accuracy and not o.compliance
+    paced = "sim_rate" in plan.backend.options and o.scenario_spec.one_query and not o.accuracy and not o.compliance
     if paced and sim_rate is None:
         sim_rate, record.sim_pace = sim_pace(plan.recipe, run.settings, dataset.output_lens)
     ctx = _backend_context(run, dataset, sim_rate)
@@ -251,6 +275,10 @@ def _drive(run: ActiveRun, hooks: RunHooks) -> None:
         from repro.run.progress import ReadyWait
 
         run.backend.on_wait = ReadyWait()  # type: ignore[attr-defined]
+    if hooks.progress is not False and getattr(run.backend, "on_warmup", False) is None:
+        from repro.run.progress import say
+
+        run.backend.on_warmup = say  # type: ignore[attr-defined]
     record.backend_details = run.backend.describe()
     if plan.backend.starts_servers:
         record.open_files = _open_files_for(run.backend, o.scenario)
@@ -270,7 +298,7 @@ def _drive(run: ActiveRun, hooks: RunHooks) -> None:
     )
     _start_backend(run.backend, sut, run.fleet)
     record.backend_details = run.backend.describe()
-    record.serving = _serving_record(plan.recipe, run.fleet is not None, record.backend_details)
+    record.serving = _serving_record(plan.deployment, run.fleet is not None, record.backend_details)
     ts, log = _loadgen_settings(lg, run)
     run.sampler = _power_sampler(run)
     # Only the run's own audit.config (TEST06) is ever applied: a stray one in the shell's folder is not.
@@ -280,6 +308,26 @@ def _drive(run: ActiveRun, hooks: RunHooks) -> None:
     planned = {**settings, **compliance_settings(o.compliance)}
     total = accuracy_total if o.accuracy else expected_samples(planned, o.scenario)
     _watch(run, hooks, total)
+
+
+def _record_system(record: RunRecord, system: dict[str, Any] | None) -> None:
+    """A system over many nodes is one system: run.json's GPUs are all of its nodes' (per GPU divides by them, as
+    MLPerf's system description counts accelerators_per_node x number_of_nodes), with the names every node's
+    nvidia-smi gave."""
+    if system is None:
+        return
+    record.system = system
+    names = [name for n in system["nodes"] for name in n.get("gpu_names") or []]
+    record.gpus = GpuFacts.model_validate(
+        {
+            "count": system["accelerators"],
+            "names": names if len(names) == system["accelerators"] else [],
+            "uuids": [],
+            "nodes": system["number_of_nodes"],
+            "per_node": system["accelerators_per_node"],
+            "source": "every node's check before the run (nvidia-smi -L), counted as the plan places them",
+        }
+    )
 
 
 def _backend_context(run: ActiveRun, dataset: PreparedDataset, sim_rate: float | None) -> BackendContext:
@@ -298,13 +346,16 @@ def _backend_context(run: ActiveRun, dataset: PreparedDataset, sim_rate: float |
         dataset=dataset,
         model_dir=run.model_dir,
         sim_rate=sim_rate,
-        stream=plan.backend.streams and o.scenario == "Server",
+        stream=plan.backend.streams and o.scenario_spec.streams,
         tokenizer=tokenizer,
         endpoints=tuple(fleet.urls) if fleet is not None else o.endpoints,
         alive=fleet.alive if fleet is not None else None,
         ready_timeout_s=wait,
         stall_timeout_s=o.servers.stall_timeout_s,
+        client_concurrency=o.servers.client_concurrency,
         served_model=o.served_model,
+        time_scale=o.time_scale,
+        warmup=not o.probe,
     )
 
 
@@ -317,14 +368,20 @@ def _loadgen_settings(lg: Any, run: ActiveRun) -> tuple[Any, Any]:
     LoadGen on an Interactive run (tests/test_harness.py keeps the limit as a strict xfail)."""
     o = run.plan.options
     ts = lg.TestSettings()
-    ts.scenario = getattr(lg.TestScenario, loadgen_scenario(o.scenario))
+    scenario = o.scenario_spec.loadgen
+    ts.scenario = getattr(lg.TestScenario, scenario)
     ts.mode = lg.TestMode.AccuracyOnly if o.accuracy else lg.TestMode.PerformanceOnly
     key = model_key(run.plan.recipe.bench, o.scenario)
-    if ts.FromConfig(str(run.log_dir / "user.conf"), key, loadgen_scenario(o.scenario)) != 0:
+    if ts.FromConfig(str(run.log_dir / "user.conf"), key, scenario) != 0:
         raise InputError(
             f"{run.log_dir / 'user.conf'}: LoadGen rejected the generated settings.",
             f"`repro run {o.scenario.lower()} --debug`",
         )
+    # A scaled run's latency limits in ns (user.conf's ttft_latency is whole milliseconds: strtoull in LoadGen's
+    # FromConfig): the keys are in user.conf, which LoadGen ignores, and applied here; the summary prints them.
+    for key in ("ttft_latency", "tpot_latency"):
+        if f"{key}_ns" in run.settings:
+            setattr(ts, key, int(run.settings[f"{key}_ns"]))
     out = lg.LogOutputSettings()
     out.outdir = str(run.log_dir)
     out.copy_summary_to_stdout = False
@@ -362,9 +419,10 @@ def _watch(run: ActiveRun, hooks: RunHooks, total: int) -> None:
         choose_mode(hooks.progress),
         f"LoadGen {scenario}",
         total,
-        fixed_total=scenario == "Offline",
+        fixed_total=o.scenario_spec.one_query,
         bar_factory=hooks.bar,
         projector=watch.projector,
+        interval_s=o.time_scale.deadline(heartbeat_interval(), floor_s=HEARTBEAT_FLOOR_S),
     )
     with view:
         watch.start()
@@ -419,7 +477,7 @@ def _conclude(run: ActiveRun) -> StepOutcome:
         run.ledger.fail(plan.step, msg)
         raise StepFailed(
             f"{msg.rstrip('.')}. Partial LoadGen logs are in {run.log_dir} (marked incomplete).",
-            f"fix the backend, then `repro run {o.scenario.lower()}`",
+            run.died_next or f"fix the backend, then `repro run {o.scenario.lower()}`",
         )
     if run.stop_signal is not None:
         raise _interrupted(run)
@@ -438,7 +496,7 @@ def _conclude(run: ActiveRun) -> StepOutcome:
         if scores is not None:
             summary["accuracy"] = scores
     if o.compliance:
-        summary["compliance"] = doc = finish_test06(run.run_dir, o.scenario)
+        summary["compliance"] = doc = finish_test06(run.run_dir, o.scenario, run.plan.recipe.bench.model.eos_token_id)
         record.compliance = {**(record.compliance or {}), **doc}
         record.write(run.log_dir)
     files = (run.log_dir / "mlperf_log_summary.txt", run.log_dir / "run.json")
@@ -534,7 +592,7 @@ def _cleanup(run: ActiveRun) -> None:
         except Exception:  # noqa: BLE001 - closing must not hide the real outcome
             pass
     if run.fleet is not None:
-        _stop_servers(run.fleet, sut, run.record)
+        run.died_next = _stop_servers(run.fleet, sut, run.record)
     if sut is not None and (worker is None or worker.ident is None or sut.finished.is_set()):
         sut.destroy()
     if run.sampler is not None:
@@ -565,7 +623,7 @@ def _open_files_for(be: Backend, scenario: str) -> dict[str, int]:
     return {"needed": needed, **ensure_open_files(needed, command=f"repro run {scenario.lower()}")}
 
 
-def _start_backend(be: Backend, sut: LoadGenSUT, fleet: ServerFleet | None) -> None:
+def _start_backend(be: Backend, sut: LoadGenSUT, fleet: Fleet | None) -> None:
     """Start the backend (HTTP: wait until every server is ready); a readiness failure shows the servers' log tails."""
     from repro.run.backends.http_client import BackendError
 
@@ -573,26 +631,47 @@ def _start_backend(be: Backend, sut: LoadGenSUT, fleet: ServerFleet | None) -> N
         be.start(sut)
     except BackendError as exc:
         if fleet is not None:
-            fleet.alive()
-            tails = [
-                f"server {p.rank}: {' | '.join(fleet.tail(p.rank)[-3:])}" for p in fleet.plans if fleet.tail(p.rank)
-            ]
+            # A server that died during readiness or NVIDIA's warm-up burst: say so with its exit code and log (Docker
+            # marks a container exited a moment after its process ends, hence the grace), not as a broken connection.
+            try:
+                fleet.alive(grace_s=0.0 if exc.kind == "timeout" else 3.0)
+            except ServerDied as died:
+                when = "NVIDIA's warm-up burst" if exc.message.startswith("warm-up") else "the readiness wait"
+                died.message = f"{died.message.rstrip('.')} (during {when}, before LoadGen started)."
+                raise died from exc
+            at = next((fleet.where(u) for u in fleet.urls if u in exc.message), None)
+            if at is not None:
+                exc.message = f"{exc.message.rstrip('.')}; that is {at}"
+            tails = [f"{who}: {' | '.join(lines[-3:])}" for who, lines in fleet.tails()]
             if tails:
                 exc.message = f"{exc.message}. Last output of {'; '.join(tails)}"
-            logs = fleet.plans[0].log_path.parent if fleet.plans and fleet.plans[0].log_path else None
+            logs = fleet.log_dir
             if exc.kind == "timeout" and logs is not None:
                 exc.next_command = f"see the server logs in {logs}; if they are still loading, raise --ready-timeout"
         raise
 
 
-def _stop_servers(fleet: ServerFleet, sut: LoadGenSUT | None, record: RunRecord) -> None:
+def _stop_servers(fleet: Fleet, sut: LoadGenSUT | None, record: RunRecord) -> str | None:
+    """After a failure, the server that died (its node, rank and log) or, when none has, the one at the URL the
+    client failed on (a server answering 503 or stalled after a rank died inside it is still up). Returns the
+    next command a death names (its log)."""
+    died_next = None
     if sut is not None and sut.error is not None:
         try:
             fleet.alive(grace_s=3.0)
         except ServerDied as died:
             record.server_died = died.message
+            died_next = died.next_command
+        else:
+            text = str(getattr(sut.error, "message", sut.error))
+            at = next((fleet.where(u) for u in fleet.urls if u in text), None)
+            if at is not None:
+                record.server_died = f"{text.rstrip('.')}; that is {at}"
+                if "HTTP 503" in text and fleet.log_dir is not None:  # up, but a rank inside it is gone (18663)
+                    died_next = f"see the rank logs in {fleet.log_dir} for the rank that died, then run again"
     fleet.stop()
     record.servers = fleet.to_json()
+    return died_next
 
 
 def _summarise(log_dir: Path) -> dict[str, Any]:
@@ -657,12 +736,13 @@ class _NoLedger:
         pass
 
 
-def _serving_record(recipe: Any, managed: bool, details: dict[str, Any]) -> dict[str, Any]:
-    """The serving configuration this run used, for `repro explain`: the recipe's server options only when repro
-    started the servers from them, the client's concurrency and max_tokens always."""
+def _serving_record(dep: Deployment, managed: bool, details: dict[str, Any]) -> dict[str, Any]:
+    """The serving configuration this run used, for `repro explain` and verify: the deployment's engine layout and
+    server options only when repro started the servers from them, the client's concurrency and max_tokens always."""
+    recipe = dep.recipe
     out: dict[str, Any] = {"max_tokens": recipe.loadgen.max_tokens}
-    trt = recipe.trtllm
-    if managed and trt is not None:
+    trt, layout = dep.trtllm, dep.layout
+    if managed and trt is not None and layout is not None:
         kv = trt.serve_extra_options.get("kv_cache_config") if isinstance(trt.serve_extra_options, dict) else None
         out.update(
             gpu_batch_size=trt.gpu_batch_size,
@@ -672,6 +752,7 @@ def _serving_record(recipe: Any, managed: bool, details: dict[str, Any]) -> dict
             servers_per_vm=trt.servers_per_vm,
             max_num_tokens=trt.runtime_flags.get("max_num_tokens"),
             kv_cache_free_gpu_memory_fraction=kv.get("free_gpu_memory_fraction") if isinstance(kv, dict) else None,
+            engine={**layout.model_dump(exclude={"source"}), "scenario": dep.engine_scenario},
         )
     concurrency = details.get("max_concurrency_per_endpoint", details.get("max_concurrency"))
     if concurrency is not None:

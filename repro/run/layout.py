@@ -17,6 +17,7 @@ from pathlib import Path
 
 from repro.core.clock import new_stamped_dir, stamp_order, stamped_path
 from repro.core.errors import InputError
+from repro.core.fsutil import confined
 from repro.core.recipes import Recipe
 from repro.core.record import RUN_JSON, RunRecord
 from repro.core.workspace import Workspace
@@ -25,8 +26,9 @@ AUDIT_CONFIG = "audit.config"
 
 
 def new_run_dir(ws: Workspace, recipe: str, scenario: str, *, create: bool = True) -> Path:
-    """A new run folder, created atomically (without create: the name a dry run shows, nothing made)."""
-    base = ws.runs / recipe / scenario
+    """A new run folder, created atomically (without create: the name a dry run shows, nothing made); inside runs/
+    even when a link was planted on the way."""
+    base = confined(ws.runs, ws.runs / recipe / scenario, step="repro run")
     return new_stamped_dir(base) if create else stamped_path(base)
 
 

@@ -9,16 +9,18 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from repro.core.backends import BackendSpec, backend_spec, recipe_backend
 from repro.core.errors import InputError
-from repro.core.recipes import Recipe, get_recipe
+from repro.core.recipes import Deployment, Recipe, get_recipe
+from repro.core.scenarios import ScenarioSpec, scenario_spec
+from repro.core.timescale import REAL_TIME, TimeScale
 from repro.core.workspace import Workspace
 from repro.results.compliance import check_compliance_options
 from repro.run.servers import ServerOptions
-from repro.run.settings import SCENARIOS
 
 if TYPE_CHECKING:
     from repro.run.backends.base import Backend, BackendContext
@@ -61,7 +63,20 @@ class RunOptions:
     """The command line recorded in run.json (None: this process's)."""
     detect: bool = True
     """Ask NVML and IMDS for the machine's facts (tests and benchmarks turn it off)."""
+    time_scale: TimeScale = REAL_TIME
+    """The run's one time scale (a rehearsal's): the backend's stall and readiness deadlines and the heartbeat are
+    multiplied by it, as the rehearsal's LoadGen settings and its server twin's clock are (core/timescale.py)."""
     dry_run: bool = False
+    launcher: str | None = None
+    """--launcher: which registered launcher starts the servers (repro/run/launchers); None: the one that takes the
+    plan's shape where this process runs (local on one VM)."""
+    inside_job: bool = False
+    """--inside-job: this process is the first node of a Slurm allocation; the plan is placed on the job's nodes."""
+    nodes: int | None = None
+    """With --inside-job: the nodes the plan is placed on (None: the job's). More than the job has only in a
+    rehearsal, whose nodes are tasks sharing one machine."""
+    scenario_spec: ScenarioSpec = field(init=False, repr=False, compare=False)
+    """The scenario resolved once (core/scenarios.py): LoadGen's scenario, whether first tokens stream."""
 
     @classmethod
     def build(cls, recipe: Recipe | str, workspace: Workspace, **kw: Any) -> RunOptions:
@@ -77,10 +92,7 @@ class RunOptions:
 
     def __post_init__(self) -> None:
         cmd = f"repro run {self.scenario.lower()}"
-        if self.scenario not in SCENARIOS:
-            raise InputError(
-                f"Unknown scenario '{self.scenario}'; choose Offline, Server or Interactive.", "`repro run offline`"
-            )
+        object.__setattr__(self, "scenario_spec", scenario_spec(self.scenario))
         if self.endpoints and self.backend not in (None, "trtllm"):
             raise InputError(
                 "--endpoint sends requests to an OpenAI-compatible server; it cannot be combined with "
@@ -115,6 +127,22 @@ class RunOptions:
         check_compliance_options(
             self.compliance, self.scenario, accuracy=self.accuracy, duration_s=self.duration_s, samples=self.samples
         )
+        if self.launcher is not None:
+            from repro.core.launchers import launcher_spec
+
+            where = launcher_spec(self.launcher)
+            if self.inside_job and not where.spans_nodes:
+                raise InputError(
+                    f"--inside-job places the servers on a Slurm job's nodes; --launcher {where.name} starts them on "
+                    "this VM only.",
+                    f"`{cmd} --launcher slurm --inside-job`",
+                )
+
+    @cached_property
+    def deployment(self) -> Deployment:
+        """What this scenario builds and serves (its own engine where the recipe gives it one, else the base one),
+        resolved once: the plan, the servers and run.json take it from here."""
+        return self.recipe.deployment(self.scenario)
 
     @property
     def spec(self) -> BackendSpec:

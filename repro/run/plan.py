@@ -14,14 +14,18 @@ from pathlib import Path
 from typing import Any
 
 from repro.core.backends import BackendSpec
-from repro.core.errors import ReproError
-from repro.core.recipes import Recipe
+from repro.core.errors import InputError, ReproError
+from repro.core.fsutil import confined
+from repro.core.recipes import Deployment, Recipe
 from repro.core.steps import StepOutcome
 from repro.core.workspace import Workspace
 from repro.results.compliance import audit_config_text, compliance_settings
+from repro.results.logs import NON_COMPLIANT
+from repro.run.launchers import Launcher, for_plan
+from repro.run.launchers.plan import LaunchPlan
 from repro.run.layout import choose_run_dir, kind_dir
 from repro.run.options import RunOptions
-from repro.run.servers import dry_run_details
+from repro.run.servers import check_engine_built, dry_run_details
 from repro.run.settings import expected_samples, loadgen_settings, user_conf_text
 
 DEMO_MODEL = "tiny-llama"
@@ -43,6 +47,8 @@ def run_label(options: RunOptions) -> str | None:
         return options.spec.label
     if options.recipe.demo:
         return "demo"
+    if options.recipe.waive_rules:
+        return NON_COMPLIANT
     if options.smoke:
         return "smoke"
     return None
@@ -89,6 +95,14 @@ class RunPlan:
     """The servers to start and their readiness wait, or the endpoints to use (empty without servers)."""
     rate_source: dict[str, Any] | None = None
     """Where target_qps came from when not the recipe (--target-qps, or the rate `repro tune` saved)."""
+    launch: LaunchPlan | None = None
+    """What runs where (repro/run/launchers/plan.py), when repro starts the servers: resolved once, started by
+    execute through the launcher that takes it."""
+
+    def launcher(self) -> Launcher:
+        """The launcher that starts this plan's servers where the run executes (--launcher, else by its shape)."""
+        assert self.launch is not None
+        return for_plan(self.launch, self.options.launcher)
 
     @property
     def recipe(self) -> Recipe:
@@ -97,6 +111,10 @@ class RunPlan:
     @property
     def scenario(self) -> str:
         return self.options.scenario
+
+    @property
+    def deployment(self) -> Deployment:
+        return self.options.deployment
 
     @property
     def backend(self) -> BackendSpec:
@@ -162,7 +180,8 @@ class RunPlan:
 
 
 def plan_run(options: RunOptions) -> RunPlan:
-    """The plan of one run; raises InputError for a run folder (--into) that cannot take it."""
+    """The plan of one run; raises InputError for a run folder (--into) that cannot take it, or a scenario's own
+    engine that is not built (a dry run shows the plan regardless)."""
     recipe, ws, spec = options.recipe, options.workspace, options.spec
     settings = loadgen_settings(
         recipe,
@@ -179,25 +198,88 @@ def plan_run(options: RunOptions) -> RunPlan:
         settings["target_qps"] = rate_source["target_qps"]
     run_dir, paired = choose_run_dir(ws, recipe, options.scenario, options.kind, spec.name, options.into, create=False)
     managed = manages_servers(options)
+    if managed and not options.dry_run:  # a scenario's own engine that is not built: before anything is written
+        check_engine_built(options.deployment, ws)
     serving: dict[str, Any] = {}
+    launch = None
     if managed:
-        serving = dry_run_details(recipe, ws, options.servers)
+        launch = launch_plan(options)
+        serving = serving_details(options, launch)
     elif spec.starts_servers:
         from repro.run.backends.trtllm import endpoints_for
 
         serving = {"endpoints": list(options.endpoints) or endpoints_for(recipe), "servers": []}
+    if spec.starts_servers:
+        from repro.run.backends.trtllm import client_plan
+
+        serving["client"] = client_plan(recipe, options.servers.stall_timeout_s)
     return RunPlan(
         options=options,
         label=run_label(options),
         settings=settings,
         run_dir=run_dir,
         paired_with=paired,
-        data_dir=ws.preprocessed / recipe.dataset.name,
+        data_dir=confined(ws.preprocessed, ws.preprocessed / recipe.dataset.name, step="repro setup"),
         model_dir=resolve_model_dir(recipe, ws, options.model_dir),
         managed=managed,
         serving=serving,
         rate_source=rate_source,
+        launch=launch,
     )
+
+
+def launch_plan(options: RunOptions) -> LaunchPlan:
+    """What runs where, resolved once: this VM's servers, or (--inside-job) the job's nodes."""
+    from repro.run.launchers.layout import Allocation, resolve, serving_layout
+
+    gpus = options.recipe.system.gpus_per_vm
+    if not options.inside_job:
+        layout = serving_layout(options.deployment)
+        if layout.shape == "one-system":
+            cmd = f"repro run {options.scenario.lower()} --recipe {options.recipe.name} --launcher slurm"
+            raise InputError(
+                f"{options.recipe.name} {options.scenario} is one system of {layout.nodes} nodes ({layout.text()}, "
+                f"{layout.gpus} GPUs), one LoadGen over them all: it runs through Slurm, not on this VM.",
+                f"`{cmd}` from the login node (`--dry-run` shows every node's servers first)",
+            )
+        return resolve(options.deployment, options.workspace, Allocation.this_vm(gpus), options.servers, layout=layout)
+    job = Allocation.of_job(gpus)
+    hosts = job.hosts
+    want = options.nodes or len(hosts)
+    if want > len(hosts):
+        if not options.rehearsal:
+            raise InputError(
+                f"--nodes {want}: the Slurm job has {len(hosts)} node(s) ({', '.join(h or '?' for h in hosts)}).",
+                f"submit it with `--nodes {want}`",
+            )
+        hosts = tuple(hosts[i % len(hosts)] for i in range(want))  # a rehearsal's nodes share this machine
+    allocation = Allocation(hosts, gpus, job.job_id)
+    return resolve(
+        options.deployment,
+        options.workspace,
+        allocation,
+        options.servers,
+        shape="one-system",
+        image=options.servers.image,
+    )
+
+
+def serving_details(options: RunOptions, launch: LaunchPlan) -> dict[str, Any]:
+    """The dry run's servers: on one VM each container with its command and the readiness wait, as always; a
+    system's plan adds every node's instances and ranks and the exact commands its launcher would run."""
+    from repro.run.launchers import FleetContext
+
+    if launch.shape == "one-vm":
+        from repro.run.launchers.local import server_plans
+
+        return dry_run_details(options.deployment, options.workspace, options.servers, plans=server_plans(launch))
+    out = dry_run_details(options.deployment, options.workspace, options.servers, plans=[])
+    launcher = for_plan(launch, options.launcher)
+    out["servers"] = launch.to_json()["instances"]
+    out["launch"] = launch.to_json()
+    out["launch_lines"] = launch.lines()
+    out["launcher"] = launcher.describe(launch, FleetContext(options.workspace, options.servers))
+    return out
 
 
 def _rate_source(options: RunOptions) -> dict[str, Any] | None:
@@ -207,7 +289,7 @@ def _rate_source(options: RunOptions) -> dict[str, Any] | None:
         return options.target_qps
     if options.target_qps is not None:
         return {"from": "--target-qps", "target_qps": float(options.target_qps)}
-    if options.scenario == "Offline" or options.probe or options.accuracy:
+    if not options.scenario_spec.latency_bound or options.probe or options.accuracy:
         return None
     from repro.run.tuned import read_tuned
 

@@ -22,6 +22,8 @@ from repro.run.projection import Projection, Projector
 Mode = Literal["bar", "heartbeat", "off"]
 DEFAULT_INTERVAL_S = 60.0
 MAX_INTERVAL_S = 86400.0
+HEARTBEAT_FLOOR_S = 1.0
+"""A scaled run's heartbeat (a rehearsal at 1/400: 60 s -> 0.15 s) is never more often than once a second."""
 
 
 class Counts(Protocol):
@@ -249,3 +251,13 @@ class ReadyWait:
         # a URL's password (http://user:pass@host) never reaches the terminal
         stream.write(for_terminal(stream, redact(line)) + "\n")
         stream.flush()
+
+
+def say(line: str, stream: Any = None) -> None:
+    """One plain `[repro]` line on stderr (broken at spaces on a terminal), for a step between the readiness wait
+    and LoadGen's progress (the warm-up)."""
+    from repro.core.secrets import redact
+
+    out = stream or sys.stderr
+    out.write(for_terminal(out, redact(f"[repro] {line}")) + "\n")
+    out.flush()

@@ -16,7 +16,7 @@ from repro.core.errors import InputError, ReproError
 from repro.core.safeio import loads_json, read_text_bounded
 from repro.core.textsafe import terminal_safe
 from repro.engine.container import validate_image_ref
-from repro.run.slurm import SLURM_STATE, TaskStateName, slurm_states
+from repro.run.slurm import SLURM_STATE, TaskStateName, job_state, slurm_states
 
 TERMINAL = ("done", "failed", "cancelled", "missing")
 RACK_JSON = "rack.json"
@@ -107,10 +107,13 @@ class RackManifest(BaseModel):
     recipe_file: str | None = Field(default=None, pattern=rf"^{RECIPE_DIR}/[a-z0-9][a-z0-9-]{{0,99}}\.yaml$")
     backend: str | None = Field(default=None, pattern=r"^[a-z0-9-]{1,40}$")
     label: str | None = Field(default=None, pattern=r"^(simulated|demo|rehearsal)$")
+    shape: str = Field(default="per-vm", pattern=r"^(per-vm|one-system)$")
+    """per-vm: a job array, one independent run per VM; one-system: one job, one run over every node."""
+    scenario: str = Field(default="Offline", pattern=r"^(Offline|Server|Interactive)$")
     nodes: int = Field(ge=1, le=MAX_NODES)
     partition: str | None = None
     container_image: str | None = None
-    image_source: str | None = Field(default=None, pattern=r"^(archive|registry|enroot)$")
+    image_source: str | None = Field(default=None, pattern=r"^(archive|registry|enroot|host)$")
     push_from: str | None = None
     pyxis: bool | None = None
     rehearsal_time_scale: float | None = Field(default=None, gt=0, le=1, allow_inf_nan=False)
@@ -181,10 +184,16 @@ def _tokens(folder: Path) -> float | None:
     return perf[0].tokens_per_s if len(perf) == 1 else None
 
 
+SYSTEM_DIR = "system"
+
+
 def task_rows(rack_dir: Path, manifest: dict[str, Any] | None = None) -> list[TaskRow]:
-    """One row per VM: the task's own task.json wins once terminal; Slurm fills in pending/running/cancelled."""
+    """One row per VM: the task's own task.json wins once terminal; Slurm fills in pending/running/cancelled. A
+    one-system rack is one row, its one job."""
     rack_dir = Path(rack_dir)
     m = manifest or load_manifest(rack_dir)
+    if m.get("shape") == "one-system":
+        return [_system_row(rack_dir, m)]
     latest: dict[int, str] = {}
     for job in m["jobs"]:
         for i in job["tasks"]:
@@ -225,6 +234,35 @@ def task_rows(rack_dir: Path, manifest: dict[str, Any] | None = None) -> list[Ta
     return rows
 
 
+def _system_row(rack_dir: Path, m: dict[str, Any]) -> TaskRow:
+    """The system's one job: its task.json (written by system.sbatch on node 0) once terminal, else Slurm's state."""
+    job_id = m["jobs"][-1]["job_id"] if m["jobs"] else None
+    row = TaskRow(0, SYSTEM_DIR, "missing", job_id, label=m.get("label"), reason="never submitted")
+    own = _read_json(rack_dir / SYSTEM_DIR / TASK_JSON)
+    if own and str(own.get("job_id")) != str(job_id):
+        own = None
+    if own:
+        code = own.get("exit_code")
+        row.host, row.reason = _text(own.get("host"), 100), _text(own.get("reason")) or ""
+        row.exit_code = code if isinstance(code, int) and not isinstance(code, bool) else None
+    if own and own.get("state") in TERMINAL:
+        row.state = own["state"]
+    elif job_id and (slurm := job_state(job_id)) is not None:
+        name: TaskStateName = SLURM_STATE.get(slurm[0].split()[0], "failed")
+        row.state = name if name != "done" else "missing"
+        row.reason = {
+            "done": "Slurm says COMPLETED but the job wrote no result",
+            "pending": slurm[1] if slurm[1] not in ("None", "") else "",
+            "running": "",
+        }.get(name, row.reason or f"Slurm state {slurm[0]}")
+        row.host = row.host or (slurm[2] if name == "running" else None) or None
+    elif job_id:
+        row.reason = "Slurm no longer knows the job and it left no result (killed before it started, or node lost)"
+    if row.state == "done":
+        row.tokens_per_s = _tokens(rack_dir / SYSTEM_DIR)
+    return row
+
+
 @dataclass
 class RackResult:
     """What `repro run offline --launcher slurm` shows: the tasks, then the rack table over the finished VMs."""
@@ -239,6 +277,10 @@ class RackResult:
     submit_command: list[str] = field(default_factory=list)
     next_command: str | None = None
     image_commands: list[list[str]] = field(default_factory=list)
+    plan_lines: list[str] = field(default_factory=list)
+    """A system's dry run: every node's servers, their ranks and GPUs, and the LoadGen node (LaunchPlan.lines)."""
+    steps: list[dict[str, Any]] = field(default_factory=list)
+    """A system's dry run: each server's srun step (argv, environment)."""
 
     @property
     def failed(self) -> list[TaskRow]:
@@ -246,6 +288,8 @@ class RackResult:
 
     @property
     def rerun_command(self) -> str | None:
+        if self.manifest.get("shape") == "one-system":
+            return None
         return RERUN.format(rack=shlex.quote(str(self.rack_dir))) if self.failed else None
 
     @property
@@ -278,7 +322,21 @@ class RackResult:
                 "pyxis": m.get("pyxis"),
                 "next_command": self.next_command,
             }
+            if m.get("shape") == "one-system":
+                out |= {"shape": "one-system", "scenario": m.get("scenario"), "plan": m.get("plan")}
+                out |= {"plan_lines": self.plan_lines, "steps": self.steps}
             return out
+        if m.get("shape") == "one-system":
+            row = self.rows[0] if self.rows else None
+            return out | {
+                "shape": "one-system",
+                "scenario": m.get("scenario"),
+                "tasks": [r.to_json() for r in self.rows],
+                "state": row.state if row else "missing",
+                "run_dir": str(self.rack_dir / SYSTEM_DIR),
+                "verdict": self.report.to_json() if self.report is not None else None,
+                "verdict_error": self.report_error,
+            }
         out |= {
             "tasks": [r.to_json() for r in self.rows],
             "done": sum(r.state == "done" for r in self.rows),

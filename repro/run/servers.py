@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from repro.core.errors import InputError, ReproError, StepFailed
-from repro.core.recipes import Recipe
+from repro.core.recipes import Deployment, Recipe, as_deployment
 from repro.core.workspace import Workspace
 from repro.engine.container import LABEL, Mount, docker_cli_options, remove_container
 from repro.run import enroot
@@ -55,7 +55,10 @@ class ServerOptions:
     keep: bool = False
     ready_timeout_s: float | None = None
     stall_timeout_s: float | None = None
-    """No byte from a server for this long ends the run (None: repro.run.backends.http_client.STALL_TIMEOUT_S)."""
+    """No byte from a server for this long ends the run (None: derived from the recipe,
+    repro.run.backends.trtllm.stall_timeout_s)."""
+    client_concurrency: int | None = None
+    """Requests the client keeps in flight per server instead of the recipe's (a rehearsal's thin twin; a test)."""
     base_port: int | None = None
     name_prefix: str = "repro-serve"
     listen: str = "127.0.0.1"  # the OpenAI endpoints have no authentication: this VM only unless asked
@@ -136,12 +139,15 @@ def _with_port(argv: list[str], port: int, host: str = "127.0.0.1") -> list[str]
     return out
 
 
-def plan_servers(recipe: Recipe, ws: Workspace, options: ServerOptions | None = None) -> list[ServerPlan]:
-    """The servers `repro run` would start: the serve argv `repro build-engine` records, one per rank."""
+def plan_servers(target: Recipe | Deployment, ws: Workspace, options: ServerOptions | None = None) -> list[ServerPlan]:
+    """The servers `repro run` would start for a scenario's deployment (a recipe: its base one): the serve argv
+    `repro build-engine` records, one per rank."""
     from repro.engine.plan import plan_build
 
     opts = options or ServerOptions()
-    build = plan_build(recipe, ws, gpus=opts.gpus)
+    dep = as_deployment(target)
+    recipe = dep.recipe
+    build = plan_build(dep, ws, gpus=opts.gpus)
     image = opts.image or build.image.tag
     env = {"REPRO_HOME": "/workspace", **opts.env}
     plans = []
@@ -163,6 +169,29 @@ def plan_servers(recipe: Recipe, ws: Workspace, options: ServerOptions | None = 
             )
         )
     return plans
+
+
+def check_engine_built(dep: Deployment, ws: Workspace) -> None:
+    """A scenario with its own engine (405B Server's TP4xPP1) is served from that engine only: before a server
+    starts, a missing one is named with the command that builds it, rather than serving the base engine, which the
+    published run of that scenario did not use."""
+    if not dep.own:
+        return
+    from repro.engine.quantize import CONTAINER_WORKSPACE, paths_for
+
+    p = paths_for(dep)
+    served = p.engine_dir or p.checkpoint_dir
+    host = ws.root / served.relative_to(CONTAINER_WORKSPACE)
+    if (host / "config.json").is_file():
+        return
+    layout = dep.layout
+    base = dep.recipe.deployment("Offline").layout
+    raise InputError(
+        f"{dep.scenario}'s own engine ({layout.text() if layout else '?'}) is not built: {host} holds no "
+        f"config.json. repro does not serve {dep.scenario} from the Offline engine "
+        f"({base.text() if base else '?'}), which the published {dep.scenario} run did not use.",
+        f"`{dep.build_command()}`",
+    )
 
 
 def device_requests(gpus: list[str]) -> list[Any]:
@@ -382,6 +411,26 @@ class ServerFleet:
         f = self.followers.get(rank)
         return list(f.tail) if f else []
 
+    def tails(self) -> list[tuple[str, list[str]]]:
+        """(server N, its last lines) for every server that printed something."""
+        return [(f"server {p.rank}", self.tail(p.rank)) for p in self.plans if self.tail(p.rank)]
+
+    def where(self, url: str) -> str | None:
+        """'server 1 (repro-serve-x-1, log servers/trtllm_serve_1.log)' for the server at `url`."""
+        for p in self.plans:
+            if p.url == url.rstrip("/"):
+                log = f", log {p.log_path}" if p.log_path else ""
+                return f"server {p.rank} ({p.name}{log})"
+        return None
+
+    def system(self) -> None:
+        """One VM's servers: the system is this VM (run.json's gpus and provenance say it)."""
+        return None
+
+    @property
+    def log_dir(self) -> Path | None:
+        return self.plans[0].log_path.parent if self.plans and self.plans[0].log_path else None
+
     def alive(self, grace_s: float = 0.0) -> None:
         """Raise ServerDied with the server's last log lines if any container has exited (within grace_s, for
         a failure just seen over HTTP: Docker marks a container exited a moment after its process ends)."""
@@ -475,12 +524,25 @@ class ServerFleet:
         }
 
 
-def dry_run_details(recipe: Recipe, ws: Workspace, options: ServerOptions | None = None) -> dict[str, Any]:
-    """What `--dry-run` shows: each server container with its GPUs and command, and the readiness wait."""
+def dry_run_details(
+    target: Recipe | Deployment,
+    ws: Workspace,
+    options: ServerOptions | None = None,
+    plans: list[ServerPlan] | None = None,
+) -> dict[str, Any]:
+    """What `--dry-run` shows: the engine, each server container with its GPUs and command, the readiness wait."""
     opts = options or ServerOptions()
-    plans = plan_servers(recipe, ws, opts)
-    timeout = opts.ready_timeout_s or ready_timeout_s(recipe)
+    dep = as_deployment(target)
+    plans = plan_servers(dep, ws, opts) if plans is None else plans
+    timeout = opts.ready_timeout_s or ready_timeout_s(dep.recipe)
+    layout = dep.layout
     return {
+        "engine": {
+            "scenario": dep.engine_scenario,
+            "layout": layout.text() if layout else None,
+            "source": dep.source,
+            "build": dep.build_command(),
+        },
         "servers": [p.to_json() for p in plans],
         "readiness": {
             "timeout_s": timeout,

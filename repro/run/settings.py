@@ -14,16 +14,17 @@ import numpy as np
 from repro.core.benchmarks import Benchmark
 from repro.core.errors import InputError
 from repro.core.recipes import Recipe
+from repro.core.scenarios import NAMES, scenario_spec
 
-SCENARIOS = ("Offline", "Server", "Interactive")
+SCENARIOS = NAMES
 # LoadGen's early stopping (loadgen/early_stopping.cc, p99 at 99% confidence) needs 459 queries with none over a
 # TTFT/TPOT limit and 662 with one: the demo's 64 could never be VALID in Server or Interactive.
 DEMO_LATENCY_QUERIES = 662
 
 
 def loadgen_scenario(scenario: str) -> str:
-    """Interactive is LoadGen's Server scenario under the benchmark's -interactive model key and tighter limits."""
-    return "Server" if scenario == "Interactive" else scenario
+    """LoadGen's scenario for a repro scenario (Interactive is LoadGen's Server): core/scenarios.py decides it."""
+    return scenario_spec(scenario).loadgen
 
 
 def model_key(bench: Benchmark, scenario: str) -> str:
@@ -71,7 +72,7 @@ def loadgen_settings(
     s: dict[str, Any] = {
         "target_qps": qps,
         "min_duration": min_duration,
-        "min_query_count": lg.min_query_count,
+        "min_query_count": min_query_count(recipe, scenario),
         "performance_sample_count_override": min(lg.performance_sample_count, size),
         "use_token_latencies": 1,
     }
@@ -86,6 +87,17 @@ def loadgen_settings(
         if duration_s is None:
             s["min_duration"] = 0
     return s
+
+
+def min_query_count(recipe: Recipe, scenario: str) -> int:
+    """The query count user.conf asks for: Offline's is the recipe's (by default the benchmark's, mlperf.conf's
+    `<model>.Offline.min_query_count`, the whole set: one query of that many samples); Server and Interactive take the
+    benchmark's own for that scenario (mlperf.conf sets none, so LoadGen's default 100: every published Server and
+    Interactive detail log reads `requested_min_query_count` 100). Giving Server the Offline count asked a 405B
+    Server run at 0.89 queries/s for its whole set's count of queries, 2.6 hours where min_duration asks 10 minutes."""
+    if scenario == "Offline":
+        return int(recipe.loadgen.min_query_count)
+    return int(recipe.bench.rules(scenario).min_query_count)
 
 
 def server_latency_keys(recipe: Recipe, scenario: str = "Server") -> dict[str, int]:

@@ -67,10 +67,12 @@ def export_list(environ: Mapping[str, str] | None = None) -> str:
     return ",".join(names) if names else "NONE"
 
 
-def sbatch_argv(script: Path, rack_dir: Path, array: str | None = None) -> list[str]:
-    """The submit command as an argv list: values never pass through a shell on the submitting side either."""
+def sbatch_argv(script: Path, rack_dir: Path, array: str | None = None, *, one_job: bool = False) -> list[str]:
+    """The submit command as an argv list: values never pass through a shell on the submitting side either. A job
+    array's tasks write slurm/JOB_TASK.out; one job (a system's) slurm/JOB.out."""
+    out = f"{_slurm_path(rack_dir / 'slurm')}/" + ("%j.out" if one_job else "%A_%a.out")
     return (
-        ["sbatch", "--parsable", f"--export={export_list()}", f"--output={_slurm_path(rack_dir / 'slurm')}/%A_%a.out"]
+        ["sbatch", "--parsable", f"--export={export_list()}", f"--output={out}"]
         + ([f"--array={array}"] if array else [])
         + [str(script)]
     )
@@ -88,8 +90,8 @@ def run_tool(cmd: list[str], timeout: float = 30) -> subprocess.CompletedProcess
         raise SlurmError(f"`{' '.join(cmd)}` did not answer in {timeout:.0f} s; is slurmctld up?", "`sinfo`") from None
 
 
-def sbatch(script: Path, array: str | None = None, rack_dir: Path | None = None) -> str:
-    cmd = sbatch_argv(script, rack_dir or script.parent, array)
+def sbatch(script: Path, array: str | None = None, rack_dir: Path | None = None, *, one_job: bool = False) -> str:
+    cmd = sbatch_argv(script, rack_dir or script.parent, array, one_job=one_job)
     proc = run_tool(cmd)
     if proc.returncode != 0:
         msg = (proc.stderr or proc.stdout).strip().splitlines()
@@ -124,6 +126,18 @@ def slurm_states(job_id: str) -> dict[int, tuple[str, str, str]]:
         for i in _indices(kv["ArrayTaskId"]):
             states[i] = (kv.get("JobState", "UNKNOWN"), kv.get("Reason", ""), kv.get("NodeList", ""))
     return states
+
+
+def job_state(job_id: str) -> tuple[str, str, str] | None:
+    """(JobState, Reason, NodeList) of one job that is not an array, while Slurm still remembers it."""
+    proc = run_tool(["scontrol", "-o", "show", "job", job_id])
+    if proc.returncode != 0:
+        return None
+    for line in proc.stdout.splitlines():
+        kv = dict(re.findall(r"(\w+)=(\S*)", line))
+        if kv.get("JobId") == job_id and "ArrayJobId" not in kv:
+            return kv.get("JobState", "UNKNOWN"), kv.get("Reason", ""), kv.get("NodeList", "")
+    return None
 
 
 def live_jobs(job_ids: list[str]) -> list[str]:

@@ -25,16 +25,16 @@ and rehearsals keep theirs).
 
 from __future__ import annotations
 
-import dataclasses
+import functools
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from repro.core.clock import now_iso
-from repro.core.errors import InputError, StepFailed
+from repro.core.errors import StepFailed
 from repro.core.recipes import Recipe
 from repro.core.workspace import Workspace
 from repro.run.latency_bound import (  # noqa: F401 - tests and the rehearsal import them from here
@@ -48,33 +48,26 @@ from repro.run.latency_bound import (  # noqa: F401 - tests and the rehearsal im
     upper_bound,
 )
 from repro.run.probe_timeline import Timeline, timed_factory, watch
+from repro.run.tune_options import (  # noqa: F401 - the search's defaults, resolved by TuneOptions; imported from here
+    DEMO_INTERACTIVE_MARGIN,
+    DEMO_MARGIN,
+    DEMO_RESOLUTION,
+    MARGIN,
+    PROBE_QUERIES,
+    PROBE_S,
+    RESOLUTION,
+    TUNE_SCENARIOS,
+    WARMUP_S,
+    TuneOptions,
+    default_margin,
+)
 
-TUNE_SCENARIOS = ("Server", "Interactive")
-MARGIN = 0.0
-"""No fixed margin off a GPU server: the upper bounds of the p99s and the confirming probe decide (issue 34: a 20%
-margin off 200-query probes still failed its run)."""
-DEMO_MARGIN = 0.2
-"""The CPU demo shares its cores with everything else on the machine: run-to-run TTFT varies far more than on a GPU."""
-DEMO_INTERACTIVE_MARGIN = 0.6
-"""The demo batches statically (up to 64 a batch), so its capacity is a cliff: below it TTFT is about one batch
-(150-260 ms), above it the queue grows without bound, and the 450 ms limit leaves a 2 s run ~10% of overload and early
-stopping at 662 queries one slow query. A busy loop beside it on this 2-core machine cut the capacity 2.2x (380 ->
-~170 q/s), which a 20% margin does not cover (2 of 3 runs VALID); 0.4x the highest passing rate holds up to 2.5x."""
-RESOLUTION = 0.03
-"""The search stops when the failing rate is within 3% of the passing one."""
-DEMO_RESOLUTION = 0.1
-"""Beside the demo's margins, a 3% bracket buys nothing but probes."""
-PROBE_S = 60.0
-PROBE_QUERIES = 1001
-"""LoadGen's early stopping passes with up to three queries over a limit from 1,001 queries."""
 MIN_QPS = 0.01
 ABORT_FACTOR = 3.0
 """A probe stops once a query has waited this many TTFT limits for its first token: it has failed, and draining a
 queue far above capacity would take minutes."""
-WARMUP_S = 10.0
 WARMUP_QUERIES = 64
-"""Before the first probe, this long at the start rate (at least this many queries), not judged: the issue-34 H100's
-first probe was cold (p99 TTFT 1,157 ms at 10 q/s, 604 ms at 20 q/s)."""
+"""The warm-up probe's least number of queries (it lasts TuneOptions.warmup_s at the start rate)."""
 WARMUP_WAIT_S = 300.0
 """Until the server's first answer the warm-up waits this long: `transformers serve` loads its model on the first
 request, TensorRT-LLM builds CUDA graphs on the first batches. Once it answers, the warm-up stops as a probe does
@@ -221,12 +214,6 @@ def _poisson_cdf(k: int, mean: float) -> float:
         term *= mean / i
         total += term
     return min(1.0, total)
-
-
-def default_margin(recipe: Recipe, scenario: str) -> float:
-    if not recipe.demo:
-        return MARGIN
-    return DEMO_INTERACTIVE_MARGIN if scenario == "Interactive" else DEMO_MARGIN
 
 
 # ------------------------------------------------------------------ the search
@@ -390,9 +377,7 @@ def _start_rate(
     """--start-qps, else the recipe's published rate; the demo on this CPU (given `ws`) measures its own."""
     from repro.run.settings import recipe_target_qps
 
-    if start_qps is not None:
-        if start_qps <= 0:
-            raise InputError(f"--start-qps must be positive (got {start_qps:g}).", "`repro tune server --start-qps 10`")
+    if start_qps is not None:  # positive: TuneOptions checked it
         return float(start_qps), "--start-qps"
     if recipe.demo and ws is not None:
         return _demo_start(recipe, ws)
@@ -425,198 +410,176 @@ def _demo_start(recipe: Recipe, ws: Workspace) -> tuple[float, str]:
     return rate, f"the demo's measured rate on a batch of {cal['probe_samples']}"
 
 
-def tune(
-    recipe: Recipe,
-    ws: Workspace,
-    *,
-    scenario: str = "Server",
-    endpoints: Sequence[str] | None = None,
-    backend: str | None = None,
-    servers: Any = None,
-    served_model: str | None = None,
-    start_qps: float | None = None,
-    margin: float | None = None,
-    resolution: float | None = None,
-    max_minutes: float = 60.0,
-    probe_s: float | None = None,
-    probe_queries: int | None = None,
-    dry_run: bool = False,
-    detect: bool = True,
-    argv: Sequence[str] | None = None,
-    show: Callable[[str], None] | None = None,
-    run_settings: dict[str, Any] | None = None,
-    rehearsal: bool = False,
-    warmup_s: float = WARMUP_S,
-) -> TuneResult:
-    """Search the rate, save it where `repro run <scenario>` reads it, and return the whole search.
-
-    `run_settings`: the full run's min_duration/min_query_count when it is not the recipe's (a rehearsal scales
-    them), so early stopping is judged for the run that follows; `rehearsal` labels the probes so. `warmup_s`: how
-    long the warm-up lasts (at least WARMUP_QUERIES); a rehearsal's stand-in servers have nothing to warm and scale
-    it with their probes."""
+def tune(options: TuneOptions, show: Callable[[str], None] | None = None) -> TuneResult:
+    """Search the rate, save it where `repro run <scenario>` reads it, and return the whole search. `show` hears
+    each line of it (the plan, every probe, the choice)."""
     from repro.core.clock import new_stamped_dir
-    from repro.run.harness import execute
-    from repro.run.options import RunHooks, RunOptions
-    from repro.run.plan import plan_run
-    from repro.run.servers import ServerOptions
-    from repro.run.settings import loadgen_settings, server_latency_keys
 
-    margin, resolution = _checked_args(recipe, scenario, margin, resolution, max_minutes, probe_s, probe_queries)
-    local_demo = recipe.demo and not endpoints and backend in (None, recipe.backend) and not dry_run
-    start, source = _start_rate(recipe, scenario, start_qps, ws if local_demo else None)
-    keys = server_latency_keys(recipe, scenario)
-    limits = (float(keys["ttft_latency"]), float(keys["tpot_latency"]))
-    full = {**loadgen_settings(recipe, scenario, dataset_size=recipe.dataset.samples), **(run_settings or {})}
-    full_min_s = int(full["min_duration"]) / 1000
-    full_queries = int(full["min_query_count"])
-    probe_s = min(PROBE_S, full_min_s) if probe_s is None else probe_s
-    # a full run this short (the demo's 662 queries) is its own probe: the same count, so the same early stopping
-    probe_queries = min(full_queries, PROBE_QUERIES) if probe_queries is None else probe_queries
-    overrides = {"min_duration": int(probe_s * 1000), "min_query_count": probe_queries}
-    managed_keep = servers.keep if servers is not None else False
-    probe_servers = dataclasses.replace(servers or ServerOptions(), keep=True)
-    bname = "trtllm" if endpoints else (backend or None)
-    result = TuneResult(
-        recipe=recipe.name,
-        scenario=scenario,
-        backend=bname or recipe.backend,
-        endpoints=list(endpoints or []),
-        limits_ms={"ttft": limits[0], "tpot": limits[1]},
-        start_qps=start,
-        start_source=source,
-        probe_settings={**overrides, "note": "the recipe's user.conf otherwise unchanged"},
-        margin=margin,
-        resolution=resolution,
-        max_minutes=max_minutes,
-        full_run={"min_duration_s": full_min_s, "min_query_count": full_queries},
-        label="rehearsal" if rehearsal else "demo" if recipe.demo else None,
-        dry_run=dry_run,
-    )
-    if dry_run:
+    o, ws = options, options.workspace
+    start, source = _start_rate(o.recipe, o.scenario, o.start_qps, ws if o.local_demo else None)
+    result = _new_result(o, start, source)
+    if o.dry_run:
         return result
-    folder = new_stamped_dir(ws.tuned / recipe.name / f"{scenario.lower()}-search")
+    folder = new_stamped_dir(ws.tuned / o.recipe.name / f"{o.scenario.lower()}-search")
     result.folder = str(folder)
     say = show or (lambda _line: None)
-    say(
-        f"Probes: the recipe's {scenario} user.conf with min_duration {probe_s:g} s and min_query_count "
-        f"{probe_queries} (full run: {full_min_s:g} s, {full_queries:,} queries); limits TTFT {limits[0]:g} ms, "
-        f"TPOT {limits[1]:g} ms; a rate passes when the upper bounds of its p99s are within them"
-        + (f", less a {margin:.0%} margin" if margin else "")
-    )
-    sure = upper_bound([0.0] * probe_queries)
-    assert sure is not None
-    say(
-        f"Confidence: {probe_queries:,} queries bound a p99 by {sure.describe('').split('(', 1)[1].rstrip(')')}"
-        + ("" if sure.confidence >= CONFIDENCE else f" (fewer than {queries_for():,}: below {CONFIDENCE:.0%})")
-    )
-
-    def one(rate: float, queries: int = probe_queries, kind: str = "search", min_s: float = probe_s) -> Probe:
-        tl = Timeline()
-        stopped: list[str] = []
-        into = folder / f"{kind}-{len(result.probes) + len(result.warmup) + 1:02d}-{rate:g}qps"
-        into.mkdir()
-        options = RunOptions.build(
-            recipe,
-            ws,
-            scenario=scenario,
-            backend=backend,
-            endpoints=endpoints,
-            servers=probe_servers,
-            served_model=served_model,
-            target_qps=rate,
-            settings_override={"min_duration": int(min_s * 1000), "min_query_count": queries},
-            probe=True,
-            into=into,
-            detect=detect,
-            argv=argv,
-            rehearsal=rehearsal,
-        )
-        expected = max(queries, int(rate * min_s))
-        over = (allowed_over(expected) or 0) if kind != "warm-up" else None
-        # a cold server may take minutes for its first answer (a lazy model load): the warm-up waits for it
-        wait_s = ABORT_FACTOR * limits[0] / 1000
-        cold_s = WARMUP_WAIT_S if kind == "warm-up" else wait_s
-        hooks = RunHooks(
-            progress=False,
-            backend_factory=timed_factory(tl),
-            on_started=lambda sut: watch(sut, tl, wait_s, stopped, limits, over, cold_s),
-        )
-        out = execute(plan_run(options), hooks)  # a probe is never a dry run: the plan goes straight through
-        log_dir = Path(out.details["log_dir"])
-        ttft99, tpot99, validity = _parse_probe(log_dir)
-        p = judge(
-            rate,
-            tl.samples(),
-            limits,
-            full_queries=max(full_queries, int(rate * full_min_s)),
-            max_growth=max(margin / 2, MIN_GROWTH),
-            loadgen_ttft_p99_ms=ttft99,
-            loadgen_tpot_p99_ms=tpot99,
-            loadgen_validity=validity,
-        )
-        p.log_dir, p.kind = str(log_dir), kind
-        if stopped:
-            p.passed, p.reason = False, stopped[0]
-        (result.warmup if kind == "warm-up" else result.probes).append(p)
-        bound = f"  bounds {_ms(p.ttft_p99_bound_ms)} / {_ms(p.tpot_p99_bound_ms)}" if kind != "warm-up" else ""
-        verdict = "not judged (warm-up)" if kind == "warm-up" else f"{'pass' if p.passed else 'FAIL'}: {p.reason}"
-        say(
-            f"  {kind:>8} {rate:>10g} q/s  {p.queries:>6,} queries  p99 TTFT {_ms(p.ttft_p99_ms)}  "
-            f"p99 TPOT {_ms(p.tpot_p99_ms)}{bound}  {verdict}"
-        )
-        return p
-
-    def cost(rate: float) -> float:
-        return max(probe_s, probe_queries / rate) + PROBE_OVERHEAD_S
-
+    _say_plan(o, say)
+    search_ = _Search(o, result, folder, say)
     begin = time.monotonic()
     try:
-        warm = max(WARMUP_QUERIES, int(start * warmup_s))
-        one(start, warm, "warm-up", 0.0)
-        left = max_minutes * 60 - (time.monotonic() - begin)
+        _probe(search_, start, max(WARMUP_QUERIES, int(start * o.warmup_s)), "warm-up", 0.0)
+        left = o.time_scale.s(o.max_minutes * 60) - (time.monotonic() - begin)
         lo, hi, stopped = settle(
-            one, start, result, budget_s=left, probe_cost_s=cost, full_queries=full_queries, say=say
+            functools.partial(_probe, search_),
+            start,
+            result,
+            budget_s=left,
+            probe_cost_s=search_.cost,
+            full_queries=o.search.full_queries,
+            say=say,
         )
     finally:
-        if not managed_keep:
-            _release_servers(recipe, ws, servers, endpoints, backend)
+        if not o.servers.keep:
+            _release_servers(o)
     result.highest_passing_qps, result.lowest_failing_qps, result.stopped = lo, hi, stopped
     result.finished = now_iso()
     if lo is None:
         atomic_json(folder / "tune.json", result.to_json())
-        raise _none_held(result, recipe, folder)
-    _choose_and_save(result, lo, ws, recipe, folder)
+        raise _none_held(result, o.recipe, folder)
+    _choose_and_save(result, lo, ws, o.recipe, folder)
     say(result.choice)
     return result
 
 
-def _checked_args(
-    recipe: Recipe,
-    scenario: str,
-    margin: float | None,
-    resolution: float | None,
-    max_minutes: float,
-    probe_s: float | None,
-    probe_queries: int | None,
-) -> tuple[float, float]:
-    """Refuse what no search can use before any server starts; the margin and resolution, defaults filled in."""
-    if scenario not in TUNE_SCENARIOS:
-        raise InputError(f"repro tune searches Server or Interactive, not {scenario}.", "`repro tune server`")
-    if margin is None:
-        margin = default_margin(recipe, scenario)
-    if not 0 <= margin < 0.9:
-        raise InputError(f"--margin must be between 0 and 0.9 (got {margin:g}).", "`repro tune server --margin 0.05`")
-    if resolution is None:
-        resolution = DEMO_RESOLUTION if recipe.demo else RESOLUTION
-    if max_minutes <= 0 or (probe_s is not None and probe_s <= 0) or (probe_queries is not None and probe_queries < 1):
-        raise InputError(
-            "--max-minutes, --probe-seconds and --probe-queries must be positive.", "`repro tune server --help`"
-        )
-    if recipe.reference_only:
-        raise InputError(
-            f"Recipe '{recipe.name}' is reference-only (a published system repro does not run).", "`repro recipes list`"
-        )
-    return margin, resolution
+def _new_result(o: TuneOptions, start: float, source: str) -> TuneResult:
+    s = o.search
+    return TuneResult(
+        recipe=o.recipe.name,
+        scenario=o.scenario,
+        backend=o.backend_name,
+        endpoints=list(o.endpoints),
+        limits_ms={"ttft": s.limits_ms[0], "tpot": s.limits_ms[1]},
+        start_qps=start,
+        start_source=source,
+        probe_settings={**s.probe_overrides, "note": "the recipe's user.conf otherwise unchanged"},
+        margin=s.margin,
+        resolution=s.resolution,
+        max_minutes=o.max_minutes,
+        full_run={"min_duration_s": s.full_min_s, "min_query_count": s.full_queries},
+        label=o.label,
+        dry_run=o.dry_run,
+    )
+
+
+def _say_plan(o: TuneOptions, say: Callable[[str], None]) -> None:
+    """What every probe is, and how sure its p99 bound can be."""
+    s = o.search
+    ttft, tpot = s.limits_ms
+    say(
+        f"Probes: the recipe's {o.scenario} user.conf with min_duration {s.probe_s:g} s and min_query_count "
+        f"{s.probe_queries} (full run: {s.full_min_s:g} s, {s.full_queries:,} queries); limits TTFT {ttft:g} ms, "
+        f"TPOT {tpot:g} ms; a rate passes when the upper bounds of its p99s are within them"
+        + (f", less a {s.margin:.0%} margin" if s.margin else "")
+    )
+    sure = upper_bound([0.0] * s.probe_queries)
+    assert sure is not None
+    say(
+        f"Confidence: {s.probe_queries:,} queries bound a p99 by {sure.describe('').split('(', 1)[1].rstrip(')')}"
+        + ("" if sure.confidence >= CONFIDENCE else f" (fewer than {queries_for():,}: below {CONFIDENCE:.0%})")
+    )
+
+
+@dataclass
+class _Search:
+    """One search under way: its options, the result it fills, its folder, and where its lines go."""
+
+    options: TuneOptions
+    result: TuneResult
+    folder: Path
+    say: Callable[[str], None]
+
+    def cost(self, rate: float) -> float:
+        """Seconds a probe at `rate` takes, for the time plan."""
+        s = self.options.search
+        return max(s.probe_s, s.probe_queries / rate) + PROBE_OVERHEAD_S
+
+
+def _scaled_limits(o: TuneOptions) -> dict[str, int]:
+    """A scaled search's latency limits for LoadGen, in ns (user.conf's are whole ms; the harness applies these)."""
+    if not o.time_scale.scaled:
+        return {}
+    ttft, tpot = o.search.limits_ms
+    return {"ttft_latency_ns": round(ttft * 1e6), "tpot_latency_ns": round(tpot * 1e6)}
+
+
+def _probe(
+    search_: _Search, rate: float, queries: int | None = None, kind: str = "search", min_s: float | None = None
+) -> Probe:
+    """One short LoadGen run at `rate` through the run's own harness, watched and judged; recorded in the result
+    (the warm-up apart from the search) and said. `queries`/`min_s`: the probe's count and duration (the search's
+    own by default; the warm-up and the confirmation give theirs)."""
+    from repro.run.harness import execute
+    from repro.run.options import RunHooks, RunOptions
+    from repro.run.plan import plan_run
+
+    o, result, s = search_.options, search_.result, search_.options.search
+    queries = s.probe_queries if queries is None else queries
+    min_s = s.probe_s if min_s is None else min_s
+    tl = Timeline()
+    stopped: list[str] = []
+    into = search_.folder / f"{kind}-{len(result.probes) + len(result.warmup) + 1:02d}-{rate:g}qps"
+    into.mkdir()
+    options = RunOptions.build(
+        o.recipe,
+        o.workspace,
+        scenario=o.scenario,
+        backend=o.backend,
+        endpoints=o.endpoints,
+        servers=o.probe_servers,
+        served_model=o.served_model,
+        target_qps=rate,
+        settings_override={"min_duration": int(min_s * 1000), "min_query_count": queries, **_scaled_limits(o)},
+        probe=True,
+        into=into,
+        detect=o.detect,
+        argv=o.argv,
+        rehearsal=o.rehearsal,
+        time_scale=o.time_scale,
+    )
+    expected = max(queries, int(rate * min_s))
+    over = (allowed_over(expected) or 0) if kind != "warm-up" else None
+    # a cold server may take minutes for its first answer (a lazy model load): the warm-up waits for it
+    wait_s = ABORT_FACTOR * s.limits_ms[0] / 1000
+    cold_s = o.time_scale.s(WARMUP_WAIT_S) if kind == "warm-up" else wait_s
+    hooks = RunHooks(
+        progress=False,
+        backend_factory=timed_factory(tl),
+        on_started=lambda sut: watch(sut, tl, wait_s, stopped, s.limits_ms, over, cold_s),
+    )
+    out = execute(plan_run(options), hooks)  # a probe is never a dry run: the plan goes straight through
+    log_dir = Path(out.details["log_dir"])
+    ttft99, tpot99, validity = _parse_probe(log_dir)
+    p = judge(
+        rate,
+        tl.samples(),
+        s.limits_ms,
+        full_queries=max(s.full_queries, int(rate * s.full_min_s)),
+        max_growth=max(s.margin / 2, MIN_GROWTH),
+        loadgen_ttft_p99_ms=ttft99,
+        loadgen_tpot_p99_ms=tpot99,
+        loadgen_validity=validity,
+    )
+    p.log_dir, p.kind = str(log_dir), kind
+    if stopped:
+        p.passed, p.reason = False, stopped[0]
+    (result.warmup if kind == "warm-up" else result.probes).append(p)
+    bound = f"  bounds {_ms(p.ttft_p99_bound_ms)} / {_ms(p.tpot_p99_bound_ms)}" if kind != "warm-up" else ""
+    verdict = "not judged (warm-up)" if kind == "warm-up" else f"{'pass' if p.passed else 'FAIL'}: {p.reason}"
+    search_.say(
+        f"  {kind:>8} {rate:>10g} q/s  {p.queries:>6,} queries  p99 TTFT {_ms(p.ttft_p99_ms)}  "
+        f"p99 TPOT {_ms(p.tpot_p99_ms)}{bound}  {verdict}"
+    )
+    return p
 
 
 def _choose_and_save(result: TuneResult, lo: float, ws: Workspace, recipe: Recipe, folder: Path) -> None:
@@ -763,16 +726,15 @@ def _ms(v: float | None) -> str:
     return "-" if v is None else f"{v:,.1f} ms"
 
 
-def _release_servers(
-    recipe: Recipe, ws: Workspace, servers: Any, endpoints: Sequence[str] | None, backend: Any
-) -> None:
+def _release_servers(o: TuneOptions) -> None:
     """The probes kept the managed servers between them; the search is over, so they go (unless --keep-servers)."""
     from repro.run.options import RunOptions
     from repro.run.plan import manages_servers
 
-    if endpoints or not manages_servers(RunOptions.build(recipe, ws, backend=backend, servers=servers)):
+    options = RunOptions.build(o.recipe, o.workspace, scenario=o.scenario, backend=o.backend, servers=o.servers)
+    if o.endpoints or not manages_servers(options):
         return
     from repro.run.servers import ServerFleet, plan_servers
 
-    fleet = ServerFleet(plan_servers(recipe, ws, servers), keep=False)
+    fleet = ServerFleet(plan_servers(options.deployment, o.workspace, o.servers), keep=False)
     fleet.stop()

@@ -8,7 +8,7 @@ A prepared dataset is a folder `$REPRO_HOME/preprocessed/<dataset.name>/`:
     outputs.jsonl     {"output": reference text} per sample, for the accuracy evaluator
     manifest.json     format, name, sample count, source checksum and the sha256 of every file above
 
-Ragged arrays plus lengths keep 24,576 prompts in two flat arrays: loading is a single read, no padding.
+Ragged arrays plus lengths keep every prompt of a set in two flat arrays: loading is a single read, no padding.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ class PreparedDataset:
     outputs: list[str]
     manifest: dict[str, Any] = field(default_factory=dict)
     metrics: list[str] | None = None
-    """Each sample's scorer, where the benchmark scores by kind (llama3.1-405b's 'metric' column)."""
+    """Each sample's scorer, where the benchmark scores by kind (its module's reader, repro/core/families/)."""
 
     def __post_init__(self) -> None:
         self.offsets = np.concatenate([[0], np.cumsum(self.input_lens, dtype=np.int64)])
@@ -79,24 +79,36 @@ def save_prepared(
     metrics: Sequence[str] | None = None,
 ) -> dict[str, Any]:
     """Write a prepared dataset; every file goes through a temp file + rename and the manifest is written last."""
+    files = write_prepared_files(folder, prompts, output_lens, outputs, source=source or name, metrics=metrics)
+    return write_manifest(folder, name, len(prompts), files, source=source, source_sha256=source_sha256, extra=extra)
+
+
+def write_prepared_files(
+    folder: Path,
+    prompts: Sequence[Sequence[int]],
+    output_lens: Sequence[int],
+    outputs: Sequence[str] | None = None,
+    *,
+    source: str,
+    metrics: Sequence[str] | None = None,
+) -> dict[str, str]:
+    """The four data files of a prepared dataset (no manifest); returns file name -> sha256."""
     if len(prompts) == 0:
         raise InputError(
-            f"{source or name}: the dataset has zero samples.", "check the dataset file, then `repro setup --force`"
+            f"{source}: the dataset has zero samples.", "check the dataset file, then `repro setup --force`"
         )
     if (
         len(output_lens) != len(prompts)
         or (outputs is not None and len(outputs) != len(prompts))
         or (metrics is not None and len(metrics) != len(prompts))
     ):
-        raise InputError(
-            f"{source or name}: prompts, output lengths and outputs differ in count.", "`repro setup --force`"
-        )
+        raise InputError(f"{source}: prompts, output lengths and outputs differ in count.", "`repro setup --force`")
     folder = Path(folder)
     lens = np.asarray([len(p) for p in prompts], dtype=np.int32)
     if (lens <= 0).any():
         bad = int(np.argmax(lens <= 0))
         raise InputError(
-            f"{source or name}: sample {bad} has an empty prompt.", "check the dataset file, then `repro setup --force`"
+            f"{source}: sample {bad} has an empty prompt.", "check the dataset file, then `repro setup --force`"
         )
     flat = np.fromiter((t for p in prompts for t in p), dtype=np.int32, count=int(lens.sum()))
     texts = list(outputs) if outputs is not None else [""] * len(prompts)
@@ -105,18 +117,31 @@ def save_prepared(
     atomic_write_bytes(folder / "output_lens.npy", _npy_bytes(np.asarray(output_lens, dtype=np.int32)))
     rows = [{"output": t} if metrics is None else {"output": t, "metric": str(metrics[i])} for i, t in enumerate(texts)]
     atomic_write_text(folder / "outputs.jsonl", "".join(json.dumps(r) + "\n" for r in rows))
-    files = {f: sha256_file(folder / f) for f in FILES}
+    return {f: sha256_file(folder / f) for f in FILES}
+
+
+def write_manifest(
+    folder: Path,
+    name: str,
+    samples: int,
+    files: dict[str, str],
+    *,
+    source: str = "",
+    source_sha256: str | None = None,
+    extra: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The manifest (written last): every data file's sha256 and one checksum over them."""
     manifest = {
         "format": FORMAT,
         "name": name,
-        "samples": len(prompts),
+        "samples": samples,
         "source": source,
         "source_sha256": source_sha256,
         "files": files,
         "dataset_sha256": _combined(files),
         **(extra or {}),
     }
-    atomic_write_json(folder / "manifest.json", manifest)
+    atomic_write_json(Path(folder) / "manifest.json", manifest)
     return manifest
 
 
@@ -127,7 +152,7 @@ def _combined(files: dict[str, str]) -> str:
 
 
 # Bounds on what a prepared dataset may hold (explain and report open the one a run.json names: hostile input).
-# The largest real one, Llama-3.1-405B's 8,313 long prompts, is ~60 M token ids (240 MB as int32).
+# The largest real one, Llama-3.1-405B's set of long prompts, is ~60 M token ids (240 MB as int32).
 _MAX_NPY = 4 << 30
 _MAX_OUTPUTS = 1 << 30
 _MAX_MANIFEST = 1 << 20
@@ -215,50 +240,23 @@ def load_prepared(folder: Path, *, verify: bool = True, expected_sha256: str | N
     return PreparedDataset(folder, str(manifest.get("name", folder.name)), ids, lens, olens, outputs, manifest, metrics)
 
 
-def _first(row: dict[str, Any], *names: str) -> Any:
-    for n in names:
-        if n in row and row[n] is not None:
-            return row[n]
-    return None
-
-
-def records_from_frame(df: Any, source: Path) -> tuple[list[list[int]], list[int], list[str]]:
-    """(prompts, reference output lengths, reference texts) from MLPerf's OpenOrca frame (already safely loaded,
-    see repro/setup/safe_pickle.py). Columns used: tok_input, tok_input_length (llama3.1-405b: tok_input_len),
-    output (llama3.1-405b: gt_output)."""
-    path = Path(source)
-    if not hasattr(df, "columns") or "tok_input" not in df.columns:
-        raise InputError(
-            f"{path}: column 'tok_input' is missing; this is not MLPerf's tokenized OpenOrca set.",
-            "`repro setup --force`",
-        )
-    prompts: list[list[int]] = []
-    olens: list[int] = []
-    texts: list[str] = []
+def prompt_lengths(folder: Path) -> np.ndarray:
+    """Only the prompt lengths of a prepared dataset (input_lens.npy, bounded), for arithmetic that needs no tokens
+    (doctor's KV cache): the manifest must name this format; nothing else is read."""
+    folder = Path(folder)
+    mpath = folder / "manifest.json"
     try:
-        rows = df.to_dict("records")
-        for row in rows:
-            toks = [int(t) for t in row["tok_input"]]
-            stated = _first(row, "tok_input_length", "tok_input_len")
-            if stated is not None and int(stated) != len(toks):
-                raise InputError(
-                    f"{path}: the stated input length disagrees with tok_input for sample {len(prompts)}.",
-                    "`repro setup --force`",
-                )
-            out = _first(row, "tok_ref_output", "tok_output")
-            olen = _first(row, "tok_ref_output_length", "tok_output_length")
-            text = str(_first(row, "output", "gt_output", "response") or "")
-            if olen is None:
-                olen = len(out) if out is not None else max(1, round(len(text.split()) * 1.3))
-            prompts.append(toks)
-            olens.append(max(1, int(olen)))
-            texts.append(text)
-    except (TypeError, ValueError, OverflowError) as exc:
-        raise InputError(
-            f"{path}: sample {len(prompts)} is not token ids and lengths ({type(exc).__name__}).",
-            "`repro setup --force`",
-        ) from None
-    return prompts, olens, texts
+        manifest = json.loads(_read_bounded(mpath, _MAX_MANIFEST, "dataset manifest"))
+    except FileNotFoundError:
+        raise InputError(f"{mpath}: no prepared dataset here.", "`repro setup`") from None
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise InputError(f"{mpath}: the manifest is corrupt ({exc}).", "`repro setup --force`") from None
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+        raise InputError(f"{mpath}: not a {FORMAT} manifest.", "`repro setup --force`")
+    lens = _load_npy(folder / "input_lens.npy")
+    if lens.ndim != 1 or lens.shape[0] == 0 or not np.issubdtype(lens.dtype, np.integer) or int(lens.min()) < 0:
+        raise InputError(f"{folder / 'input_lens.npy'}: not a list of prompt lengths.", "`repro setup --force`")
+    return lens
 
 
 def read_builtin_sample(path: Path | None = None) -> list[dict[str, str]]:
@@ -283,11 +281,3 @@ def llama2_prompt(system_prompt: str, question: str) -> str:
     if system_prompt:
         return f"<s>[INST] <<SYS>>\n{system_prompt}\n<</SYS>>\n\n{question} [/INST]"
     return f"<s>[INST] {question} [/INST]"
-
-
-def metrics_from_frame(df: Any) -> list[str] | None:
-    """Each sample's scorer from the dataset's `metric` column (llama3.1-405b: rouge, niah_em, qa_em); None when the
-    dataset has none (llama2-70b scores every sample the same way)."""
-    if not hasattr(df, "columns") or "metric" not in df.columns:
-        return None
-    return [str(m) for m in df["metric"].tolist()]

@@ -21,14 +21,14 @@ from typing import Any, Literal
 
 from repro.core.clock import now_iso
 from repro.core.errors import InputError, Interrupted, ReproError, StepFailed, stop_signal
-from repro.core.fsutil import atomic_write_bytes, sha256_file
+from repro.core.fsutil import confined, sha256_file
 from repro.core.ledger import Artifact, Ledger
 from repro.core.recipes import Recipe
 from repro.core.secrets import redact_url
 from repro.core.steplock import step_lock
 from repro.core.steps import StepOutcome, StepStatus
 from repro.core.workspace import Workspace
-from repro.setup import hub
+from repro.setup import hub, pins
 
 STEP = "setup"
 DatasetSource = Literal["fetch", "rebuild", "both"]
@@ -66,19 +66,35 @@ class SetupPlan:
 
     @property
     def download_bytes(self) -> int:
-        return sum(r.size or 0 for r in self.rows if r.action != "keep")
+        return sum(r.size or 0 for r in self.rows if r.action not in ("keep", "place", "verify"))  # placed: not ours
+
+
+STEP_CMD = "repro setup"
 
 
 def model_dir(ws: Workspace, recipe: Recipe) -> Path:
-    return ws.models / recipe.model.repo_id.split("/")[-1]
+    """models/<last part of the repo id>: the schema holds the id to names, confined() to the folder."""
+    return confined(ws.models, ws.models / recipe.model.repo_id.split("/")[-1], step=STEP_CMD)
 
 
 def data_dir(ws: Workspace, recipe: Recipe) -> Path:
-    return ws.data / recipe.dataset.name
+    return confined(ws.data, ws.data / recipe.dataset.name, step=STEP_CMD)
+
+
+def dataset_file(ws: Workspace, recipe: Recipe, fname: str) -> Path:
+    """Where a dataset file named by the recipe is placed: inside data/<dataset>/, never a link."""
+    return confined(ws.data, data_dir(ws, recipe) / fname, step=STEP_CMD)
 
 
 def prepared_dir(ws: Workspace, recipe: Recipe) -> Path:
-    return ws.preprocessed / recipe.dataset.name
+    return confined(ws.preprocessed, ws.preprocessed / recipe.dataset.name, step=STEP_CMD)
+
+
+def raw_dir(ws: Workspace, recipe: Recipe) -> Path:
+    """data/raw/<repo>/, where a rebuild's raw parquet goes."""
+    src = recipe.dataset.raw
+    assert src is not None
+    return confined(ws.data, ws.data / "raw" / src.repo.split("/")[-1], step=STEP_CMD)
 
 
 def inputs_hash(recipe: Recipe, source: str) -> str:
@@ -131,7 +147,9 @@ def plan_setup(recipe: Recipe, ws: Workspace, token: str | None, source: Dataset
         )
     plan.rows += _dataset_rows(recipe, ws, source, _fetched_row)
     plan.rows += _local_rows(recipe, ws, source)
-    plan.notes += official_source_notes(recipe, ws, source)
+    plan.notes += official_source_notes(recipe, ws, source) + (
+        pins.unverified_notes(recipe) if source != "rebuild" else []
+    )
     return plan
 
 
@@ -156,6 +174,8 @@ def _fetched_row(recipe: Recipe, role: str, fname: str, dest: Path) -> PlanRow:
 
 def _recipe_row(recipe: Recipe, role: str, fname: str, dest: Path) -> PlanRow:
     """A pinned dataset file as the recipe alone describes it (no HEAD: the network is not asked)."""
+    if role not in recipe.dataset.urls and role in recipe.dataset.r2_uri:
+        return _fetched_row(recipe, role, fname, dest)
     url = recipe.dataset.urls.get(role, "(no URL in the recipe)")
     return PlanRow(f"dataset {role}", url, dest, None, _local_action(dest, None))
 
@@ -168,16 +188,14 @@ def _dataset_rows(
         return []
     rows = []
     for role, fname in recipe.dataset.files.items():
-        dest = data_dir(ws, recipe) / fname
-        pinned = pinned_sha256(recipe, role) is not None
-        rows.append(row(recipe, role, fname, dest) if pinned else _derived_row(recipe, role, dest))
+        dest = dataset_file(ws, recipe, fname)
+        rows.append(row(recipe, role, fname, dest) if pins.has_pin(recipe, role) else _derived_row(recipe, role, dest))
     return rows
 
 
 def pinned_sha256(recipe: Recipe, role: str) -> str | None:
-    """The recipe's published SHA-256 for a dataset file, or None: only a pinned file is ever unpickled."""
-    value = recipe.dataset.sha256.get(role)
-    return None if value in (None, "", "unknown") else str(value)
+    """The recipe's published SHA-256 for a dataset file, or None (setup/pins.py has every pin a file may have)."""
+    return pins.published_sha256(recipe, role)
 
 
 def _derived_row(recipe: Recipe, role: str, dest: Path) -> PlanRow:
@@ -203,7 +221,7 @@ def check_pins(recipe: Recipe, source: DatasetSource) -> None:
     unpinned = [
         role
         for role in ds.files
-        if pinned_sha256(recipe, role) is None and not (role == "calibration" and ds.calibration_from_sampled)
+        if not pins.has_pin(recipe, role) and not (role == "calibration" and ds.calibration_from_sampled)
     ]
     if not unpinned:
         return
@@ -214,20 +232,32 @@ def check_pins(recipe: Recipe, source: DatasetSource) -> None:
             for uri in dict.fromkeys(ds.r2_uri[r] for r in unpinned if r in ds.r2_uri)
         )
         raise InputError(
-            f"recipe {recipe.name}: no SHA-256 of {fname} is published (MLCommons' R2 downloader checks an MD5 list "
-            "it fetches at download time), and repro unpickles only files a pinned checksum covers (a pickle can "
+            f"recipe {recipe.name}: no checksum of {fname} is published (neither in the benchmark file nor as an "
+            "MLCommons md5 list it names), and repro unpickles only files a pinned checksum covers (a pickle can "
             "run code); nothing was downloaded.",
-            f"fetch with {fetches or 'its published source'} (md5-checked), pin each file's sha256sum in a copy of the "
-            f"recipe (dataset: {{sha256: {{{unpinned[0]}: ...}}}}), then `repro setup --recipe COPY.yaml`",
+            f"fetch with {fetches or 'its published source'} (md5-checked), then {pin_snippet(recipe, unpinned)}",
         )
-    if pinned_sha256(recipe, "sampled") is not None:
+    if pins.has_pin(recipe, "sampled"):
         return
     fname = recipe.dataset.files.get("sampled", "the sampled set")
     raise InputError(
         f"recipe {recipe.name}: dataset.sha256.sampled is not pinned, so {fname} would be unpickled unchecked (a "
         "pickle can run code); nothing was downloaded.",
-        "`repro setup --dataset-source rebuild` (rebuilds it from the raw OpenOrca parquet), or pin the published "
-        "SHA-256 in the recipe",
+        "`repro setup --dataset-source rebuild` (rebuilds it from the raw OpenOrca parquet), or "
+        + pin_snippet(recipe, ["sampled"]),
+    )
+
+
+def pin_snippet(recipe: Recipe, roles: list[str]) -> str:
+    """What to write, where, to pin files by hand: the whole copy (its name is its file's name) with every role."""
+    from repro.core.recipes import is_registry_recipe, recipes_dir
+
+    copy = f"{recipe.name}-pinned"
+    where = f"{recipes_dir() / recipe.name}.yaml" if is_registry_recipe(recipe) else "the recipe file"
+    pinned = ", ".join(f"{r}: <sha256sum of {recipe.dataset.files[r]}>" for r in roles)
+    return (
+        f"copy {where} to {copy}.yaml, change its line 'name: {recipe.name}' to 'name: {copy}', add the line "
+        f"'dataset: {{sha256: {{{pinned}}}}}', then `repro setup --recipe {copy}.yaml`"
     )
 
 
@@ -239,11 +269,12 @@ def official_source_notes(recipe: Recipe, ws: Workspace, source: DatasetSource) 
     uris = list(dict.fromkeys(recipe.dataset.r2_uri.values()))  # the benchmark file's R2 metadata URIs
     if not uris or source == "rebuild":
         return []
-    runs = " and ".join(f"`bash <(curl -s {R2_DOWNLOADER}) {uri}`" for uri in uris)
+    folder = data_dir(ws, recipe)
+    runs = " and ".join(f"`bash <(curl -s {R2_DOWNLOADER}) -d {folder} {uri}`" for uri in uris)
     return [
-        f"The dataset also comes from MLCommons' own source (the benchmark's README): run {runs}, then place the "
-        f"pickles (`gzip -dk` any .pkl.gz) in {data_dir(ws, recipe)}; `repro setup` then checks each file "
-        "against its pinned sha256 and fetches it only when it does not match"
+        f"The dataset also comes from MLCommons' own source (the benchmark's README): run {runs} (it leaves "
+        f"MLCommons' .md5 list beside the files), `gzip -dk` any .pkl.gz there; `repro setup` then checks each file "
+        "against every checksum the benchmark pins and fetches it only when it does not match"
         + (
             " (a calibration file without a published sha256 is never read: its rows are derived from the sampled set)."
             if recipe.dataset.calibration_from_sampled
@@ -257,7 +288,7 @@ def _local_rows(recipe: Recipe, ws: Workspace, source: DatasetSource) -> list[Pl
     rows = []
     src = recipe.dataset.raw
     if source in ("rebuild", "both") and src is not None:
-        dest = ws.data / "raw" / src.repo.split("/")[-1] / src.file
+        dest = confined(ws.data, raw_dir(ws, recipe) / src.file, step=STEP_CMD)
         url = f"{hub.shown_endpoint()}/datasets/{src.repo}/resolve/{src.revision}/{src.file}"
         rows.append(PlanRow(f"raw data {src.file}", url, dest, None, _local_action(dest, None)))
     prepared = prepared_dir(ws, recipe)
@@ -283,7 +314,9 @@ def recipe_plan(recipe: Recipe, ws: Workspace, source: DatasetSource, why: str) 
     )
     plan.rows += _dataset_rows(recipe, ws, source, _recipe_row)
     plan.rows += _local_rows(recipe, ws, source)
-    plan.notes += official_source_notes(recipe, ws, source)
+    plan.notes += official_source_notes(recipe, ws, source) + (
+        pins.unverified_notes(recipe) if source != "rebuild" else []
+    )
     plan.notes.append(
         f"The hub was not asked ({why}): this plan comes from the recipe, so the sizes are the recipe's "
         f"(model.size_gb = {size_gb}), dataset sizes are unknown, and the exact file list and revision "
@@ -296,12 +329,9 @@ def checksum_policy(recipe: Recipe) -> list[str]:
     """Which files are checked against a published digest, and which only against the one recorded at first download."""
     lines = [f"model files: the size and SHA-256 the hub publishes for {recipe.model.repo_id} at the pinned revision"]
     for role, fname in recipe.dataset.files.items():
-        pinned = pinned_sha256(recipe, role)
-        if pinned is not None:
-            lines.append(
-                f"dataset {role} ({fname}): SHA-256 pinned in the recipe ({pinned[:12]}…), checked before the "
-                "file is unpickled, then read with a DataFrame-only unpickler"
-            )
+        line = pins.policy(recipe, role, fname)
+        if line is not None:
+            lines.append(line)
         elif role == "calibration" and recipe.dataset.calibration_from_sampled:
             lines.append(
                 f"dataset {role} ({fname}): no published checksum, so it is never downloaded or unpickled; its "
@@ -325,6 +355,13 @@ def check_disk(plan: SetupPlan) -> tuple[int, int]:
 def _ledger_times(ledger: Ledger) -> dict[str, str]:
     rec = ledger.get(STEP)
     return dict(rec.details.get("fetched_at", {})) if rec else {}
+
+
+def _ledger_pins(ledger: Ledger) -> dict[str, Any]:
+    """What the last finished setup verified, role by role (the SHA-256 of the bytes and the pins they met)."""
+    rec = ledger.get(STEP)
+    pinned = rec.details.get("dataset_pins") if rec is not None and rec.status == "done" else None
+    return dict(pinned) if isinstance(pinned, dict) else {}
 
 
 def _fetch_model(
@@ -360,11 +397,16 @@ def _fetch_model(
     return artifacts, files
 
 
-def _fetch_url(url: str, dest: Path, expected_sha: str, progress: Any) -> tuple[str, str]:
-    """Published dataset file: kept when it matches the recipe's pinned checksum, else fetched and checked."""
-    if dest.is_file() and not dest.is_symlink() and sha256_file(dest) == expected_sha:
-        return "verified", expected_sha
+def _fetch_url(url: str, dest: Path, check: Callable[[Path, Path], pins.Verified], progress: Any) -> tuple[str, Any]:
+    """Published dataset file: kept when every pin holds (`check`), else fetched and checked; a second bad download
+    is the check's error, naming the sums and their sources."""
+    if dest.is_file() and not dest.is_symlink():
+        try:
+            return "verified", check(dest, dest)
+        except InputError:
+            pass
     dest.unlink(missing_ok=True)
+    part = hub.incomplete_path(dest)
     for attempt in (1, 2):
         size = _url_size(url)
         if size is None:
@@ -375,27 +417,33 @@ def _fetch_url(url: str, dest: Path, expected_sha: str, progress: Any) -> tuple[
         resumed = hub.stream_to(
             url, dest, expected_size=size, token=None, progress=progress, label=dest.name, hub_headers=False
         )
-        got = sha256_file(hub.incomplete_path(dest))
-        if got == expected_sha:
-            hub.incomplete_path(dest).replace(dest)
-            return ("refetched" if attempt == 2 else "resumed" if resumed else "downloaded"), got
-        hub.incomplete_path(dest).unlink(missing_ok=True)
-    raise StepFailed(
-        f"{dest}: sha256 {got[:12]}… differs from the recipe's {str(expected_sha)[:12]}… after a fresh download.",
-        "check `dataset.sha256` in the recipe, then `repro setup`",
-    )
+        try:
+            verified = check(part, dest)
+        except InputError as exc:
+            part.unlink(missing_ok=True)
+            if attempt == 2:
+                raise StepFailed(f"{exc.message} (after a fresh download from {url})", exc.next_command) from None
+            continue
+        part.replace(dest)
+        return ("refetched" if attempt == 2 else "resumed" if resumed else "downloaded"), verified
+    raise AssertionError("unreachable")
 
 
 def _fetch_dataset(
-    recipe: Recipe, ws: Workspace, progress: Any, times: dict[str, str]
-) -> dict[str, tuple[Path, str, str]]:
-    """The pinned dataset files; an unpinned one is not downloaded (see check_pins and _prepare)."""
-    out = {}
+    recipe: Recipe, ws: Workspace, progress: Any, times: dict[str, str], recorded: dict[str, Any]
+) -> tuple[dict[str, tuple[Path, str, str]], dict[str, pins.Verified]]:
+    """The pinned dataset files, each checked against every pin it has (setup/pins.py); an unpinned one is not
+    downloaded (see check_pins and _prepare). `recorded`: what the last setup verified, role by role."""
+    out, verified = {}, {}
     for role, fname in recipe.dataset.files.items():
-        dest = data_dir(ws, recipe) / fname
-        expected = pinned_sha256(recipe, role)
-        if expected is None:
+        if not pins.has_pin(recipe, role):
             continue
+        dest = dataset_file(ws, recipe, fname)
+        earlier = recorded.get(role) if isinstance(recorded.get(role), dict) else None
+
+        def check(path: Path, shown: Path, role: str = role, earlier: dict[str, Any] | None = earlier) -> pins.Verified:
+            return pins.verify(recipe, role, path, earlier, dest=shown)
+
         url = recipe.dataset.urls.get(role)
         if url is None:  # published only through the R2 downloader: the file the user placed, checked
             if not (dest.is_file() and not dest.is_symlink()):
@@ -403,20 +451,14 @@ def _fetch_dataset(
                     f"{dest}: not there, and benchmark {recipe.benchmark} publishes no direct URL for {fname}.",
                     next(iter(official_source_notes(recipe, ws, "fetch")), "place the file there, then `repro setup`"),
                 )
-            sha = sha256_file(dest)
-            if sha != expected:
-                raise InputError(
-                    f"{dest}: sha256 {sha[:12]}… differs from the recipe's pinned {expected[:12]}…; it was not "
-                    "unpickled.",
-                    "download it again with MLCommons' R2 downloader, then `repro setup`",
-                )
-            action = "verified"
+            action, v = "verified", check(dest, dest)
         else:
-            action, sha = _fetch_url(url, dest, expected, progress)
+            action, v = _fetch_url(url, dest, check, progress)
         if action != "verified" or str(dest) not in times:
             times[str(dest)] = now_iso()
-        out[role] = (dest, sha, action)
-    return out
+        out[role] = (dest, v.sha256, action)
+        verified[role] = v
+    return out, verified
 
 
 def _rebuild_dataset(
@@ -427,8 +469,7 @@ def _rebuild_dataset(
     src = recipe.dataset.raw
     assert src is not None  # check_pins refused a rebuild without raw data
     raw = hub.plan_model(src.repo, src.revision, [src.file], token, repo_type="dataset")
-    raw_dir = ws.data / "raw" / src.repo.split("/")[-1]
-    result = hub.fetch_file(raw, raw.files[0], raw_dir, token, progress)
+    result = hub.fetch_file(raw, raw.files[0], raw_dir(ws, recipe), token, progress)
     times.setdefault(str(result.path), now_iso())
     raw_art = Artifact(
         path=str(result.path),
@@ -451,70 +492,13 @@ def _rebuild_dataset(
     return pinned, raw_art
 
 
-def _prepare(recipe: Recipe, ws: Workspace, files: Pinned) -> list[Artifact]:
-    """Prepared arrays for the harness, plus the calibration parquet (`text` column) the quantizer reads.
+def _prepare(recipe: Recipe, ws: Workspace, files: Pinned) -> tuple[list[Artifact], dict[str, Any]]:
+    """Prepared arrays for the harness, plus the calibration parquet (`text` column) the quantizer reads: converted
+    once from the pinned pickles in a confined child (repro/setup/prepare.py); without a pinned calibration file
+    the calibration rows are drawn from the sampled set as processorca.py draws them."""
+    from repro.setup.prepare import prepare_dataset
 
-    Every pickle read here is pinned and goes through the restricted unpickler; without a pinned calibration
-    file the calibration rows are drawn from the sampled set as processorca.py draws them."""
-    from repro.setup.dataset import FILES, load_prepared, metrics_from_frame, records_from_frame, save_prepared
-    from repro.setup.preprocess import calibration_frame
-    from repro.setup.safe_pickle import load_dataframe
-
-    folder = prepared_dir(ws, recipe)
-    sampled, src_sha = files["sampled"]
-    frames: dict[str, Any] = {}
-
-    def sampled_frame() -> Any:
-        if "sampled" not in frames:
-            frames["sampled"] = load_dataframe(sampled, src_sha, next_step="delete it, then `repro setup`")
-        return frames["sampled"]
-
-    try:
-        current = load_prepared(folder).manifest.get("source_sha256") == src_sha
-    except InputError:
-        current = False
-    if not current:
-        prompts, olens, texts = records_from_frame(sampled_frame(), sampled)
-        if len(prompts) != recipe.dataset.samples:
-            raise InputError(
-                f"{sampled}: {len(prompts)} samples, the recipe expects {recipe.dataset.samples}.",
-                "delete the file, then `repro setup`",
-            )
-        save_prepared(
-            folder,
-            recipe.dataset.name,
-            prompts,
-            olens,
-            texts,
-            source=str(sampled),
-            source_sha256=src_sha,
-            metrics=metrics_from_frame(sampled_frame()),
-        )
-    arts = [Artifact.of(folder / f, source=str(sampled)) for f in (*FILES, "manifest.json")]
-    if "calibration" in files:
-        calibration, calib_sha = files["calibration"]
-        df, source = load_dataframe(calibration, calib_sha, next_step="delete it, then `repro setup`"), str(calibration)
-    elif recipe.dataset.calibration_samples and recipe.dataset.calibration_from_sampled:
-        n = recipe.dataset.calibration_samples
-        df = calibration_frame(sampled_frame(), n, sampled)
-        source = f"{sampled} (calibration rows drawn as processorca.py draws them: sample(n={n}, random_state=12345))"
-    else:
-        return arts
-    import io
-
-    import pandas as pd
-
-    if "input" not in df.columns:
-        raise InputError(
-            f"{source.split(' (')[0]}: column 'input' is missing; not MLPerf's OpenOrca set.",
-            "delete it, then `repro setup`",
-        )
-    buf = io.BytesIO()
-    pd.DataFrame({"text": [str(t) for t in df["input"]]}).to_parquet(buf, index=False)
-    target = folder / recipe.dataset.calibration_dir / "data.parquet"
-    atomic_write_bytes(target, buf.getvalue())
-    arts.append(Artifact.of(target, source=source))
-    return arts
+    return prepare_dataset(recipe, prepared_dir(ws, recipe), files)
 
 
 def _demo(recipe: Recipe, ws: Workspace, dry_run: bool) -> StepOutcome:
@@ -636,6 +620,7 @@ def _fetch_all(
     h = inputs_hash(recipe, source)
     was_done = (rec := ledger.get(STEP)) is not None and rec.status == "done" and rec.inputs_hash == h and not force
     times = _ledger_times(ledger)
+    recorded = _ledger_pins(ledger)
     ledger.start(STEP, h, recipe=recipe.name, recipe_hash=recipe.hash(), source=source, fetched_at=times)
     try:
         with (progress or nullcontext)() as bars:
@@ -649,7 +634,10 @@ def _fetch_all(
             }
             fetched: dict[str, tuple[Path, str, str]] = {}
             if source in ("fetch", "both"):
-                fetched = _fetch_dataset(recipe, ws, bars, times)
+                fetched, verified = _fetch_dataset(recipe, ws, bars, times, recorded)
+                details["dataset_pins"] = {role: v.to_json() for role, v in verified.items()}
+                if notes := pins.unverified_notes(recipe):
+                    details["notes"] = notes
                 for role, (p, sha, action) in fetched.items():
                     arts.append(
                         Artifact(
@@ -662,7 +650,7 @@ def _fetch_all(
                     files.append({"path": str(p), "size": p.stat().st_size, "action": action, "resumed_bytes": 0})
             dataset_files: Pinned = {role: (v[0], v[1]) for role, v in fetched.items()}
             if source in ("rebuild", "both"):
-                out_dir = data_dir(ws, recipe) / "rebuilt" if source == "both" else data_dir(ws, recipe)
+                out_dir = dataset_file(ws, recipe, "rebuilt") if source == "both" else data_dir(ws, recipe)
                 built, raw_art = _rebuild_dataset(recipe, ws, token, bars, out_dir, times)
                 arts.append(raw_art)
                 arts += [
@@ -681,7 +669,8 @@ def _fetch_all(
                     details["comparison"] = compare_sources(dataset_files, built)
                 else:
                     dataset_files = built
-        arts += _prepare(recipe, ws, dataset_files)
+        prepared_arts, details["conversion"] = _prepare(recipe, ws, dataset_files)
+        arts += prepared_arts
         details.update(
             prepared_dir=str(prepared_dir(ws, recipe)), files=files, fetched_at=times, checks=checksum_policy(recipe)
         )
@@ -729,15 +718,15 @@ def _record_failure(ledger: Ledger, error: str, *, signal: str | None = None) ->
 
 def compare_sources(fetched: Pinned, rebuilt: Pinned) -> dict[str, Any]:
     """Same file bytes, and (independently of pandas' pickle format) same prompts, tokens and references."""
-    from repro.setup.preprocess import content_sha256
+    from repro.setup.prepare import content_digest
 
     roles = {}
     for role in sorted(set(fetched) & set(rebuilt)):
         roles[role] = {
             "fetched_sha256": fetched[role][1],
             "rebuilt_sha256": rebuilt[role][1],
-            "fetched_content_sha256": content_sha256(*fetched[role]),
-            "rebuilt_content_sha256": content_sha256(*rebuilt[role]),
+            "fetched_content_sha256": content_digest(*fetched[role]),
+            "rebuilt_content_sha256": content_digest(*rebuilt[role]),
         }
     return {
         "roles": roles,

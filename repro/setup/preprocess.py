@@ -8,15 +8,13 @@ at least 3 tokens, drop the listed weak system prompts for niv/t0, then sample e
 
 from __future__ import annotations
 
-import hashlib
-import json
 from pathlib import Path
 from typing import Any
 
 from repro.core.errors import InputError
 from repro.core.fsutil import atomic_write_bytes
 from repro.setup.dataset import llama2_prompt
-from repro.setup.safe_pickle import dataframe_pickle_bytes, load_dataframe
+from repro.setup.frame_encode import encode_frame
 
 REQUIRED_COLUMNS = ("id", "system_prompt", "question", "response")
 RESPONSE_INIT_TOKEN = 29871
@@ -156,31 +154,19 @@ def calibration_frame(sampled, calib_size: int, source: Path):
 def build_from_parquet(
     parquet: Path, tokenizer_dir: Path, out_dir: Path, *, n_samples: int, calib_size: int, io_token_limit: int = 1024
 ) -> dict[str, Path]:
-    """Write the sampled and calibration pickles (whole files or nothing) in the form the restricted unpickler
-    reads back; returns role -> path."""
+    """Write the sampled and calibration pickles (whole files or nothing) with repro's own DataFrame-pickle writer
+    (frame_encode.py: the form pandas 2.x writes, object and int64 columns); returns role -> path."""
     df = read_raw(parquet)
     full = filtered_frame(df, load_tokenizer(tokenizer_dir), io_token_limit)
     sampled, calib = sample(full, n_samples, calib_size, Path(parquet))
     out = {"sampled": Path(out_dir) / sampled_name(n_samples)}
-    atomic_write_bytes(out["sampled"], dataframe_pickle_bytes(sampled))
+    atomic_write_bytes(out["sampled"], encode_frame(frame_columns(sampled)))
     if calib_size:
         out["calibration"] = Path(out_dir) / calibration_name(calib_size)
-        atomic_write_bytes(out["calibration"], dataframe_pickle_bytes(calib))
+        atomic_write_bytes(out["calibration"], encode_frame(frame_columns(calib)))
     return out
 
 
-def content_sha256(pkl: Path, pinned: str | None) -> str:
-    """A checksum of what the harness uses (prompt text and tokens, reference output), whatever the pickle/pandas.
-
-    The pickle is read only when `pinned` matches it, through the restricted unpickler."""
-    df = load_dataframe(pkl, pinned)
-    h = hashlib.sha256()
-    for row in df[[c for c in ("input", "tok_input", "output") if c in df.columns]].itertuples(index=False):
-        h.update(
-            json.dumps(
-                [list(map(int, v)) if not isinstance(v, str) and hasattr(v, "__iter__") else v for v in row],
-                ensure_ascii=False,
-            ).encode()
-        )
-        h.update(b"\n")
-    return h.hexdigest()
+def frame_columns(df: Any) -> dict[str, Any]:
+    """A pandas frame's columns for encode_frame: numbers as numpy arrays, everything else as a list of items."""
+    return {str(c): df[c].to_numpy() if df[c].dtype.kind in "iufb" else list(df[c]) for c in df.columns}

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urljoin, urlsplit
 
+from repro.core.benchmarks import LOOPBACK_HOSTS
 from repro.core.errors import ReproError, StepFailed
 from repro.core.secrets import redact_url
 
@@ -141,10 +142,23 @@ def _request(method: str, url: str, headers: dict[str, str], limits: Limits) -> 
 
 
 def open_url(
-    method: str, url: str, *, token: str | None, hub: str | None, headers: dict[str, str], limits: Limits
+    method: str,
+    url: str,
+    *,
+    token: str | None,
+    hub: str | None,
+    headers: dict[str, str],
+    limits: Limits,
+    hop_ok: Callable[[str], bool] | None = None,
 ) -> tuple[str, http.client.HTTPResponse]:
-    """Follow redirects by hand: the token is added afresh on each hop, and only on the hub's own origin."""
+    """Follow redirects by hand: the token is added afresh on each hop, and only on the hub's own origin; with
+    `hop_ok`, a URL it refuses (the first or a redirect's) is never requested."""
     for _ in range(MAX_REDIRECTS + 1):
+        if hop_ok is not None and not hop_ok(url):
+            raise TransferError(
+                f"{shown(url)}: refused (not https); a checksum list is fetched over https only.",
+                "check the benchmark file's md5 list_url, then `repro setup`",
+            )
         hop = dict(headers)
         if token and token_allowed(url, hub):
             hop["Authorization"] = f"Bearer {token}"
@@ -210,6 +224,46 @@ def content_length(url: str, *, limits: Limits | None = None) -> int | None:
             return int(resp.getheader("Content-Length") or "")
         except ValueError:
             return None
+
+
+def secure_url(url: str) -> bool:
+    """https, or plain http to this machine's loopback (a local mirror or stand-in): what a checksum list may use."""
+    parts = urlsplit(url)
+    host = (parts.hostname or "").lower()
+    return bool(host) and (parts.scheme == "https" or (parts.scheme == "http" and host in LOOPBACK_HOSTS))
+
+
+def fetch_small(url: str, max_bytes: int, *, limits: Limits | None = None) -> bytes:
+    """A small document (MLCommons' .md5 list) into memory: no credentials, https on every hop (`secure_url`),
+    HTTP 200, at most `max_bytes`, and the whole answer within two stall windows (a trickle cannot hold it open)."""
+    limits = limits or Limits.from_env()
+    headers = {"User-Agent": "repro", "Accept-Encoding": "identity"}
+    final, resp = open_url("GET", url, token=None, hub=None, headers=headers, limits=limits, hop_ok=secure_url)
+    end = time.monotonic() + 2 * limits.stall_s
+    with resp:
+        if resp.status != 200:
+            raise _http_error(final, resp.status)
+        body = bytearray()
+        while True:
+            try:
+                chunk = resp.read1(max_bytes + 1 - len(body))
+            except (OSError, http.client.HTTPException) as exc:
+                raise Dropped(
+                    f"{shown(final)}: the connection broke ({type(exc).__name__}).", "`repro setup`"
+                ) from None
+            if not chunk:
+                return bytes(body)
+            body += chunk
+            if len(body) > max_bytes:
+                raise TransferError(
+                    f"{shown(final)}: more than {max_bytes:,} bytes; not a checksum list.",
+                    "check the URL, then `repro setup`",
+                )
+            if time.monotonic() > end:
+                raise TransferError(
+                    f"{shown(final)}: no complete answer within {2 * limits.stall_s:g} s (the server is trickling).",
+                    "check the network, then `repro setup`",
+                )
 
 
 def open_part(part: Path) -> int:

@@ -130,7 +130,8 @@ BenchmarkOpt = Annotated[
     str | None,
     typer.Option(
         "--benchmark",
-        help="MLPerf benchmark: llama2-70b-99 (or 99), llama2-70b-99.9 (or 99.9), llama3.1-405b (or 405b); "
-        "llama2-70b covers both 70B accuracy targets.",
+        help="MLPerf benchmark: llama2-70b-99 (or 99), llama2-70b-99.9 (or 99.9), llama3.1-405b (or 405b), "
+        "deepseek-r1, or any other benchmark file's name; a model's prefix covers its accuracy targets (llama2-70b: "
+        "both).",
     ),
 ]

@@ -180,6 +180,7 @@ def error(
     """One line on stderr for people, then `Next:` with one command alone on its line (so it pastes whole);
     with --json also the same error as the one JSON document on stdout."""
     from repro.core.hints import split_hint
+    from repro.core.textsafe import one_line
 
     hint = split_hint(redact(next_command) if next_command else None)
     text = redact(message)
@@ -187,6 +188,7 @@ def error(
         from repro.core.fmt import join_sentences
 
         text = join_sentences(text, hint.sentence)
+    text = one_line(text)  # an HTTP 500 body or a file name from data never starts a line of its own
     from rich.text import Text
 
     from repro.ui.wrap import Prose
@@ -194,7 +196,7 @@ def error(
     line = Text("error:", style="bold red") + Text(f" {text}")
     _console("err_console").print(Prose(line), crop=False, highlight=False)
     if hint.command:
-        print_next(hint.command, stderr=True)
+        print_next(one_line(hint.command), stderr=True)
     if as_json and not _json_written["count"]:  # a result already printed is the one document; its error is on stderr
         _write_json({"ok": False, "error": {"message": redact(message), **hint.to_json(), "exit_code": exit_code}})
 

@@ -43,7 +43,9 @@ def accuracy_text(r: PublishedResult) -> str:
     if not r.metrics:
         return "unknown"
     scores = [f"{k} {v}" for k, v in r.metrics.items()]
-    return ", ".join([*scores, f"tokens/sample {r.tokens_per_sample}", f"gen_num {r.gen_num}"])
+    # a figure the source does not give (v6.1's results table has no sample count) is left out, never "None"
+    scores += [f"tokens/sample {r.tokens_per_sample}"] if r.tokens_per_sample is not None else []
+    return ", ".join(scores + ([f"gen_num {r.gen_num}"] if r.gen_num is not None else []))
 
 
 def _gpus(r: PublishedResult) -> str:

@@ -31,7 +31,12 @@ _STYLE = {
 
 def task_table(rows: list[TaskRow], manifest: dict[str, Any], rack_dir: Path) -> Table:
     label = f" [{manifest['label'].upper()}]" if manifest.get("label") else ""
-    t = Table(title=f"Rack run{label}: {manifest['recipe']} x {manifest['nodes']} VMs ({rack_dir})")
+    if manifest.get("shape") == "one-system":
+        scenario, nodes = manifest.get("scenario"), manifest["nodes"]
+        what = f"System run{label}: {manifest['recipe']} {scenario}, one system of {nodes} nodes"
+    else:
+        what = f"Rack run{label}: {manifest['recipe']} x {manifest['nodes']} VMs"
+    t = Table(title=f"{what} ({rack_dir})")
     for col in ("VM", "job", "state", "host", "tokens/s", "note"):
         t.add_column(col, justify="right" if col == "tokens/s" else "left")
     for r in rows:
@@ -46,8 +51,40 @@ def task_table(rows: list[TaskRow], manifest: dict[str, Any], rack_dir: Path) ->
     return t
 
 
+def system_result(result: RackResult) -> Group:
+    """A system's job: its dry run (every node's servers and ranks, the LoadGen node, each srun step), or its row
+    and the verdict of the one run."""
+    m = result.manifest
+    label = f" [{m['label']}]" if m.get("label") else ""
+    if result.dry_run:
+        return Group(
+            Text(
+                f"dry run{label}: {m['recipe']} {m.get('scenario')} as one system of {m['nodes']} nodes; would write "
+                f"{result.rack_dir / 'system.sbatch'} and submit it with:",
+                style="yellow",
+            ),
+            Text("  " + shlex.join(result.submit_command)),
+            Text("What runs where (node names are the job's hosts once it runs):"),
+            *[Text("  " + line) for line in result.plan_lines],
+            Text("Each server is one srun step, one task per GPU, started from node 0:"),
+            *[Text(f"  {step['instance']}: " + shlex.join(step["argv"])) for step in result.steps],
+            Syntax(result.script or "", "bash", theme="ansi_dark", word_wrap=False),
+            *([Text(_image_route(m, result.rack_dir))] if m.get("container_image") else []),
+            *([Text("Before submitting, repro runs:")] if result.image_commands else []),
+            *[Text("  " + shlex.join(c)) for c in result.image_commands],
+        )
+    parts: list[Any] = [task_table(result.rows, m, result.rack_dir)]
+    if result.report is not None:
+        parts.append(renderable(result.report))
+    elif result.report_error:
+        parts.append(Text(f"No verdict: {result.report_error}", style="bold red"))
+    return Group(*parts)
+
+
 def rack_result(result: RackResult) -> Group:
     m = result.manifest
+    if m.get("shape") == "one-system":
+        return system_result(result)
     if result.dry_run:
         label = f" [{m['label']}]" if m.get("label") else ""
         return Group(
@@ -108,6 +145,9 @@ class ConsoleRack:
 
 def _image_route(m: dict[str, Any], rack_dir: Path) -> str:
     image = m["container_image"]
+    if m.get("shape") == "one-system":
+        where = f"{rack_dir}/image/ (enroot import, once)" if m.get("image_source") == "enroot" else "its registry"
+        return f"Every rank runs in {image} through pyxis (srun --container-image), from {where}."
     if m.get("image_source") == "enroot":
         pyxis = " pyxis is on this cluster; repro does not need it." if m.get("pyxis") else ""
         return (

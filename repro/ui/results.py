@@ -67,6 +67,9 @@ def render_verdict(v: Verdict) -> Group:
         why.append(Prose(f"  MLPerf audit: {v.audit.text}"))
     if differs := [i.item for i in v.system if i.same is False]:
         why.append(Prose(f"  system: differs from the published system in {', '.join(differs)}"))
+    if v.differences:
+        why.append(Prose(f"  known differences from the published run ({len(v.differences)}):"))
+        why += [Prose(f"    - {one_line(d.text())}") for d in v.differences]
     notes = [Prose(f"  note: {one_line(n)}", style="dim") for n in v.notes]
     return Group(table, *lines, head, *why, *notes)
 
@@ -185,4 +188,5 @@ def render_series(s: Series) -> Group:
         why.append(Text(f"  {s.arithmetic}", style="dim"))
     if s.more_runs and s.decision == "undecided: run again":
         why.append(Text(f"  run {s.more_runs} more and verify all {s.n + s.more_runs} together"))
-    return Group(table, *lines, head, *why)
+    notes = [Prose(f"note: {one_line(n)}", style="yellow") for n in s.notes]
+    return Group(table, *lines, head, *why, *notes)

@@ -15,6 +15,7 @@ from rich.text import Text
 from repro.core.errors import RecipeError
 from repro.core.fmt import fmt_rate
 from repro.core.recipes import Published, Recipe, load_recipe_file
+from repro.core.serving import gpus_served, serving_text
 
 
 def _result(r: Recipe) -> str:
@@ -126,12 +127,98 @@ def _as_published(value: Any) -> str:
 class RecipeShow:
     recipe: Recipe
 
+    def serving(self) -> list[dict[str, Any]]:
+        """Each scenario the recipe serves: its layout in words, where a system's servers, ranks and LoadGen go (the
+        launcher's own placement, run/launchers/layout.py, on the system's nodes), and its published figure with its
+        band (per GPU over the system's GPUs as MLPerf counts them, whatever share of them the config served from)."""
+        r = self.recipe
+        out = []
+        for scenario in (s for s in ("Offline", "Server", "Interactive") if s in r.bench.scenarios):
+            pub = r.published_for(scenario)
+            dep = r.deployment(scenario)
+            used, total = gpus_served(dep)
+            figure = pub.tokens_per_s_per_gpu if pub is not None else None
+            band = pub.band() if pub is not None else None
+            out.append(
+                {
+                    "scenario": scenario,
+                    "layout": serving_text(dep),
+                    "gpus_served": used,
+                    "system_gpus": total,
+                    **_placement(dep),
+                    "published_tokens_per_s_per_gpu": figure,
+                    "published_band_tokens_per_s_per_gpu": list(band) if band else None,
+                    "published_tokens_per_s_per_gpu_served": (
+                        float(figure) * total / used if isinstance(figure, float) and 0 < used < total else None
+                    ),
+                }
+            )
+        return out
+
     def to_json(self) -> dict[str, Any]:
-        return {"hash": self.recipe.hash(), **self.recipe.model_dump(mode="json")}
+        return {"hash": self.recipe.hash(), "serving": self.serving(), **self.recipe.model_dump(mode="json")}
 
     def __rich__(self) -> Text:
         body = yaml.safe_dump(self.recipe.model_dump(mode="json"), sort_keys=False, width=120)
-        return Text(f"# {self.recipe.title} (hash {self.recipe.hash()})\n{body}")
+        lines = [f"# {self.recipe.title} (hash {self.recipe.hash()})"]
+        if self.recipe.trtllm is not None:
+            lines.append("# serving, per scenario:")
+            for row in self.serving():
+                lines.append(f"#   {row['scenario']}: {row['layout']}")
+                lines.append(f"#     {_figure_words(row)}")
+                if row["shape"] == "one-system":
+                    lines.append(
+                        f"#     every node, server and srun step: `repro run {row['scenario'].lower()} --recipe "
+                        f"{self.recipe.name} --launcher slurm --dry-run`"
+                    )
+        return Text("\n".join(lines) + f"\n{body}")
+
+
+def _placement(dep: Any) -> dict[str, Any]:
+    """Where a system's scenario runs, as the launcher places it on the system's nodes: nodes, instances by role,
+    ranks, front ends and the LoadGen host (one VM: its servers on it, LoadGen beside them)."""
+    from repro.run.launchers.layout import Allocation, place_system, serving_layout
+    from repro.run.servers import ServerOptions
+
+    lay = serving_layout(dep)
+    if lay.shape != "one-system" or lay.nodes is None:
+        return {"shape": lay.shape, "nodes": 1, "instances": {"server": lay.groups[0].count}, "loadgen_node": None}
+    plan = place_system(dep, None, lay, Allocation.planned(lay.nodes, lay.gpus_per_node), ServerOptions())
+    roles: dict[str, int] = {}
+    for inst in plan.instances:
+        roles[inst.role] = roles.get(inst.role, 0) + 1
+    serving_nodes = {n for i in plan.instances if i.role != "router" for n in i.nodes}
+    return {
+        "shape": plan.shape,
+        "nodes": len(plan.nodes),
+        "nodes_serving": len(serving_nodes),
+        "instances": roles,
+        "ranks": plan.ranks,
+        "front_ends": roles.get("router", 0),
+        "loadgen_node": plan.nodes[plan.loadgen[0].node].name,
+        "loadgen_targets": len(plan.loadgen[0].targets),
+    }
+
+
+def _figure_words(row: dict[str, Any]) -> str:
+    """'published 9,182.5 tokens/s per GPU (band 8,723.4-9,641.7)', and over how many GPUs where it served from
+    fewer than the system has."""
+    figure, served, band = (
+        row["published_tokens_per_s_per_gpu"],
+        row["published_tokens_per_s_per_gpu_served"],
+        row["published_band_tokens_per_s_per_gpu"],
+    )
+    if not isinstance(figure, float):
+        return "no published result"
+    text = f"published {fmt_rate(figure)} tokens/s per GPU"
+    if band:
+        text += f" (band {fmt_rate(band[0])}-{fmt_rate(band[1])})"
+    if served is not None:
+        text += (
+            f", over the system's {row['system_gpus']} GPUs as MLPerf counts them; {fmt_rate(served)} over the "
+            f"{row['gpus_served']} it served from"
+        )
+    return text
 
 
 @dataclass
@@ -140,13 +227,17 @@ class ValidationReport:
 
     @classmethod
     def check(cls, paths: list[Path]) -> ValidationReport:
+        from repro.run.request_rules import request_rule_violations
+
         rows: list[tuple[str, str | None]] = []
         for path in paths:
             try:
-                load_recipe_file(path)
-                rows.append((str(path), None))
+                recipe = load_recipe_file(path)
             except RecipeError as exc:
                 rows.append((str(path), exc.message))
+                continue
+            broken = request_rule_violations(recipe)
+            rows.append((str(path), f"{path}: breaks an MLPerf rule: {broken[0].message()}" if broken else None))
         return cls(rows)
 
     @property

@@ -19,7 +19,9 @@ Built from TensorRT-LLM's source, not from what repro expects (read through the 
 Generation is a deterministic function of the prompt over the word-level vocabulary in `<tokenizer>/tokenizer.json`.
 Faults for tests, from the environment: STANDIN_LOAD_S (seconds between bind and listen), STANDIN_CRASH=load
 (exit 1 while loading) or after:N (exit 3 after N answers), STANDIN_HANG=load (bind, never listen);
-STANDIN_OUT_LEN fixes the answer length (for the client benchmark).
+STANDIN_OUT_LEN fixes the answer length (for the client benchmark). STANDIN_FORBID=field[,field] imitates a release
+whose request models lack those fields: with extra="forbid" a request naming one is a 400 ("Extra inputs are not
+permitted"). STANDIN_LOG_REQUESTS=1 prints one line per accepted request (prompt length, id range, max_tokens, stream).
 
 Fixed-speed mode (off unless STANDIN_TOKENS_PER_S is set), a queue whose capacity can be computed by hand:
 - STANDIN_MAX_BATCH slots (default: unlimited); a request takes a free slot or waits in one FIFO queue.
@@ -41,6 +43,9 @@ Noisy mode (on when any of these is set, with STANDIN_TOKENS_PER_S): what a real
 - STANDIN_SEED: the generator's seed (default: from the OS, so every run is different).
 The queue beyond STANDIN_MAX_BATCH slots is the fixed-speed one. The gaps are drawn when each token is due, so the
 load a token sees is the load at that moment.
+A dead rank (trtllm_llmapi_launch.py sends SIGUSR1 under STANDIN_RANK_LOSS=503): from then on every request,
+/health included, is answered 503 and every stream in flight stops sending, forever, as trtllm-serve stays alive
+returning 503 after one rank's executor died (NVIDIA/TensorRT-LLM issue 18663).
 Only the standard library, so it runs in the FROM-scratch test image.
 """
 
@@ -48,16 +53,21 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import math
 import os
 import random
+import signal
 import socket
 import sys
 import time
 import uuid
 from collections import deque
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the twin's scheduler beside this file (image and tree)
+from trtllm_twin import Job, LiveTwin, TwinParams, twin_set  # noqa: E402
 
 CHAT_FIELDS = {
     "messages",
@@ -105,6 +115,8 @@ CHAT_FIELDS = {
     "chat_template_kwargs",
     "disaggregated_params",
 }
+LOG_REQUESTS = os.environ.get("STANDIN_LOG_REQUESTS") == "1"
+FORBID = {f.strip() for f in os.environ.get("STANDIN_FORBID", "").split(",") if f.strip()}
 COMPLETION_FIELDS = (
     CHAT_FIELDS
     - {
@@ -133,6 +145,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "--num_postprocess_workers",
         "--tp_size",
         "--pp_size",
+        "--ep_size",
         "--max_num_tokens",
         "--max_batch_size",
         "--max_seq_len",
@@ -166,6 +179,16 @@ def generate(prompt: list[int], max_tokens: int, vocab: Vocab) -> tuple[list[int
     if want < max_tokens:
         ids.append(vocab.eos)
         return ids, "stop"
+    return ids, "length"
+
+
+def twin_answer(prompt: list[int], osl: int, max_tokens: int, vocab: Vocab) -> tuple[list[int], str]:
+    """The twin's answer: as many words as its engine gives the request (its output length), EOS when that is
+    under max_tokens, as a model stops."""
+    seed = sum(prompt) * 31
+    ids = [vocab.normal[(seed + i * 7) % len(vocab.normal)] for i in range(osl)]
+    if osl < max_tokens:
+        return [*ids, vocab.eos], "stop"
     return ids, "length"
 
 
@@ -279,6 +302,59 @@ async def _until(when: float) -> None:
         await asyncio.sleep(delay)
 
 
+STREAM_HEAD = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream; charset=utf-8\r\ntransfer-encoding: chunked\r\n\r\n"
+TWIN_EMIT_S = 0.25
+"""The twin streams a request's tokens at most this often (wall seconds; the first and the last at their own
+times): LoadGen's TPOT is (last - first) / (tokens - 1), which grouping the middle ones leaves exact, and 2 CPU
+cores cannot carry one event per token of a published server's rate (TensorRT-LLM's stream_interval groups too)."""
+
+
+class PaceTiming:
+    """The fixed-speed and noisy modes (or none): token k at its due time, one event per token."""
+
+    def __init__(self, pace: Pace | None, prompt: list[int], start: float | None) -> None:
+        self.pace, self.prompt, self.start = pace, prompt, start
+        self.clock = [start + len(prompt) * pace.prefill if start is not None and pace else 0.0, 0]
+
+    async def upto(self, k: int) -> None:
+        pace, start = self.pace, self.start
+        if start is None or pace is None:
+            return
+        if not pace.noisy:
+            await _until(pace.token_time(start, len(self.prompt), k))
+            return
+        while self.clock[1] < k:  # each gap drawn when the previous token is out: the load of that moment
+            self.clock[0] += pace.gap()
+            self.clock[1] += 1
+            await _until(self.clock[0])
+
+    async def more(self, have: int, total: int) -> int:
+        await self.upto(have + 1)
+        return have + 1
+
+
+class TwinTiming:
+    """The twin: the first token and the end when its engine says; between them, what it has every TWIN_EMIT_S."""
+
+    def __init__(self, twin: LiveTwin, job: Job) -> None:
+        self.twin, self.job = twin, job
+
+    async def upto(self, k: int) -> None:
+        first, done = self.job.waiters
+        await (first if k <= 1 else done)
+
+    async def more(self, have: int, total: int) -> int:
+        first, done = self.job.waiters
+        if have == 0:
+            await first
+            return 1
+        if not done.done():
+            with contextlib.suppress(asyncio.TimeoutError, TimeoutError):
+                await asyncio.wait_for(asyncio.shield(done), TWIN_EMIT_S)
+        got = total if done.done() else min(total - 1, self.job.owner.tokens_of(self.job))
+        return max(got, have + 1) if done.done() else max(got, have)
+
+
 class Server:
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
@@ -288,6 +364,11 @@ class Server:
         crash = os.environ.get("STANDIN_CRASH", "")
         self.crash_after = int(crash.split(":", 1)[1]) if crash.startswith("after:") else None
         self.pace: Pace | None = None
+        self.twin: LiveTwin | None = None
+        self.broken: asyncio.Event | None = None
+        """Set once a rank died (SIGUSR1): 503 to everything, streams in flight never continue."""
+        self.twins: dict[str, TwinParams] = {}
+        """Every scenario's twin this server holds (STANDIN_TWIN's "scenarios"); POST /twin/scenario picks one."""
 
     def _done(self) -> None:
         self.answered += 1
@@ -317,7 +398,7 @@ class Server:
 
     def _json(self, writer: asyncio.StreamWriter, status: int, doc: object) -> None:
         data = json.dumps(doc, separators=(",", ":")).encode()
-        reason = {200: "OK", 400: "Bad Request", 404: "Not Found"}.get(status, "Error")
+        reason = {200: "OK", 400: "Bad Request", 404: "Not Found", 503: "Service Unavailable"}.get(status, "Error")
         writer.write(
             f"HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\n"
             f"content-length: {len(data)}\r\n\r\n".encode()
@@ -325,6 +406,9 @@ class Server:
         )
 
     async def route(self, method: str, path: str, raw: bytes, writer: asyncio.StreamWriter) -> None:
+        if self.broken is not None and self.broken.is_set():
+            self._json(writer, 503, {"detail": "Service Unavailable"})
+            return
         if method == "GET" and path == "/health":
             writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n")
             return
@@ -340,6 +424,9 @@ class Server:
                 },
             )
             return
+        if method == "POST" and path.startswith("/twin/") and self.twin is not None:
+            self._control(path, raw, writer)
+            return
         if method != "POST" or path not in ("/v1/chat/completions", "/v1/completions"):
             self._json(writer, 404, {"detail": "Not Found"})
             return
@@ -351,7 +438,8 @@ class Server:
                 writer, 400, {"object": "error", "message": "invalid JSON", "type": "BadRequestError", "code": 400}
             )
             return
-        extra = set(req) - (CHAT_FIELDS if chat else COMPLETION_FIELDS)
+        known = (CHAT_FIELDS if chat else COMPLETION_FIELDS) - FORBID
+        extra = set(req) - known
         problem = (
             f"Extra inputs are not permitted: {sorted(extra)}"
             if extra
@@ -368,15 +456,56 @@ class Server:
             self._json(writer, 400, {"object": "error", "message": problem, "type": "BadRequestError", "code": 400})
             return
         max_tokens = int(req.get("max_tokens") or req.get("max_completion_tokens") or 16)
+        if LOG_REQUESTS:  # what a test asks of the server's own view: the requests in the order they came
+            ends = (min(prompt), max(prompt))
+            print(
+                f"[stand-in] request prompt_tokens={len(prompt)} ids={ends[0]}-{ends[1]} max_tokens={max_tokens} "
+                f"stream={bool(req.get('stream'))}",
+                flush=True,
+            )
+        if self.twin is not None:
+            if req.get("stream"):  # Starlette's StreamingResponse sends its status line before the first chunk
+                writer.write(STREAM_HEAD)
+            job = self.twin.submit(prompt, max_tokens)
+            ids, finish = twin_answer(prompt, job.osl, max_tokens, self.vocab)
+            await self.answer(req, chat, prompt, ids, finish, writer, TwinTiming(self.twin, job))
+            return
         ids, finish = generate(prompt, max_tokens, self.vocab)
         if self.pace is None:
-            await self.answer(req, chat, prompt, ids, finish, writer, None)
+            await self.answer(req, chat, prompt, ids, finish, writer, PaceTiming(None, prompt, None))
             return
         start = await self.pace.acquire()
         try:
-            await self.answer(req, chat, prompt, ids, finish, writer, start)
+            await self.answer(req, chat, prompt, ids, finish, writer, PaceTiming(self.pace, prompt, start))
         finally:
             self.pace.release()
+
+    def _control(self, path: str, raw: bytes, writer: asyncio.StreamWriter) -> None:
+        """The rehearsal's hands on the twin (no trtllm-serve route): /twin/scenario {"scenario": S} makes S's twin
+        the one that serves, afresh (what the old one still ran is cancelled); /twin/preroll runs the pre-roll."""
+        assert self.twin is not None
+        if path == "/twin/scenario":
+            try:
+                name = str(json.loads(raw or b"{}").get("scenario", ""))
+            except (ValueError, AttributeError):
+                name = ""
+            if name not in self.twins:
+                self._json(writer, 404, {"detail": f"no twin for scenario {name!r}", "have": sorted(self.twins)})
+                return
+            self.twin.close()
+            self.twin = LiveTwin(self.twins[name])
+            print(f"[stand-in] server twin: scenario {name}: {describe(self.twin.p)}", flush=True)
+            self._json(writer, 200, {"scenario": name})
+            return
+        if path == "/twin/preroll":
+            done = self.twin.preroll()
+            print(
+                f"[stand-in] server twin: pre-roll of {done['virtual_s']:g} virtual s, {done['phantoms']} requests",
+                flush=True,
+            )
+            self._json(writer, 200, done)
+            return
+        self._json(writer, 404, {"detail": "Not Found"})
 
     async def answer(
         self,
@@ -386,23 +515,9 @@ class Server:
         ids: list[int],
         finish: str,
         writer: asyncio.StreamWriter,
-        start: float | None,
+        timing: PaceTiming | TwinTiming,
     ) -> None:
-        """Write the answer; in fixed-speed mode (start set) each token waits for its due time."""
-
-        clock = [start + len(prompt) * self.pace.prefill if start is not None and self.pace else 0.0, 0]
-
-        async def due(k: int) -> None:
-            if start is None or self.pace is None:
-                return
-            if not self.pace.noisy:
-                await _until(self.pace.token_time(start, len(prompt), k))
-                return
-            while clock[1] < k:  # each gap drawn when the previous token is out: the load of that moment
-                clock[0] += self.pace.gap()
-                clock[1] += 1
-                await _until(clock[0])
-
+        """Write the answer, each token when `timing` says it is due (an unstreamed answer after the last one)."""
         usage = {
             "prompt_tokens": len(prompt),
             "total_tokens": len(prompt) + len(ids),
@@ -412,7 +527,7 @@ class Server:
         rid = f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex}"
         created = int(time.time())
         if not req.get("stream"):
-            await due(len(ids))
+            await timing.upto(len(ids))
             text = self.vocab.decode(ids)
             if chat:
                 choice = {
@@ -460,9 +575,8 @@ class Server:
             await writer.drain()
             self._done()
             return
-        writer.write(
-            b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream; charset=utf-8\r\ntransfer-encoding: chunked\r\n\r\n"
-        )
+        if self.twin is None:
+            writer.write(STREAM_HEAD)
 
         def event(data: str, space: bool = False) -> None:
             payload = f"data: {data}{' ' if space else ''}\n\n".encode()
@@ -474,14 +588,20 @@ class Server:
             doc = {"id": rid, "object": kind, "created": created, "model": req["model"], "choices": choices, **extra}
             event(json.dumps(doc, separators=(",", ":")), space=space)
 
-        await due(1)
+        await timing.upto(1)
         if chat:
             chunk([{"index": 0, "delta": {"role": "assistant"}}], space=True)
-        for k, t in enumerate(ids):
-            await due(k + 1)
-            piece = self.vocab.decode([t])
-            piece = piece if k == 0 or not piece else " " + piece
-            last = k == len(ids) - 1
+        have = 0
+        while have < len(ids):
+            upto = await timing.more(have, len(ids))
+            if self.broken is not None and self.broken.is_set():
+                await asyncio.Event().wait()  # the executor is gone: this stream never gets another token
+            if upto <= have:
+                continue
+            piece = self.vocab.decode(ids[have:upto])
+            piece = piece if have == 0 or not piece else " " + piece
+            have = upto
+            last = have == len(ids)
             piece_choice: dict[str, object] = (
                 {"index": 0, "delta": {"content": piece}} if chat else {"index": 0, "text": piece}
             )
@@ -498,8 +618,24 @@ class Server:
         self._done()
 
 
+def describe(p: TwinParams) -> str:
+    return (
+        f"step {p.a:.4g} s + {p.b:.3g} s x decoders + {p.c:.3g} s x prefill tokens, {p.max_batch} running at most, "
+        f"KV {p.kv_tokens:,} tokens, {p.max_num_tokens} tokens a step, time x {p.time_scale:g}, width {p.width:g}"
+        + (f", {p.replicas} replicas" if p.replicas > 1 else "")
+    )
+
+
 async def serve(sock: socket.socket, server: Server) -> None:
     srv = await asyncio.start_server(server.handle, sock=sock, backlog=8192, limit=1 << 22)
+    server.broken = asyncio.Event()
+
+    def rank_lost() -> None:
+        print("[stand-in] RuntimeError: a rank's executor died; answering 503 from now on", flush=True)
+        assert server.broken is not None
+        server.broken.set()
+
+    asyncio.get_running_loop().add_signal_handler(signal.SIGUSR1, rank_lost)
     print(
         f"[stand-in] INFO: Uvicorn running on http://{server.args.host}:{server.args.port} (Press CTRL+C to quit)",
         flush=True,
@@ -509,6 +645,10 @@ async def serve(sock: socket.socket, server: Server) -> None:
 
 
 def main(argv: list[str]) -> int:
+    if argv[:1] == ["disaggregated"]:  # `trtllm-serve disaggregated -c CONFIG`: the front end (trtllm_disagg.py)
+        import trtllm_disagg
+
+        return trtllm_disagg.main(argv[1:])
     args = parse_args(argv)
     print(f"[stand-in] trtllm-serve {args.model} --port {args.port} --backend {args.backend}", flush=True)
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -529,9 +669,15 @@ def main(argv: list[str]) -> int:
         return 1
     try:
         server.pace = Pace.from_env()
-    except ValueError as e:
-        print(f"[stand-in] ValueError: bad fixed-speed settings: {e}", flush=True)
+        twin = os.environ.get("STANDIN_TWIN", "").strip()
+        if twin:
+            server.twins, active = twin_set(twin)
+            server.twin = LiveTwin(server.twins[active])
+    except (ValueError, TypeError) as e:
+        print(f"[stand-in] ValueError: bad fixed-speed settings (or twin settings): {e}", flush=True)
         return 1
+    if server.twin is not None:
+        print(f"[stand-in] server twin: {describe(server.twin.p)}", flush=True)
     if server.pace is not None:
         p = server.pace
         print(

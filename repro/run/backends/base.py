@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 import numpy as np
 
+from repro.core.timescale import REAL_TIME, TimeScale
+
 if TYPE_CHECKING:
     from repro.core.recipes import Recipe
     from repro.setup.dataset import PreparedDataset
@@ -60,6 +62,13 @@ class BackendContext:
     stall_timeout_s: float | None = None
     """HTTP backends: seconds a server may send nothing before the run fails (None: the backend's default)."""
     served_model: str | None = None
+    client_concurrency: int | None = None
+    """HTTP backends: requests in flight per server instead of the recipe's."""
+    time_scale: TimeScale = REAL_TIME
+    """The run's time scale: a backend multiplies every deadline it keeps (stall, readiness) by it."""
+    warmup: bool = False
+    """HTTP backends: send NVIDIA's warm-up burst once the servers are ready (a run: yes; a tune probe: no, tune's
+    own warm-up runs first)."""
 
 
 class Backend(ABC):

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from repro.core.errors import ReproError
+from repro.core.timescale import REAL_TIME, TimeScale
 
 CONNECT_TIMEOUT_S = 30.0
 # No byte for this long ends a request. A loaded 70B server answers a non-streamed 1,024-token request in about
@@ -94,7 +95,10 @@ def connect_error(url: str, exc: BaseException) -> BackendError:
     )
 
 
-def build_payload(api: str, prompt_ids: Sequence[int], max_tokens: int, *, stream: bool, model: str) -> dict[str, Any]:
+def build_payload(
+    api: str, prompt_ids: Sequence[int], max_tokens: int, *, stream: bool, model: str, usage: bool = True
+) -> dict[str, Any]:
+    """TensorRT-LLM's form (NVIDIA's harness body); streamed with `usage`, it asks for the usage event too."""
     body: dict[str, Any] = {
         "model": model,
         "max_tokens": int(max_tokens),
@@ -108,12 +112,14 @@ def build_payload(api: str, prompt_ids: Sequence[int], max_tokens: int, *, strea
         body.update(messages=[], prompt_token_ids=[int(t) for t in prompt_ids])
     else:
         body.update(prompt=[int(t) for t in prompt_ids])
-    if stream:
+    if stream and usage:
         body["stream_options"] = {"include_usage": True}
     return body
 
 
-def build_openai_payload(prompt: Sequence[int] | str, max_tokens: int, *, stream: bool, model: str) -> dict[str, Any]:
+def build_openai_payload(
+    prompt: Sequence[int] | str, max_tokens: int, *, stream: bool, model: str, usage: bool = True
+) -> dict[str, Any]:
     """The standard OpenAI completions body: greedy is temperature 0; nothing beyond the published API."""
     body: dict[str, Any] = {
         "model": model,
@@ -122,7 +128,7 @@ def build_openai_payload(prompt: Sequence[int] | str, max_tokens: int, *, stream
         "temperature": 0,
         "stream": stream,
     }
-    if stream:
+    if stream and usage:
         body["stream_options"] = {"include_usage": True}
     return body
 
@@ -170,15 +176,20 @@ class Endpoint:
     sem: asyncio.Semaphore | None = None
     form: str = FORM_TRTLLM
     model: str = ""
+    stream_usage: bool = True
+    """Streamed requests ask for the usage event (`stream_options`); False once this server refused the field."""
 
 
 class _Clock:
     """One request's two limits: no byte for `stall_s`, and the whole request within `whole_s`."""
 
-    def __init__(self, ep: Endpoint, path: str, stall_s: float, whole_s: float) -> None:
+    def __init__(
+        self, ep: Endpoint, path: str, stall_s: float, whole_s: float, time_scale: TimeScale = REAL_TIME
+    ) -> None:
         self.where = f"{ep.url}{path}"
         self.stall_s = stall_s
         self.whole_s = whole_s
+        self.time_scale = time_scale
         self.deadline = asyncio.get_running_loop().time() + whole_s
 
     def _left(self) -> float:
@@ -188,10 +199,11 @@ class _Clock:
         return min(self.stall_s, left)
 
     def stalled(self, *, whole: bool = False) -> BackendError:
+        ts = self.time_scale
         what = (
-            f"did not finish answering within {self.whole_s:.0f} s"
+            f"did not finish answering within {ts.describe(self.whole_s)}"
             if whole
-            else f"sent nothing for {self.stall_s:.0f} s"
+            else f"sent nothing for {ts.describe(self.stall_s)}"
         )
         return BackendError(
             f"{self.where} {what} (stall timeout); the run stopped there.",
@@ -234,8 +246,8 @@ class _Clock:
             if not size and not reader._buffer:  # type: ignore[attr-defined]  # not one byte: a plain stall
                 raise self.stalled() from None
             raise BackendError(
-                f"{self.where} did not finish its status line and headers within {self.stall_s:.0f} s "
-                "(stall timeout); the run stopped there.",
+                f"{self.where} did not finish its status line and headers within "
+                f"{self.time_scale.describe(self.stall_s)} (stall timeout); the run stopped there.",
                 "check the server log, or raise the limit with --stall-timeout SECONDS",
                 kind="stall",
             ) from None
@@ -260,7 +272,10 @@ class HttpClient:
         stall_s: float = STALL_TIMEOUT_S,
         connect_timeout_s: float = CONNECT_TIMEOUT_S,
         max_body: int = MAX_BODY_BYTES,
+        time_scale: TimeScale = REAL_TIME,
     ) -> None:
+        """`stall_s` is already in this run's seconds; `time_scale` only says how a message names it."""
+        self.time_scale = time_scale
         self.stall_s = stall_s
         self.connect_timeout_s = connect_timeout_s
         self.max_body = max_body
@@ -314,7 +329,7 @@ class HttpClient:
         self, ep: Endpoint, method: str, path: str, body: dict[str, Any] | None = None
     ) -> AsyncGenerator[bytes, None]:
         """Yields the body in pieces as they arrive; raises BackendError on a non-2xx status."""
-        clock = _Clock(ep, path, self.stall_s, self.stall_s * WHOLE_REQUEST_STALLS)
+        clock = _Clock(ep, path, self.stall_s, self.stall_s * WHOLE_REQUEST_STALLS, self.time_scale)
         data = json.dumps(body).encode() if body is not None else b""
         head = (
             f"{method} {path} HTTP/1.1\r\nHost: {ep.host}:{ep.port}\r\nAccept: */*\r\n"

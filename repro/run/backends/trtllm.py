@@ -1,9 +1,11 @@
 """OpenAI-compatible inference servers over HTTP (trtllm-serve first): one endpoint per server, round robin.
 
 The request matches NVIDIA's MLPerf harness (`trtllm_endpoint` core): `prompt_token_ids`, `max_tokens`,
-`min_tokens 1`, greedy (`top_k 1`, `top_p 0.001`); Offline posts without streaming, Server streams
-(SSE) so first-token times are real. The HTTP/1.1 client is `repro.run.backends.http_client`; at most
-`max_concurrency` requests (the recipe's batch size) are in flight per endpoint, each on its own connection.
+`min_tokens 1`, greedy (`top_k 1`, `top_p 0.001`); Offline posts without streaming, LoadGen's Server scenario
+(Server and Interactive, core/scenarios.py) streams (SSE) so first-token times are real. The HTTP/1.1 client is
+`repro.run.backends.http_client`; at most `max_concurrency` requests (the recipe's `client_concurrency`, else its
+batch size) are in flight per endpoint, each on its own connection, and a server that sends nothing for the recipe's
+derived stall deadline (`stall_timeout_s`) ends the run.
 
 Output tokens: trtllm-serve's chat choice carries text only (`ChatCompletionResponseChoice` in
 `tensorrt_llm/serve/openai_protocol.py` has no `token_ids`), so the text is re-tokenized with the model's
@@ -23,7 +25,7 @@ import asyncio
 import contextlib
 import os
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -32,6 +34,7 @@ import numpy as np
 
 from repro.core.errors import InputError
 from repro.core.fmt import token_count_comparison
+from repro.core.timescale import REAL_TIME, TimeScale
 from repro.run.backends.base import Backend, BackendContext, Request
 from repro.run.backends.http_client import (
     CONNECTION_KINDS,
@@ -50,8 +53,12 @@ from repro.run.backends.http_client import (
     token_ids_of,
     usage_count,
 )
+from repro.run.backends.warmup import Warmup, warm_up
 
 HEALTH_TIMEOUT_S = 300.0
+LOCAL_START_S = 60.0
+"""A scaled run's readiness wait is never below this: a stand-in container starting on a busy 2-core host takes
+seconds that no time scale models."""
 BACKOFF_START_S = 0.25
 BACKOFF_MAX_S = 5.0
 DEFAULT_CONCURRENCY = 2048
@@ -63,7 +70,73 @@ FORM_TITLES = {
 PROBE_IDS = (1, 2, 3)
 PROBE_TEXT = "Hello"
 CUT_SLACK_TOKENS = 16  # ids past max_tokens that a text prefix must hold, so the cut cannot change the first ones
+BARE_MODEL = "default"
+"""The request's `model` for a client built without one when the server names none (GET /v1/models): trtllm-serve
+serves one model and ignores the field. `create` gives the recipe's repo id instead, of whatever benchmark."""
 MAX_PIECE_CHARS = 64  # the longest vocabulary piece believed, when sizing a prefix (Llama-2's is 16)
+
+
+STALL_SAFETY = 2.0
+"""The derived stall deadline is this many times the longest answer's expected wait (the recipe's Offline rate is a
+published figure this machine may not reach, and a cold server's first wave is slower)."""
+
+
+def client_concurrency(recipe: Any) -> int:
+    """Requests kept in flight per server: the recipe's `trtllm.client_concurrency`, else its batch size."""
+    trt = getattr(recipe, "trtllm", None)
+    return int(trt.requests_in_flight) if trt is not None else DEFAULT_CONCURRENCY
+
+
+def stall_timeout_s(recipe: Any) -> float:
+    """Seconds a server may send no byte before the run ends as stalled, derived from the recipe (issue 42 F1).
+
+    An unstreamed trtllm-serve answer sends its status line only once generation has ended (NVIDIA/TensorRT-LLM
+    @ 00057725 `tensorrt_llm/serve/openai_server.py`: the whole result is awaited, then one JSONResponse), so an Offline
+    request's "no byte" lasts its whole time with the server. With C requests kept in flight on each of n servers
+    completing X samples/s per VM, each spends C x n / X seconds there on average (Little's law); the longest answer,
+    max_tokens against the benchmark's mean tokens per sample, holds its slot max_tokens / mean times as long. The
+    deadline is STALL_SAFETY times that, and never below STALL_TIMEOUT_S (600 s). Llama-3.1-405B at 256 in flight:
+    2 x 256 x 1 / 1.17 x 2,000 / (the benchmark file's tokens_per_sample reference) = 1,278 s; at 2,048 the first wave
+    waited ~1,580 s on average, past 600 s from request ~780 on (Azure's published run: 1.298 samples/s, latencies
+    26 s to a mean of 3,303 s, AZ51
+    `closed/Azure/results/ND_GB200_v6/llama3.1-405b/Offline/performance/run_1/mlperf_log_summary.txt`). NVIDIA's
+    client has no timeout at all (egmsft/AI-benchmarking-guide @ 3371c0c3
+    `Azure_Results/1M_ND_GB300_v6_Inference/code/llmlib/cores/http_async_client.py:615`, `ClientTimeout(total=None)`);
+    repro keeps one, so a dead server still ends the run. `--stall-timeout` overrides this.
+    """
+    trt = getattr(recipe, "trtllm", None)
+    if trt is None:
+        return STALL_TIMEOUT_S
+    mean_tokens = float(recipe.bench.accuracy.tokens_per_sample.reference)
+    longest = max(1.0, recipe.loadgen.max_tokens / mean_tokens)
+    # n: the servers the Offline rate is spread over: a VM's, or a system's instances (trtllm.system: the rate is
+    # the whole system's, one LoadGen over every server)
+    system = getattr(trt, "system", None)
+    servers = (system.instances or system.front_ends) if system is not None else trt.servers_per_vm
+    wait = client_concurrency(recipe) * servers / recipe.loadgen.offline_expected_qps * longest
+    return float(round(max(STALL_TIMEOUT_S, STALL_SAFETY * wait)))
+
+
+def client_plan(recipe: Any, stall_override_s: float | None = None) -> dict[str, Any]:
+    """What the client will do, for the dry run and run.json: requests in flight per server and the stall deadline
+    with where each comes from."""
+    trt = getattr(recipe, "trtllm", None)
+    own = trt is not None and trt.client_concurrency is not None
+    return {
+        "requests_in_flight_per_server": client_concurrency(recipe),
+        "requests_in_flight_source": "recipe trtllm.client_concurrency"
+        if own
+        else "recipe trtllm.gpu_batch_size (NVIDIA's default)"
+        if trt is not None
+        else "default",
+        "stall_timeout_s": float(stall_override_s) if stall_override_s else stall_timeout_s(recipe),
+        "stall_timeout_source": "--stall-timeout"
+        if stall_override_s
+        else "derived from the recipe: max(600 s, 2 x in flight x servers / offline_expected_qps x max_tokens / "
+        "tokens_per_sample)"
+        if trt is not None
+        else "default",
+    }
 
 
 def endpoints_for(recipe: Any) -> list[str]:
@@ -172,30 +245,44 @@ class TrtllmBackend(Backend):
         *,
         api: str = "chat",
         stream: bool = False,
+        scenario: str | None = None,
         model: str | None = None,
-        default_model: str = "llama2-70b",
+        default_model: str = BARE_MODEL,
         max_concurrency: int = DEFAULT_CONCURRENCY,
         tokenizer: Any = None,
         health_timeout_s: float = HEALTH_TIMEOUT_S,
         stall_timeout_s: float = STALL_TIMEOUT_S,
         alive: Callable[[], None] | None = None,
         on_wait: Callable[[str, str, float], None] | None = None,
+        time_scale: TimeScale = REAL_TIME,
+        warmup: Warmup | None = None,
     ) -> None:
+        """`health_timeout_s` and `stall_timeout_s` are the real machine's seconds; `time_scale` (a rehearsal's)
+        shrinks both, and the readiness backoff, by its one factor (the readiness wait never below
+        LOCAL_START_S: starting a stand-in's container on this host is not part of the machine modelled)."""
         super().__init__()
         if not endpoints:
             raise InputError("No server endpoints given.", "`repro run offline --endpoint http://127.0.0.1:8000`")
         self.urls = [u.rstrip("/") for u in endpoints]
         self.api = api
         self.stream = stream
+        self.scenario = scenario or ("Server" if stream else "Offline")
+        """The run's scenario, for the commands an error names (Interactive streams as Server does)."""
         self.model = model
         self.served_model = model
         self.default_model = default_model
         self.max_concurrency = max_concurrency
         self.tokenizer = tokenizer
-        self.health_timeout_s = health_timeout_s
+        self.time_scale = time_scale
+        self.health_timeout_s = time_scale.deadline(health_timeout_s, floor_s=LOCAL_START_S)
         self.alive = alive
         self.on_wait = on_wait
-        self.client = HttpClient(stall_s=stall_timeout_s)
+        self.warmup = warmup
+        """NVIDIA's warm-up burst, sent once every server is ready (None: none, as for a tune probe)."""
+        self.on_warmup: Callable[[str], None] | None = None
+        """Says the warm-up's start and end (the harness prints them as `[repro]` lines)."""
+        self.warmup_record: dict[str, Any] | None = None
+        self.client = HttpClient(stall_s=time_scale.s(stall_timeout_s), time_scale=time_scale)
         self.loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self.loop.run_forever, name="repro-trtllm", daemon=True)
         self._eps: list[Endpoint] = []
@@ -229,6 +316,8 @@ class TrtllmBackend(Backend):
                 "the text back into ids (the accuracy log and the token count need them).",
                 "`repro setup` (it downloads the model's tokenizer files), then run again",
             )
+        if self.warmup is not None and self.warmup_record is None:
+            self.warmup_record = self._run(warm_up(self, self.warmup), timeout=self.client.stall_s + 60)
 
     async def _setup(self) -> None:
         for url in self.urls:
@@ -266,16 +355,25 @@ class TrtllmBackend(Backend):
         return str(self.tokenizer.decode([int(t) for t in ids], skip_special_tokens=True))
 
     def payload(
-        self, form: str, ids: Sequence[int], max_tokens: int, *, model: str, probe: bool = False
+        self,
+        form: str,
+        ids: Sequence[int],
+        max_tokens: int,
+        *,
+        model: str,
+        probe: bool = False,
+        usage: bool = True,
     ) -> dict[str, Any]:
-        """The body of one request in the endpoint's negotiated form (the probe does not stream)."""
+        """The body of one request in the endpoint's negotiated form: streamed as the run streams (the readiness
+        probe not), asking for the usage event unless the server refused `stream_options` (`usage`)."""
         stream = self.stream and not probe
         if form == FORM_TRTLLM:
-            return build_payload(self.api, ids, max_tokens, stream=stream, model=model)
+            return build_payload(self.api, ids, max_tokens, stream=stream, model=model, usage=usage)
         if form == FORM_OPENAI_IDS:
-            return build_openai_payload(ids, max_tokens, stream=stream, model=model)
+            return build_openai_payload(ids, max_tokens, stream=stream, model=model, usage=usage)
         text = self._decode(ids)
-        return build_openai_payload(text or (PROBE_TEXT if probe else text), max_tokens, stream=stream, model=model)
+        prompt = text or (PROBE_TEXT if probe else text)
+        return build_openai_payload(prompt, max_tokens, stream=stream, model=model, usage=usage)
 
     async def _negotiate(self, ep: Endpoint, model: str) -> None:
         """Probe each form until one is answered: 400/422 moves on, anything else goes to the readiness loop."""
@@ -313,12 +411,56 @@ class TrtllmBackend(Backend):
             self.server_returns_ids = has_ids if known is None else (known and has_ids)
             return
         said = "; ".join(f"{FORM_TITLES[f]}: {why}" for f, why in refusals)
-        scenario = "server" if self.stream else "offline"
+        scenario = self.scenario.lower()
         raise BackendError(
             f"{ep.url} refused every request form repro sends, with model '{model}' ({said}).",
             f"`repro run {scenario} --endpoint {ep.url} --served-model NAME` with the name of the model "
             "that server loaded (see its log)",
             kind="refused-all",
+        )
+
+    async def _events(self, ep: Endpoint, r: Request) -> AsyncIterator[dict[str, Any]]:
+        """The events of one streamed request. It asks for the usage event (`stream_options`) until the server
+        refuses the field: a 400/422 naming `stream_options` before any event drops it for that server, once, and the
+        same request goes again without it (the warm-up's burst meets this before LoadGen starts).
+
+        repro sends it so the server's own count (`usage.completion_tokens`) can be compared with the ids LoadGen
+        gets; the count LoadGen gets never depends on it (the re-tokenized text, as NVIDIA's client counts: GB300G
+        `code/llmlib/cores/http_async_client.py:770-776`, which sends no `stream_options`, `:676-685`). TensorRT-LLM
+        accepts the field before and after the 1.0/1.1 releases the recipes use (`StreamOptions`, `stream_options`
+        in `ChatCompletionRequest` and `CompletionRequest` of `tensorrt_llm/serve/openai_protocol.py`: a pre-1.0
+        fork, k-l-lambda/TensorRT-LLM @ d92f86f7, whose stored version.py reads 0.20.0rc3, and NVIDIA/TensorRT-LLM
+        main @ 0076e939; the v1.0.0 and v1.1.0 tags themselves could not be read), but its request models forbid
+        unknown fields (extra="forbid"): a release without it would answer 400 to every streamed request and end the
+        run at its first."""
+        model, path, usage = ep.model or self.model or "", self.form_path(ep.form), ep.stream_usage
+        ids = r.input_ids.tolist()
+        got = False
+        try:
+            async for event in self.client.sse(
+                ep, path, self.payload(ep.form, ids, r.max_tokens, model=model, usage=usage)
+            ):
+                got = True
+                yield event
+            return
+        except BackendError as exc:
+            if got or not usage or exc.status not in (400, 422) or "stream_options" not in exc.message:
+                raise
+            self._refused_stream_options(ep, exc.message)
+        async for event in self.client.sse(
+            ep, path, self.payload(ep.form, ids, r.max_tokens, model=model, usage=False)
+        ):
+            yield event
+
+    def _refused_stream_options(self, ep: Endpoint, why: str) -> None:
+        """Remember, per server, that it refused `stream_options`; say so once per server."""
+        if not ep.stream_usage:
+            return
+        ep.stream_usage = False
+        self.fallbacks.setdefault("stream_options", why)
+        self.warnings.append(
+            f"{ep.url} refused stream_options ({why}); streaming without it, so the server's own token count is not "
+            "compared with the ids counted"
         )
 
     async def _probe(self, ep: Endpoint) -> str:
@@ -339,7 +481,7 @@ class TrtllmBackend(Backend):
 
         async def one(ep: Endpoint) -> None:
             deadline = t0 + self.health_timeout_s
-            delay = BACKOFF_START_S
+            delay = self.time_scale.s(BACKOFF_START_S)
             while True:
                 try:
                     model = await asyncio.wait_for(self._probe(ep), max(deadline - self.loop.time(), 0.001))
@@ -349,7 +491,7 @@ class TrtllmBackend(Backend):
                 except (TimeoutError, asyncio.TimeoutError):
                     raise BackendError(
                         f"{ep.url} accepted the connection but did not answer the readiness request within "
-                        f"{self.health_timeout_s:.0f} s.",
+                        f"{self.time_scale.describe(self.health_timeout_s)}.",
                         "check the server log, or raise --ready-timeout",
                         kind="timeout",
                     ) from None
@@ -367,7 +509,8 @@ class TrtllmBackend(Backend):
                         await self.loop.run_in_executor(None, self.alive)
                     if self.loop.time() + delay >= deadline:
                         raise BackendError(
-                            f"{ep.url} did not become ready within {self.health_timeout_s:.0f} s (last: {exc.message})",
+                            f"{ep.url} did not become ready within {self.time_scale.describe(self.health_timeout_s)} "
+                            f"(last: {exc.message})",
                             exc.next_command or "check the server log",
                             kind="timeout",
                         ) from None
@@ -375,7 +518,7 @@ class TrtllmBackend(Backend):
                     if self.on_wait is not None:  # (url, why, seconds left of the readiness wait)
                         self.on_wait(ep.url, exc.kind, max(0.0, deadline - self.loop.time()))
                     await asyncio.sleep(delay)
-                    delay = min(delay * 2, BACKOFF_MAX_S)
+                    delay = min(delay * 2, self.time_scale.s(BACKOFF_MAX_S))
 
         await asyncio.gather(*(one(ep) for ep in self._eps))
         self.ready_after_s = round(self.loop.time() - t0, 3)
@@ -482,15 +625,13 @@ class TrtllmBackend(Backend):
             async with ep.sem:
                 if self._stopping.is_set():
                     return
-                body = self.payload(ep.form, r.input_ids.tolist(), r.max_tokens, model=ep.model or self.model or "")
-                path = self.form_path(ep.form)
                 if self.stream:
                     ids: list[int] = []
                     text, count, first = "", None, None
                     keep = r.max_tokens + 1 if r.max_tokens and r.max_tokens > 0 else None
                     # text past what max_tokens ids can cover is never tokenized: it is not kept either
                     text_cap = (keep or 1 << 20) * self._piece_chars() * 2 if self.tokenizer is not None else 1 << 24
-                    async for event in self.client.sse(ep, path, body):
+                    async for event in self._events(ep, r):
                         choices = event.get("choices") or []
                         if (given := usage_count(event.get("usage"))) is not None:
                             count = given
@@ -510,7 +651,8 @@ class TrtllmBackend(Backend):
                     if first is not None and (len(out) == 0 or int(out[0]) != first):
                         self.tokens.first_token_mismatches += 1
                 else:
-                    doc = await self.client.json(ep, "POST", path, body)
+                    body = self.payload(ep.form, r.input_ids.tolist(), r.max_tokens, model=ep.model or self.model or "")
+                    doc = await self.client.json(ep, "POST", self.form_path(ep.form), body)
                     choices = doc.get("choices") if isinstance(doc, dict) else None
                     choice = (
                         choices[0] if isinstance(choices, list) and choices and isinstance(choices[0], dict) else {}
@@ -556,6 +698,7 @@ class TrtllmBackend(Backend):
             "api": self.api,
             "stream": self.stream,
             "max_concurrency_per_endpoint": self.max_concurrency,
+            "stall_timeout_s": self.client.stall_s,
             "model": self.model,
             "served_model_given": self.served_model is not None,
             "request_form": forms[0] if len(forms) == 1 else ({ep.url: ep.form for ep in self._eps} or None),
@@ -570,21 +713,28 @@ class TrtllmBackend(Backend):
             "ready_after_s": self.ready_after_s,
             "ready_retries": self.ready_retries,
             "request_fallbacks": dict(self.fallbacks),
+            "warmup": self.warmup_record,
+            "stream_options": {ep.url: "sent" if ep.stream_usage else "refused" for ep in self._eps}
+            if self.stream
+            else None,
             "warnings": [*self.warnings, *self.tokens.warnings()],
         }
 
 
 def create(ctx: BackendContext) -> TrtllmBackend:
-    """Round robin over the given endpoints (or the recipe's local ports), the recipe's batch size per server."""
-    trt = ctx.recipe.trtllm
+    """Round robin over the given endpoints (or the recipe's local ports), the recipe's client concurrency per server
+    and its derived stall deadline (or --stall-timeout)."""
     return TrtllmBackend(
         list(ctx.endpoints) or endpoints_for(ctx.recipe),
         stream=ctx.stream,
+        scenario=ctx.scenario,
         tokenizer=ctx.tokenizer,
         model=ctx.served_model,
         default_model=ctx.recipe.model.repo_id,
-        max_concurrency=trt.gpu_batch_size if trt is not None else DEFAULT_CONCURRENCY,
+        max_concurrency=ctx.client_concurrency or client_concurrency(ctx.recipe),
         alive=ctx.alive,
         health_timeout_s=ctx.ready_timeout_s or HEALTH_TIMEOUT_S,
-        stall_timeout_s=ctx.stall_timeout_s or STALL_TIMEOUT_S,
+        stall_timeout_s=ctx.stall_timeout_s or stall_timeout_s(ctx.recipe),
+        time_scale=ctx.time_scale,
+        warmup=Warmup(max_tokens=ctx.recipe.loadgen.max_tokens) if ctx.warmup else None,
     )

@@ -1,0 +1,266 @@
+"""`repro rehearse --pace published`: each run of the rehearsal against the recipe's server twin, at the published
+run's pace seen through one time scale (core/timescale.py) and, where this machine cannot drive the published rate,
+a thin twin (rehearse/twin.py `thin`); where the published rate is too slow to give LoadGen's early stopping its
+queries here, a wide one (copies of the published server behind each endpoint).
+
+Per run, `k` (seconds here per second of the real machine) and `w` (the share of the published load sent):
+- Offline: k = --time-scale (default 1/400), slower where w would fall under MIN_WIDTH; w so the harness drives
+  at most OFFLINE_QPS answers a second; the query is cut to OFFLINE_RUN_S here (never under three waves of the
+  client's requests in flight: how long one waits, and so a stall, does not depend on the query's length);
+- Server and Interactive: k the fastest that keeps the published p99 TTFT's margin under its limit at least
+  TTFT_OVERHEAD_S here (this host's own delay, measured; no scale shrinks it; k > 1, slower than real, where real
+  time cannot) and lets w >= MIN_WIDTH at STREAM_QPS; w = STREAM_QPS x min(k, 1) / the published rate: under 1 a
+  thin twin, 2 or more that many copies of the whole published server; the run issues the queries LoadGen's early
+  stopping needs (or the published count x min(w, 1), if more)
+  and its min_duration is the time they take at the run's rate (at most its scaled min_duration and LATENCY_RUN_S);
+  the twin pre-rolls PREROLL_LATENCIES mean published latencies of the published schedule once the warm-up is
+  done, so the run's first query meets the published run's steady state, not an empty server.
+The twin is the published server's (its step costs fitted to the published logs) with the recipe's own engine
+limits (token budget, batch, KV pool): what the recipe will run, on the published machine. Everything else
+follows: LoadGen's durations x k, its latency limits x k, rates x w / k, query counts x w; the twin's clock x k;
+the client's requests in flight x w and its stall deadline x k (the real machine's deadline, seconds of it); the
+heartbeat and readiness wait x k.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from repro.core.recipes import Recipe
+from repro.core.timescale import MAX_FACTOR, TimeScale
+from repro.rehearse.standin.trtllm_twin import TwinParams
+
+OFFLINE_QPS = 60.0
+"""Unstreamed answers a second this 2-core machine's harness (LoadGen, the HTTP client, re-tokenizing) drives."""
+STREAM_QPS = 30.0
+"""Streamed requests a second it drives (the fixed-pace rehearsal's Server rate, result.py SERVER_QPS)."""
+MIN_WIDTH = 0.01
+"""The thinnest twin a run gets: thinner, its server holds under one request of its own and runs 9% (at 0.003) to
+70% (at 0.0008, a live 70B Offline run) faster than the whole server's share, and its tails are its own noise."""
+MAX_REPLICAS = 16
+OFFLINE_RUN_S = 12.0
+TTFT_OVERHEAD_S = 0.3
+"""What this host adds to a TTFT that no scale shrinks, at its worst over a run's few hundred queries (LoadGen's
+early stopping at 460 queries lets none over the limit): on this 2-core machine at a load of 7 the twin's event
+loop delivered first tokens 42-49 ms late at p99, and Server runs through LoadGen read their p99 TTFT 90 ms (load
+7, 405B at 1/14) to 130 ms (load 11, 405B at 1/8) above the twin's; at 150 ms, a 405B Server run at 1/5 (load 5.5)
+had 6 of 640 queries over, a GB300 Server run at 1/11 (load 10) one of 460, and a GB300 Interactive run at real
+time read its p99 TTFT 590 ms where the twin's is 258 ms. A scaled run keeps the published p99 TTFT at least
+this far under its scaled limit, stretched beyond real time where even real time cannot (MAX_FACTOR)."""
+LATENCY_RUN_S = 30.0
+EARLY_STOPPING_QUERIES = 460
+PREROLL_LATENCIES = 3.0
+"""Mean published latencies of its schedule a latency-bound twin runs through before the first query (in flight
+then: Little's law's rate x mean latency; a request's whole life is at most a few mean latencies)."""
+
+
+@dataclass
+class RunPace:
+    """One run of a published-pace rehearsal: its time scale, width, LoadGen settings, twin and client."""
+
+    scenario: str
+    time_scale: TimeScale
+    width: float
+    """The share of the published load sent: under 1 a thin twin; 2 or more, that many copies of the server."""
+    settings: dict[str, Any]
+    twin: TwinParams
+    client_concurrency: int
+    stall_timeout_s: float
+    notes: list[str] = field(default_factory=list)
+
+    def standin_env(self) -> dict[str, str]:
+        """A stand-in serving this run's twin alone (a test's server, started for one run)."""
+        return {"STANDIN_TWIN": json.dumps(self.twin.to_json(), separators=(",", ":"))}
+
+    def to_json(self) -> dict[str, Any]:
+        twin = self.twin.to_json()
+        for key in ("isl_table", "osl_table"):
+            xs = twin[key]
+            twin[key] = f"{len(xs)} lengths, mean {sum(xs) / len(xs):,.1f} (min {min(xs)}, max {max(xs)})"
+        return {
+            "scenario": self.scenario,
+            "time_scale": self.time_scale.to_json(),
+            "width": self.width,
+            "replicas": self.twin.replicas,
+            "loadgen_settings": self.settings,
+            "client_concurrency_per_server": self.client_concurrency,
+            "stall_timeout_s": {"real": self.stall_timeout_s, "here": self.time_scale.s(self.stall_timeout_s)},
+            "host_ttft_overhead_s": TTFT_OVERHEAD_S if self.scenario != "Offline" else None,
+            "twin_per_server": twin,
+            "notes": self.notes,
+        }
+
+
+def twin_env(paces: dict[str, RunPace]) -> dict[str, str]:
+    """The stand-ins' environment for every run of one rehearsal: each scenario's twin, so the servers the runs
+    keep between them serve each run's own (its run picks it: POST /twin/scenario, rehearse/twin_control.py)."""
+    doc = {"scenarios": {s: p.twin.to_json() for s, p in paces.items()}, "active": next(iter(paces))}
+    return {"STANDIN_TWIN": json.dumps(doc, separators=(",", ":"))}
+
+
+def scale_for(recipe: Recipe, scenario: str, fastest: float, p99_ttft_s: float, rate_vm: float) -> tuple[float, str]:
+    """The fastest scale for a latency-bound run, and why it is that one."""
+    rules = recipe.bench.rules(scenario)
+    margin = float(rules.ttft_ms or 0) / 1000 - p99_ttft_s
+    by_margin = TTFT_OVERHEAD_S / margin if margin > 0 else 1.0
+    by_rate = MIN_WIDTH * rate_vm / STREAM_QPS
+    need = min(MAX_FACTOR, max(fastest, by_margin, by_rate))
+    # a whole 1/n, never faster than needed; past real time, a whole n (slower than the real machine)
+    k = 1 / math.floor(1 / need) if need <= 1 else float(math.ceil(need))
+    why = (
+        f"the published p99 TTFT {p99_ttft_s:.3g} s leaves {margin:.3g} s to the {rules.ttft_ms:g} ms limit, "
+        f"{margin * k * 1000:.3g} ms here against this host's {TTFT_OVERHEAD_S * 1000:g} ms"
+        + (" (slower than the real machine: no faster pace leaves this host's delay room)" if k > 1 else "")
+        if need == by_margin
+        else f"a twin of width >= {MIN_WIDTH:g} at {STREAM_QPS:g} streamed requests/s"
+        if need == by_rate
+        else f"--time-scale {TimeScale(fastest).text}"
+    )
+    return k, why
+
+
+def _cut_offline(settings: dict[str, Any], width: float, in_flight: int, notes: list[str], k: float) -> None:
+    """Cut the Offline query to OFFLINE_RUN_S here, keeping three waves of the client's requests in flight."""
+    rate = float(settings["target_qps"])
+    issued = max(int(settings["min_query_count"]), int(1.1 * rate * settings["min_duration"] / 1000))
+    keep = max(int(rate * OFFLINE_RUN_S), 3 * math.ceil(in_flight * width))
+    if issued <= keep:
+        return
+    settings["min_query_count"] = keep
+    settings["min_duration"] = min(int(settings["min_duration"]), int(OFFLINE_RUN_S * 1000))
+    notes.append(
+        f"the query is {keep:,} samples here, not {issued:,}: {OFFLINE_RUN_S:g} s ({OFFLINE_RUN_S / k:,.0f} s of "
+        "the published run), at least three waves of the client's requests in flight"
+    )
+
+
+def _latency_settings(s: dict[str, Any], published_queries: int, width: float, k: float, notes: list[str]) -> None:
+    """A Server or Interactive run's count, duration and limits here (`s`: the recipe's user.conf, scaled). A wide
+    twin's copies give early stopping its queries sooner, not more of them: the published count x min(w, 1)."""
+    rate = float(s["target_qps"])
+    queries = max(math.ceil(published_queries * min(width, 1.0)), EARLY_STOPPING_QUERIES)
+    scaled_ms, took_ms = int(s["min_duration"]), math.ceil(1000 * queries / rate)
+    s["min_query_count"] = queries
+    s["min_duration"] = max(1000, min(scaled_ms, int(LATENCY_RUN_S * 1000), took_ms))
+    if s["min_duration"] < scaled_ms:
+        notes.append(
+            f"the run issues {queries:,} queries over {s['min_duration'] / 1000:g} s here "
+            f"({s['min_duration'] / 1000 / k:,.0f} s of the published run's {scaled_ms / 1000 / k:,.0f} s): what "
+            "LoadGen's early stopping needs at the run's rate"
+        )
+
+
+def _recipe_engine(recipe: Recipe, scenario: str, params: TwinParams, notes: list[str]) -> dict[str, Any]:
+    """The recipe's own engine limits for this scenario (its deployment), said where they are not the published
+    server's the twin was fitted on."""
+    from repro.rehearse.twin_record import engine_facts
+
+    mine = engine_facts(recipe, None, recipe.deployment(scenario))
+    reserve = "output" if mine.policy == "max_util" else "max_tokens"
+    out = {
+        "max_num_tokens": mine.max_num_tokens,
+        "max_batch": mine.max_batch_size,
+        "kv_tokens": mine.kv_tokens,
+        "max_seq_len": mine.max_seq_len,
+        "reserve": reserve,
+    }
+    differ = [
+        f"{k} {v:,} (published {getattr(params, k):,})"
+        for k, v in out.items()
+        if k != "reserve" and v != getattr(params, k)
+    ]
+    if reserve != params.reserve:
+        differ.append(f"capacity policy {mine.policy} (published {params.reserve})")
+    if differ:
+        notes.append(f"the recipe's engine ({mine.source}): " + ", ".join(differ))
+    out["isl_table"] = [max(1, min(x, mine.max_seq_len - 1)) for x in params.isl_table]
+    return out
+
+
+def plan_pace(recipe: Recipe, time_scale: float, cache_dir: Path | None = None) -> dict[str, RunPace]:
+    """Every run of the recipe's published-pace rehearsal (the scenarios its twin record has)."""
+    from repro.rehearse.result import PROMPTS
+    from repro.rehearse.twin import calibrate, steady_state, thin_for
+    from repro.run.backends.trtllm import client_concurrency, stall_timeout_s
+    from repro.run.settings import loadgen_settings
+
+    cal = calibrate(recipe.name, cache_dir)
+    assert recipe.trtllm is not None
+    out: dict[str, RunPace] = {}
+    for scenario, sc in cal.scenarios.items():
+        if scenario == "Interactive" and recipe.loadgen.interactive is None:
+            continue
+        t = sc.target
+        servers = recipe.deployment(scenario).trtllm.servers_per_vm  # type: ignore[union-attr]
+        rate_vm = t.per_server_qps * servers
+        notes: list[str] = []
+        replicas = 1
+        if scenario == "Offline":
+            need = max(time_scale, MIN_WIDTH * rate_vm / OFFLINE_QPS)
+            k = 1 / math.floor(1 / need) if need < 1 else 1.0
+            why = (
+                f"--time-scale {TimeScale(k).text}"
+                if need == time_scale
+                else f"a twin of width >= {MIN_WIDTH:g} at {OFFLINE_QPS:g} answers/s"
+            )
+            width = min(1.0, OFFLINE_QPS * k / rate_vm)
+        else:
+            k, why = scale_for(recipe, scenario, time_scale, t.figures["ttft_p99"].value, rate_vm)
+            # stretched (k > 1), the run sends STREAM_QPS / k: as many streams in flight as at real time (rate x
+            # latency here), each as costly to this host's 2 cores; a GB300 Interactive run at x 2 sent 30/s and
+            # held twice the streams, and its TTFTs waited on the host (max 1.43 s here against a 0.9 s limit)
+            width = STREAM_QPS * min(k, 1.0) / rate_vm
+            if width >= 2:
+                replicas = min(MAX_REPLICAS, math.floor(width))
+                notes.append(
+                    f"{replicas} copies of the published server behind each endpoint, each request to one at random: "
+                    f"one server's {t.per_server_qps:.4g} samples/s x {servers} at time x {TimeScale(k).text} would "
+                    f"give LoadGen's early stopping its {EARLY_STOPPING_QUERIES} queries only after "
+                    f"{EARLY_STOPPING_QUERIES / (rate_vm / k):,.0f} s here"
+                )
+                width = float(replicas)
+            else:
+                width = min(1.0, width)
+        notes.insert(0, f"time x {TimeScale(k).text}: {why}")
+        notes.append(
+            f"width {width:.3g}: {rate_vm:,.4g} samples/s published x {width:.3g} / {k:.4g} = "
+            f"{rate_vm * width / k:,.4g} sent a second here"
+        )
+        s = loadgen_settings(recipe, scenario, dataset_size=PROMPTS)
+        settings: dict[str, Any] = {
+            "min_duration": max(1, int(int(s["min_duration"]) * k)),
+            "min_query_count": max(1, math.ceil(int(s["min_query_count"]) * width)),
+            "target_qps": float(s["target_qps"]) * width / k,
+            "performance_sample_count_override": PROMPTS,
+        }
+        twin = {**sc.params.to_json(), **_recipe_engine(recipe, scenario, sc.params, notes), "time_scale": k}
+        if scenario == "Offline":
+            _cut_offline(settings, width, client_concurrency(recipe) * servers, notes, k)
+        else:
+            _latency_settings(settings, int(s["min_query_count"]), width, k, notes)
+            # LoadGen reads user.conf's limits as whole ms; the harness applies these ns keys (run/harness.py)
+            settings["ttft_latency_ns"] = round(int(s["ttft_latency"]) * 1e6 * k)
+            settings["tpot_latency_ns"] = round(int(s["tpot_latency"]) * 1e6 * k)
+            twin.update(
+                replicas=replicas,
+                preroll_qps=t.per_server_qps * min(width, 1.0),
+                preroll_s=PREROLL_LATENCIES * t.figures["latency_mean"].value,
+                preroll_max_tokens=recipe.loadgen.max_tokens,
+            )
+        base = TwinParams.from_json(twin)
+        crowd = steady_state(t, TwinParams.from_json({**twin, "seed": 5, "replicas": 1}), recipe.loadgen.max_tokens)
+        out[scenario] = RunPace(
+            scenario,
+            TimeScale(k, f"--pace published ({why})"),
+            width,
+            settings,
+            thin_for(scenario, base, width, crowd),
+            max(1, math.ceil(client_concurrency(recipe) * width)),
+            stall_timeout_s(recipe),
+            notes,
+        )
+    return out

@@ -1,0 +1,139 @@
+"""The live server twin's rehearsal machinery (repro/rehearse/standin/trtllm_twin.py LiveTwin, the stand-in's /twin/
+routes, rehearse/twin_control.py): the pre-roll that puts a latency-bound run's first query into the published
+steady state, the wide twin's copies of one server, the fitted first-token delay, and the scenario a kept server
+serves. Pure and local: an event loop here, or the stand-in as a process on this host."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+from standin_util import LocalStandin, write_tokenizer
+
+from repro.core.errors import StepFailed
+from repro.core.recipes import get_recipe
+from repro.rehearse import twin as T
+from repro.rehearse.pace import plan_pace
+from repro.rehearse.standin.trtllm_twin import Engine, LiveTwin, TwinParams, twin_set
+from repro.rehearse.twin_control import post
+
+
+def _params(**kw) -> TwinParams:
+    base = dict(a=0.01, b=0.001, c=0.0001, max_batch=64, max_num_tokens=512, kv_tokens=100_000, max_seq_len=2000)
+    base.update(isl_table=[50], osl_table=[20], seed=1)
+    base.update(kw)
+    return TwinParams(**base)  # type: ignore[arg-type]
+
+
+def test_the_preroll_holds_the_published_steady_state_until_the_first_query() -> None:
+    """405B Server's twin as the rehearsal runs it: after the warm-up, the pre-roll runs 3 mean latencies of the
+    published schedule at once; the server then holds rate x mean latency requests (Little's law: 0.89/s x 60.5 s =
+    54) with its clock stopped, and the first query starts it again from that state, not from an empty server."""
+    pace = plan_pace(get_recipe("nd-gb200-v6-405b"), 1 / 400)["Server"]
+    p = TwinParams.from_json({**pace.twin.to_json(), "replicas": 1, "seed": 4})
+    published = T.calibrate("nd-gb200-v6-405b").scenarios["Server"].figures
+
+    async def go() -> tuple[float, int, float, float]:
+        twin = LiveTwin(p)
+        done = twin.preroll()
+        running = twin.engine.running
+        before = twin.vnow()
+        await asyncio.sleep(0.3)
+        held = twin.vnow()  # frozen: 0.3 s here is 1.5 virtual s at 1/5, none passes
+        twin.submit([5, 6, 7], 2000)
+        await asyncio.sleep(0.3)
+        moved = twin.vnow() - held
+        twin.close()
+        assert done["virtual_s"] == pytest.approx(3 * published["latency_mean"].value)
+        assert held == before
+        return running, int(done["phantoms"]), moved, p.time_scale
+
+    running, phantoms, moved, k = asyncio.run(go())
+    little = published["scheduled_qps"].value * published["latency_mean"].value
+    assert running == pytest.approx(little, rel=0.35), (running, little)
+    assert phantoms == pytest.approx(0.89 * 3 * 60.5, rel=0.2)
+    assert moved == pytest.approx(0.3 / k, rel=0.5)
+
+
+def test_without_a_preroll_the_first_queries_meet_an_empty_server() -> None:
+    """What the pre-roll is for: the same twin without one starts empty, so the run's first requests see fewer
+    decoders than the published run's steady state (shorter steps, a kinder TTFT and TPOT)."""
+    pace = plan_pace(get_recipe("nd-gb200-v6-405b"), 1 / 400)["Server"]
+    p = TwinParams.from_json({**pace.twin.to_json(), "replicas": 1, "seed": 4, "preroll_s": 0.0})
+
+    async def go() -> int:
+        twin = LiveTwin(p)
+        assert twin.preroll() == {"phantoms": 0, "virtual_s": 0.0} and not twin.frozen
+        running = twin.engine.running
+        twin.close()
+        return running
+
+    assert asyncio.run(go()) == 0
+
+
+def test_a_wide_twin_sends_each_request_to_one_of_its_copies_at_random() -> None:
+    """replicas n: n independent engines behind one endpoint, each request to one at random (a Poisson stream split
+    at random is Poisson at each copy); each copy runs it as the whole published server would."""
+    p = _params(replicas=4, time_scale=0.01)
+
+    async def go() -> list[int]:
+        twin = LiveTwin(p)
+        jobs = [twin.submit([3 + i % 7, 4, 5], 20) for i in range(400)]
+        counts = [sum(1 for j in jobs if j.owner is e) for e in twin.engines]
+        await asyncio.wait_for(asyncio.gather(*(j.waiters[1] for j in jobs)), 30)
+        twin.close()
+        return counts
+
+    counts = asyncio.run(go())
+    assert sum(counts) == 400 and min(counts) > 60, counts
+    with pytest.raises(ValueError, match="replicas"):
+        _params(replicas=2, width=0.5)
+
+
+def test_a_first_token_delay_moves_the_first_token_and_not_the_steps() -> None:
+    """first_delay d: the first token reaches the client d after the step that ran the prompt's last chunk (the
+    calibration fits it only where the published median TTFT is above the scheduler's); the steps, and so the
+    tokens after it, keep their times."""
+    d = 0.05
+    a = Engine(_params(first_delay=d), random.Random(1))
+    b = Engine(_params(), random.Random(1))
+    ja, jb = a.job(50, 20, 20, 0.0), b.job(50, 20, 20, 0.0)
+    a.submit(ja), b.submit(jb)
+    a.advance(float("inf")), b.advance(float("inf"))
+    assert ja.t_first == pytest.approx(jb.t_first + d) and ja.t_done == pytest.approx(jb.t_done)
+
+
+def test_the_twin_set_a_kept_server_holds_and_the_scenario_it_serves(tmp_path: Path) -> None:
+    """STANDIN_TWIN with every scenario's twin: the server serves the active one until POST /twin/scenario picks
+    another (afresh); POST /twin/preroll pre-rolls the one serving; an unknown scenario is refused, and the
+    rehearsal's call says which server refused what."""
+    fast = _params(a=0.001, b=0.0, c=0.0, osl_table=[4], time_scale=0.5)
+    slow = _params(a=0.2, b=0.0, c=0.0, osl_table=[4], time_scale=0.5, preroll_qps=5.0, preroll_s=2.0)
+    doc = {"scenarios": {"Offline": fast.to_json(), "Server": slow.to_json()}, "active": "Offline"}
+    sets, active = twin_set(json.dumps(doc))
+    assert set(sets) == {"Offline", "Server"} and active == "Offline"
+    tok = write_tokenizer(tmp_path / "tok")
+    body = json.dumps({"model": "m", "prompt_token_ids": [5, 6, 7], "max_tokens": 64}).encode()
+
+    def took(url: str) -> float:
+        t0 = time.monotonic()
+        req = urllib.request.Request(url + "/v1/chat/completions", data=body)
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            resp.read()
+        return time.monotonic() - t0
+
+    with LocalStandin(tok, env={"STANDIN_TWIN": json.dumps(doc)}, log=tmp_path / "log") as srv:
+        assert post(srv.url, "/twin/scenario", {"scenario": "Offline"}, wait_s=20) == {"scenario": "Offline"}
+        assert took(srv.url) < 0.5  # 5 steps of 1 ms at 1/2
+        assert post(srv.url, "/twin/scenario", {"scenario": "Server"}, wait_s=5) == {"scenario": "Server"}
+        assert post(srv.url, "/twin/preroll", {}, wait_s=5)["phantoms"] > 0
+        assert took(srv.url) > 0.4  # 5 steps of 0.2 s at 1/2, behind the pre-rolled requests
+        with pytest.raises(StepFailed, match=r"refused /twin/scenario: HTTP 404"):
+            post(srv.url, "/twin/scenario", {"scenario": "Interactive"}, wait_s=5)
+    log = (tmp_path / "log").read_text()
+    assert "server twin: scenario Server" in log and "pre-roll of 2 virtual s" in log
