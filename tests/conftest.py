@@ -58,14 +58,20 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     The `slow` ones (rehearsals, rate searches, whole-flow walks: minutes each on 2 cores) run in CI (CI=true, as
     `.ci/run` sets it), with REPRO_SLOW_TESTS=1, or when `-m` names them; the same command elsewhere skips them so a
     developer's run stays under 15 minutes. Tests that need the machine to themselves carry `machine`: README
-    command 2 runs the others on two workers (pytest-xdist), then these one after another."""
-    run_slow = (
-        os.environ.get("CI") == "true"
-        or os.environ.get("REPRO_SLOW_TESTS") == "1"
-        or "slow" in (config.option.markexpr or "")
-    )
+    command 2 runs the others on two workers (pytest-xdist), then these one after another.
+
+    The `soak` ones repeat what a `slow` test already walks, at length (every GPU recipe's rehearsal, several full
+    Server runs at a tuned rate, the published pace): they run only with REPRO_SOAK_TESTS=1 or when `-m` names
+    them, so CI stays under 30 minutes on two cores."""
+    markexpr = config.option.markexpr or ""
+    run_soak = os.environ.get("REPRO_SOAK_TESTS") == "1" or "soak" in markexpr
+    run_slow = run_soak or os.environ.get("CI") == "true" or os.environ.get("REPRO_SLOW_TESTS") == "1"
+    run_slow = run_slow or "slow" in markexpr
     skip = pytest.mark.skip(reason="slow: runs in CI, or with REPRO_SLOW_TESTS=1")
+    skip_soak = pytest.mark.skip(reason="soak: runs with REPRO_SOAK_TESTS=1 (what a slow test walks, at length)")
     for item in items:
+        if not run_soak and "soak" in item.keywords:
+            item.add_marker(skip_soak)
         if "slurm" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.slurm)
         if _needs_the_machine(item):

@@ -13,6 +13,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -377,6 +378,26 @@ def test_sim_replays_reference_lengths_capped_by_max_tokens() -> None:
     lens = np.array([5, 50, 500, 1])
     sink = _drive(SimBackend(lens), [Request(10 + i, i, np.array([1], dtype=np.int32), 100) for i in range(4)], 10)
     assert [len(sink.done[10 + i]) for i in range(4)] == [5, 50, 100, 1]
+
+
+def test_sim_rate_holds_when_its_thread_wakes_late() -> None:
+    """Every wait the simulator makes oversleeps by 20 ms (a loaded machine): the run still lasts tokens / rate.
+
+    Its clock used to restart at each late wake-up, so the lateness was lost for good and the rate ran slow."""
+    lens = np.full(40, 1000)
+    be = SimBackend(lens, rate_tokens_per_s=100_000)  # 40 samples x 10 ms each: 0.4 s
+    wait = be._stopping.wait
+
+    def late(timeout: float | None = None) -> bool:
+        time.sleep(0.02)
+        return wait(timeout)
+
+    be._stopping.wait = late  # type: ignore[method-assign]
+    start = time.monotonic()
+    _drive(be, [Request(i, i, np.array([1], dtype=np.int32), 1000) for i in range(40)], 10)
+    elapsed = time.monotonic() - start
+    # samples waiting in the queue keep the virtual clock: about 0.4 s plus one late wake-up, never 40 of them (1.2 s)
+    assert 0.39 < elapsed < 0.7, elapsed
 
 
 @pytest.fixture(scope="module")

@@ -378,6 +378,7 @@ def test_demo_in_a_terminal_ctrl_c_keeps_the_count_honest():
 
 
 @pytest.mark.slow
+@pytest.mark.soak  # three demo runs in a row; one demo run is walked by the test below and by many others
 def test_demo_is_valid_three_times_in_a_row_with_heartbeats_and_whole_paths(tmp_path):
     """The flagship command, as a user pipes it: VALID every time (calibrated), heartbeat lines in the log."""
     for i in range(3):

@@ -39,6 +39,7 @@ def test_unknown_argument_is_one_line_and_exit_2(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.soak  # the device script's CPU part, about 75 s: run it before taking the script to a GPU machine
 def test_cpu_only_parts_run_and_write_one_summary(tmp_path: Path) -> None:
     pytest.importorskip("fastapi", reason="needs transformers[serving] (the test extra)")
     out = tmp_path / "check"

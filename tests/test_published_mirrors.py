@@ -21,7 +21,8 @@ from repro.results.verify import verify_dir
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "scripts" / "build_published_index.py"
-MIRRORS = Path(os.environ.get("REPRO_RESULTS_MIRRORS", "/work/.mirror"))
+# No default: a test reads outside the repository only where the person running it names the folder.
+MIRRORS = Path(os.environ["REPRO_RESULTS_MIRRORS"]) if os.environ.get("REPRO_RESULTS_MIRRORS") else None
 V41 = ("mlcommons/inference_results_v4.1", "198fc46799b3328b36ee4bcbdebfa2db5a8e6183")
 V51 = ("mlcommons/inference_results_v5.1", "965182b03376a00fcae415c54e560e1c83937932")
 V60 = ("gbeezybez/inference_results_v6.0", "232fbf90fceb1d55b633030556fb02deddb4517b")
@@ -29,10 +30,18 @@ V50 = ("ntuhpc/mlperf_inference_results_v5.0", "cf354115915ea369f05db424b051da8c
 V50_STORED = REPO / "tests" / "fixtures" / "stored" / "v5.0"
 
 
-def _rebuild(round_: str, repo: str, commit: str, *extra: str) -> bytes:
+def _mirror(repo: str) -> Path:
+    """The fetched repository's git folder, or a skip saying what to set."""
+    if MIRRORS is None:
+        pytest.skip("set REPRO_RESULTS_MIRRORS to the folder of the fetched results repositories (owner+name/repo)")
     git_dir = MIRRORS / repo.replace("/", "+") / "repo"
     if not git_dir.is_dir() or shutil.which("git") is None:
         pytest.skip(f"{repo} is not fetched under {MIRRORS}")
+    return git_dir
+
+
+def _rebuild(round_: str, repo: str, commit: str, *extra: str) -> bytes:
+    git_dir = _mirror(repo)
     args = [sys.executable, str(SCRIPT), str(git_dir), "--git-dir", "--round", round_, "--repo", repo]
     args += ["--commit", commit, *extra]
     return subprocess.run(args, check=True, capture_output=True, timeout=600).stdout
@@ -110,9 +119,7 @@ def test_every_indexed_result_verifies_as_itself(tmp_path: Path, family: str, ro
     figure is rounded). A result whose accuracy run covered fewer samples than the round's others (v5.1 AMD
     8xMI325X_2xEPYC_9575F_2: 100) FAILs on that, and only on that. Skipped where the repository is not fetched."""
     repo, commit = {"v4.1": V41, "v5.1": V51, "v6.0": V60}[round_]
-    git_dir = MIRRORS / repo.replace("/", "+") / "repo"
-    if not git_dir.is_dir() or shutil.which("git") is None:
-        pytest.skip(f"{repo} is not fetched under {MIRRORS}")
+    git_dir = _mirror(repo)
     rows = [r for r in load_index().rows if r.round == round_ and r.benchmark_name.split("-")[:2] == family.split("-")]
     full = Counter(r.gen_num for r in rows).most_common(1)[0][0]
     failures = []

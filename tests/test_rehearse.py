@@ -530,6 +530,7 @@ def test_each_recipes_published_pace_fits_this_host_and_cites_its_logs(name: str
 
 @pytest.mark.docker
 @pytest.mark.slow
+@pytest.mark.soak  # about 3 minutes; what differs per recipe is checked by the test above, in seconds
 def test_rehearsal_at_the_published_pace_runs_the_twin_valid(client, tmp_path: Path) -> None:
     """`repro rehearse --pace published` (issue 42's second done-when), walked in full on PACE_WALK: every scenario
     the recipe's twin has runs against it, each run in its own process at its own stated time scale (Offline at

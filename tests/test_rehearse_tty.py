@@ -163,6 +163,7 @@ def rehearsal_screen(client, tmp_path_factory) -> dict:
 
 @pytest.mark.docker
 @pytest.mark.slow
+@pytest.mark.soak  # one whole rehearsal in a terminal (about a minute); the views are checked above, in seconds
 def test_rehearsal_at_80x24_keeps_its_table_whole_and_nothing_cut(rehearsal_screen) -> None:
     lines: list[str] = rehearsal_screen["lines"]
     text = "\n".join(lines)
@@ -199,6 +200,7 @@ def test_rehearsal_at_80x24_keeps_its_table_whole_and_nothing_cut(rehearsal_scre
 
 @pytest.mark.docker
 @pytest.mark.slow
+@pytest.mark.soak  # one whole rehearsal in a terminal (about a minute); the views are checked above, in seconds
 def test_rehearsal_at_80x24_draws_a_live_bar_of_20_cells_with_the_projection_below(rehearsal_screen) -> None:
     frames: list[str] = rehearsal_screen["frames"]
     lines: list[str] = rehearsal_screen["lines"]

@@ -32,7 +32,10 @@ def test_progress_and_verify_name_the_same_issued_count(tmp_path):
     summary = next(run_dir.rglob("mlperf_log_summary.txt")).read_text()
     issued = int(re.search(r'"key": "generated_samples_per_query", "value": (\d+)', detail).group(1))
     required = int(re.search(r"^samples_per_query : (\d+)$", summary, re.M).group(1))
-    assert issued > required  # padded to whole sets of the loaded samples: the two numbers the user saw differ
+    loaded = int(re.search(r'"key": "effective_performance_sample_count", "value": (\d+)', detail).group(1))
+    # padded to whole sets of the loaded samples: the two numbers the user saw differ, except in the one run in
+    # `loaded` whose measured rate asks for a whole number of sets (3,776 = 59 x 64 happened in CI)
+    assert issued == -(-required // loaded) * loaded and loaded > 1, (issued, required, loaded)
 
     last = [line for line in run.stderr.splitlines() if "issued samples done" in line][-1]
     assert f"{issued:,}/{issued:,} issued samples done" in last, last
@@ -41,6 +44,9 @@ def test_progress_and_verify_name_the_same_issued_count(tmp_path):
     doc = json.loads(ver.stdout)
     spq = next(c for c in doc["checks"] if c["name"] == "samples per query")
     assert spq["detail"].startswith(f"{required:,} required < 24,576"), spq
-    assert f"{issued:,} issued samples" in spq["detail"], spq
     text = subprocess.run([*cli, "verify", str(run_dir)], capture_output=True, text=True, timeout=120, env=env)
-    assert f"{issued:,} issued samples" in " ".join((text.stdout + text.stderr).split())
+    said = " ".join((text.stdout + text.stderr).split())
+    if issued > required:  # both named, in the JSON and on the screen
+        assert f"{issued:,} issued samples" in spq["detail"] and f"{issued:,} issued samples" in said, spq
+    else:  # one number: nothing padded to explain
+        assert "issued samples" not in spq["detail"] and "issued samples" not in said, spq

@@ -329,6 +329,7 @@ def tuned_standin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[li
 
 
 @pytest.mark.slow
+@pytest.mark.soak  # the shared search against the fixed-speed stand-in: about 3 minutes with its runs
 def test_tuned_rate_is_just_under_the_computed_capacity(tuned_standin: tuple[list[str], dict]) -> None:
     """tune -> within 20% below 40 q/s, saved for the recipe it was tuned with. No fixed margin now: what keeps the
     rate under capacity is the queue-growth test, whose point estimate over 6 s probes fails a rate whose wait
@@ -344,6 +345,7 @@ def test_tuned_rate_is_just_under_the_computed_capacity(tuned_standin: tuple[lis
 
 
 @pytest.mark.slow
+@pytest.mark.soak  # the shared search against the fixed-speed stand-in: about 3 minutes with its runs
 def test_five_server_runs_at_the_tuned_rate_are_valid(tuned_standin: tuple[list[str], dict], tmp_path: Path) -> None:
     """Five Server runs at the tuned rate, each as short as LoadGen's early stopping allows (459 queries, none over a
     limit), are VALID by LoadGen's own verdict, record where the rate came from, and the report draws the search."""
@@ -373,6 +375,7 @@ def test_five_server_runs_at_the_tuned_rate_are_valid(tuned_standin: tuple[list[
 
 
 @pytest.mark.slow
+@pytest.mark.soak  # the shared search against the fixed-speed stand-in: about 3 minutes with its runs
 def test_at_1_3x_the_tuned_rate_the_run_is_invalid(tuned_standin: tuple[list[str], dict]) -> None:
     """1.3x a rate within 10% below capacity overloads the stand-in by 17-30%: the wait grows 0.17-0.3 s every second,
     past the 2 s TTFT limit after 7-12 s of a 20 s run."""
@@ -448,7 +451,7 @@ def test_a_probe_far_above_capacity_is_stopped_and_fails(tmp_path: Path) -> None
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("scenario", ["server", "interactive"])
+@pytest.mark.parametrize("scenario", [pytest.param("server", marks=pytest.mark.soak), "interactive"])
 def test_demo_tune_then_run(scenario: str, tmp_path: Path) -> None:
     """`repro tune <scenario> --recipe demo` then `repro run <scenario> --recipe demo`: the run takes the tuned rate,
     verify judges it by the scenario's own rules, and LoadGen calls it VALID.

@@ -2,7 +2,9 @@
 
 It rehearses the whole flow without a model and measures the harness itself (rate=None means as fast
 as possible). Admitted samples get their first token at once, as under continuous batching; completions
-follow a virtual clock so aggregate throughput is exactly the rate. Every run it drives is labelled simulated.
+follow a virtual clock so aggregate throughput is exactly the rate: a sample's work starts when the one before it
+ended or when it arrived, whichever is later, never at the moment a late wake-up saw it (that lost every late
+wake-up for good: 24,500 tokens/s ran at about 23,200 on a loaded machine). Every run it drives is labelled simulated.
 """
 
 from __future__ import annotations
@@ -35,8 +37,9 @@ class SimBackend(WorkerBackend):
         self._done = 0
 
     def submit(self, requests: Sequence[Request]) -> None:
+        arrived = time.monotonic()
         for i in range(0, len(requests), CHUNK):
-            self._queue.put(requests[i : i + CHUNK])
+            self._queue.put((arrived, requests[i : i + CHUNK]))
 
     def _tokens(self, n: int) -> np.ndarray:
         arr = self._cache.get(n)
@@ -48,16 +51,17 @@ class SimBackend(WorkerBackend):
         assert self.sink is not None
         clock = time.monotonic()
         while True:
-            batch = self._queue.get()
-            if batch is None or self._stopping.is_set():
+            item = self._queue.get()
+            if item is None or self._stopping.is_set():
                 return
+            arrived, batch = item
             self.sink.first_tokens([(r.id, FILL_TOKEN) for r in batch])
             done: list[tuple[int, np.ndarray]] = []
             lens, tokens = self._lens, self._tokens
             for r in batch:
                 n = max(1, min(lens[r.index], r.max_tokens))
                 if self.rate is not None:
-                    clock = max(clock, time.monotonic()) + n / self.rate
+                    clock = max(clock, arrived) + n / self.rate
                     wait = clock - time.monotonic()
                     if wait > 0.002:
                         if done:
