@@ -28,10 +28,11 @@ RACK_STEPS = ["doctor", "setup", "build-engine", "rack offline", "verify", "repo
 
 
 def assert_no_invalid_config(root: Path) -> None:
-    """Each run step ran in its own process, as a user runs `repro run`: no run's LoadGen log says
-    error_invalid_config ("Multiple conf files are used": a second LoadGen run in one process, which went without
-    mlperf.conf). `repro tune`'s probes still share the tune process (run/tune.py), so they are not looked at here."""
-    logs = list((root / "runs").rglob("mlperf_log_detail.txt"))
+    """Each run step and each of `repro tune`'s probes ran in its own process, as a user runs `repro run`: no LoadGen
+    log under runs/ or tuned/ says error_invalid_config ("Multiple conf files are used": a second LoadGen run in one
+    process, which went without mlperf.conf)."""
+    logs = [p for top in ("runs", "tuned") for p in (root / top).rglob("mlperf_log_detail.txt")]
+    assert any("tuned" in p.parts for p in logs) or not (root / "tuned").exists(), logs
     assert logs
     bad = [str(p) for p in logs if "error_invalid_config" in p.read_text(encoding="utf-8", errors="replace")]
     assert bad == [], bad

@@ -448,6 +448,19 @@ def test_a_probe_far_above_capacity_is_stopped_and_fails(tmp_path: Path) -> None
     (doc,) = [json.loads(p.read_text()) for p in ws.tuned.glob("nd-h100-v5/interactive-search/*/tune.json")]
     assert doc["probes"][0]["passed"] is False and "stopped early" in doc["probes"][0]["reason"]
     assert doc["chosen_qps"] is None and not (ws.tuned / "nd-h100-v5" / "interactive.json").exists()
+    assert_probes_ran_alone(ws.tuned, at_least=2)
+
+
+def assert_probes_ran_alone(tuned: Path, at_least: int) -> None:
+    """Each probe (the warm-up included) ran in its own process, as each `repro run` does: LoadGen loads
+    mlperf.conf only on a process's first FromConfig, so a second probe in one process logged error_invalid_config
+    "Multiple conf files are used" and went without mlperf.conf's seeds (issue 42 item 5)."""
+    logs = sorted(tuned.rglob("mlperf_log_detail.txt"))
+    assert len(logs) >= at_least, logs
+    for log in logs:
+        text = log.read_text(encoding="utf-8")
+        assert "error_invalid_config" not in text, log
+        assert '"key": "effective_qsl_rng_seed"' in text and '"key": "effective_qsl_rng_seed", "value": 0,' not in text
 
 
 @pytest.mark.slow
@@ -470,6 +483,7 @@ def test_demo_tune_then_run(scenario: str, tmp_path: Path) -> None:
     tuned = json.loads(res.stdout)
     assert tuned["margin"] == (0.6 if scenario == "interactive" else 0.2) and tuned["chosen_qps"] > 0
     assert tuned["start_source"].startswith("the demo's measured rate")
+    assert_probes_ran_alone(tmp_path / "ws" / "tuned", at_least=3)
     res = runner.invoke(app, ["run", scenario, *w, "--json"])
     doc = json.loads(res.stdout)
     assert doc["details"]["target_qps"] == tuned["chosen_qps"]

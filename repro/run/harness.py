@@ -362,10 +362,11 @@ def _backend_context(run: ActiveRun, dataset: PreparedDataset, sim_rate: float |
 def _loadgen_settings(lg: Any, run: ActiveRun) -> tuple[Any, Any]:
     """LoadGen's TestSettings (mlperf.conf, then the run's user.conf) and LogSettings (logs into the run's folder).
 
-    LoadGen 6.0.17 loads mlperf.conf only on the first FromConfig of a process: a later run in the same process (tune
-    probes, the rehearsal's Server run after its tune) logs error_invalid_config "Multiple conf files are used" and
-    runs without mlperf.conf. Loading mlperf.conf (conf_type 0) and user.conf (2) separately avoids that but crashed
-    LoadGen on an Interactive run (tests/test_harness.py keeps the limit as a strict xfail)."""
+    LoadGen 6.0.17 loads mlperf.conf only on the first FromConfig of a process: a later run in the same process logs
+    error_invalid_config "Multiple conf files are used" and runs without mlperf.conf. Loading mlperf.conf (conf_type
+    0) and user.conf (2) separately avoids that but crashed LoadGen on an Interactive run (tests/test_harness.py
+    keeps the limit as a strict xfail), so every LoadGen run is its process's first: tune's probes
+    (run/probe_timeline.py), the --target-qps auto probe, --repeat and the rehearsal's steps each spawn one."""
     o = run.plan.options
     ts = lg.TestSettings()
     scenario = o.scenario_spec.loadgen

@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -146,3 +147,52 @@ def watch(
     from repro.run.sut import KEPT_THREADS
 
     KEPT_THREADS.run(loop, name="repro-tune-watch")  # it may answer LoadGen (sut.stop): a thread that never exits
+
+
+@dataclass(frozen=True)
+class ProbeWatch:
+    """What the watcher stops a probe on (see `watch`): the oldest query's wait, the limits and the over-limit
+    count its bound allows, and the cold server's first wait."""
+
+    limit_s: float
+    limits_ms: tuple[float, float]
+    allowed: int | None
+    cold_limit_s: float
+
+
+@dataclass(frozen=True)
+class Watched:
+    """One probe's run as the search reads it: the run's details, the samples' times and why it was stopped."""
+
+    details: dict[str, Any]
+    samples: list[tuple[float, float, float | None]]
+    stopped: list[str]
+
+
+def run_watched(options: Any, w: ProbeWatch) -> Watched:
+    """One probe through the run's own harness, timed and watched, in this process."""
+    from repro.run.harness import execute
+    from repro.run.options import RunHooks
+    from repro.run.plan import plan_run
+
+    tl = Timeline()
+    stopped: list[str] = []
+    hooks = RunHooks(
+        progress=False,
+        backend_factory=timed_factory(tl),
+        on_started=lambda sut: watch(sut, tl, w.limit_s, stopped, w.limits_ms, w.allowed, w.cold_limit_s),
+    )
+    out = execute(plan_run(options), hooks)  # a probe is never a dry run: the plan goes straight through
+    return Watched(dict(out.details), tl.samples(), list(stopped))
+
+
+def run_watched_in_own_process(options: Any, w: ProbeWatch) -> Watched:
+    """The probe in a fresh process, as each `repro run` is: LoadGen 6.0.17 loads mlperf.conf only on a process's
+    first FromConfig, so a second probe in one process logged error_invalid_config "Multiple conf files are used"
+    and ran without mlperf.conf (issue 42 item 5). Managed servers are kept between probes (ServerOptions.keep),
+    so the next process finds them up."""
+    import concurrent.futures
+    import multiprocessing
+
+    with concurrent.futures.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        return pool.submit(run_watched, options, w).result()

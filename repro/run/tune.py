@@ -47,7 +47,7 @@ from repro.run.latency_bound import (  # noqa: F401 - tests and the rehearsal im
     queries_for,
     upper_bound,
 )
-from repro.run.probe_timeline import Timeline, timed_factory, watch
+from repro.run.probe_timeline import ProbeWatch, run_watched_in_own_process
 from repro.run.tune_options import (  # noqa: F401 - the search's defaults, resolved by TuneOptions; imported from here
     DEMO_INTERACTIVE_MARGIN,
     DEMO_MARGIN,
@@ -518,15 +518,11 @@ def _probe(
     """One short LoadGen run at `rate` through the run's own harness, watched and judged; recorded in the result
     (the warm-up apart from the search) and said. `queries`/`min_s`: the probe's count and duration (the search's
     own by default; the warm-up and the confirmation give theirs)."""
-    from repro.run.harness import execute
-    from repro.run.options import RunHooks, RunOptions
-    from repro.run.plan import plan_run
+    from repro.run.options import RunOptions
 
     o, result, s = search_.options, search_.result, search_.options.search
     queries = s.probe_queries if queries is None else queries
     min_s = s.probe_s if min_s is None else min_s
-    tl = Timeline()
-    stopped: list[str] = []
     into = search_.folder / f"{kind}-{len(result.probes) + len(result.warmup) + 1:02d}-{rate:g}qps"
     into.mkdir()
     options = RunOptions.build(
@@ -551,17 +547,12 @@ def _probe(
     # a cold server may take minutes for its first answer (a lazy model load): the warm-up waits for it
     wait_s = ABORT_FACTOR * s.limits_ms[0] / 1000
     cold_s = o.time_scale.s(WARMUP_WAIT_S) if kind == "warm-up" else wait_s
-    hooks = RunHooks(
-        progress=False,
-        backend_factory=timed_factory(tl),
-        on_started=lambda sut: watch(sut, tl, wait_s, stopped, s.limits_ms, over, cold_s),
-    )
-    out = execute(plan_run(options), hooks)  # a probe is never a dry run: the plan goes straight through
-    log_dir = Path(out.details["log_dir"])
+    ran = run_watched_in_own_process(options, ProbeWatch(wait_s, s.limits_ms, over, cold_s))
+    log_dir, stopped = Path(ran.details["log_dir"]), ran.stopped
     ttft99, tpot99, validity = _parse_probe(log_dir)
     p = judge(
         rate,
-        tl.samples(),
+        ran.samples,
         s.limits_ms,
         full_queries=max(s.full_queries, int(rate * s.full_min_s)),
         max_growth=max(s.margin / 2, MIN_GROWTH),
