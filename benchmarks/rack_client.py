@@ -94,13 +94,18 @@ def child(args: argparse.Namespace) -> int:
     work = Path(args.workdir)
     ds = _dataset(work / "data", 1024, args.isl)
     urls = args.urls.split(",")
-    if args.client == "repro":
+    if args.client.startswith("repro"):
+        from repro.run.backends.spread import SpreadBackend
         from repro.run.backends.trtllm import TrtllmBackend
         from repro.run.sut import LoadGenSUT
         from repro.run.tokens import load_tokenizer
 
         tok = load_tokenizer([args.tokenizer])
-        be = TrtllmBackend(urls, stream=True, tokenizer=tok, model="bench", max_concurrency=1 << 16)
+        kwargs = {"stream": True, "tokenizer": tok, "model": "bench", "max_concurrency": 1 << 16}
+        if args.client == "repro":
+            be: Any = TrtllmBackend(urls, **kwargs)
+        else:  # repro-xK: the client in K worker processes, as --client-processes K runs it
+            be = SpreadBackend({"endpoints": urls, **kwargs}, int(args.client.split("x")[1]), ready_s=60)
         sut = LoadGenSUT(be, ds, args.max_tokens, len(ds))
         be.start(sut)
         run = sut.start_test
@@ -113,6 +118,7 @@ def child(args: argparse.Namespace) -> int:
     outdir = work / "logs"
     outdir.mkdir(parents=True, exist_ok=True)
     ts, log = _settings(lg, args.qps, args.duration_s), _log(lg, outdir)
+    worker0 = [cpu_s(p.pid) for p in getattr(be, "_procs", [])] if args.client.startswith("repro") else []
     c0, t0 = time.process_time(), time.perf_counter()
     if run is not None:
         run(ts, log, str(outdir / "no-audit.config"))
@@ -121,9 +127,12 @@ def child(args: argparse.Namespace) -> int:
     wall = time.perf_counter() - t0
     parent = time.process_time() - c0  # every thread of this process: LoadGen's, the client's loop
     extra: dict[str, Any] = {}
-    if args.client == "repro":
+    if args.client.startswith("repro"):
+        workers = [cpu_s(p.pid) - w0 for p, w0 in zip(getattr(be, "_procs", []), worker0, strict=True)]
         st = be.stats()
-        extra = {"tokens": st["tokens"], "spread": st.get("spread")}
+        extra = {"tokens": st["tokens"], "spread": st.get("spread"), "loadgen_cpu_s": parent}
+        extra["worker_cpu_s"] = workers
+        parent += sum(workers)
         be.close()
     else:
         target.close()
@@ -263,7 +272,9 @@ def _figures(doc: dict[str, Any]) -> dict[str, Any]:
     tokens = tokens_s * doc["wall_s"]
     client = doc["client_cpu_s"]
     per_m = client / max(tokens, 1) * 1e6
+    loadgen = doc.get("loadgen_cpu_s", client)
     return {
+        "loadgen_cpu_per_m": loadgen / max(tokens, 1) * 1e6,
         "tokens_s": tokens_s,
         "samples_s": samples_s,
         "valid": str(s.get("validity") or "?"),
@@ -281,7 +292,9 @@ def main() -> int:
     ap.add_argument("--endpoints", type=int, default=72, help="zero-work endpoints (72: one per GPU of an NVL72)")
     ap.add_argument("--server-procs", type=int, default=1)
     ap.add_argument("--qps", default="100,200,400", help="LoadGen Server target rates (samples/s), comma-separated")
-    ap.add_argument("--clients", default="repro,aiohttp")
+    ap.add_argument(
+        "--clients", default="repro,repro-x2,aiohttp", help="repro, repro-xK (the client in K processes), aiohttp"
+    )
     ap.add_argument("--duration-s", type=float, default=20.0)
     ap.add_argument("--out-len", type=int, default=272, help="tokens per answer (CoreWeave's run: 272.4 per sample)")
     ap.add_argument("--isl", type=int, default=700, help="prompt tokens per request")
@@ -354,6 +367,14 @@ def report(runs: list[dict[str, Any]]) -> None:
         valid = [f for f in fs if f["valid"] == "VALID"]
         best = max(valid or fs, key=lambda f: f["tokens_s"])
         costs[name] = cost = statistics.median(f["cpu_per_m"] for f in fs)
+        lg_cost = statistics.median(f["loadgen_cpu_per_m"] for f in fs)
+        if name.startswith("repro-x"):
+            print(
+                f"{name}: the run's own process (LoadGen, the SUT, the pipes) {lg_cost:.2f} CPU-s per 1M tokens: one "
+                f"LoadGen process carries at most {1e6 / lg_cost:,.0f} tokens/s with the client spread; "
+                f"{RACK_LLAMA2:,} tokens/s needs {RACK_LLAMA2 * (cost - lg_cost) / 1e6:.1f} worker cores "
+                f"beside it ({RACK_DSR1:,}: {RACK_DSR1 * (cost - lg_cost) / 1e6:.1f})"
+            )
         print(
             f"{name}: best {'VALID' if valid else 'INVALID'} streamed rate {best['tokens_s']:,.0f} tokens/s "
             f"({best['samples_s']:,.1f} samples/s) from one client process; {cost:.2f} client CPU-s per 1M tokens "

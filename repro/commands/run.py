@@ -205,6 +205,16 @@ StallTimeoutOpt = Annotated[
         "that).",
     ),
 ]
+ClientProcessesOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--client-processes",
+        min=1,
+        max=512,
+        help="Processes the HTTP client runs in, each over its share of the servers (default: from the recipe's "
+        "expected tokens/s, about 25,000 a process, and this host's cores; --dry-run shows it).",
+    ),
+]
 MAX_TARGET_QPS = 1_000_000
 """Far above any rack's rate; LoadGen turns the rate into a sample count, which a larger one overflows."""
 TargetQpsOpt = Annotated[
@@ -341,6 +351,7 @@ def _server_lines(d: dict[str, Any]) -> list[Text]:
                 f"ends the run ({c['stall_timeout_source']})"
             )
         )
+        out.append(Text(f"client processes: {c['processes']} ({c['processes_source']})"))
     return out
 
 
@@ -403,6 +414,7 @@ def _run(scenario: str, flags: dict[str, Any]) -> None:
         keep=flags["keep_servers"],
         ready_timeout_s=flags["ready_timeout"],
         stall_timeout_s=flags["stall_timeout"],
+        client_processes=flags["client_processes"],
         listen=flags["listen"],
     )
     rate = _target_qps(
@@ -572,6 +584,15 @@ def _submitted(scenario: str, flags: dict[str, Any], spec: Any) -> bool:
     from repro.run.launchers import Submission, launcher
     from repro.ui.output import emit
 
+    if flags.get("client_processes"):
+        from repro.core.errors import InputError
+
+        raise InputError(
+            "--client-processes sizes the client of a run on this VM; in a Slurm job each run sizes its own from "
+            "its node's cores and the recipe's rate (`--dry-run` shows it).",
+            f"`repro run {scenario.lower()} --launcher slurm ...` without --client-processes",
+        )
+
     chosen = launcher(spec.name if spec.submits else "slurm")
     request = Submission(
         flags["recipe"],
@@ -622,6 +643,7 @@ def offline(
     listen: ListenOpt = "127.0.0.1",
     ready_timeout: ReadyTimeoutOpt = None,
     stall_timeout: StallTimeoutOpt = None,
+    client_processes: ClientProcessesOpt = None,
     served_model: ServedModelOpt = None,
     target_qps: TargetQpsOpt = None,
     stop_if_below_band: StopBelowOpt = False,
@@ -664,6 +686,7 @@ def server(
     listen: ListenOpt = "127.0.0.1",
     ready_timeout: ReadyTimeoutOpt = None,
     stall_timeout: StallTimeoutOpt = None,
+    client_processes: ClientProcessesOpt = None,
     served_model: ServedModelOpt = None,
     server_image: ServerImageOpt = None,
     target_qps: TargetQpsOpt = None,
@@ -702,6 +725,7 @@ def interactive(
     listen: ListenOpt = "127.0.0.1",
     ready_timeout: ReadyTimeoutOpt = None,
     stall_timeout: StallTimeoutOpt = None,
+    client_processes: ClientProcessesOpt = None,
     served_model: ServedModelOpt = None,
     server_image: ServerImageOpt = None,
     target_qps: TargetQpsOpt = None,

@@ -353,6 +353,7 @@ def _backend_context(run: ActiveRun, dataset: PreparedDataset, sim_rate: float |
         ready_timeout_s=wait,
         stall_timeout_s=o.servers.stall_timeout_s,
         client_concurrency=o.servers.client_concurrency,
+        client_processes=int((plan.serving.get("client") or {}).get("processes") or 1),
         served_model=o.served_model,
         time_scale=o.time_scale,
         warmup=not o.probe,

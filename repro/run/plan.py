@@ -212,7 +212,10 @@ def plan_run(options: RunOptions) -> RunPlan:
     if spec.starts_servers:
         from repro.run.backends.trtllm import client_plan
 
-        serving["client"] = client_plan(recipe, options.servers.stall_timeout_s)
+        n = len(serving.get("endpoints") or serving.get("servers") or []) or 1
+        serving["client"] = client_plan(
+            recipe, options.servers.stall_timeout_s, endpoints=n, processes=options.servers.client_processes
+        )
     return RunPlan(
         options=options,
         label=run_label(options),

@@ -59,6 +59,9 @@ class ServerOptions:
     repro.run.backends.trtllm.stall_timeout_s)."""
     client_concurrency: int | None = None
     """Requests the client keeps in flight per server instead of the recipe's (a rehearsal's thin twin; a test)."""
+    client_processes: int | None = None
+    """--client-processes: the client's worker processes (None: from the recipe's expected rate and this host's
+    cores, repro.run.backends.trtllm.client_processes)."""
     base_port: int | None = None
     name_prefix: str = "repro-serve"
     listen: str = "127.0.0.1"  # the OpenAI endpoints have no authentication: this VM only unless asked

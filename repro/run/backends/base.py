@@ -66,6 +66,8 @@ class BackendContext:
     """HTTP backends: requests in flight per server instead of the recipe's."""
     time_scale: TimeScale = REAL_TIME
     """The run's time scale: a backend multiplies every deadline it keeps (stall, readiness) by it."""
+    client_processes: int = 1
+    """HTTP backends: the client's worker processes (run/backends/spread.py; 1: the run's own process)."""
     warmup: bool = False
     """HTTP backends: send NVIDIA's warm-up burst once the servers are ready (a run: yes; a tune probe: no, tune's
     own warm-up runs first)."""

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import os
 import threading
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -117,12 +118,42 @@ def stall_timeout_s(recipe: Any) -> float:
     return float(round(max(STALL_TIMEOUT_S, STALL_SAFETY * wait)))
 
 
-def client_plan(recipe: Any, stall_override_s: float | None = None) -> dict[str, Any]:
-    """What the client will do, for the dry run and run.json: requests in flight per server and the stall deadline
-    with where each comes from."""
+CLIENT_TOKENS_PER_PROCESS_S = 25_000.0
+"""Tokens/s one client process is given: one streamed about 31,000 on a core of its own (benchmarks/rack_client.py,
+docs/BENCHMARKS.md "One client for a rack"), less a fifth for LoadGen and the SUT beside it in the run's process."""
+
+
+def client_processes(
+    recipe: Any, endpoints: int, override: int | None = None, cores: int | None = None
+) -> tuple[int, str]:
+    """How many processes the client runs in (run/backends/spread.py), and why: --client-processes, else the
+    recipe's expected tokens/s (offline_expected_qps x the benchmark's tokens_per_sample) over
+    CLIENT_TOKENS_PER_PROCESS_S, at most one per server and one fewer than this host's cores (LoadGen's process
+    keeps one)."""
+    if override:
+        n = max(1, min(int(override), endpoints))
+        return n, "--client-processes" + (f" (at most one per server: {endpoints})" if n < override else "")
+    cores = cores or len(os.sched_getaffinity(0))
+    expected = float(recipe.loadgen.offline_expected_qps) * float(recipe.bench.accuracy.tokens_per_sample.reference)
+    need = math.ceil(expected / CLIENT_TOKENS_PER_PROCESS_S)
+    n = max(1, min(need, endpoints, cores - 1))
+    return n, (
+        f"{expected:,.0f} tokens/s expected / {CLIENT_TOKENS_PER_PROCESS_S:,.0f} per client process = {need}, at most "
+        f"one per server ({endpoints}) and one fewer than this host's {cores} cores"
+    )
+
+
+def client_plan(
+    recipe: Any, stall_override_s: float | None = None, *, endpoints: int = 1, processes: int | None = None
+) -> dict[str, Any]:
+    """What the client will do, for the dry run and run.json: requests in flight per server, the stall deadline and
+    the client's processes, with where each comes from."""
     trt = getattr(recipe, "trtllm", None)
     own = trt is not None and trt.client_concurrency is not None
+    n, why = client_processes(recipe, max(1, endpoints), processes)
     return {
+        "processes": n,
+        "processes_source": why,
         "requests_in_flight_per_server": client_concurrency(recipe),
         "requests_in_flight_source": "recipe trtllm.client_concurrency"
         if own
@@ -232,6 +263,15 @@ class TokenStats:
 
     def to_json(self) -> dict[str, Any]:
         return {**self.__dict__, "loadgen_count": self.loadgen_count()}
+
+    @classmethod
+    def merged(cls, parts: Sequence[TokenStats]) -> TokenStats:
+        """One count over several client processes' (every field is a sum)."""
+        out = cls()
+        for part in parts:
+            for key, value in part.__dict__.items():
+                setattr(out, key, getattr(out, key) + value)
+        return out
 
 
 class TrtllmBackend(Backend):
@@ -721,20 +761,27 @@ class TrtllmBackend(Backend):
         }
 
 
-def create(ctx: BackendContext) -> TrtllmBackend:
+def create(ctx: BackendContext) -> Backend:
     """Round robin over the given endpoints (or the recipe's local ports), the recipe's client concurrency per server
-    and its derived stall deadline (or --stall-timeout)."""
-    return TrtllmBackend(
-        list(ctx.endpoints) or endpoints_for(ctx.recipe),
-        stream=ctx.stream,
-        scenario=ctx.scenario,
-        tokenizer=ctx.tokenizer,
-        model=ctx.served_model,
-        default_model=ctx.recipe.model.repo_id,
-        max_concurrency=ctx.client_concurrency or client_concurrency(ctx.recipe),
-        alive=ctx.alive,
-        health_timeout_s=ctx.ready_timeout_s or HEALTH_TIMEOUT_S,
-        stall_timeout_s=ctx.stall_timeout_s or stall_timeout_s(ctx.recipe),
-        time_scale=ctx.time_scale,
-        warmup=Warmup(max_tokens=ctx.recipe.loadgen.max_tokens) if ctx.warmup else None,
-    )
+    and its derived stall deadline (or --stall-timeout); in ctx.client_processes worker processes when more than one
+    (run/backends/spread.py)."""
+    kwargs: dict[str, Any] = {
+        "endpoints": list(ctx.endpoints) or endpoints_for(ctx.recipe),
+        "stream": ctx.stream,
+        "scenario": ctx.scenario,
+        "tokenizer": ctx.tokenizer,
+        "model": ctx.served_model,
+        "default_model": ctx.recipe.model.repo_id,
+        "max_concurrency": ctx.client_concurrency or client_concurrency(ctx.recipe),
+        "health_timeout_s": ctx.ready_timeout_s or HEALTH_TIMEOUT_S,
+        "stall_timeout_s": ctx.stall_timeout_s or stall_timeout_s(ctx.recipe),
+        "time_scale": ctx.time_scale,
+        "warmup": Warmup(max_tokens=ctx.recipe.loadgen.max_tokens) if ctx.warmup else None,
+    }
+    if ctx.client_processes > 1 and len(kwargs["endpoints"]) > 1:
+        from repro.run.backends.spread import SpreadBackend
+
+        ready_s = ctx.time_scale.deadline(kwargs["health_timeout_s"], floor_s=LOCAL_START_S)
+        return SpreadBackend(kwargs, ctx.client_processes, alive=ctx.alive, ready_s=ready_s)
+    endpoints = kwargs.pop("endpoints")
+    return TrtllmBackend(endpoints, alive=ctx.alive, **kwargs)
