@@ -96,7 +96,7 @@ def child(args: argparse.Namespace) -> int:
     urls = args.urls.split(",")
     if args.client.startswith("repro"):
         from repro.run.backends.spread import SpreadBackend
-        from repro.run.backends.trtllm import TrtllmBackend
+        from repro.run.backends.trtllm import TokenStats, TrtllmBackend
         from repro.run.sut import LoadGenSUT
         from repro.run.tokens import load_tokenizer
 
@@ -105,7 +105,10 @@ def child(args: argparse.Namespace) -> int:
         if args.client == "repro":
             be: Any = TrtllmBackend(urls, **kwargs)
         else:  # repro-xK: the client in K worker processes, as --client-processes K runs it
-            be = SpreadBackend({"endpoints": urls, **kwargs}, int(args.client.split("x")[1]), ready_s=60)
+            k = int(args.client.split("x")[1])
+            be = SpreadBackend(
+                TrtllmBackend, {"endpoints": urls, **kwargs}, k, merge_tokens=TokenStats.merged, ready_s=60
+            )
         sut = LoadGenSUT(be, ds, args.max_tokens, len(ds))
         be.start(sut)
         run = sut.start_test

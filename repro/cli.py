@@ -194,6 +194,7 @@ _METAVARS = {
     "endpoint": "URL",
     "ready_timeout": "SECONDS",
     "stall_timeout": "SECONDS",
+    "client_processes": "N",
     "served_model": "NAME",
     "image_registry": "REGISTRY",
     "image_source": "archive|registry|enroot|host",
@@ -232,7 +233,10 @@ _PANELS: dict[str, tuple[str, ...]] = {
         "compliance", "into", "sim_rate", "target_qps", "stop_if_below_band", "repeat",
     ),
     "Search": ("max_minutes", "margin", "start_qps", "probe_seconds", "probe_queries", "run_samples"),
-    "Server": ("endpoint", "served_model", "server_image", "keep_servers", "listen", "ready_timeout", "stall_timeout"),
+    "Server": (
+        "endpoint", "served_model", "server_image", "keep_servers", "listen", "ready_timeout", "stall_timeout",
+        "client_processes",
+    ),
     "Rack (--launcher slurm)": (
         "nodes", "launcher", "partition", "container_image", "image_registry", "image_source", "rerun_failed",
         "time_limit", "inside_job",

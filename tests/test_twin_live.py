@@ -137,3 +137,27 @@ def test_the_twin_set_a_kept_server_holds_and_the_scenario_it_serves(tmp_path: P
             post(srv.url, "/twin/scenario", {"scenario": "Interactive"}, wait_s=5)
     log = (tmp_path / "log").read_text()
     assert "server twin: scenario Server" in log and "pre-roll of 2 virtual s" in log
+
+
+def test_a_latency_run_says_when_the_published_tail_makes_invalid_likely() -> None:
+    """Azure's 405B Server log: p99 TTFT 5.12 s, p99.9 7.30 s against 6 s, so about 0.39% of its 8,313 queries were
+    over the limit and early stopping passed it. A 460-query run of the same server lets none over: VALID about one
+    time in six. The rehearsal keeps LoadGen's count (more overloaded this host) and its plan says the odds and the
+    count that would pass 95% of the time; a recipe whose published p99.9 is within both limits says nothing."""
+    from repro.rehearse import pace as P
+    from repro.run.latency_bound import allowed_over, poisson_cdf
+
+    figures = T.calibrate("nd-gb200-v6-405b").scenarios["Server"].figures
+    share, lines = P.over_share(figures, "ttft", 6.0)
+    assert share == pytest.approx(0.0039, rel=0.05) and "99.90 percentile first token latency" in lines
+    assert P.over_share(figures, "tpot", 0.175)[0] == 0.0  # p99.9 TPOT 148 ms: within 175 ms
+    assert poisson_cdf(allowed_over(460) or 0, share * 460) < 0.2
+    n = P.tail_queries(share)
+    assert poisson_cdf(allowed_over(n) or 0, share * n) >= P.TAIL_CONFIDENCE
+    assert poisson_cdf(allowed_over(n - 100) or 0, share * (n - 100)) < P.TAIL_CONFIDENCE  # not many more
+    server = plan_pace(get_recipe("nd-gb200-v6-405b"), 1 / 400)["Server"]
+    assert server.settings["min_query_count"] == P.EARLY_STOPPING_QUERIES
+    (note,) = [x for x in server.notes if "short run's statistics" in x]
+    assert "460 queries pass that share 16% of the time" in note and f"{n:,} would pass it 95%" in note
+    h100 = plan_pace(get_recipe("nd-h100-v5"), 1 / 400)["Server"]
+    assert not [x for x in h100.notes if "short run's statistics" in x]

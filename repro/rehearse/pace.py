@@ -53,6 +53,15 @@ time read its p99 TTFT 590 ms where the twin's is 258 ms. A scaled run keeps the
 this far under its scaled limit, stretched beyond real time where even real time cannot (MAX_FACTOR)."""
 LATENCY_RUN_S = 30.0
 EARLY_STOPPING_QUERIES = 460
+TAIL_CONFIDENCE = 0.95
+"""The chance a latency run's early stopping passes the published run's own share over a limit, below which the
+rehearsal says an INVALID may be the short run's statistics, not the server. At 460 queries early stopping lets
+none over; Azure's 405B Server log has p99 TTFT 5.12 s and p99.9 7.30 s against 6 s (about 0.39% of its queries over
+it), so a 460-query run of that same server is VALID about one time in six. The ~3,100 queries that would pass
+it 95% of the time took 188 s here at 28.9 streams/s and overloaded this 2-core host (p99 TTFT 3.38 s against the
+scaled 3 s limit, 24.2 of 28.9 samples/s completed), so the run keeps its count and says the odds."""
+MAX_TAIL_QUERIES = 4000
+TAIL_POINTS = (50.0, 90.0, 95.0, 97.0, 99.0, 99.9)
 PREROLL_LATENCIES = 3.0
 """Mean published latencies of its schedule a latency-bound twin runs through before the first query (in flight
 then: Little's law's rate x mean latency; a request's whole life is at most a few mean latencies)."""
@@ -138,18 +147,59 @@ def _cut_offline(settings: dict[str, Any], width: float, in_flight: int, notes: 
     )
 
 
-def _latency_settings(s: dict[str, Any], published_queries: int, width: float, k: float, notes: list[str]) -> None:
+def over_share(figures: dict[str, Any], kind: str, limit_s: float) -> tuple[float, str]:
+    """The share of the published run's queries over a limit (kind: ttft or tpot), read off its log's percentiles:
+    log-linear between the two that bracket the limit; 0 when its p99.9 is within it. With the lines read."""
+    points = [(1 - q / 100, figures[f"{kind}_p{q:g}"]) for q in TAIL_POINTS if f"{kind}_p{q:g}" in figures]
+    for i, (share, fig) in enumerate(points):
+        if fig.value <= limit_s:
+            continue
+        if i == 0:
+            return share, fig.source
+        (s0, f0), (s1, f1) = points[i - 1], points[i]
+        at = (limit_s - f0.value) / (fig.value - f0.value)
+        return math.exp(math.log(s0) + at * (math.log(s1) - math.log(s0))), f"{f0.source}; {f1.source}"
+    return 0.0, ""
+
+
+def tail_queries(share: float) -> int:
+    """The fewest queries (from EARLY_STOPPING_QUERIES, at most MAX_TAIL_QUERIES) with which early stopping passes a
+    run whose queries are over a limit with probability `share`, TAIL_CONFIDENCE of the time."""
+    from repro.run.latency_bound import allowed_over, poisson_cdf
+
+    n = EARLY_STOPPING_QUERIES
+    while share > 0 and n < MAX_TAIL_QUERIES and poisson_cdf(allowed_over(n) or 0, share * n) < TAIL_CONFIDENCE:
+        n = math.ceil(n * 1.05)
+    return min(n, MAX_TAIL_QUERIES)
+
+
+def _latency_settings(
+    s: dict[str, Any], published_queries: int, width: float, k: float, notes: list[str], tail: tuple[float, str]
+) -> None:
     """A Server or Interactive run's count, duration and limits here (`s`: the recipe's user.conf, scaled). A wide
-    twin's copies give early stopping its queries sooner, not more of them: the published count x min(w, 1)."""
+    twin's copies give early stopping its queries sooner, not more of them: the published count x min(w, 1); where
+    the published run's own share over a limit (`tail`) makes an INVALID likely at that count, a note says so."""
+    from repro.run.latency_bound import allowed_over, poisson_cdf
+
     rate = float(s["target_qps"])
+    share, lines = tail
     queries = max(math.ceil(published_queries * min(width, 1.0)), EARLY_STOPPING_QUERIES)
+    if share > 0:
+        odds = poisson_cdf(allowed_over(queries) or 0, share * queries)
+        if odds < TAIL_CONFIDENCE:
+            notes.append(
+                f"the published run had about {share:.2%} of its queries over a limit ({lines}): {queries:,} queries "
+                f"pass that share {odds:.0%} of the time, so an INVALID here may be the short run's statistics; "
+                f"{tail_queries(share):,} would pass it {TAIL_CONFIDENCE:.0%} of the time"
+            )
     scaled_ms, took_ms = int(s["min_duration"]), math.ceil(1000 * queries / rate)
     s["min_query_count"] = queries
     s["min_duration"] = max(1000, min(scaled_ms, int(LATENCY_RUN_S * 1000), took_ms))
     if s["min_duration"] < scaled_ms:
+        lasts = max(s["min_duration"] / 1000, queries / rate)
         notes.append(
-            f"the run issues {queries:,} queries over {s['min_duration'] / 1000:g} s here "
-            f"({s['min_duration'] / 1000 / k:,.0f} s of the published run's {scaled_ms / 1000 / k:,.0f} s): what "
+            f"the run issues {queries:,} queries over {lasts:.3g} s here "
+            f"({lasts / k:,.0f} s of the published run's {scaled_ms / 1000 / k:,.0f} s): what "
             "LoadGen's early stopping needs at the run's rate"
         )
 
@@ -241,7 +291,12 @@ def plan_pace(recipe: Recipe, time_scale: float, cache_dir: Path | None = None) 
         if scenario == "Offline":
             _cut_offline(settings, width, client_concurrency(recipe) * servers, notes, k)
         else:
-            _latency_settings(settings, int(s["min_query_count"]), width, k, notes)
+            rules = recipe.bench.rules(scenario)
+            tail = max(
+                over_share(t.figures, "ttft", float(rules.ttft_ms or 0) / 1000),
+                over_share(t.figures, "tpot", float(rules.tpot_ms or 0) / 1000),
+            )
+            _latency_settings(settings, int(s["min_query_count"]), width, k, notes, tail)
             # LoadGen reads user.conf's limits as whole ms; the harness applies these ns keys (run/harness.py)
             settings["ttft_latency_ns"] = round(int(s["ttft_latency"]) * 1e6 * k)
             settings["tpot_latency_ns"] = round(int(s["tpot_latency"]) * 1e6 * k)

@@ -72,6 +72,17 @@ def allowed_over(queries: int) -> int | None:
     return lo
 
 
+def poisson_cdf(k: int, mean: float) -> float:
+    """P[Poisson(mean) <= k]: the chance a run with `mean` over-limit queries expected has at most k."""
+    if mean <= 0:
+        return 1.0
+    term = total = math.exp(-mean)
+    for i in range(1, k + 1):
+        term *= mean / i
+        total += term
+    return min(1.0, total)
+
+
 @dataclass(frozen=True)
 class Bound:
     """An upper confidence bound of a percentile: `value` is the `rank`-th largest of `n` values."""

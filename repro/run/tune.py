@@ -44,6 +44,7 @@ from repro.run.latency_bound import (  # noqa: F401 - tests and the rehearsal im
     early_stopping_met,
     early_stopping_min_passing,
     early_stopping_queries,
+    poisson_cdf,
     queries_for,
     upper_bound,
 )
@@ -189,7 +190,7 @@ def judge(
     allowed = allowed_over(full_queries) or 0
     for what, over in (("TTFT", over_ttft), ("TPOT", over_tpot)):
         scaled = over * full_queries / n
-        chance = _poisson_cdf(allowed, scaled)
+        chance = poisson_cdf(allowed, scaled)
         if over and chance < FULL_RUN_PASS:
             why.append(
                 f"early stopping: {over} of {n} over the {what} limit is {scaled:,.1f} expected in the run's "
@@ -203,17 +204,6 @@ def judge(
     if why:
         probe.passed, probe.reason = False, "; ".join(why)
     return probe
-
-
-def _poisson_cdf(k: int, mean: float) -> float:
-    """P[Poisson(mean) <= k]: the chance a run with `mean` over-limit queries expected has at most k."""
-    if mean <= 0:
-        return 1.0
-    term = total = math.exp(-mean)
-    for i in range(1, k + 1):
-        term *= mean / i
-        total += term
-    return min(1.0, total)
 
 
 # ------------------------------------------------------------------ the search

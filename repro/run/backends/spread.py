@@ -69,20 +69,18 @@ def _portable(exc: BaseException) -> BaseException:
         return BackendError(f"client worker: {type(exc).__name__}: {exc}", kind="protocol")
 
 
-def worker_main(conn: Connection, kwargs: dict[str, Any]) -> None:
+def worker_main(conn: Connection, make: Callable[..., Any], kwargs: dict[str, Any]) -> None:
     """A worker process: the one-process backend over its endpoints, driven by the parent's messages. Ctrl-C and
     SIGTERM reach the whole process group: the run's process decides what they mean and closes its workers (a
     worker that died of them first would read as a client failure); a parent that is gone ends the worker (EOF)."""
     import signal
-
-    from repro.run.backends.trtllm import TrtllmBackend
 
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, signal.SIG_IGN)
 
     sink = _PipeSink(conn)
     try:
-        be = TrtllmBackend(**kwargs)
+        be = make(**kwargs)
         be.start(sink)
     except BaseException as exc:  # noqa: BLE001 - the parent raises it as the run's readiness failure
         sink.send("start_failed", _portable(exc))
@@ -109,20 +107,24 @@ def worker_main(conn: Connection, kwargs: dict[str, Any]) -> None:
 
 
 class SpreadBackend(Backend):
-    """The trtllm backend's client in `processes` worker processes, each over its share of the endpoints."""
+    """An HTTP backend's client in `processes` worker processes, each over its share of the endpoints: `make`
+    builds the one-process backend from `kwargs` in each worker (a class or module-level function: it is sent by
+    name), `merge_tokens` sums the workers' token counts."""
 
     name = "trtllm"
 
     def __init__(
         self,
+        make: Callable[..., Any],
         kwargs: dict[str, Any],
         processes: int,
         *,
+        merge_tokens: Callable[[list[Any]], Any],
         alive: Callable[[], None] | None = None,
         ready_s: float,
     ) -> None:
         super().__init__()
-        self.kwargs = kwargs
+        self.make, self.kwargs, self.merge_tokens = make, kwargs, merge_tokens
         self.urls = [u.rstrip("/") for u in kwargs["endpoints"]]
         self.max_concurrency = int(kwargs.get("max_concurrency") or 0)
         self.shares = split_endpoints(self.urls, processes)
@@ -150,7 +152,10 @@ class SpreadBackend(Backend):
         for share in self.shares:
             parent, child = ctx.Pipe()
             p = ctx.Process(
-                target=worker_main, args=(child, {**self.kwargs, "endpoints": share}), name="repro-client", daemon=True
+                target=worker_main,
+                args=(child, self.make, {**self.kwargs, "endpoints": share}),
+                name="repro-client",
+                daemon=True,
             )
             p.start()
             child.close()
@@ -275,8 +280,6 @@ class SpreadBackend(Backend):
 
     def stats(self) -> dict[str, Any]:
         """Every worker's stats merged (token counts summed, warnings joined); what each worker served."""
-        from repro.run.backends.trtllm import TokenStats
-
         with self._reply:
             self._replies.clear()
         for i in range(len(self._conns)):
@@ -289,7 +292,7 @@ class SpreadBackend(Backend):
         if not replies:
             return {"spread": {"processes": len(self.shares), "answered": 0}}
         docs = [r[0] for r in replies]
-        tokens = TokenStats.merged([r[1] for r in replies])
+        tokens = self.merge_tokens([r[1] for r in replies])
         out = dict(docs[0])
         out["tokens"] = tokens.to_json()
         out["ready_after_s"] = max((d.get("ready_after_s") or 0.0) for d in docs)

@@ -782,6 +782,13 @@ def create(ctx: BackendContext) -> Backend:
         from repro.run.backends.spread import SpreadBackend
 
         ready_s = ctx.time_scale.deadline(kwargs["health_timeout_s"], floor_s=LOCAL_START_S)
-        return SpreadBackend(kwargs, ctx.client_processes, alive=ctx.alive, ready_s=ready_s)
+        return SpreadBackend(
+            TrtllmBackend,
+            kwargs,
+            ctx.client_processes,
+            merge_tokens=TokenStats.merged,
+            alive=ctx.alive,
+            ready_s=ready_s,
+        )
     endpoints = kwargs.pop("endpoints")
     return TrtllmBackend(endpoints, alive=ctx.alive, **kwargs)
