@@ -121,7 +121,7 @@ def child(args: argparse.Namespace) -> int:
     outdir = work / "logs"
     outdir.mkdir(parents=True, exist_ok=True)
     ts, log = _settings(lg, args.qps, args.duration_s), _log(lg, outdir)
-    worker0 = [cpu_s(p.pid) for p in getattr(be, "_procs", [])] if args.client.startswith("repro") else []
+    worker0 = [cpu_s(pid) for pid in getattr(be, "pids", [])] if args.client.startswith("repro") else []
     c0, t0 = time.process_time(), time.perf_counter()
     if run is not None:
         run(ts, log, str(outdir / "no-audit.config"))
@@ -131,7 +131,7 @@ def child(args: argparse.Namespace) -> int:
     parent = time.process_time() - c0  # every thread of this process: LoadGen's, the client's loop
     extra: dict[str, Any] = {}
     if args.client.startswith("repro"):
-        workers = [cpu_s(p.pid) - w0 for p, w0 in zip(getattr(be, "_procs", []), worker0, strict=True)]
+        workers = [cpu_s(pid) - w0 for pid, w0 in zip(getattr(be, "pids", []), worker0, strict=True)]
         st = be.stats()
         extra = {"tokens": st["tokens"], "spread": st.get("spread"), "loadgen_cpu_s": parent}
         extra["worker_cpu_s"] = workers

@@ -26,14 +26,11 @@ def _probe_details(options: Any) -> dict[str, Any]:
 
 
 def _probe_in_own_process(options: Any) -> dict[str, Any]:
-    """The probe in a fresh process: LoadGen 6.0.17 loads mlperf.conf only on a process's first FromConfig, so the
-    run after an in-process probe would lose MLPerf's seeds and log "Multiple conf files are used", which verify
-    FAILs. The run that follows is then this process's first and only LoadGen run."""
-    import concurrent.futures
-    import multiprocessing
+    """The probe in a fresh process (run/own_process.py): the run that follows is then this process's first and
+    only LoadGen run, with mlperf.conf's seeds."""
+    from repro.run.own_process import in_own_process
 
-    with concurrent.futures.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
-        return pool.submit(_probe_details, options).result()
+    return in_own_process(_probe_details, options)
 
 
 def offline_auto_qps(

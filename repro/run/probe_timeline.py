@@ -187,12 +187,8 @@ def run_watched(options: Any, w: ProbeWatch) -> Watched:
 
 
 def run_watched_in_own_process(options: Any, w: ProbeWatch) -> Watched:
-    """The probe in a fresh process, as each `repro run` is: LoadGen 6.0.17 loads mlperf.conf only on a process's
-    first FromConfig, so a second probe in one process logged error_invalid_config "Multiple conf files are used"
-    and ran without mlperf.conf (issue 42 item 5). Managed servers are kept between probes (ServerOptions.keep),
-    so the next process finds them up."""
-    import concurrent.futures
-    import multiprocessing
+    """The probe in a fresh process, as each `repro run` is (run/own_process.py; issue 42 item 5). Managed servers
+    are kept between probes (ServerOptions.keep), so the next process finds them up."""
+    from repro.run.own_process import in_own_process
 
-    with concurrent.futures.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
-        return pool.submit(run_watched, options, w).result()
+    return in_own_process(run_watched, options, w)

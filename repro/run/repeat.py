@@ -7,8 +7,6 @@ FAILs (the same reason the --target-qps auto probe is spawned, repro/run/tune.py
 
 from __future__ import annotations
 
-import concurrent.futures
-import multiprocessing
 from pathlib import Path
 from typing import Any
 
@@ -30,13 +28,13 @@ def run_repeated(options: Any, n: int, announce: Any = None, bar: Any = None) ->
     stops the series (the folders so far are named in the error)."""
     if not 2 <= n <= MAX_REPEAT:
         raise InputError(f"--repeat {n}: use 2 to {MAX_REPEAT} runs.", "`repro run offline --repeat 3`")
+    from repro.run.own_process import in_own_process
+
     folders: list[Path] = []
-    ctx = multiprocessing.get_context("spawn")
     for i in range(n):
         if announce is not None:
             announce(f"run {i + 1} of {n} (each in its own process)")
-        with concurrent.futures.ProcessPoolExecutor(1, mp_context=ctx) as pool:
-            done = pool.submit(_one_run, options, bar).result()
+        done = in_own_process(_one_run, options, bar)
         if done["status"] != "done" or not done["details"].get("log_dir"):
             so_far = ", ".join(str(f) for f in folders) or "none"
             raise InputError(

@@ -8,7 +8,8 @@ a sample instead of one parse per token.
 
 The workers are spawned (never forked: LoadGen's threads are running), each started as the one-process backend is
 (readiness, NVIDIA's warm-up), and a worker that fails or exits fails the run through the sink, as a server error
-does. Ctrl-C reaches them as it reaches the run (one process group); close() and the harness's cleanup end them.
+does. Ctrl-C and SIGTERM reach them with the run (one process group) and are ignored there: the run's process
+decides what they mean, and its close() (the harness's cleanup) ends them.
 """
 
 from __future__ import annotations
@@ -97,7 +98,7 @@ def worker_main(conn: Connection, make: Callable[..., Any], kwargs: dict[str, An
             elif msg[0] == "cancel":
                 be.cancel()
             elif msg[0] == "stats":
-                sink.send("stats", be.stats(), be.tokens, be.describe())
+                sink.send("stats", be.stats(), be.tokens)
             else:
                 break
     finally:
@@ -141,7 +142,6 @@ class SpreadBackend(Backend):
         self._rr = 0
         self._closing = False
         self._reader: threading.Thread | None = None
-        self.worker_cpu_s: list[float] = []
 
     def start(self, sink: Any) -> None:
         """Spawn every worker, then wait until each says its servers are ready (the first failure is raised)."""
@@ -268,6 +268,11 @@ class SpreadBackend(Backend):
                 p.join(JOIN_S)
         if self._reader is not None:
             self._reader.join(JOIN_S)
+
+    @property
+    def pids(self) -> list[int | None]:
+        """The workers' process ids (benchmarks/rack_client.py reads their CPU time)."""
+        return [p.pid for p in self._procs]
 
     def describe(self) -> dict[str, Any]:
         first = self._described[0] if self._described else {"backend": self.name}
