@@ -82,6 +82,12 @@ STALL_SAFETY = 2.0
 published figure this machine may not reach, and a cold server's first wave is slower)."""
 
 
+def readiness_wait_s(health_timeout_s: float, time_scale: TimeScale) -> float:
+    """The readiness wait here: the real machine's scaled, never below LOCAL_START_S (a stand-in's container
+    starting on this host is not part of the machine modelled)."""
+    return time_scale.deadline(health_timeout_s, floor_s=LOCAL_START_S)
+
+
 def client_concurrency(recipe: Any) -> int:
     """Requests kept in flight per server: the recipe's `trtllm.client_concurrency`, else its batch size."""
     trt = getattr(recipe, "trtllm", None)
@@ -314,7 +320,7 @@ class TrtllmBackend(Backend):
         self.max_concurrency = max_concurrency
         self.tokenizer = tokenizer
         self.time_scale = time_scale
-        self.health_timeout_s = time_scale.deadline(health_timeout_s, floor_s=LOCAL_START_S)
+        self.health_timeout_s = readiness_wait_s(health_timeout_s, time_scale)
         self.alive = alive
         self.on_wait = on_wait
         self.warmup = warmup
@@ -781,7 +787,7 @@ def create(ctx: BackendContext) -> Backend:
     if ctx.client_processes > 1 and len(kwargs["endpoints"]) > 1:
         from repro.run.backends.spread import SpreadBackend
 
-        ready_s = ctx.time_scale.deadline(kwargs["health_timeout_s"], floor_s=LOCAL_START_S)
+        ready_s = readiness_wait_s(kwargs["health_timeout_s"], ctx.time_scale)
         return SpreadBackend(
             TrtllmBackend,
             kwargs,
