@@ -508,7 +508,7 @@ def test_each_recipes_published_pace_fits_this_host_and_cites_its_logs(name: str
     loadgen_s = 0.0
     for scenario, pace in paces.items():
         k, s = pace.time_scale.factor, pace.settings
-        assert 0 < k <= 1 or scenario != "Offline" and k == int(k) <= 10, (scenario, k)  # a latency run may stretch
+        assert 0 < k <= 1 or scenario != "Offline" and k <= 10, (scenario, k)  # a latency run may stretch
         assert pace.twin.time_scale == k
         assert 0 < pace.width <= 1 and pace.twin.replicas == 1 or pace.width == pace.twin.replicas >= 2
         assert pace.stall_timeout_s > 0 and pace.to_json()["stall_timeout_s"]["here"] == pytest.approx(
@@ -520,7 +520,10 @@ def test_each_recipes_published_pace_fits_this_host_and_cites_its_logs(name: str
         else:
             limit_s = recipe.bench.rules(scenario).ttft_ms / 1000
             assert s["ttft_latency_ns"] == round(limit_s * 1e9 * k)
-            p99 = cal.scenarios[scenario].figures["ttft_p99"].value
+            # the scale keeps this host's delay under the margin of the p99 TTFT the run's twin should give: its own
+            # on the recipe's engine where that is under the limit, else the published log's
+            published, p99 = cal.scenarios[scenario].figures["ttft_p99"].value, pace.expected_ttft_p99_s
+            assert p99 is not None and (p99 < limit_s or p99 == published), (scenario, p99, published)
             assert (limit_s - p99) * k >= P.TTFT_OVERHEAD_S - 1e-9, (scenario, k, p99)  # the host's delay fits
             assert s["min_query_count"] >= P.EARLY_STOPPING_QUERIES and seconds <= P.LATENCY_RUN_S + 1, s
         loadgen_s += max(seconds, int(s["min_duration"]) / 1000)

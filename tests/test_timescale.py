@@ -27,9 +27,22 @@ def test_the_factor_scales_seconds_rates_and_reads_back() -> None:
     assert TimeScale.from_json(ts.to_json()) == TimeScale(1 / 400, "test")
     stretched = TimeScale(2, "a latency run whose TTFT margin is under this host's delay")  # slower than real
     assert stretched.s(0.45) == 0.9 and stretched.text == "2" and stretched.rate(30) == 15
+    assert TimeScale(1 / 2.9).text == "1/2.9" and TimeScale(1.6).text == "1.6"
     for bad in (0, -1, 10.5, float("nan"), True, 1e-9):
         with pytest.raises(ValueError):
             TimeScale(bad)
+
+
+def test_a_run_takes_the_slowest_scale_it_needs_in_tenths_never_faster() -> None:
+    """pace.round_pace: 405B Server needs 1/2.94 of real time for its TTFT margin; a whole 1/n ran it at 1/2, a
+    third longer than it needed. Never faster than needed, never past MAX_FACTOR."""
+    from repro.rehearse.pace import round_pace
+
+    assert round_pace(0.34) == pytest.approx(1 / 2.9) and round_pace(1 / 400) == pytest.approx(1 / 400)
+    assert round_pace(1.587) == 1.6 and round_pace(2.0) == 2.0 and round_pace(0.99) == 1.0 and round_pace(50) == 10
+    for need in (0.0026, 0.018, 0.18, 0.265, 0.5, 0.7, 1.01, 3.33, 9.9):
+        k = round_pace(need)
+        assert need - 1e-12 <= k <= need * 1.1 + 1e-12, (need, k)
 
 
 def _silent_listener() -> tuple[socket.socket, int]:

@@ -76,6 +76,23 @@ def test_without_a_preroll_the_first_queries_meet_an_empty_server() -> None:
     assert asyncio.run(go()) == 0
 
 
+def test_a_latency_runs_scale_follows_the_twin_of_the_recipes_engine() -> None:
+    """nd-h200-v5 Interactive: the recipe's engine takes 1,536 tokens a step where the published one took 256, so its
+    twin's p99 TTFT (74 ms) is far under the published log's (291 ms) and the run needs no slower pace than real
+    time (the published margin alone asked for x 2); where the recipe's twin is over the limit, the published
+    log's sets the pace (the run fails at any pace)."""
+    pace = plan_pace(get_recipe("nd-h200-v5"), 1 / 400)["Interactive"]
+    published = T.calibrate("nd-h200-v5").scenarios["Interactive"].figures["ttft_p99"].value
+    assert pace.expected_ttft_p99_s is not None and pace.expected_ttft_p99_s < 0.5 * published
+    assert pace.time_scale.factor <= 1 and "the twin's p99 TTFT on the recipe's engine" in pace.notes[0]
+    assert pace.to_json()["expected_ttft_p99_s"] == pace.expected_ttft_p99_s
+    from repro.rehearse.pace import expected_ttft_p99
+
+    t = T.calibrate("nd-h200-v5").scenarios["Interactive"]
+    slow = TwinParams.from_json({**t.params.to_json(), "a": 1.0})  # one second a step: every TTFT over 450 ms
+    assert expected_ttft_p99(t.target, slow, 1024, 0.45) == (published, f"the published p99 TTFT {published:.3g} s")
+
+
 def test_a_wide_twin_sends_each_request_to_one_of_its_copies_at_random() -> None:
     """replicas n: n independent engines behind one endpoint, each request to one at random (a Poisson stream split
     at random is Poisson at each copy); each copy runs it as the whole published server would."""

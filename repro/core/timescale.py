@@ -66,11 +66,13 @@ class TimeScale:
 
     @property
     def text(self) -> str:
-        """The factor as people write it: 1/400 rather than 0.0025."""
+        """The factor as people write it: 1/400 rather than 0.0025, 1/2.9 rather than 0.344828."""
         inv = 1 / self.factor
         if not self.scaled:
             return "1"
-        return f"1/{inv:.0f}" if abs(inv - round(inv)) < 1e-6 else f"{self.factor:g}"
+        if abs(inv - round(inv)) < 1e-6:
+            return f"1/{inv:.0f}"
+        return f"1/{inv:.1f}" if inv > 1 and abs(inv * 10 - round(inv * 10)) < 1e-6 else f"{self.factor:g}"
 
     def to_json(self) -> dict[str, Any]:
         return {"factor": self.factor, "text": self.text, "source": self.source}

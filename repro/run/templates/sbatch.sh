@@ -76,7 +76,11 @@ child=""
 on_term() {
   trap - TERM INT
   if [ -n "$child" ]; then kill -TERM "$child" 2>/dev/null; fi
-  for _ in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20; do { [ -n "$child" ] && kill -0 "$child" 2>/dev/null; } || break; sleep 0.5; done
+  # repro stops within ~10 s of a signal (run/harness.py: grace, close, server removal); a loaded node takes longer.
+  # Wait up to 25 s (under Slurm's default KillWait of 30 s), then KILL it: its home is removed only once nothing
+  # of it can write there again (a home removed at 10 s while repro still wrote its ledger came back).
+  for _ in $(seq 50); do { [ -n "$child" ] && kill -0 "$child" 2>/dev/null; } || break; sleep 0.5; done
+  if [ -n "$child" ] && kill -0 "$child" 2>/dev/null; then kill -KILL "$child" 2>/dev/null; wait "$child" 2>/dev/null; fi
   finish
   state cancelled 143 "cancelled by Slurm (scancel, time limit or preemption); partial run kept if any"
   exit 143
