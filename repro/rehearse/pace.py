@@ -27,7 +27,9 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -55,12 +57,11 @@ this far under its scaled limit, stretched beyond real time where even real time
 LATENCY_RUN_S = 30.0
 EARLY_STOPPING_QUERIES = 460
 TAIL_CONFIDENCE = 0.95
-"""The chance a latency run's early stopping passes the published run's own share over a limit, below which the
-rehearsal says an INVALID may be the short run's statistics, not the server. At 460 queries early stopping lets
-none over; Azure's 405B Server log has p99 TTFT 5.12 s and p99.9 7.30 s against 6 s (about 0.39% of its queries over
-it), so a 460-query run of that same server is VALID about one time in six. The ~3,100 queries that would pass
-it 95% of the time took 188 s here at 28.9 streams/s and overloaded this 2-core host (p99 TTFT 3.38 s against the
-scaled 3 s limit, 24.2 of 28.9 samples/s completed), so the run keeps its count and says the odds."""
+"""The share of the twin's simulated runs early stopping passes, below which the rehearsal says an INVALID may be
+the short run's statistics, not the server. Azure's 405B Server log has p99 TTFT 5.12 s and p99.9 7.30 s against
+6 s (about 0.39% of its queries over it; it passed on 8,313 queries); at 460 queries early stopping lets none over.
+A Poisson count of that share promised 95% at ~3,100 queries; the twin's runs (its over-limit queries clumped by
+stalls) pass about half the time at 460 and no more often at 2,000 (session 12), so the note says the twin's odds."""
 MAX_TAIL_QUERIES = 4000
 TAIL_POINTS = (50.0, 90.0, 95.0, 97.0, 99.0, 99.9)
 TWIN_P99_SEEDS = (5, 6, 7)
@@ -197,36 +198,29 @@ def over_share(figures: dict[str, Any], kind: str, limit_s: float) -> tuple[floa
     return 0.0, ""
 
 
-def tail_queries(share: float) -> int:
-    """The fewest queries (from EARLY_STOPPING_QUERIES, at most MAX_TAIL_QUERIES) with which early stopping passes a
-    run whose queries are over a limit with probability `share`, TAIL_CONFIDENCE of the time."""
-    from repro.run.latency_bound import allowed_over, poisson_cdf
-
-    n = EARLY_STOPPING_QUERIES
-    while share > 0 and n < MAX_TAIL_QUERIES and poisson_cdf(allowed_over(n) or 0, share * n) < TAIL_CONFIDENCE:
-        n = math.ceil(n * 1.05)
-    return min(n, MAX_TAIL_QUERIES)
-
-
 def _latency_settings(
-    s: dict[str, Any], published_queries: int, width: float, k: float, notes: list[str], tail: tuple[float, str]
+    s: dict[str, Any],
+    published_queries: int,
+    width: float,
+    k: float,
+    notes: list[str],
+    tail: tuple[float, str],
+    odds: Callable[[int], float],
 ) -> None:
     """A Server or Interactive run's count, duration and limits here (`s`: the recipe's user.conf, scaled). A wide
     twin's copies give early stopping its queries sooner, not more of them: the published count x min(w, 1); where
-    the published run's own share over a limit (`tail`) makes an INVALID likely at that count, a note says so."""
-    from repro.run.latency_bound import allowed_over, poisson_cdf
-
+    the published run's own share over a limit (`tail`) is above none and the twin's simulated runs of that count
+    (`odds`: twin.early_stopping_odds) pass under TAIL_CONFIDENCE of the time, a note says so."""
     rate = float(s["target_qps"])
     share, lines = tail
     queries = max(math.ceil(published_queries * min(width, 1.0)), EARLY_STOPPING_QUERIES)
-    if share > 0:
-        odds = poisson_cdf(allowed_over(queries) or 0, share * queries)
-        if odds < TAIL_CONFIDENCE:
-            notes.append(
-                f"the published run had about {share:.2%} of its queries over a limit ({lines}): {queries:,} queries "
-                f"pass that share {odds:.0%} of the time, so an INVALID here may be the short run's statistics; "
-                f"{tail_queries(share):,} would pass it {TAIL_CONFIDENCE:.0%} of the time"
-            )
+    if share > 0 and (short := odds(queries)) < TAIL_CONFIDENCE:
+        notes.append(
+            f"the published run had about {share:.2%} of its queries over a limit ({lines}); the twin of the "
+            f"recipe's engine passed early stopping in {short:.0%} of its "
+            f"simulated runs of {queries:,} queries and {odds(MAX_TAIL_QUERIES):.0%} of {MAX_TAIL_QUERIES:,} (its "
+            "over-limit queries come in clumps), so an INVALID here may be the short run's statistics"
+        )
     scaled_ms, took_ms = int(s["min_duration"]), math.ceil(1000 * queries / rate)
     s["min_query_count"] = queries
     s["min_duration"] = max(1000, min(scaled_ms, int(LATENCY_RUN_S * 1000), took_ms))
@@ -269,7 +263,7 @@ def _recipe_engine(recipe: Recipe, scenario: str, params: TwinParams, notes: lis
 def plan_pace(recipe: Recipe, time_scale: float, cache_dir: Path | None = None) -> dict[str, RunPace]:
     """Every run of the recipe's published-pace rehearsal (the scenarios its twin record has)."""
     from repro.rehearse.result import PROMPTS
-    from repro.rehearse.twin import calibrate, steady_state, thin_for
+    from repro.rehearse.twin import calibrate, early_stopping_odds, steady_state, thin_for
     from repro.run.backends.trtllm import client_concurrency, stall_timeout_s
     from repro.run.settings import loadgen_settings
 
@@ -337,7 +331,9 @@ def plan_pace(recipe: Recipe, time_scale: float, cache_dir: Path | None = None) 
                 over_share(t.figures, "ttft", float(rules.ttft_ms or 0) / 1000),
                 over_share(t.figures, "tpot", float(rules.tpot_ms or 0) / 1000),
             )
-            _latency_settings(settings, int(s["min_query_count"]), width, k, notes, tail)
+            limits = (limit_s, float(rules.tpot_ms or 0) / 1000)
+            odds = partial(early_stopping_odds, t, mine, recipe.loadgen.max_tokens, limits_s=limits)
+            _latency_settings(settings, int(s["min_query_count"]), width, k, notes, tail, odds)
             # LoadGen reads user.conf's limits as whole ms; the harness applies these ns keys (run/harness.py)
             settings["ttft_latency_ns"] = round(int(s["ttft_latency"]) * 1e6 * k)
             settings["tpot_latency_ns"] = round(int(s["tpot_latency"]) * 1e6 * k)

@@ -661,6 +661,30 @@ def check(cal: ScenarioTwin, max_tokens: int, *, seed: int = 23) -> dict[str, di
     }
 
 
+def early_stopping_odds(
+    t: Target, params: TwinParams, max_tokens: int, queries: int, limits_s: tuple[float, float], runs: int = 8
+) -> float:
+    """The share of `runs` simulated runs of `queries` queries through one server's twin (the published schedule,
+    each after three mean latencies of it, as the rehearsal's pre-roll) that LoadGen's early stopping passes on both
+    limits (TTFT, TPOT). Over-limit queries come in clumps (a stall, a burst of long prompts): a Poisson count of the
+    average share says far better odds than the twin's runs have."""
+    from repro.run.latency_bound import allowed_over
+
+    allowed = allowed_over(queries) or 0
+    ttft_s, tpot_s = limits_s
+    skip = math.ceil(3 * t.figures["latency_mean"].value * t.per_server_qps)
+    passed = 0
+    for seed in range(runs):
+        rng = random.Random(1000 + seed)
+        arrivals = _arrivals(t, rng, seconds=(skip + queries) / t.per_server_qps)
+        jobs, _ = simulate(TwinParams.from_json({**params.to_json(), "seed": 1000 + seed}), arrivals, max_tokens)
+        counted = [j for j in jobs[skip:] if j.t_first is not None and j.t_done is not None][:queries]
+        over_ttft = sum(1 for j in counted if j.t_first - j.t_arr > ttft_s)  # type: ignore[operator]
+        over_tpot = sum(1 for j in counted if j.osl > 1 and (j.t_done - j.t_first) / (j.osl - 1) > tpot_s)  # type: ignore[operator]
+        passed += over_ttft <= allowed and over_tpot <= allowed
+    return passed / runs
+
+
 def thin(params: TwinParams, width: float, crowd: list[float]) -> TwinParams:
     """The server taking `width` of its load beside a crowd standing for the rest (trtllm_twin.py's thin server);
     `crowd` is its steady state at the published schedule (steady_state)."""
