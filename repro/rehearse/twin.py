@@ -678,10 +678,11 @@ def early_stopping_odds(
         rng = random.Random(1000 + seed)
         arrivals = _arrivals(t, rng, seconds=(skip + queries) / t.per_server_qps)
         jobs, _ = simulate(TwinParams.from_json({**params.to_json(), "seed": 1000 + seed}), arrivals, max_tokens)
-        counted = [j for j in jobs[skip:] if j.t_first is not None and j.t_done is not None][:queries]
-        over_ttft = sum(1 for j in counted if j.t_first - j.t_arr > ttft_s)  # type: ignore[operator]
-        over_tpot = sum(1 for j in counted if j.osl > 1 and (j.t_done - j.t_first) / (j.osl - 1) > tpot_s)  # type: ignore[operator]
-        passed += over_ttft <= allowed and over_tpot <= allowed
+        times = [(j.t_arr, j.t_first, j.t_done, j.osl) for j in jobs[skip:]]
+        counted = [(a, f, d, n) for a, f, d, n in times if f is not None and d is not None][:queries]
+        over_ttft = sum(1 for a, f, _, _ in counted if f - a > ttft_s)
+        over_tpot = sum(1 for _, f, d, n in counted if n > 1 and (d - f) / (n - 1) > tpot_s)
+        passed += int(over_ttft <= allowed and over_tpot <= allowed)
     return passed / runs
 
 
