@@ -209,17 +209,22 @@ def _latency_settings(
 ) -> None:
     """A Server or Interactive run's count, duration and limits here (`s`: the recipe's user.conf, scaled). A wide
     twin's copies give early stopping its queries sooner, not more of them: the published count x min(w, 1); where
-    the published run's own share over a limit (`tail`) is above none and the twin's simulated runs of that count
-    (`odds`: twin.early_stopping_odds) pass under TAIL_CONFIDENCE of the time, a note says so."""
+    the twin's simulated runs of that count (`odds`: twin.early_stopping_odds) pass under TAIL_CONFIDENCE of the
+    time, a note says so, with the published run's own share over a limit (`tail`) where it has one."""
     rate = float(s["target_qps"])
     share, lines = tail
     queries = max(math.ceil(published_queries * min(width, 1.0)), EARLY_STOPPING_QUERIES)
-    if share > 0 and (short := odds(queries)) < TAIL_CONFIDENCE:
+    if (short := odds(queries)) < TAIL_CONFIDENCE:
+        published = (
+            f"the published run had about {share:.2%} of its queries over a limit ({lines})"
+            if share > 0
+            else "the published log's percentiles put none of its queries over a limit"
+        )
+        longer = f" and {odds(MAX_TAIL_QUERIES):.0%} of {MAX_TAIL_QUERIES:,}" if share > 0 else ""
         notes.append(
-            f"the published run had about {share:.2%} of its queries over a limit ({lines}); the twin of the "
-            f"recipe's engine passed early stopping in {short:.0%} of its "
-            f"simulated runs of {queries:,} queries and {odds(MAX_TAIL_QUERIES):.0%} of {MAX_TAIL_QUERIES:,} (its "
-            "over-limit queries come in clumps), so an INVALID here may be the short run's statistics"
+            f"{published}; the twin of the recipe's engine passed early stopping in {short:.0%} of its simulated "
+            f"runs of {queries:,} queries{longer} (over-limit queries come in clumps: a stall or a burst "
+            "delays many at once), so an INVALID here may be the short run's statistics"
         )
     scaled_ms, took_ms = int(s["min_duration"]), math.ceil(1000 * queries / rate)
     s["min_query_count"] = queries
