@@ -59,7 +59,7 @@ EARLY_STOPPING_QUERIES = 460
 TAIL_CONFIDENCE = 0.95
 """The share of the twin's simulated runs early stopping passes, below which the rehearsal says an INVALID may be
 the short run's statistics, not the server. Azure's 405B Server log has p99 TTFT 5.12 s and p99.9 7.30 s against
-6 s (about 0.39% of its queries over it; it passed on 8,313 queries); at 460 queries early stopping lets none over.
+6 s (about 0.39% of its queries over it; it passed on its full count); at 460 queries early stopping lets none over.
 A Poisson count of that share promised 95% at ~3,100 queries; the twin's runs (its over-limit queries clumped by
 stalls) pass about half the time at 460 and no more often at 2,000 (session 12), so the note says the twin's odds."""
 MAX_TAIL_QUERIES = 4000
