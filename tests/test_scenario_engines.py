@@ -130,7 +130,7 @@ def test_a_recipe_without_scenario_blocks_keeps_its_hash_and_engine_folder() -> 
     """Fields added for per-scenario engines count in the hash only when set: nothing already built goes stale."""
     import hashlib
 
-    recipe = get_recipe("nd-h100-v5")
+    recipe = get_recipe("nc-h100-v5")
     assert recipe.deployments() == [recipe.deployment("Offline")] and recipe.deployment("Server").own is False
     doc = recipe.model_dump(mode="json")
     for key in ("scenarios", "published_host", "known_differences", "waive_rules"):
@@ -139,7 +139,7 @@ def test_a_recipe_without_scenario_blocks_keeps_its_hash_and_engine_folder() -> 
         assert pub.pop("engine") is None
     assert doc["trtllm"].pop("system") is None  # a one-system layout (issue 46) counts only when a recipe has one
     assert recipe.hash() == hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:16]
-    assert str(q.paths_for(recipe).serve_config) == "/workspace/engines/nd-h100-v5/trtllm_serve_extra_conf.yaml"
+    assert str(q.paths_for(recipe).serve_config) == "/workspace/engines/nc-h100-v5/trtllm_serve_extra_conf.yaml"
 
 
 def test_doctor_counts_the_server_engines_disk(tmp_path: Path) -> None:
