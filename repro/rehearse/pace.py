@@ -17,10 +17,13 @@ Per run, `k` (seconds here per second of the real machine) and `w` (the share of
   the twin pre-rolls PREROLL_LATENCIES mean published latencies of the published schedule once the warm-up is
   done, so the run's first query meets the published run's steady state, not an empty server.
 The twin is the published server's (its step costs fitted to the published logs) with the recipe's own engine
-limits (token budget, batch, KV pool): what the recipe will run, on the published machine. Everything else
-follows: LoadGen's durations x k, its latency limits x k, rates x w / k, query counts x w; the twin's clock x k;
-the client's requests in flight x w and its stall deadline x k (the real machine's deadline, seconds of it); the
-heartbeat and readiness wait x k.
+limits (token budget, batch, KV pool): what the recipe will run, on the published machine. A latency run's twin is
+also judged through the real run's whole schedule (twin_judge.whole_run: its real count, minutes to hours), which no
+short run here can show; where that fails (a KV pool or batch that cannot hold the published rate), the note says
+so and the twin pre-rolls to the schedule's end, its crowd the end's, so this run fails as the real one would.
+Everything else follows: LoadGen's durations x k, its latency limits x k, rates x w / k, query counts x w; the
+twin's clock x k; the client's requests in flight x w and its stall deadline x k (the real machine's deadline,
+seconds of it); the heartbeat and readiness wait x k.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from typing import Any
 from repro.core.recipes import Recipe
 from repro.core.timescale import MAX_FACTOR, TimeScale
 from repro.rehearse.standin.trtllm_twin import TwinParams
+from repro.rehearse.twin_judge import WholeRun, early_stopping_odds, whole_run
 
 OFFLINE_QPS = 60.0
 """Unstreamed answers a second this 2-core machine's harness (LoadGen, the HTTP client, re-tokenizing) drives."""
@@ -59,10 +63,10 @@ EARLY_STOPPING_QUERIES = 460
 TAIL_CONFIDENCE = 0.95
 """The share of the twin's simulated runs early stopping passes, below which the rehearsal says an INVALID may be
 the short run's statistics, not the server. Azure's 405B Server log has p99 TTFT 5.12 s and p99.9 7.30 s against
-6 s (about 0.39% of its queries over it; it passed on its full count); at 460 queries early stopping lets none over.
-A Poisson count of that share promised 95% at ~3,100 queries; the twin's runs (its over-limit queries clumped by
-stalls) pass about half the time at 460 and no more often at 2,000 (session 12), so the note says the twin's odds."""
-MAX_TAIL_QUERIES = 4000
+6 s (about 0.39% of its queries over it); at 460 queries early stopping lets none over. A Poisson count of that
+share promised 95% at ~3,100 queries; the twin's runs (its over-limit queries clumped by bursts of arrivals) pass
+58% of windows of 460, 78% of 3,000 and 96% of the real run's count (Target.real_queries), so the note says
+the twin's odds at both counts (session 13: 12 simulated runs of 60,000 queries cut into windows)."""
 TAIL_POINTS = (50.0, 90.0, 95.0, 97.0, 99.0, 99.9)
 TWIN_P99_SEEDS = (5, 6, 7)
 PREROLL_LATENCIES = 3.0
@@ -85,6 +89,8 @@ class RunPace:
     notes: list[str] = field(default_factory=list)
     expected_ttft_p99_s: float | None = None
     """The p99 TTFT (real seconds) its scale was chosen for (expected_ttft_p99); None for Offline."""
+    whole_run: dict[str, Any] | None = None
+    """The twin's whole published run, judged (twin_judge.WholeRun.to_json); None for Offline."""
 
     def standin_env(self) -> dict[str, str]:
         """A stand-in serving this run's twin alone (a test's server, started for one run)."""
@@ -106,6 +112,7 @@ class RunPace:
             "host_ttft_overhead_s": TTFT_OVERHEAD_S if self.scenario != "Offline" else None,
             "twin_per_server": twin,
             "expected_ttft_p99_s": self.expected_ttft_p99_s,
+            "whole_run": self.whole_run,
             "notes": self.notes,
         }
 
@@ -145,19 +152,17 @@ def expected_ttft_p99(t: Any, params: TwinParams, max_tokens: int, limit_s: floa
     return published, f"the published p99 TTFT {published:.3g} s"
 
 
-def scale_for(
-    recipe: Recipe, scenario: str, fastest: float, p99: tuple[float, str], rate_vm: float
-) -> tuple[float, str]:
-    """The fastest scale for a latency-bound run, and why it is that one (`p99`: expected_ttft_p99's)."""
-    rules = recipe.bench.rules(scenario)
+def scale_for(limit_s: float, fastest: float, p99: tuple[float, str], rate_vm: float) -> tuple[float, str]:
+    """The fastest scale for a latency-bound run under a TTFT limit of `limit_s`, and why it is that one (`p99`:
+    expected_ttft_p99's)."""
     p99_ttft_s, whose = p99
-    margin = float(rules.ttft_ms or 0) / 1000 - p99_ttft_s
+    margin = limit_s - p99_ttft_s
     by_margin = TTFT_OVERHEAD_S / margin if margin > 0 else 1.0
     by_rate = MIN_WIDTH * rate_vm / STREAM_QPS
     need = min(MAX_FACTOR, max(fastest, by_margin, by_rate))
     k = round_pace(need)
     why = (
-        f"{whose} leaves {margin:.3g} s to the {rules.ttft_ms:g} ms limit, "
+        f"{whose} leaves {margin:.3g} s to the {limit_s * 1000:g} ms limit, "
         f"{margin * k * 1000:.3g} ms here against this host's {TTFT_OVERHEAD_S * 1000:g} ms"
         + (" (slower than the real machine: no faster pace leaves this host's delay room)" if k > 1 else "")
         if need == by_margin
@@ -200,31 +205,33 @@ def over_share(figures: dict[str, Any], kind: str, limit_s: float) -> tuple[floa
 
 def _latency_settings(
     s: dict[str, Any],
-    published_queries: int,
+    min_queries: int,
     width: float,
     k: float,
     notes: list[str],
     tail: tuple[float, str],
     odds: Callable[[int], float],
+    real_queries: int,
 ) -> None:
     """A Server or Interactive run's count, duration and limits here (`s`: the recipe's user.conf, scaled). A wide
-    twin's copies give early stopping its queries sooner, not more of them: the published count x min(w, 1); where
-    the twin's simulated runs of that count (`odds`: twin.early_stopping_odds) pass under TAIL_CONFIDENCE of the
-    time, a note says so, with the published run's own share over a limit (`tail`) where it has one."""
+    twin's copies give early stopping its queries sooner, not more of them: user.conf's count x min(w, 1); where
+    the twin's simulated runs of that count (`odds`: twin_judge.early_stopping_odds) pass under TAIL_CONFIDENCE of
+    the time, a note says so, with their odds at a server's share of the real run's count (`real_queries`) and the
+    published run's own share over a limit (`tail`) where it has one."""
     rate = float(s["target_qps"])
     share, lines = tail
-    queries = max(math.ceil(published_queries * min(width, 1.0)), EARLY_STOPPING_QUERIES)
+    queries = max(math.ceil(min_queries * min(width, 1.0)), EARLY_STOPPING_QUERIES)
     if (short := odds(queries)) < TAIL_CONFIDENCE:
         published = (
             f"the published run had about {share:.2%} of its queries over a limit ({lines})"
             if share > 0
             else "the published log's percentiles put none of its queries over a limit"
         )
-        longer = f" and {odds(MAX_TAIL_QUERIES):.0%} of {MAX_TAIL_QUERIES:,}" if share > 0 else ""
         notes.append(
             f"{published}; the twin of the recipe's engine passed early stopping in {short:.0%} of its simulated "
-            f"runs of {queries:,} queries{longer} (over-limit queries come in clumps: a stall or a burst "
-            "delays many at once), so an INVALID here may be the short run's statistics"
+            f"runs of {queries:,} queries and {odds(real_queries):.0%} of {real_queries:,} (a server's share of the "
+            "real run's count; over-limit queries come in clumps: a stall or a burst delays many at once), so an "
+            "INVALID here may be the short run's statistics"
         )
     scaled_ms, took_ms = int(s["min_duration"]), math.ceil(1000 * queries / rate)
     s["min_query_count"] = queries
@@ -265,10 +272,81 @@ def _recipe_engine(recipe: Recipe, scenario: str, params: TwinParams, notes: lis
     return out
 
 
+@dataclass
+class _Latency:
+    """A latency-bound run's plan before its LoadGen settings: what plan_pace resolves once and passes on."""
+
+    k: float
+    why: str
+    width: float
+    replicas: int
+    expected_ttft_p99_s: float
+    twin: TwinParams
+    """The published server with the recipe's engine limits (unthinned, one replica)."""
+    limits_s: tuple[float, float]
+    whole: WholeRun
+    rate_vm: float
+
+
+def _latency_pace(
+    recipe: Recipe, scenario: str, t: Any, twin: TwinParams, time_scale: float, servers: int, notes: list[str]
+) -> _Latency:
+    """A Server or Interactive run's scale, width and copies, and the twin's whole published run (a failing one
+    is said in the notes)."""
+    rules = recipe.bench.rules(scenario)
+    limits = (float(rules.ttft_ms or 0) / 1000, float(rules.tpot_ms or 0) / 1000)
+    rate_vm = t.per_server_qps * servers
+    p99 = expected_ttft_p99(t, twin, recipe.loadgen.max_tokens, limits[0])
+    k, why = scale_for(limits[0], time_scale, p99, rate_vm)
+    # stretched (k > 1), the run sends STREAM_QPS / k: as many streams in flight as at real time (rate x
+    # latency here), each as costly to this host's 2 cores; a GB300 Interactive run at x 2 sent 30/s and
+    # held twice the streams, and its TTFTs waited on the host (max 1.43 s here against a 0.9 s limit)
+    width, replicas = STREAM_QPS * min(k, 1.0) / rate_vm, 1
+    if width >= 2:
+        replicas = min(MAX_REPLICAS, math.floor(width))
+        notes.append(
+            f"{replicas} copies of the published server behind each endpoint, each request to one at random: "
+            f"one server's {t.per_server_qps:.4g} samples/s x {servers} at time x {TimeScale(k).text} would "
+            f"give LoadGen's early stopping its {EARLY_STOPPING_QUERIES} queries only after "
+            f"{EARLY_STOPPING_QUERIES / (rate_vm / k):,.0f} s here"
+        )
+    whole = whole_run(t, twin, recipe.loadgen.max_tokens, limits)
+    if not whole.passes:
+        notes.append(
+            f"{whole.say()}: the real run would be INVALID; the twin pre-rolls that schedule up to this run's "
+            "share of its end, so this run meets the state the real run ends in"
+        )
+    width = float(replicas) if replicas > 1 else min(1.0, width)
+    return _Latency(k, why, width, replicas, p99[0], twin, limits, whole, rate_vm)
+
+
+def _latency_twin(
+    recipe: Recipe, t: Any, lat: _Latency, settings: dict[str, Any], s: dict[str, Any], notes: list[str]
+) -> dict[str, Any]:
+    """A latency-bound run's LoadGen count and limits here, and its twin's copies and pre-roll (to the end of the
+    real run's schedule where the twin's whole run fails: the crowd then is the end's, steady_state's window)."""
+    tail = max(over_share(t.figures, "ttft", lat.limits_s[0]), over_share(t.figures, "tpot", lat.limits_s[1]))
+    odds = partial(early_stopping_odds, t, lat.twin, recipe.loadgen.max_tokens, limits_s=lat.limits_s)
+    _latency_settings(settings, int(s["min_query_count"]), lat.width, lat.k, notes, tail, odds, t.real_queries)
+    # LoadGen reads user.conf's limits as whole ms; the harness applies these ns keys (run/harness.py)
+    settings["ttft_latency_ns"] = round(int(s["ttft_latency"]) * 1e6 * lat.k)
+    settings["tpot_latency_ns"] = round(int(s["tpot_latency"]) * 1e6 * lat.k)
+    preroll_s = PREROLL_LATENCIES * t.figures["latency_mean"].value
+    if not lat.whole.passes:  # the run's queries come last: they span queries / (rate x width) real seconds
+        span = settings["min_query_count"] / (lat.rate_vm * lat.width)
+        preroll_s = max(preroll_s, lat.whole.seconds - span)
+    return {
+        "replicas": lat.replicas,
+        "preroll_qps": t.per_server_qps * min(lat.width, 1.0),
+        "preroll_s": preroll_s,
+        "preroll_max_tokens": recipe.loadgen.max_tokens,
+    }
+
+
 def plan_pace(recipe: Recipe, time_scale: float, cache_dir: Path | None = None) -> dict[str, RunPace]:
     """Every run of the recipe's published-pace rehearsal (the scenarios its twin record has)."""
     from repro.rehearse.result import PROMPTS
-    from repro.rehearse.twin import calibrate, early_stopping_odds, steady_state, thin_for
+    from repro.rehearse.twin import calibrate, steady_state, thin_for
     from repro.run.backends.trtllm import client_concurrency, stall_timeout_s
     from repro.run.settings import loadgen_settings
 
@@ -282,9 +360,8 @@ def plan_pace(recipe: Recipe, time_scale: float, cache_dir: Path | None = None) 
         servers = recipe.deployment(scenario).trtllm.servers_per_vm  # type: ignore[union-attr]
         rate_vm = t.per_server_qps * servers
         notes: list[str] = []
-        replicas = 1
         engine = _recipe_engine(recipe, scenario, sc.params, notes)
-        expected: float | None = None
+        lat: _Latency | None = None
         if scenario == "Offline":
             need = max(time_scale, MIN_WIDTH * rate_vm / OFFLINE_QPS)
             k = round_pace(min(need, 1.0))
@@ -295,26 +372,9 @@ def plan_pace(recipe: Recipe, time_scale: float, cache_dir: Path | None = None) 
             )
             width = min(1.0, OFFLINE_QPS * k / rate_vm)
         else:
-            limit_s = float(recipe.bench.rules(scenario).ttft_ms or 0) / 1000
             mine = TwinParams.from_json({**sc.params.to_json(), **engine})
-            p99 = expected_ttft_p99(t, mine, recipe.loadgen.max_tokens, limit_s)
-            expected = p99[0]
-            k, why = scale_for(recipe, scenario, time_scale, p99, rate_vm)
-            # stretched (k > 1), the run sends STREAM_QPS / k: as many streams in flight as at real time (rate x
-            # latency here), each as costly to this host's 2 cores; a GB300 Interactive run at x 2 sent 30/s and
-            # held twice the streams, and its TTFTs waited on the host (max 1.43 s here against a 0.9 s limit)
-            width = STREAM_QPS * min(k, 1.0) / rate_vm
-            if width >= 2:
-                replicas = min(MAX_REPLICAS, math.floor(width))
-                notes.append(
-                    f"{replicas} copies of the published server behind each endpoint, each request to one at random: "
-                    f"one server's {t.per_server_qps:.4g} samples/s x {servers} at time x {TimeScale(k).text} would "
-                    f"give LoadGen's early stopping its {EARLY_STOPPING_QUERIES} queries only after "
-                    f"{EARLY_STOPPING_QUERIES / (rate_vm / k):,.0f} s here"
-                )
-                width = float(replicas)
-            else:
-                width = min(1.0, width)
+            lat = _latency_pace(recipe, scenario, t, mine, time_scale, servers, notes)
+            k, why, width = lat.k, lat.why, lat.width
         notes.insert(0, f"time x {TimeScale(k).text}: {why}")
         notes.append(
             f"width {width:.3g}: {rate_vm:,.4g} samples/s published x {width:.3g} / {k:.4g} = "
@@ -328,28 +388,16 @@ def plan_pace(recipe: Recipe, time_scale: float, cache_dir: Path | None = None) 
             "performance_sample_count_override": PROMPTS,
         }
         twin = {**sc.params.to_json(), **engine, "time_scale": k}
-        if scenario == "Offline":
+        crowd_at: dict[str, Any] = {}
+        if lat is None:
             _cut_offline(settings, width, client_concurrency(recipe) * servers, notes, k)
         else:
-            rules = recipe.bench.rules(scenario)
-            tail = max(
-                over_share(t.figures, "ttft", float(rules.ttft_ms or 0) / 1000),
-                over_share(t.figures, "tpot", float(rules.tpot_ms or 0) / 1000),
-            )
-            limits = (limit_s, float(rules.tpot_ms or 0) / 1000)
-            odds = partial(early_stopping_odds, t, mine, recipe.loadgen.max_tokens, limits_s=limits)
-            _latency_settings(settings, int(s["min_query_count"]), width, k, notes, tail, odds)
-            # LoadGen reads user.conf's limits as whole ms; the harness applies these ns keys (run/harness.py)
-            settings["ttft_latency_ns"] = round(int(s["ttft_latency"]) * 1e6 * k)
-            settings["tpot_latency_ns"] = round(int(s["tpot_latency"]) * 1e6 * k)
-            twin.update(
-                replicas=replicas,
-                preroll_qps=t.per_server_qps * min(width, 1.0),
-                preroll_s=PREROLL_LATENCIES * t.figures["latency_mean"].value,
-                preroll_max_tokens=recipe.loadgen.max_tokens,
-            )
+            twin.update(_latency_twin(recipe, t, lat, settings, s, notes))
+            if not lat.whole.passes:
+                crowd_at = {"seconds": lat.whole.seconds, "window": (0.9, 1.0)}
         base = TwinParams.from_json(twin)
-        crowd = steady_state(t, TwinParams.from_json({**twin, "seed": 5, "replicas": 1}), recipe.loadgen.max_tokens)
+        one = TwinParams.from_json({**twin, "seed": 5, "replicas": 1})
+        crowd = steady_state(t, one, recipe.loadgen.max_tokens, **crowd_at)
         out[scenario] = RunPace(
             scenario,
             TimeScale(k, f"--pace published ({why})"),
@@ -359,6 +407,7 @@ def plan_pace(recipe: Recipe, time_scale: float, cache_dir: Path | None = None) 
             max(1, math.ceil(client_concurrency(recipe) * width)),
             stall_timeout_s(recipe),
             notes,
-            expected,
+            lat.expected_ttft_p99_s if lat else None,
+            lat.whole.to_json() if lat else None,
         )
     return out

@@ -89,6 +89,18 @@ class Target:
         """Per server: the Offline query's samples (samples/s x the run's length), or the Server arrivals."""
         return max(1, round(self.per_server_qps * self.duration_s))
 
+    @property
+    def real_queries(self) -> int:
+        """Per server: the queries a latency-bound published run issued. LoadGen schedules min_duration's worth at
+        target_qps (at least min_query_count) and, with sample_concatenate_permutation (every LLM run), rounds up to
+        whole permutations of the performance sample count (LoadGen 6.0.17, measured: 190 queries due -> 192 at 64
+        samples, 300 at 150): Azure's 405B Server run issued one whole permutation of its sample count over ~2.6
+        hours, not the 534 queries of its 600 s."""
+        f = self.figures
+        due = max(f["min_query_count"].value, math.ceil(f["target_qps"].value * f["min_duration_ms"].value / 1000))
+        whole = math.ceil(due / f["performance_sample_count"].value) * f["performance_sample_count"].value
+        return max(1, math.ceil(whole / self.servers_published))
+
 
 def _arrivals(t: Target, rng: random.Random, *, seconds: float | None = None, burst: int | None = None) -> list[Any]:
     if t.scenario == "Offline":
@@ -661,31 +673,6 @@ def check(cal: ScenarioTwin, max_tokens: int, *, seed: int = 23) -> dict[str, di
     }
 
 
-def early_stopping_odds(
-    t: Target, params: TwinParams, max_tokens: int, queries: int, limits_s: tuple[float, float], runs: int = 8
-) -> float:
-    """The share of `runs` simulated runs of `queries` queries through one server's twin (the published schedule,
-    each after three mean latencies of it, as the rehearsal's pre-roll) that LoadGen's early stopping passes on both
-    limits (TTFT, TPOT). Over-limit queries come in clumps (a stall, a burst of long prompts): a Poisson count of the
-    average share says far better odds than the twin's runs have."""
-    from repro.run.latency_bound import allowed_over
-
-    allowed = allowed_over(queries) or 0
-    ttft_s, tpot_s = limits_s
-    skip = math.ceil(3 * t.figures["latency_mean"].value * t.per_server_qps)
-    passed = 0
-    for seed in range(runs):
-        rng = random.Random(1000 + seed)
-        arrivals = _arrivals(t, rng, seconds=(skip + queries) / t.per_server_qps)
-        jobs, _ = simulate(TwinParams.from_json({**params.to_json(), "seed": 1000 + seed}), arrivals, max_tokens)
-        times = [(j.t_arr, j.t_first, j.t_done, j.osl) for j in jobs[skip:]]
-        counted = [(a, f, d, n) for a, f, d, n in times if f is not None and d is not None][:queries]
-        over_ttft = sum(1 for a, f, _, _ in counted if f - a > ttft_s)
-        over_tpot = sum(1 for _, f, d, n in counted if n > 1 and (d - f) / (n - 1) > tpot_s)
-        passed += int(over_ttft <= allowed and over_tpot <= allowed)
-    return passed / runs
-
-
 def thin(params: TwinParams, width: float, crowd: list[float]) -> TwinParams:
     """The server taking `width` of its load beside a crowd standing for the rest (trtllm_twin.py's thin server);
     `crowd` is its steady state at the published schedule (steady_state)."""
@@ -704,9 +691,17 @@ def thin_for(scenario: str, params: TwinParams, width: float, crowd: list[float]
     return out
 
 
-def steady_state(t: Target, params: TwinParams, max_tokens: int) -> list[float]:
-    """The whole server's mean running requests, decoders, KV tokens and prefill tokens a step over the middle of
-    its published schedule (the fit's length): the crowd a thin twin shares the server with."""
+def steady_state(
+    t: Target,
+    params: TwinParams,
+    max_tokens: int,
+    *,
+    seconds: float | None = None,
+    window: tuple[float, float] = (0.25, 0.75),
+) -> list[float]:
+    """The whole server's mean running requests, decoders, KV tokens and prefill tokens a step over `window` of
+    its published schedule (the fit's length, or `seconds` of it): the crowd a thin twin shares the server with.
+    A server that falls behind is measured at the end of the real run's schedule (pace.plan_pace), not its middle."""
     from repro.rehearse.standin.trtllm_twin import Engine
 
     rng = random.Random(5)
@@ -714,7 +709,8 @@ def steady_state(t: Target, params: TwinParams, max_tokens: int) -> list[float]:
         slots = min(t.engine.max_batch_size, t.engine.kv_tokens // max(1, sum(t.isl) // len(t.isl)))
         arrivals = _arrivals(t, rng, burst=min(t.queries, FIT_OFFLINE_SLOTS * slots))
     else:
-        arrivals = _arrivals(t, rng, seconds=min(t.duration_s, max(FIT_SERVER_S, FIT_QUERIES / t.per_server_qps)))
+        fit_s = min(t.duration_s, max(FIT_SERVER_S, FIT_QUERIES / t.per_server_qps))
+        arrivals = _arrivals(t, rng, seconds=seconds or fit_s)
     eng = Engine(params, random.Random(params.seed or 1))
     for at, isl, osl in arrivals:
         eng.submit(eng.job(isl, osl, max_tokens, at))
@@ -727,7 +723,7 @@ def steady_state(t: Target, params: TwinParams, max_tokens: int) -> list[float]:
                 break
             eng.advance(eng.pending[0][0])
             continue
-        if (0.25 * end <= eng.now <= 0.75 * end) if end < math.inf else bool(eng.queue):
+        if (window[0] * end <= eng.now <= window[1] * end) if end < math.inf else bool(eng.queue):
             vals = (eng.running, eng.decoders, eng.kv, sum(take for _, take in eng.chunks))
             sums = [a + b for a, b in zip(sums, vals, strict=True)]
             n += 1

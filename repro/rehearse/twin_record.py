@@ -113,6 +113,7 @@ SUMMARY_KEYS = {
     "target_qps": ("target_qps",),
     "min_duration_ms": ("min_duration (ms)",),
     "min_query_count": ("min_query_count",),
+    "performance_sample_count": ("performance_sample_count",),
     "ttft_limit": ("ttft_latency (ns)",),
     "tpot_limit": ("tpot_latency (ns)",),
 }
