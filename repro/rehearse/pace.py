@@ -68,6 +68,8 @@ share promised 95% at ~3,100 queries; the twin's runs (its over-limit queries cl
 58% of windows of 460, 78% of 3,000 and 96% of the real run's count (Target.real_queries), so the note says
 the twin's odds at both counts (session 13: 12 simulated runs of 60,000 queries cut into windows)."""
 TAIL_POINTS = (50.0, 90.0, 95.0, 97.0, 99.0, 99.9)
+END_WINDOW = (0.9, 1.0)
+"""The share of the real schedule a failing whole run's thin crowd is measured over: its last tenth."""
 TWIN_P99_SEEDS = (5, 6, 7)
 PREROLL_LATENCIES = 3.0
 """Mean published latencies of its schedule a latency-bound twin runs through before the first query (in flight
@@ -138,15 +140,10 @@ def expected_ttft_p99(t: Any, params: TwinParams, max_tokens: int, limit_s: floa
     published log's (such a run fails at any pace, and the published margin sets how long it takes to say so).
     The recipe's engine can be far from the published one: nd-h200-v5's Interactive engine takes 1,536 tokens a
     step where the published one took 256, and its twin's p99 TTFT is 74 ms where the published log's is 291 ms."""
-    from repro.rehearse.twin import measure
+    from repro.rehearse.twin import measure, one_server
 
     published = t.figures["ttft_p99"].value
-    own = max(
-        measure(t, TwinParams.from_json({**params.to_json(), "seed": seed, "replicas": 1}), max_tokens).pct(
-            "ttft", 0.99
-        )
-        for seed in TWIN_P99_SEEDS
-    )
+    own = max(measure(t, one_server(params, seed), max_tokens).pct("ttft", 0.99) for seed in TWIN_P99_SEEDS)
     if math.isfinite(own) and own < limit_s:
         return own, f"the twin's p99 TTFT on the recipe's engine {own:.3g} s (the published log's {published:.3g} s)"
     return published, f"the published p99 TTFT {published:.3g} s"
@@ -287,6 +284,12 @@ class _Latency:
     whole: WholeRun
     rate_vm: float
 
+    @property
+    def end_s(self) -> float | None:
+        """Where the twin's whole run fails, the real schedule's length: this run meets its end (the pre-roll runs
+        up to it, a thin twin's crowd is measured over END_WINDOW of it); None where it passes."""
+        return None if self.whole.passes else self.whole.seconds
+
 
 def _latency_pace(
     recipe: Recipe, scenario: str, t: Any, twin: TwinParams, time_scale: float, servers: int, notes: list[str]
@@ -295,7 +298,7 @@ def _latency_pace(
     is said in the notes)."""
     rules = recipe.bench.rules(scenario)
     limits = (float(rules.ttft_ms or 0) / 1000, float(rules.tpot_ms or 0) / 1000)
-    rate_vm = t.per_server_qps * servers
+    rate_vm = t.per_server_qps * servers  # the published VM's rate (_latency_twin: lat.rate_vm)
     p99 = expected_ttft_p99(t, twin, recipe.loadgen.max_tokens, limits[0])
     k, why = scale_for(limits[0], time_scale, p99, rate_vm)
     # stretched (k > 1), the run sends STREAM_QPS / k: as many streams in flight as at real time (rate x
@@ -332,9 +335,9 @@ def _latency_twin(
     settings["ttft_latency_ns"] = round(int(s["ttft_latency"]) * 1e6 * lat.k)
     settings["tpot_latency_ns"] = round(int(s["tpot_latency"]) * 1e6 * lat.k)
     preroll_s = PREROLL_LATENCIES * t.figures["latency_mean"].value
-    if not lat.whole.passes:  # the run's queries come last: they span queries / (rate x width) real seconds
+    if lat.end_s is not None:  # the run's queries come last: they span queries / (rate x width) real seconds
         span = settings["min_query_count"] / (lat.rate_vm * lat.width)
-        preroll_s = max(preroll_s, lat.whole.seconds - span)
+        preroll_s = max(preroll_s, lat.end_s - span)
     return {
         "replicas": lat.replicas,
         "preroll_qps": t.per_server_qps * min(lat.width, 1.0),
@@ -346,7 +349,7 @@ def _latency_twin(
 def plan_pace(recipe: Recipe, time_scale: float, cache_dir: Path | None = None) -> dict[str, RunPace]:
     """Every run of the recipe's published-pace rehearsal (the scenarios its twin record has)."""
     from repro.rehearse.result import PROMPTS
-    from repro.rehearse.twin import calibrate, steady_state, thin_for
+    from repro.rehearse.twin import calibrate, one_server, steady_state, thin_for
     from repro.run.backends.trtllm import client_concurrency, stall_timeout_s
     from repro.run.settings import loadgen_settings
 
@@ -393,11 +396,10 @@ def plan_pace(recipe: Recipe, time_scale: float, cache_dir: Path | None = None) 
             _cut_offline(settings, width, client_concurrency(recipe) * servers, notes, k)
         else:
             twin.update(_latency_twin(recipe, t, lat, settings, s, notes))
-            if not lat.whole.passes:
-                crowd_at = {"seconds": lat.whole.seconds, "window": (0.9, 1.0)}
+            if lat.end_s is not None:
+                crowd_at = {"seconds": lat.end_s, "window": END_WINDOW}
         base = TwinParams.from_json(twin)
-        one = TwinParams.from_json({**twin, "seed": 5, "replicas": 1})
-        crowd = steady_state(t, one, recipe.loadgen.max_tokens, **crowd_at)
+        crowd = steady_state(t, one_server(base, 5), recipe.loadgen.max_tokens, **crowd_at)
         out[scenario] = RunPace(
             scenario,
             TimeScale(k, f"--pace published ({why})"),

@@ -90,6 +90,12 @@ class Target:
         return max(1, round(self.per_server_qps * self.duration_s))
 
     @property
+    def fit_s(self) -> float:
+        """Seconds of the published Server schedule the fit and its steady state simulate (FIT_SERVER_S, at least
+        FIT_QUERIES of its arrivals, at most the whole run)."""
+        return min(self.duration_s, max(FIT_SERVER_S, FIT_QUERIES / self.per_server_qps))
+
+    @property
     def real_queries(self) -> int:
         """Per server: the queries a latency-bound published run issued. LoadGen schedules min_duration's worth at
         target_qps (at least min_query_count) and, with sample_concatenate_permutation (every LLM run), rounds up to
@@ -166,7 +172,7 @@ def measure(
         burst = min(t.queries, CHECK_OFFLINE_QUERIES) if full else min(t.queries, FIT_OFFLINE_SLOTS * slots)
         jobs, _ = simulate(p, _arrivals(t, rng, burst=burst), max_tokens)
     else:
-        seconds = None if full else min(t.duration_s, max(FIT_SERVER_S, FIT_QUERIES / t.per_server_qps))
+        seconds = None if full else t.fit_s
         if queries:
             seconds = max(seconds or t.duration_s, queries / t.per_server_qps)
         jobs, _ = simulate(p, _arrivals(t, rng, seconds=seconds), max_tokens)
@@ -673,6 +679,11 @@ def check(cal: ScenarioTwin, max_tokens: int, *, seed: int = 23) -> dict[str, di
     }
 
 
+def one_server(params: TwinParams, seed: int) -> TwinParams:
+    """One server of a (possibly wide) twin with its own seed: what a simulation of the published schedule runs."""
+    return TwinParams.from_json({**params.to_json(), "seed": seed, "replicas": 1})
+
+
 def thin(params: TwinParams, width: float, crowd: list[float]) -> TwinParams:
     """The server taking `width` of its load beside a crowd standing for the rest (trtllm_twin.py's thin server);
     `crowd` is its steady state at the published schedule (steady_state)."""
@@ -709,8 +720,7 @@ def steady_state(
         slots = min(t.engine.max_batch_size, t.engine.kv_tokens // max(1, sum(t.isl) // len(t.isl)))
         arrivals = _arrivals(t, rng, burst=min(t.queries, FIT_OFFLINE_SLOTS * slots))
     else:
-        fit_s = min(t.duration_s, max(FIT_SERVER_S, FIT_QUERIES / t.per_server_qps))
-        arrivals = _arrivals(t, rng, seconds=seconds or fit_s)
+        arrivals = _arrivals(t, rng, seconds=seconds or t.fit_s)
     eng = Engine(params, random.Random(params.seed or 1))
     for at, isl, osl in arrivals:
         eng.submit(eng.job(isl, osl, max_tokens, at))

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from repro.rehearse.standin.trtllm_twin import TwinParams, simulate
-from repro.rehearse.twin import Target, _arrivals, measure
+from repro.rehearse.twin import Target, _arrivals, measure, one_server
 from repro.run.latency_bound import allowed_over, early_stopping_met
 
 WHOLE_RUN_SEED = 5
@@ -69,9 +69,8 @@ def whole_run(t: Target, params: TwinParams, max_tokens: int, limits_s: tuple[fl
     key = _key("whole", t.log, t.scenario, params, max_tokens, list(limits_s))
     if key in _SEEN:
         return _SEEN[key]
-    p = TwinParams.from_json({**params.to_json(), "seed": WHOLE_RUN_SEED, "replicas": 1})
     queries = t.real_queries
-    m = measure(t, p, max_tokens, seed=WHOLE_RUN_SEED, queries=queries)
+    m = measure(t, one_server(params, WHOLE_RUN_SEED), max_tokens, seed=WHOLE_RUN_SEED, queries=queries)
     ttft, tpot = limits_s
     _SEEN[key] = WholeRun(
         queries=len(m.ttft),
