@@ -515,25 +515,49 @@ def fit_key(recipe: Recipe) -> str:
 _FITTED: dict[str, dict[str, tuple[float, ...]]] = {}
 """This process's fits by recipe and fit_key: a rehearsal's plan, a dry run and the tests fit a recipe once."""
 
+SHIPPED_FITS = TWIN_DIR / "fits.json"
+"""Each recipe's fit at the fit_key it was made under (`python scripts/fit_twins.py` writes it): a fresh workspace
+and every test process start from it instead of fitting again (2-10 s a recipe); a stale key is refitted."""
+
+
+def _fit_from_json(doc: Any) -> dict[str, tuple[float, ...]]:
+    return {str(k): tuple(float(x) for x in v) for k, v in doc.items()}
+
+
+def shipped_fit(recipe: Recipe) -> dict[str, tuple[float, ...]] | None:
+    """The shipped fit of `recipe` if it was made under this recipe, record and code (its key), else None."""
+    import json
+
+    try:
+        entry = json.loads(SHIPPED_FITS.read_text(encoding="utf-8")).get(recipe.name)
+        if isinstance(entry, dict) and entry.get("key") == fit_key(recipe):
+            return _fit_from_json(entry["fit"])
+    except (OSError, ValueError, TypeError, AttributeError, KeyError):
+        pass
+    return None
+
 
 def cached_fit(recipe: Recipe, ts: list[Target], cache_dir: Path | None) -> dict[str, tuple[float, ...]]:
-    """fit_scenarios, kept in `cache_dir` (the rehearsal's workspace) and in this process under the key of what it
-    depends on."""
+    """fit_scenarios under the key of what it depends on: the shipped fit, else this process's, else the one kept in
+    `cache_dir` (the rehearsal's workspace, where its step processes read it), else a new fit kept there."""
     import json
 
     from repro.core.fsutil import atomic_write_text
 
+    shipped = shipped_fit(recipe)
+    if shipped is not None:
+        return shipped
     key = f"{recipe.name}-{fit_key(recipe)}"
     path = cache_dir / f"twin-fit-{key}.json" if cache_dir is not None else None
-    if path is not None and path.is_file():
+    fitted = _FITTED.get(key)
+    if fitted is None and path is not None and path.is_file():
         try:
-            doc = json.loads(path.read_text(encoding="utf-8"))
-            return {k: tuple(float(x) for x in v) for k, v in doc.items()}
+            fitted = _fit_from_json(json.loads(path.read_text(encoding="utf-8")))
         except (OSError, ValueError, TypeError, AttributeError):
-            pass
-    fitted = _FITTED.get(key) or fit_scenarios(recipe, ts)
+            fitted = None
+    fitted = fitted or fit_scenarios(recipe, ts)
     _FITTED[key] = fitted
-    if path is not None:
+    if path is not None and not path.is_file():
         path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_text(path, json.dumps({k: list(v) for k, v in fitted.items()}))
     return fitted
