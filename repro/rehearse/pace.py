@@ -39,7 +39,7 @@ from typing import Any
 from repro.core.recipes import Recipe
 from repro.core.timescale import MAX_FACTOR, TimeScale
 from repro.rehearse.standin.trtllm_twin import TwinParams
-from repro.rehearse.twin_judge import WholeRun, early_stopping_odds, whole_run
+from repro.rehearse.twin_judge import WHOLE_RUN_SEED, WholeRun, early_stopping_odds, whole_run
 
 OFFLINE_QPS = 60.0
 """Unstreamed answers a second this 2-core machine's harness (LoadGen, the HTTP client, re-tokenizing) drives."""
@@ -399,7 +399,7 @@ def plan_pace(recipe: Recipe, time_scale: float, cache_dir: Path | None = None) 
             if lat.end_s is not None:
                 crowd_at = {"seconds": lat.end_s, "window": END_WINDOW}
         base = TwinParams.from_json(twin)
-        crowd = steady_state(t, one_server(base, 5), recipe.loadgen.max_tokens, **crowd_at)
+        crowd = steady_state(t, one_server(base, WHOLE_RUN_SEED), recipe.loadgen.max_tokens, **crowd_at)
         out[scenario] = RunPace(
             scenario,
             TimeScale(k, f"--pace published ({why})"),

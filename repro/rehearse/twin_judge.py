@@ -17,6 +17,8 @@ from repro.rehearse.twin import Target, _arrivals, measure, one_server
 from repro.run.latency_bound import allowed_over, early_stopping_met
 
 WHOLE_RUN_SEED = 5
+"""The seed of the whole run's schedule, and of the steady state a plan measures its crowd in (pace.plan_pace): the
+end a failing run pre-rolls to is the one judged."""
 _SEEN: dict[str, Any] = {}
 """What this process has simulated already (a plan is made several times a process in the tests; each is pure)."""
 
