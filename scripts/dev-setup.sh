@@ -10,7 +10,7 @@ $SUDO apt-get install -y -qq --no-install-recommends \
   docker.io slurm-wlm munge tmux chromium busybox-static shellcheck ca-certificates python3-venv >/dev/null
 [ -x .venv/bin/python ] || python3 -m venv .venv
 .venv/bin/pip install -q --upgrade pip
-.venv/bin/pip install -q -e '.[test]'
+.venv/bin/pip install -q -c .ci/constraints.txt -e '.[test]'
 [ -f .ci/start-dockerd.sh ] && $SUDO bash .ci/start-dockerd.sh
 [ -f .ci/start-slurm.sh ] && $SUDO bash .ci/start-slurm.sh
 echo "dev-setup: ready"
