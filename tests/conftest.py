@@ -57,10 +57,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """Tests that use the `slurm` fixture carry the slurm marker, so `-m "not slurm"` leaves them out.
 
     The `slow` ones (rehearsals, rate searches, whole-flow walks: minutes each on 2 cores) run in CI (CI=true, as
-    `.ci/run` sets it), with REPRO_SLOW_TESTS=1, or when `-m` names them; the same command elsewhere skips them so a
-    developer's run stays under 15 minutes. Tests that need the machine to themselves carry `machine`: README
-    command 2 runs the others on three workers (pytest-xdist; a third keeps 2 cores busy while the others wait),
-    then these one after another.
+    `.ci/run` sets it), with REPRO_SLOW_TESTS=1, or when `-m` names them; the same command elsewhere skips them to
+    keep a developer's run short (15 minutes is the goal; docs/BENCHMARKS.md has what it takes). Tests that need
+    the machine to themselves carry `machine`: README command 2 runs the others on three workers (pytest-xdist; a
+    third keeps 2 cores busy while the others wait), then these one after another.
 
     The `soak` ones repeat what a `slow` test already walks, at length (every GPU recipe's rehearsal, several full
     Server runs at a tuned rate, the published pace): they run only with REPRO_SOAK_TESTS=1 or when `-m` names

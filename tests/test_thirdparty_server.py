@@ -87,13 +87,16 @@ def test_streamed_completion_sse_framing(thirdparty_server: ThirdPartyServer) ->
     is asked again without it, as repro's client does. Either way the usage comes once, in the last chunk."""
     tok = _tokenizer(thirdparty_server)
     ids = tok(PROMPT)["input_ids"]
-    payload = build_payload("completions", ids, 8, stream=True, model=thirdparty_server.model)
-    body = {k: v for k, v in payload.items() if k not in ("min_tokens", "top_k")}
-    body["prompt"] = tok.decode(ids, skip_special_tokens=True)
+
+    def body(usage: bool) -> dict[str, Any]:
+        payload = build_payload("completions", ids, 8, stream=True, model=thirdparty_server.model, usage=usage)
+        plain = {k: v for k, v in payload.items() if k not in ("min_tokens", "top_k")}
+        return {**plain, "prompt": tok.decode(ids, skip_special_tokens=True)}
+
     url = f"{thirdparty_server.base_url}/v1/completions"
-    status, raw = _post(url, body)
+    status, raw = _post(url, body(usage=True))
     if status == 422 and b"stream_options" in raw:
-        status, raw = _post(url, {k: v for k, v in body.items() if k != "stream_options"})
+        status, raw = _post(url, body(usage=False))
     assert status == 200, raw
     events = [line[len("data: ") :] for line in raw.decode().split("\n") if line.startswith("data: ")]
     chunks = [json.loads(e) for e in events if e != "[DONE]"]
