@@ -22,6 +22,8 @@ import pytest
 import yaml
 from standin_util import LAUNCH, STANDIN, free_port_range, standin_processes, standin_workspace
 
+from repro.results.verify import Verdict, verify_dir
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -166,7 +168,6 @@ def test_one_loadgen_over_a_server_whose_ranks_span_two_nodes(slurm: None, tmp_p
     assert "rank 3 of 4" in (run_dir / "servers" / "server-0" / "rank-3.log").read_text()
     srun = record["servers"]["servers"][0]["srun"]
     assert "--ntasks=4" in srun and "--mpi=pmi2" in srun and "--kill-on-bad-exit=1" in srun
-    from repro.results.verify import verify_dir
 
     verdict = verify_dir(log_dir, recipe=str(tmp_path / f"{record['recipe']}.yaml"))
     assert verdict.run.validity == "VALID" and verdict.gpus == 4, verdict.reasons
@@ -176,9 +177,42 @@ def test_one_loadgen_over_a_server_whose_ranks_span_two_nodes(slurm: None, tmp_p
     assert standin_processes() == [] and doc["steps_left"] == []
 
 
+_LATENCY_CHECKS = {"TTFT p99", "TPOT p99", "early stopping", "LoadGen validity"}
+
+
+def _only_latency_failed(verdict: Verdict) -> bool:
+    """True when all that failed is the p99 latency (and LoadGen's verdict of it): what one stall of a shared 2-core
+    machine does to 500 queries whose p99 the stand-in answers in ~15 ms. Anything else (too few queries, short
+    duration, a LoadGen error, the system's GPUs) is the plumbing under test and fails at once."""
+    failed = [c for c in verdict.checks if c.fails]
+    validity = next((c.detail for c in failed if c.name == "LoadGen validity"), "")
+    reasons = [r.strip() for r in validity.removeprefix("INVALID: ").split(";") if r.strip()]
+    return (
+        bool(failed)
+        and {c.name for c in failed} <= _LATENCY_CHECKS
+        and all(r.startswith(("performance constraints not met", "early stopping")) for r in reasons)
+    )
+
+
 def test_interactive_disaggregated_behind_its_front_end(slurm: None, tmp_path: Path, _isolated_home) -> None:
     """A context and a generation server (2 ranks each) and one `trtllm-serve disaggregated` front end, its config
-    written from the plan; LoadGen streams every query through the front end."""
+    written from the plan; LoadGen streams every query through the front end.
+
+    The run is VALID on a quiet machine (p99 TTFT 13-16 ms here against 450 ms); a CI machine once stalled long
+    enough to put 1% of the queries past 1.7 s. A run whose only failure is that latency is run once more, in a fresh
+    folder, and must then be VALID; every other failure fails the first time."""
+    first = _interactive_run(tmp_path / "first")
+    if first.run.validity != "VALID" and _only_latency_failed(first):
+        again = _interactive_run(tmp_path / "again")
+        assert again.run.validity == "VALID", (first.reasons, again.reasons)
+    else:
+        assert first.run.validity == "VALID", first.reasons
+    assert standin_processes() == []
+
+
+def _interactive_run(tmp_path: Path) -> Verdict:
+    """One disaggregated Interactive run under salloc, its layout checked; returns verify's verdict on it."""
+    tmp_path.mkdir()
     doc, _ = _drive(tmp_path, "interactive")
     assert doc.get("status") == "done", doc
     log_dir = Path(doc["log_dir"])
@@ -193,11 +227,8 @@ def test_interactive_disaggregated_behind_its_front_end(slurm: None, tmp_path: P
     ctx_log = (run_dir / "servers" / "ctx-0" / "rank-0.log").read_text()
     assert "trtllm-serve" in ctx_log and "rank 0 of 2" in ctx_log
     assert "servers ready; serving" in (run_dir / "servers" / "router-0" / "rank-0.log").read_text()
-    from repro.results.verify import verify_dir
-
-    verdict = verify_dir(log_dir, recipe=str(tmp_path / f"{record['recipe']}.yaml"))
-    assert verdict.run.validity == "VALID", verdict.reasons
-    assert standin_processes() == [] and doc["steps_left"] == []
+    assert doc["steps_left"] == []
+    return verify_dir(log_dir, recipe=str(tmp_path / f"{record['recipe']}.yaml"))
 
 
 def test_a_killed_rank_fails_the_run_naming_its_node_rank_and_log(slurm: None, tmp_path: Path, _isolated_home) -> None:
