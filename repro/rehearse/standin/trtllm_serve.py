@@ -623,6 +623,8 @@ def describe(p: TwinParams) -> str:
         f"step {p.a:.4g} s + {p.b:.3g} s x decoders + {p.c:.3g} s x prefill tokens, {p.max_batch} running at most, "
         f"KV {p.kv_tokens:,} tokens, {p.max_num_tokens} tokens a step, time x {p.time_scale:g}, width {p.width:g}"
         + (f", {p.replicas} replicas" if p.replicas > 1 else "")
+        + (f", step stalls {p.stall_p:.3g} x {p.stall_s:.3g} s" if p.stall_p else "")
+        + (f", first-token stalls {p.first_stall_p:.3g} x {p.first_stall_s:.3g} s" if p.first_stall_p else "")
     )
 
 

@@ -11,6 +11,8 @@ The model (../shared/reference/server-twin.md, from TensorRT-LLM's docs and ai-d
   in admission order (chunked prefill, FIRST_COME_FIRST_SERVED);
 - a step lasts a + b x decoders + c x prefill tokens (one price for a mixed step, not the sum of two), times a
   log-normal jitter exp(N(-sigma^2/2, sigma)) and, with probability stall_p, stall_s more;
+- with probability first_stall_p a request's first token reaches the client first_stall_s late (its response path:
+  the post-processing workers, the HTTP server), its steps and every other request's untouched;
 - at a step's end each decoder has one more token, a request whose last prefill chunk ran has its first token, and
   a finished request frees its KV.
 
@@ -65,6 +67,10 @@ class TwinParams:
     first_delay: float = 0.0
     """Seconds from the step that ran a prompt's last chunk to its first token reaching the client: fitted only
     where the published median TTFT is above what the scheduler alone gives at the published step costs."""
+    first_stall_p: float = 0.0
+    first_stall_s: float = 0.0
+    """A request's first token is first_stall_s later with probability first_stall_p: the TTFT tail where step
+    stalls (stall_p, stall_s) would lengthen the TPOT tail past the published log's."""
     width: float = 1.0
     crowd: list[float] | None = None
     """The whole server's steady running requests, decoders, KV tokens and prefill tokens a step (width < 1)."""
@@ -91,9 +97,10 @@ class TwinParams:
     pauses: input + the answer's own length, as if the scheduler knew it)."""
 
     def __post_init__(self) -> None:
-        nums = (self.a, self.b, self.c, self.jitter, self.stall_p, self.stall_s, self.first_delay)
-        if min(nums) < 0 or not all(math.isfinite(float(x)) for x in nums) or self.stall_p > 1:
-            raise ValueError("a, b, c, jitter, stall_s >= 0 and 0 <= stall_p <= 1")
+        nums = [self.a, self.b, self.c, self.jitter, self.stall_p, self.stall_s, self.first_delay]
+        nums += [self.first_stall_p, self.first_stall_s]
+        if min(nums) < 0 or not all(math.isfinite(float(x)) for x in nums) or max(self.stall_p, self.first_stall_p) > 1:
+            raise ValueError("a, b, c, jitter, stall_s, first_stall_s >= 0 and 0 <= stall_p, first_stall_p <= 1")
         if min(self.max_batch, self.max_num_tokens, self.kv_tokens, self.max_seq_len) < 1:
             raise ValueError("max_batch, max_num_tokens, kv_tokens and max_seq_len >= 1")
         if not 0 < self.width <= 1:
@@ -319,7 +326,10 @@ class Engine:
             if self.max_util:
                 self.kv += 1
             if j.first_step < 0:
-                j.first_step, j.t_first = step, now + self.p.first_delay
+                late = self.p.first_delay
+                if self.p.first_stall_p and self.rng.random() < self.p.first_stall_p:
+                    late += self.p.first_stall_s
+                j.first_step, j.t_first = step, now + late
                 events.append(("first", j))
             if j.base_tokens >= j.osl:
                 self._free(j)
