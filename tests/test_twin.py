@@ -15,6 +15,7 @@ from standin_util import LocalStandin, write_tokenizer
 
 from repro.core.recipes import get_recipe
 from repro.rehearse import twin as T
+from repro.rehearse import twin_crowd as C
 from repro.rehearse.standin.trtllm_twin import Engine, TwinParams, simulate
 
 TWIN_RECIPES = ["nd-gb200-v6-405b", "nd-gb200-v6", "nd-gb300-v6", "nd-h100-v5", "nd-h200-v5", "nc-h100-v5"]
@@ -142,10 +143,10 @@ def test_a_thin_twin_keeps_the_whole_servers_rate_and_latencies() -> None:
     mt = recipe.loadgen.max_tokens
     off = cal.scenarios["Offline"]
     base = TwinParams.from_json({**off.params.to_json(), "seed": 3})
-    crowd = T.steady_state(off.target, base, mt)
+    crowd = C.steady_state(off.target, base, mt)
     rng = random.Random(5)
     arrivals = [(0.0, rng.choice(off.target.isl), rng.choice(off.target.osl)) for _ in range(831)]
-    jobs, _ = simulate(T.thin_for("Offline", base, 0.1, crowd), arrivals, mt)
+    jobs, _ = simulate(C.thin_for("Offline", base, 0.1, crowd), arrivals, mt)
     rate = T._measured(off.target, jobs, True).samples_per_s / 0.1
     assert rate == pytest.approx(off.figures["samples_per_s"].value, rel=0.05)
     srv = cal.scenarios["Server"]
@@ -155,7 +156,7 @@ def test_a_thin_twin_keeps_the_whole_servers_rate_and_latencies() -> None:
     while now < 3000:
         now += rng.expovariate(srv.target.per_server_qps * 0.2)
         arrivals.append((now, rng.choice(srv.target.isl), rng.choice(srv.target.osl)))
-    jobs, _ = simulate(T.thin_for("Server", base, 0.2, T.steady_state(srv.target, base, mt)), arrivals, mt)
+    jobs, _ = simulate(C.thin_for("Server", base, 0.2, C.steady_state(srv.target, base, mt)), arrivals, mt)
     thin = T._measured(srv.target, jobs, True)
     assert thin.pct("tpot", 0.5) == pytest.approx(full.pct("tpot", 0.5), rel=0.1)
     assert thin.pct("ttft", 0.5) == pytest.approx(full.pct("ttft", 0.5), rel=0.3)

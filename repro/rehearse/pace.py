@@ -140,7 +140,8 @@ def expected_ttft_p99(t: Any, params: TwinParams, max_tokens: int, limit_s: floa
     published log's (such a run fails at any pace, and the published margin sets how long it takes to say so).
     The recipe's engine can be far from the published one: nd-h200-v5's Interactive engine takes 1,536 tokens a
     step where the published one took 256, and its twin's p99 TTFT is 74 ms where the published log's is 291 ms."""
-    from repro.rehearse.twin import measure, one_server
+    from repro.rehearse.twin import measure
+    from repro.rehearse.twin_crowd import one_server
 
     published = t.figures["ttft_p99"].value
     own = max(measure(t, one_server(params, seed), max_tokens).pct("ttft", 0.99) for seed in TWIN_P99_SEEDS)
@@ -349,7 +350,8 @@ def _latency_twin(
 def plan_pace(recipe: Recipe, time_scale: float, cache_dir: Path | None = None) -> dict[str, RunPace]:
     """Every run of the recipe's published-pace rehearsal (the scenarios its twin record has)."""
     from repro.rehearse.result import PROMPTS
-    from repro.rehearse.twin import calibrate, one_server, steady_state, thin_for
+    from repro.rehearse.twin import calibrate
+    from repro.rehearse.twin_crowd import one_server, steady_state, thin_for
     from repro.run.backends.trtllm import client_concurrency, stall_timeout_s
     from repro.run.settings import loadgen_settings
 

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from repro.rehearse.standin.trtllm_twin import TwinParams, simulate
-from repro.rehearse.twin import Target, _arrivals, measure, one_server
+from repro.rehearse.twin import Target, measure, published_arrivals
+from repro.rehearse.twin_crowd import one_server
 from repro.run.latency_bound import allowed_over, early_stopping_met
 
 WHOLE_RUN_SEED = 5
@@ -101,7 +102,7 @@ def early_stopping_odds(
     passed = 0
     for seed in range(runs):
         rng = random.Random(1000 + seed)
-        arrivals = _arrivals(t, rng, seconds=(skip + queries) / t.per_server_qps)
+        arrivals = published_arrivals(t, rng, seconds=(skip + queries) / t.per_server_qps)
         jobs, _ = simulate(TwinParams.from_json({**params.to_json(), "seed": 1000 + seed}), arrivals, max_tokens)
         times = [(j.t_arr, j.t_first, j.t_done, j.osl) for j in jobs[skip:]]
         counted = [(a, f, d, n) for a, f, d, n in times if f is not None and d is not None][:queries]
