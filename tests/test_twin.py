@@ -146,7 +146,7 @@ def test_a_thin_twin_keeps_the_whole_servers_rate_and_latencies() -> None:
     crowd = C.steady_state(off.target, base, mt)
     rng = random.Random(5)
     arrivals = [(0.0, rng.choice(off.target.isl), rng.choice(off.target.osl)) for _ in range(831)]
-    jobs, _ = simulate(C.thin_for("Offline", base, 0.1, crowd), arrivals, mt)
+    jobs, _ = simulate(C.thin_for(base, 0.1, crowd), arrivals, mt)
     rate = T._measured(off.target, jobs, True).samples_per_s / 0.1
     assert rate == pytest.approx(off.figures["samples_per_s"].value, rel=0.05)
     srv = cal.scenarios["Server"]
@@ -156,7 +156,7 @@ def test_a_thin_twin_keeps_the_whole_servers_rate_and_latencies() -> None:
     while now < 3000:
         now += rng.expovariate(srv.target.per_server_qps * 0.2)
         arrivals.append((now, rng.choice(srv.target.isl), rng.choice(srv.target.osl)))
-    jobs, _ = simulate(C.thin_for("Server", base, 0.2, C.steady_state(srv.target, base, mt)), arrivals, mt)
+    jobs, _ = simulate(C.thin_for(base, 0.2, C.steady_state(srv.target, base, mt)), arrivals, mt)
     thin = T._measured(srv.target, jobs, True)
     assert thin.pct("tpot", 0.5) == pytest.approx(full.pct("tpot", 0.5), rel=0.1)
     assert thin.pct("ttft", 0.5) == pytest.approx(full.pct("ttft", 0.5), rel=0.3)

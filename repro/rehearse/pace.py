@@ -407,7 +407,7 @@ def plan_pace(recipe: Recipe, time_scale: float, cache_dir: Path | None = None) 
             TimeScale(k, f"--pace published ({why})"),
             width,
             settings,
-            thin_for(scenario, base, width, crowd),
+            thin_for(base, width, crowd),
             max(1, math.ceil(client_concurrency(recipe) * width)),
             stall_timeout_s(recipe),
             notes,

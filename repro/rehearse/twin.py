@@ -96,6 +96,13 @@ class Target:
         return min(self.duration_s, max(FIT_SERVER_S, FIT_QUERIES / self.per_server_qps))
 
     @property
+    def fit_burst(self) -> int:
+        """Per server: the Offline queries the fit and its steady state simulate, FIT_OFFLINE_SLOTS waves of the
+        engine's slots (its batch size, or the KV cache over the mean input length), at most the whole query."""
+        slots = min(self.engine.max_batch_size, self.engine.kv_tokens // max(1, sum(self.isl) // len(self.isl)))
+        return min(self.queries, FIT_OFFLINE_SLOTS * slots)
+
+    @property
     def real_queries(self) -> int:
         """Per server: the queries a latency-bound published run issued. LoadGen schedules min_duration's worth at
         target_qps (at least min_query_count) and, with sample_concatenate_permutation (every LLM run), rounds up to
@@ -185,8 +192,7 @@ def measure(
     `queries` long), measured as LoadGen would."""
     rng = random.Random(seed)
     if t.scenario == "Offline":
-        slots = min(t.engine.max_batch_size, t.engine.kv_tokens // max(1, sum(t.isl) // len(t.isl)))
-        burst = min(t.queries, CHECK_OFFLINE_QUERIES) if full else min(t.queries, FIT_OFFLINE_SLOTS * slots)
+        burst = min(t.queries, CHECK_OFFLINE_QUERIES) if full else t.fit_burst
         jobs, _ = simulate(p, published_arrivals(t, rng, burst=burst), max_tokens)
     else:
         seconds = None if full else t.fit_s

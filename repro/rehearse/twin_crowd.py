@@ -9,8 +9,8 @@ from __future__ import annotations
 import math
 import random
 
-from repro.rehearse.standin.trtllm_twin import TwinParams
-from repro.rehearse.twin import FIT_OFFLINE_SLOTS, Target, published_arrivals
+from repro.rehearse.standin.trtllm_twin import Engine, TwinParams
+from repro.rehearse.twin import Target, published_arrivals
 
 
 def one_server(params: TwinParams, seed: int) -> TwinParams:
@@ -26,7 +26,7 @@ def thin(params: TwinParams, width: float, crowd: list[float]) -> TwinParams:
     return TwinParams.from_json({**params.to_json(), "width": width, "crowd": [float(x) for x in crowd]})
 
 
-def thin_for(scenario: str, params: TwinParams, width: float, crowd: list[float]) -> TwinParams:
+def thin_for(params: TwinParams, width: float, crowd: list[float]) -> TwinParams:
     """A rehearsal run's thin twin: the crowd fixed at the published schedule's steady state (one that followed the
     thin server's own counts / width at a width of 0.01 amplified their noise into a queue: p99 TTFT 9 s where the
     whole server's is 0.4 s)."""
@@ -47,12 +47,9 @@ def steady_state(
     """The whole server's mean running requests, decoders, KV tokens and prefill tokens a step over `window` of
     its published schedule (the fit's length, or `seconds` of it): the crowd a thin twin shares the server with.
     A server that falls behind is measured at the end of the real run's schedule (pace.plan_pace), not its middle."""
-    from repro.rehearse.standin.trtllm_twin import Engine
-
     rng = random.Random(5)
     if t.scenario == "Offline":
-        slots = min(t.engine.max_batch_size, t.engine.kv_tokens // max(1, sum(t.isl) // len(t.isl)))
-        arrivals = published_arrivals(t, rng, burst=min(t.queries, FIT_OFFLINE_SLOTS * slots))
+        arrivals = published_arrivals(t, rng, burst=t.fit_burst)
     else:
         arrivals = published_arrivals(t, rng, seconds=seconds or t.fit_s)
     eng = Engine(params, random.Random(params.seed or 1))
